@@ -1,0 +1,87 @@
+/* Small functions of the module table: CSPRNG tokens, error objects made from Lua, JSON. */
+#include "lua/binding.h"
+#include "util/random.h"
+
+/* core.random_hex(nbytes) -> hex string from getrandom(2). */
+static int l_random_hex(lua_State *L) {
+  lua_Integer n = luaL_optinteger(L, 1, 32);
+  luaL_argcheck(L, n >= 1 && n <= 64, 1, "between 1 and 64 bytes");
+  char out[129];
+  if (ss_random_hex(out, (size_t)n) != 0) return luaL_error(L, "getrandom failed");
+  lua_pushstring(L, out);
+  return 1;
+}
+
+/* core.error(kind, reason, message, fields) -> an error object (not raised). */
+static int l_error(lua_State *L) {
+  const char *kind = luaL_checkstring(L, 1);
+  const char *reason = luaL_optstring(L, 2, NULL);
+  const char *message = luaL_optstring(L, 3, "");
+  lua_newtable(L);
+  if (lua_istable(L, 4)) {
+    lua_pushnil(L);
+    while (lua_next(L, 4)) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_settable(L, -4);
+    }
+  }
+  lua_pushstring(L, kind);
+  lua_setfield(L, -2, "kind");
+  if (reason) {
+    lua_pushstring(L, reason);
+    lua_setfield(L, -2, "reason");
+  }
+  lua_pushstring(L, message);
+  lua_setfield(L, -2, "message");
+  luaL_getmetatable(L, SS_ERROR_MT);
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+/* core.is_error(v) -> true when v is an error object. */
+static int l_is_error(lua_State *L) {
+  int is = 0;
+  if (lua_getmetatable(L, 1)) {
+    luaL_getmetatable(L, SS_ERROR_MT);
+    is = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+  }
+  lua_pushboolean(L, is);
+  return 1;
+}
+
+/* core.json_encode(v) -> string, or nil, err. */
+static int l_json_encode(lua_State *L) {
+  ss_error err;
+  ss_error_init(&err);
+  cJSON *j = ss_lua_to_json(L, 1, 0, &err);
+  if (!j) return ss_push_error(L, &err);
+  char *s = cJSON_PrintUnformatted(j);
+  cJSON_Delete(j);
+  if (!s) return luaL_error(L, "out of memory");
+  lua_pushstring(L, s);
+  cJSON_free(s);
+  return 1;
+}
+
+/* core.json_decode(s) -> value, or nil, err. Uses the length-bounded parser, never cJSON's
+ * global error pointer. */
+static int l_json_decode(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  const char *end = NULL;
+  cJSON *j = cJSON_ParseWithLengthOpts(s, len, &end, 0);
+  if (!j) return ss_return_error(L, "invalid", "bad_json", "not valid JSON near byte %d",
+                                 end ? (int)(end - s) : 0);
+  ss_json_to_lua(L, j);
+  cJSON_Delete(j);
+  return 1;
+}
+
+void sandstack_open_util(lua_State *L) {
+  static const luaL_Reg fns[] = {{"random_hex", l_random_hex},   {"error", l_error},
+                                 {"is_error", l_is_error},       {"json_encode", l_json_encode},
+                                 {"json_decode", l_json_decode}, {NULL, NULL}};
+  luaL_setfuncs(L, fns, 0);
+}

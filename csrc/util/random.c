@@ -1,0 +1,34 @@
+#include "util/random.h"
+
+#include <errno.h>
+#include <sys/random.h>
+
+int ss_random_bytes(void *buf, size_t n) {
+  unsigned char *p = buf;
+  while (n > 0) {
+    ssize_t got = getrandom(p, n, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += got;
+    n -= (size_t)got;
+  }
+  return 0;
+}
+
+int ss_random_hex(char *out, size_t nbytes) {
+  static const char digits[] = "0123456789abcdef";
+  unsigned char raw[64];
+  if (nbytes > sizeof raw) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (ss_random_bytes(raw, nbytes) != 0) return -1;
+  for (size_t i = 0; i < nbytes; i++) {
+    out[2 * i] = digits[raw[i] >> 4];
+    out[2 * i + 1] = digits[raw[i] & 15];
+  }
+  out[2 * nbytes] = '\0';
+  return 0;
+}

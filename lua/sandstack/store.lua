@@ -1,0 +1,33 @@
+-- Records that may be persisted: which keys are secrets, and a deep copy without them.
+local M = {}
+
+local SECRET_KEYS = { "api_key", "session_token" }
+
+function M.secret_keys()
+  local out = {}
+  for i, k in ipairs(SECRET_KEYS) do out[i] = k end
+  return out
+end
+
+local secret = {}
+for _, k in ipairs(SECRET_KEYS) do secret[k] = true end
+
+local function scrub(v, seen)
+  if type(v) ~= "table" then return v end
+  if seen[v] then error("scrub: the table contains a cycle", 3) end
+  seen[v] = true
+  local out = {}
+  for k, x in pairs(v) do
+    if not (type(k) == "string" and secret[k]) then out[k] = scrub(x, seen) end
+  end
+  seen[v] = nil
+  return out
+end
+
+-- Returns a deep copy of t without the secret keys, at any depth.
+function M.scrub(t)
+  if type(t) ~= "table" then error("scrub: expected a table, got " .. type(t), 2) end
+  return scrub(t, {})
+end
+
+return M

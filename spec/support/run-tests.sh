@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): sets the machine up, then runs every test file through
+# prove in each build mode and closes with one line "tests: N passed, N failed".
+#   run-tests.sh [FILE...]        SANDSTACK_TEST_MODES="lua54 luajit asan" (default: all three)
+#   lua54   every spec and .t file, Lua 5.4 build
+#   luajit  the unit specs (no engine) with LuaJIT and the LuaJIT build
+#   asan    every spec but the nginx ones, under AddressSanitizer + UBSan with leak checking
+set -uo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+bash spec/support/bootstrap.sh --test || { echo "tests: 0 passed, 1 failed"; exit 1; }
+
+if [ $# -gt 0 ]; then files=("$@"); else
+  files=()
+  while IFS= read -r f; do files+=("$f"); done < <(ls spec/*_spec.lua spec/*.t 2>/dev/null | sort)
+fi
+modes=${SANDSTACK_TEST_MODES:-lua54 luajit asan}
+passed=0 failed=0 log=$(mktemp)
+for mode in $modes; do
+  sel=()
+  for f in "${files[@]}"; do
+    case "$mode:$f" in
+      lua54:*) sel+=("$f") ;;
+      *:*_spec.lua | *:*zz_*.t) sel+=("$f") ;;
+    esac
+  done
+  [ ${#sel[@]} -gt 0 ] || continue
+  echo "=== mode $mode: ${#sel[@]} files"
+  prove --exec "spec/support/tap-runner $mode" "${sel[@]}" 2>&1 | tee "$log"
+  total=$(sed -n 's/^Files=[0-9]*, Tests=\([0-9]*\),.*/\1/p' "$log" | tail -1)
+  bad=$(sed -n 's/.*Failed \([0-9]*\)\/[0-9]* subtests.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+  total=${total:-0}
+  if grep -q '^Result: FAIL' "$log" && [ "$bad" -eq 0 ]; then bad=1; fi # a file died outside a test
+  passed=$((passed + total - (bad > total ? total : bad)))
+  failed=$((failed + bad))
+done
+rm -f "$log"
+if [ $((passed + failed)) -eq 0 ]; then
+  echo "no tests ran"
+  echo "tests: 0 passed, 1 failed"
+  exit 1
+fi
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
