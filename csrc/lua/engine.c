@@ -1,4 +1,314 @@
-/* Placeholder: the engine part registers its functions here. */
+/* The binding of the Engine API transport (csrc/engine): a handle class over one sse_client.
+ * lua/sandstack/engine.lua builds the public sandstack.engine API on these primitives:
+ *   core.engine_client{host=, tls=, tls_verify=, ca=, cert=, key=} -> handle | nil, err
+ *   h:submit(method, target, body|nil, {content_type=, headers={"K: V"}, timeout=,
+ *            connect_timeout=, max_bytes=, mode="buffer"|"demux"|"file"|"lines", file=})
+ *       -> id | nil, err
+ *   h:run(id, timeout) -> bool   (id 0: any finished; id -1: sleep; timeout nil: no limit)
+ *   h:await_headers(id, timeout) -> bool (the response headers came, or the transfer ended)
+ *   h:take(id) -> result | nil   (id 0: the oldest finished)
+ *   h:line(id) -> string | nil   h:state(id) -> "running"|"done"|nil
+ *   h:cancel(id)  h:running() h:finished()  h:close()
+ *   core.engine_error_message(body) -> the daemon's message from an error body
+ *   core.engine_clock() -> monotonic seconds
+ * A result is {id=, status=, body=, headers={lowercased=value}, content_type=, stdout=,
+ * stderr=, file_bytes=, message= (status >= 300), err= (transfer failed)}. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/client.h"
+#include "engine/errmsg.h"
 #include "lua/binding.h"
 
-void sandstack_open_engine(lua_State *L) { (void)L; }
+#define ENGINE_HANDLE_MT "sandstack.engine.handle"
+#define MAX_HEADERS 64
+
+typedef struct {
+  sse_client *c;
+} handle;
+
+static handle *check_handle(lua_State *L) {
+  handle *h = luaL_checkudata(L, 1, ENGINE_HANDLE_MT);
+  if (!h->c) luaL_error(L, "the engine client is closed");
+  return h;
+}
+
+static int h_close(lua_State *L) {
+  handle *h = luaL_checkudata(L, 1, ENGINE_HANDLE_MT);
+  sse_client_free(h->c);
+  h->c = NULL;
+  return 0;
+}
+
+static const char *opt_str(lua_State *L, int idx, const char *key) {
+  return ss_opt_string(L, idx, key, NULL);
+}
+
+static int l_engine_client(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  static const char *const keys[] = {"host", "tls", "tls_verify", "ca", "cert", "key", NULL};
+  ss_check_keys(L, 1, keys, "engine_client");
+  sse_config cfg = {
+      .host = opt_str(L, 1, "host"),
+      .tls = ss_opt_boolean(L, 1, "tls", 0),
+      .tls_verify = ss_opt_boolean(L, 1, "tls_verify", 1),
+      .ca = opt_str(L, 1, "ca"),
+      .cert = opt_str(L, 1, "cert"),
+      .key = opt_str(L, 1, "key"),
+  };
+  if (!cfg.host) return ss_return_error(L, "invalid", "bad_host", "engine host missing");
+  ss_error err;
+  ss_error_init(&err);
+  handle *h = ss_newuserdata(L, sizeof *h);
+  h->c = NULL;
+  luaL_getmetatable(L, ENGINE_HANDLE_MT);
+  lua_setmetatable(L, -2);
+  h->c = sse_client_new(&cfg, &err);
+  if (!h->c) return ss_push_error(L, &err);
+  return 1;
+}
+
+static sse_body_mode check_mode(lua_State *L, const char *m) {
+  if (!m || strcmp(m, "buffer") == 0) return SSE_BODY_BUFFER;
+  if (strcmp(m, "demux") == 0) return SSE_BODY_DEMUX;
+  if (strcmp(m, "file") == 0) return SSE_BODY_FILE;
+  if (strcmp(m, "lines") == 0) return SSE_BODY_LINES;
+  luaL_error(L, "submit: unknown mode '%s'", m);
+  return SSE_BODY_BUFFER;
+}
+
+/* Sizes arrive as Lua numbers; anything not a positive finite count is a caller bug. */
+static size_t opt_size(lua_State *L, int idx, const char *key, size_t def) {
+  double v = ss_opt_number(L, idx, key, (double)def);
+  if (!(v >= 1 && v <= 1e15)) luaL_error(L, "option '%s' must be a positive byte count", key);
+  return (size_t)v;
+}
+
+static int h_submit(lua_State *L) {
+  handle *h = check_handle(L);
+  const char *method = luaL_checkstring(L, 2);
+  const char *target = luaL_checkstring(L, 3);
+  size_t body_len = 0;
+  const char *body = lua_isnoneornil(L, 4) ? NULL : luaL_checklstring(L, 4, &body_len);
+  if (!lua_isnoneornil(L, 5)) luaL_checktype(L, 5, LUA_TTABLE);
+  static const char *const keys[] = {"content_type", "headers", "timeout", "connect_timeout",
+                                     "max_bytes", "mode", "file", NULL};
+  ss_check_keys(L, 5, keys, "submit");
+  sse_spec spec = {
+      .method = method,
+      .target = target,
+      .body = body,
+      .body_len = body_len,
+      .content_type = opt_str(L, 5, "content_type"),
+      .timeout = ss_opt_number(L, 5, "timeout", 30),
+      .connect_timeout = ss_opt_number(L, 5, "connect_timeout", 0),
+      .max_bytes = opt_size(L, 5, "max_bytes", 16u << 20),
+      .mode = check_mode(L, opt_str(L, 5, "mode")),
+      .fd = -1,
+  };
+  const char *lines[MAX_HEADERS];
+  size_t n = 0;
+  if (!lua_isnoneornil(L, 5)) {
+    lua_getfield(L, 5, "headers");
+    if (lua_istable(L, -1)) {
+      size_t len = ss_rawlen(L, -1);
+      if (len > MAX_HEADERS) luaL_error(L, "submit: more than %d headers", MAX_HEADERS);
+      for (size_t i = 1; i <= len; i++) {
+        lua_rawgeti(L, -1, (int)i);
+        /* Strings only: a converted number would be a temporary the pop below could free. */
+        const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (!s || strpbrk(s, "\r\n")) luaL_error(L, "submit: headers must be strings without CR/LF");
+        lines[n++] = s; /* kept alive by the headers table, itself held by the options */
+        lua_pop(L, 1);
+      }
+    } else if (!lua_isnil(L, -1)) {
+      luaL_error(L, "submit: headers must be a list of 'Name: value' strings");
+    }
+    lua_pop(L, 1);
+  }
+  spec.headers = lines;
+  spec.nheaders = n;
+  if (spec.mode == SSE_BODY_FILE) {
+    const char *path = opt_str(L, 5, "file");
+    if (!path) luaL_error(L, "submit: mode 'file' needs option 'file'");
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return ss_return_error(L, "io", NULL, "cannot open '%s' for writing: %s", path, strerror(errno));
+    spec.fd = fd;
+    spec.close_fd = 1;
+  }
+  ss_error err;
+  ss_error_init(&err);
+  long id = sse_client_submit(h->c, &spec, &err);
+  if (id < 0) return ss_push_error(L, &err);
+  lua_pushinteger(L, (lua_Integer)id);
+  return 1;
+}
+
+static int h_run(lua_State *L) {
+  handle *h = check_handle(L);
+  long id = (long)luaL_checkinteger(L, 2);
+  double timeout = luaL_optnumber(L, 3, -1);
+  if (timeout != timeout) timeout = 0; /* NaN */
+  lua_pushboolean(L, sse_client_run(h->c, id, timeout));
+  return 1;
+}
+
+/* Pushes {lowercased name = value} from raw "Name: value\r\n" lines; a repeated name keeps the
+ * values joined by ", " as HTTP allows. */
+static void push_headers(lua_State *L, const sse_buf *b) {
+  lua_newtable(L);
+  const char *p = b->data, *end = b->data ? b->data + b->len : NULL;
+  while (p && p < end) {
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    const char *line_end = eol ? eol : end;
+    const char *colon = memchr(p, ':', (size_t)(line_end - p));
+    if (colon && colon > p) {
+      luaL_Buffer name;
+      luaL_buffinit(L, &name);
+      for (const char *q = p; q < colon; q++) luaL_addchar(&name, (char)tolower((unsigned char)*q));
+      luaL_pushresult(&name);
+      const char *v = colon + 1, *ve = line_end;
+      while (v < ve && (*v == ' ' || *v == '\t')) v++;
+      while (ve > v && (unsigned char)ve[-1] <= ' ') ve--;
+      lua_pushvalue(L, -1);
+      lua_rawget(L, -3);
+      if (lua_isstring(L, -1)) {
+        lua_pushliteral(L, ", ");
+        lua_pushlstring(L, v, (size_t)(ve - v));
+        lua_concat(L, 3);
+      } else {
+        lua_pop(L, 1);
+        lua_pushlstring(L, v, (size_t)(ve - v));
+      }
+      lua_rawset(L, -3);
+    }
+    p = eol ? eol + 1 : end;
+  }
+}
+
+static void set_str(lua_State *L, const char *key, const sse_buf *b) {
+  lua_pushlstring(L, b->data ? b->data : "", b->len);
+  lua_setfield(L, -2, key);
+}
+
+static void push_result(lua_State *L, sse_result *r) {
+  lua_newtable(L);
+  lua_pushinteger(L, (lua_Integer)r->id);
+  lua_setfield(L, -2, "id");
+  if (r->status) {
+    lua_pushinteger(L, (lua_Integer)r->status);
+    lua_setfield(L, -2, "status");
+  }
+  set_str(L, "body", &r->body);
+  push_headers(L, &r->headers);
+  lua_setfield(L, -2, "headers");
+  lua_pushstring(L, r->content_type);
+  lua_setfield(L, -2, "content_type");
+  set_str(L, "stdout", &r->demux.out);
+  set_str(L, "stderr", &r->demux.err);
+  lua_pushinteger(L, (lua_Integer)r->file_bytes);
+  lua_setfield(L, -2, "file_bytes");
+  if (r->status >= 300) {
+    char msg[1024];
+    sse_error_message(r->body.data, r->body.len, msg, sizeof msg);
+    lua_pushstring(L, msg);
+    lua_setfield(L, -2, "message");
+  }
+  if (ss_error_isset(&r->err)) {
+    ss_push_error_object(L, &r->err);
+    lua_setfield(L, -2, "err");
+  }
+}
+
+static int h_await_headers(lua_State *L) {
+  handle *h = check_handle(L);
+  lua_pushboolean(L, sse_client_await_headers(h->c, (long)luaL_checkinteger(L, 2), luaL_checknumber(L, 3)));
+  return 1;
+}
+
+static int h_take(lua_State *L) {
+  handle *h = check_handle(L);
+  sse_result *r = sse_client_take(h->c, (long)luaL_optinteger(L, 2, 0));
+  if (!r) return 0;
+  push_result(L, r);
+  sse_result_free(r);
+  return 1;
+}
+
+static int h_line(lua_State *L) {
+  handle *h = check_handle(L);
+  const char *line;
+  size_t len;
+  if (!sse_client_line(h->c, (long)luaL_checkinteger(L, 2), &line, &len)) return 0;
+  lua_pushlstring(L, line, len);
+  return 1;
+}
+
+static int h_state(lua_State *L) {
+  handle *h = check_handle(L);
+  sse_result *r = sse_client_peek(h->c, (long)luaL_checkinteger(L, 2));
+  if (!r) return 0;
+  lua_pushstring(L, r->done ? "done" : "running");
+  return 1;
+}
+
+static int h_cancel(lua_State *L) {
+  handle *h = check_handle(L);
+  sse_client_cancel(h->c, (long)luaL_checkinteger(L, 2));
+  return 0;
+}
+
+static int h_running(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)sse_client_running(check_handle(L)->c));
+  return 1;
+}
+
+static int h_finished(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)sse_client_finished(check_handle(L)->c));
+  return 1;
+}
+
+static int h_closed(lua_State *L) {
+  handle *h = luaL_checkudata(L, 1, ENGINE_HANDLE_MT);
+  lua_pushboolean(L, h->c == NULL);
+  return 1;
+}
+
+/* core.engine_clock() -> seconds on the monotonic clock (deadlines in engine.lua). */
+static int l_engine_clock(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec / 1e9);
+  return 1;
+}
+
+static int l_engine_error_message(lua_State *L) {
+  size_t len;
+  const char *body = luaL_checklstring(L, 1, &len);
+  char msg[1024];
+  size_t n = sse_error_message(body, len, msg, sizeof msg);
+  lua_pushlstring(L, msg, n);
+  return 1;
+}
+
+void sandstack_open_engine(lua_State *L) {
+  static const luaL_Reg methods[] = {
+      {"submit", h_submit}, {"run", h_run}, {"await_headers", h_await_headers},         {"take", h_take},
+      {"line", h_line},     {"state", h_state},     {"cancel", h_cancel},
+      {"running", h_running}, {"finished", h_finished}, {"closed", h_closed},
+      {"close", h_close},   {NULL, NULL},
+  };
+  ss_define_class(L, ENGINE_HANDLE_MT, methods, h_close);
+  static const luaL_Reg fns[] = {
+      {"engine_client", l_engine_client},
+      {"engine_error_message", l_engine_error_message},
+      {"engine_clock", l_engine_clock},
+      {NULL, NULL},
+  };
+  luaL_setfuncs(L, fns, 0);
+}

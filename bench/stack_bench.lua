@@ -1,0 +1,170 @@
+-- Up-to-ready and teardown of one reference stack (sandbox with agent, forwarder, a sidecar
+-- with a 0.5 s healthcheck the sandbox depends on, an egress sidecar, one volume), measured in
+-- one run for: sandstack, docker-compose 1.29 (bench/stack-compose.yml, down -t 0 -v), and the
+-- shortest sequence of raw Engine calls with every independent call in parallel (the floor).
+-- Prints medians and ratios; absolute times depend on the machine, the ratios are the result.
+--   lua5.4 bench/stack_bench.lua [REPS]      (from the repository root; needs the engine)
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.cpath = "./build/?.so;" .. package.cpath
+local sandstack = require "sandstack"
+local core = sandstack.core
+local batch = require "sandstack.docker.batch"
+local http = require "sandstack.docker.http"
+local apply = require "sandstack.docker.apply"
+local socket = require "socket"
+
+local REPS = tonumber(arg[1]) or 3
+local POOL = "10.215.0.0/16"
+local AGENT, SOCAT = "sandstack-test/agent:local", "sandstack-test/socat:local"
+local now = socket.gettime
+
+local function opts(project)
+  return {
+    project_name = project, agent_port = 8080, forwarder_image = SOCAT, subnet_pool = POOL, pull = "never",
+    services = {
+      { name = "sandbox", image = AGENT, command = { "agent" }, depends_on = { "db" },
+        volumes = { { name = "workspace", target = "/workspace" } } },
+      { name = "db", image = AGENT, command = { "agent" }, env = { AGENT_PORT = "5432" }, egress = "none" },
+      { name = "relay", image = AGENT, command = { "agent" }, env = { AGENT_PORT = "3128" }, egress = "allow" },
+    },
+    volumes = { { name = "workspace" } },
+    ready = { db = { test = { "agent", "connect", "127.0.0.1", "5432", "500" }, interval = 0.5, timeout = 2, retries = 20 } },
+  }
+end
+
+local function wait_http(port)
+  local url = ("http://127.0.0.1:%d/health"):format(port)
+  for _ = 1, 3000 do
+    local r = http.request { method = "GET", url = url, timeout = 2 }
+    if r and r.status == 200 then return true end
+    socket.sleep(0.01)
+  end
+  error("no readiness at " .. url)
+end
+
+-- sandstack itself
+local function run_sandstack(project)
+  local t0 = now()
+  local s = assert(sandstack.docker.start(project, opts(project)))
+  local up = now() - t0
+  t0 = now()
+  assert(s:destroy())
+  s:close()
+  return up, now() - t0
+end
+
+-- docker-compose 1.29 with the equivalent compose file
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("*a")
+  local ok = p:close()
+  if not ok then error(cmd .. "\n" .. out) end
+  return out
+end
+
+local function run_compose(project, eng)
+  local used = assert(apply.used_subnets(eng))
+  local seed = tonumber(core.random_hex(3), 16)
+  local nets = {}
+  for i = 1, 3 do
+    nets[i] = assert(core.stack_pick_subnet(POOL, used, seed, 28))
+    used[#used + 1] = nets[i]
+  end
+  local env = ("PROJECT=%s SBX_SUBNET=%s PUB_SUBNET=%s EGRESS_SUBNET=%s"):format(project, nets[1], nets[2], nets[3])
+  local dc = ("%s docker-compose -p %s -f bench/stack-compose.yml"):format(env, project)
+  local t0 = now()
+  sh(dc .. " up -d")
+  local port = tonumber(sh(dc .. " port forwarder 8080"):match(":(%d+)"))
+  wait_http(port)
+  local up = now() - t0
+  t0 = now()
+  sh(dc .. " down -t 0 -v")
+  return up, now() - t0
+end
+
+-- The floor: the plan's bodies sent straight, every independent call in parallel, the
+-- engine's own healthcheck awaited by polling inspect.
+local function run_floor(project, eng)
+  local plan = assert(core.stack_plan(opts(project), { session_key = project, api_version = eng.api_version }))
+  local used = assert(apply.used_subnets(eng))
+  local seed = tonumber(core.random_hex(3), 16)
+  for _, n in ipairs(plan.networks) do
+    local s = assert(core.stack_pick_subnet(POOL, used, seed, 28))
+    used[#used + 1] = s
+    n.body.IPAM = { Config = { { Subnet = s } } }
+  end
+  local by = {}
+  for _, c in ipairs(plan.containers) do by[c.service] = c end
+  local function must(results)
+    local e = batch.first_error(results)
+    if e then error(tostring(e)) end
+  end
+  local t0 = now()
+  local reqs = {}
+  for _, n in ipairs(plan.networks) do reqs[#reqs + 1] = { "POST", "/networks/create", n.body } end
+  for _, v in ipairs(plan.volumes) do reqs[#reqs + 1] = { "POST", "/volumes/create", v.body } end
+  must(batch.run(eng, reqs))
+  reqs = {}
+  for _, c in ipairs(plan.containers) do reqs[#reqs + 1] = { "POST", "/containers/create", c.body, { query = { name = c.name } } } end
+  must(batch.run(eng, reqs))
+  reqs = {}
+  for _, c in ipairs(plan.containers) do
+    for _, cn in ipairs(c.connects) do reqs[#reqs + 1] = { "POST", "/networks/" .. cn.network .. "/connect", cn.body } end
+  end
+  must(batch.run(eng, reqs))
+  reqs = {}
+  for _, s in ipairs { "db", "relay", "forwarder" } do reqs[#reqs + 1] = { "POST", "/containers/" .. by[s].name .. "/start" } end
+  must(batch.run(eng, reqs))
+  while true do
+    local info = assert(eng:call("GET", "/containers/" .. by.db.name .. "/json"))
+    if info.State.Health and info.State.Health.Status == "healthy" then break end
+    socket.sleep(0.05)
+  end
+  assert(eng:call("POST", "/containers/" .. by.sandbox.name .. "/start"))
+  local info = assert(eng:call("GET", "/containers/" .. by.forwarder.name .. "/json"))
+  wait_http(tonumber(info.NetworkSettings.Ports["8080/tcp"][1].HostPort))
+  local up = now() - t0
+  t0 = now()
+  reqs = {}
+  for _, c in ipairs(plan.containers) do reqs[#reqs + 1] = { "DELETE", "/containers/" .. c.name, nil, { query = { force = "1", v = "1" } } } end
+  must(batch.run(eng, reqs))
+  reqs = {}
+  for _, n in ipairs(plan.networks) do reqs[#reqs + 1] = { "DELETE", "/networks/" .. n.name } end
+  must(batch.run(eng, reqs))
+  must(batch.run(eng, { { "DELETE", "/volumes/" .. plan.volumes[1].name } }))
+  return up, now() - t0
+end
+
+local function median(t)
+  table.sort(t)
+  local n = #t
+  return n % 2 == 1 and t[(n + 1) / 2] or (t[n / 2] + t[n / 2 + 1]) / 2
+end
+
+local eng = assert(sandstack.engine {})
+local contenders = { { "sandstack", run_sandstack }, { "compose", run_compose }, { "floor", run_floor } }
+local res = {}
+for _, c in ipairs(contenders) do res[c[1]] = { up = {}, down = {} } end
+for rep = 1, REPS do
+  for _, c in ipairs(contenders) do -- interleaved, so engine load drifts hit all three alike
+    local project = "sstest-stack-bench-" .. core.random_hex(3)
+    local ok, up, down = pcall(c[2], project, eng)
+    if not ok then
+      io.stderr:write(c[1], " failed: ", tostring(up), "\n")
+      sandstack.docker.down(project)
+      os.exit(1)
+    end
+    res[c[1]].up[rep], res[c[1]].down[rep] = up, down
+    io.stdout:write(("rep %d %-9s up %6.2fs  down %6.2fs\n"):format(rep, c[1], up, down))
+    io.stdout:flush()
+  end
+end
+local m = {}
+for name, r in pairs(res) do m[name] = { up = median(r.up), down = median(r.down) } end
+print(("\nengine API %s, %d reps, medians:"):format(eng.api_version, REPS))
+for _, c in ipairs(contenders) do print(("  %-9s up-to-ready %6.2fs   teardown %6.2fs"):format(c[1], m[c[1]].up, m[c[1]].down)) end
+print("ratios:")
+print(("  floor / compose      up %.2fx   down %.2fx"):format(m.floor.up / m.compose.up, m.floor.down / m.compose.down))
+print(("  sandstack / floor    up %.2fx   down %.2fx   (goal: <= 1.10x)"):format(m.sandstack.up / m.floor.up, m.sandstack.down / m.floor.down))
+print(("  sandstack / compose  up %.2fx   down %.2fx"):format(m.sandstack.up / m.compose.up, m.sandstack.down / m.compose.down))
+eng:close()

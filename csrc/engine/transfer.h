@@ -1,0 +1,45 @@
+#ifndef SANDSTACK_ENGINE_TRANSFER_H
+#define SANDSTACK_ENGINE_TRANSFER_H
+/* One HTTP transfer: the curl easy handle set up from an sse_spec, and the write/header
+ * callbacks that route the body into the mode's parser under its budget. Internal to
+ * csrc/engine (client.c drives these). */
+#include <curl/curl.h>
+
+#include "engine/client.h"
+
+typedef struct sse_endpoint {
+  sse_host host;
+  int tls_verify;
+  char *ca, *cert, *key;
+} sse_endpoint;
+
+/* Why the write callback stopped a transfer. */
+enum { SSE_ABORT_NONE, SSE_ABORT_OVER, SSE_ABORT_FRAME, SSE_ABORT_NOMEM, SSE_ABORT_IO };
+
+typedef struct sse_xfer {
+  sse_result r; /* first: an sse_result * handed out is the sse_xfer */
+  CURL *easy;
+  struct curl_slist *hdrs;
+  char *body_copy;
+  char errbuf[CURL_ERROR_SIZE];
+  char method[16];
+  char path[256];        /* the target without its query, for error fields */
+  sse_body_mode mode;
+  size_t max_bytes;
+  int fd;
+  int close_fd;
+  int paused;
+  int got_headers; /* the final response's header block ended */
+  int abort_why;
+  int io_errno;
+  unsigned long seq;
+  struct sse_xfer *next;
+} sse_xfer;
+
+sse_xfer *sse_xfer_new(const sse_endpoint *ep, const sse_spec *spec, long id, ss_error *err);
+/* Sets r.status and r.err from curl's result and the callbacks' state. */
+void sse_xfer_finish(sse_xfer *x, CURLcode rc);
+/* Frees the easy handle and request memory (not the result). */
+void sse_xfer_release_curl(sse_xfer *x);
+
+#endif

@@ -1,0 +1,186 @@
+/* Building a policy from its JSON form (the Lua binding converts the user's table to the same
+ * form, so there is one validator). Every refusal names the rule (1-based) and says why. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/policy.h"
+
+static ss_policy *fail(ss_policy *p, ss_error *err, int rule, const char *fmt, const char *what) {
+  ss_policy_free(p);
+  ss_error_set(err, "invalid", "policy", fmt, what ? what : "");
+  if (rule > 0) ss_error_field_num(err, "rule", rule);
+  return NULL;
+}
+
+/* "host", "host:port", "*.apex", "*.apex:port" -> r->host/wildcard/port. */
+static const char *parse_host(const char *s, int allow_port, ss_policy_rule *r) {
+  size_t len = strlen(s);
+  if (memchr(s, '[', len)) return "IPv6 literals are not supported";
+  const char *colon = memchr(s, ':', len);
+  if (colon) {
+    if (!allow_port) return "give the port either in 'host' or in 'port', not both";
+    const char *d = colon + 1;
+    size_t dl = len - (size_t)(d - s);
+    if (dl == 0 || dl > 5 || d[0] == '0') return "the port must be a number from 1 to 65535 without leading zeros";
+    long v = 0;
+    for (size_t i = 0; i < dl; i++) {
+      if (d[i] < '0' || d[i] > '9') return "the port must be a number from 1 to 65535 without leading zeros";
+      v = v * 10 + (d[i] - '0');
+    }
+    if (v > 65535) return "the port must be a number from 1 to 65535 without leading zeros";
+    r->port = (int)v;
+    len = (size_t)(colon - s);
+  }
+  if (len >= 2 && s[0] == '*' && s[1] == '.') {
+    r->wildcard = 1;
+    s += 2;
+    len -= 2;
+  } else if (len >= 1 && s[0] == '*') {
+    if (len >= 2 && s[1] == '*') return "'**' is not part of this language: '*.x' already admits every depth below x";
+    return len == 1 ? "'*' alone would admit everything; list the hosts" : "'*' is allowed only as the leading label '*.'";
+  }
+  const char *why = NULL;
+  if (ss_host_normalize(s, len, r->host, &why) != 0) return why;
+  if (r->wildcard && strchr(r->host, '.') != NULL && strspn(r->host, "0123456789.") == strlen(r->host))
+    return "a wildcard cannot cover an IP address";
+  return NULL;
+}
+
+static const char *parse_methods(const cJSON *m, ss_policy_rule *r) {
+  if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) == 0) return "'methods' must be a non-empty list of method names";
+  const cJSON *it;
+  cJSON_ArrayForEach(it, m) {
+    if (!cJSON_IsString(it)) return "'methods' must be a non-empty list of method names";
+    unsigned bit = ss_method_bit(it->valuestring, strlen(it->valuestring));
+    if (!bit) return "unknown method (use GET HEAD POST PUT PATCH DELETE OPTIONS CONNECT TRACE, or ANY)";
+    r->methods |= bit;
+  }
+  if ((r->methods & SS_M_ANY) && r->methods != SS_M_ANY) return "ANY cannot be combined with named methods";
+  return NULL;
+}
+
+static const char *parse_paths(const cJSON *ps, ss_policy_rule *r) {
+  if (!cJSON_IsArray(ps) || cJSON_GetArraySize(ps) == 0) return "'paths' must be a non-empty list of paths";
+  if (cJSON_GetArraySize(ps) > SS_POLICY_MAX_PATHS) return "a rule has more than 32 paths";
+  const cJSON *it;
+  cJSON_ArrayForEach(it, ps) {
+    if (!cJSON_IsString(it)) return "'paths' must be a non-empty list of paths";
+    const char *why = NULL;
+    if (!ss_path_rule_valid(it->valuestring, &why)) return why;
+    int dup = 0;
+    for (int i = 0; i < r->npaths; i++) dup |= strcmp(r->paths[i], it->valuestring) == 0;
+    if (dup) continue;
+    if (!(r->paths[r->npaths] = strdup(it->valuestring))) return "out of memory";
+    r->npaths++;
+  }
+  return NULL;
+}
+
+static const char *parse_rule(const cJSON *j, ss_policy_rule *r) {
+  if (cJSON_IsString(j)) return parse_host(j->valuestring, 1, r);
+  if (!cJSON_IsObject(j)) return "a rule must be a host string or a table with 'host'";
+  const cJSON *it;
+  cJSON_ArrayForEach(it, j) {
+    const char *k = it->string;
+    if (strcmp(k, "authority") == 0) return "'authority' rules are refused";
+    if (strcmp(k, "host") && strcmp(k, "port") && strcmp(k, "methods") && strcmp(k, "paths"))
+      return "unknown key in a rule (host, port, methods, paths)";
+  }
+  const cJSON *host = cJSON_GetObjectItemCaseSensitive(j, "host");
+  const cJSON *port = cJSON_GetObjectItemCaseSensitive(j, "port");
+  const cJSON *methods = cJSON_GetObjectItemCaseSensitive(j, "methods");
+  const cJSON *paths = cJSON_GetObjectItemCaseSensitive(j, "paths");
+  if (!cJSON_IsString(host)) return "a rule table needs 'host' (a string)";
+  const char *why = parse_host(host->valuestring, port == NULL, r);
+  if (why) return why;
+  if (port) {
+    double v = cJSON_IsNumber(port) ? port->valuedouble : -1;
+    if (!(v >= 1 && v <= 65535) || v != (double)(int)v) return "'port' must be an integer from 1 to 65535";
+    r->port = (int)v;
+  }
+  if (methods && (why = parse_methods(methods, r))) return why;
+  if (paths && !methods) return "a path rule needs 'methods' (as in sbx; use {\"ANY\"} for every method)";
+  if (paths && (why = parse_paths(paths, r))) return why;
+  return NULL;
+}
+
+/* Whether wildcard w covers every host rule r names, the apex of w counted as covered: sbx
+ * writes "*.x" as "**.x", which also admits x, so a narrower rule on x could not be kept
+ * beside it. Ports must overlap too. */
+static int narrowed(const ss_policy_rule *r) { return r->methods != 0 || r->npaths != 0; }
+
+static int inside(const ss_policy_rule *r, const ss_policy_rule *w) {
+  if (!w->wildcard || r == w) return 0;
+  if (r->port && w->port && r->port != w->port) return 0;
+  /* two method/path rules on one wildcard pattern are kept, as on one plain host */
+  if (r->wildcard && narrowed(w) && r->port == w->port && strcmp(w->host, r->host) == 0) return 0;
+  return strcmp(w->host, r->host) == 0 || ss_host_covered(w, r->host);
+}
+
+ss_policy *ss_policy_from_json(const cJSON *root, ss_error *err) {
+  ss_policy *p = calloc(1, sizeof *p);
+  if (!p) return fail(NULL, err, 0, "out of memory%s", "");
+  if (!cJSON_IsObject(root)) return fail(p, err, 0, "a policy is a table { allow = {...} }%s", "");
+  const cJSON *it;
+  cJSON_ArrayForEach(it, root) {
+    if (strcmp(it->string, "allow") && strcmp(it->string, "version"))
+      return fail(p, err, 0, "unknown key '%s' in the policy (only 'allow')", it->string);
+  }
+  const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
+  if (version && !(cJSON_IsNumber(version) && version->valuedouble == 1))
+    return fail(p, err, 0, "unsupported policy version%s", "");
+  const cJSON *allow = cJSON_GetObjectItemCaseSensitive(root, "allow");
+  /* an empty Lua table arrives as {}: an empty list, which denies everything */
+  if (!allow || (cJSON_IsObject(allow) && allow->child == NULL)) allow = NULL;
+  else if (!cJSON_IsArray(allow)) return fail(p, err, 0, "'allow' must be a list of rules%s", "");
+  int n = allow ? cJSON_GetArraySize(allow) : 0;
+  if (n > SS_POLICY_MAX_RULES) return fail(p, err, 0, "a policy has more than %s rules", "256");
+  if (n > 0 && !(p->rules = calloc((size_t)n, sizeof *p->rules))) return fail(p, err, 0, "out of memory%s", "");
+  for (int i = 0; i < n; i++) {
+    ss_policy_rule *r = &p->rules[i];
+    p->n = i + 1; /* owned from here on, so a failure frees its paths */
+    const char *why = parse_rule(cJSON_GetArrayItem(allow, i), r);
+    if (why) return fail(p, err, i + 1, "%s", why);
+    for (int k = 0; k < i; k++) {
+      const ss_policy_rule *o = &p->rules[k];
+      /* a method or path rule for hosts that a wildcard rule also covers */
+      if ((narrowed(r) && inside(r, o)) || (narrowed(o) && inside(o, r))) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%d", k + 1);
+        fail(p, err, i + 1, "ambiguous: a method or path rule beside a wildcard covering the same host (rule %s)", msg);
+        ss_error_field_num(err, "conflicts_with", k + 1);
+        return NULL;
+      }
+    }
+  }
+  return p;
+}
+
+ss_policy *ss_policy_parse(const char *buf, size_t len, ss_error *err) {
+  if (len > SS_POLICY_MAX_JSON) return fail(NULL, err, 0, "the policy JSON is larger than 1 MiB%s", "");
+  /* cJSON would cut a string at an escaped NUL; such a policy is not ours, refuse it */
+  for (size_t i = 0; i + 6 <= len; i++)
+    if (buf[i] == '\\' && (buf[i + 1] | 0x20) == 'u' && memcmp(buf + i + 2, "0000", 4) == 0)
+      return fail(NULL, err, 0, "the policy JSON contains an escaped NUL%s", "");
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+  if (!root) return fail(NULL, err, 0, "the policy is not valid JSON%s", "");
+  for (const char *q = end; q && q < buf + len; q++) {
+    if (*q != ' ' && *q != '\n' && *q != '\r' && *q != '\t') {
+      cJSON_Delete(root);
+      return fail(NULL, err, 0, "trailing bytes after the policy JSON%s", "");
+    }
+  }
+  ss_policy *p = ss_policy_from_json(root, err);
+  cJSON_Delete(root);
+  return p;
+}
+
+void ss_policy_free(ss_policy *p) {
+  if (!p) return;
+  for (int i = 0; i < p->n; i++)
+    for (int k = 0; k < p->rules[i].npaths; k++) free(p->rules[i].paths[k]);
+  free(p->rules);
+  free(p);
+}

@@ -1,0 +1,97 @@
+#ifndef SANDSTACK_POLICY_H
+#define SANDSTACK_POLICY_H
+/* The egress policy language (spec 001 "Network access"), shared by both backends: the Docker
+ * stack hands the rendered policy to its egress proxy, the sbx backend turns the rules into
+ * sbx policy commands. Validation refuses anything ambiguous; matching denies anything it
+ * cannot read with certainty. No global state: a policy is an immutable value once built. */
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+#include "util/error.h"
+
+#define SS_POLICY_MAX_RULES 256
+#define SS_POLICY_MAX_PATHS 32
+#define SS_POLICY_MAX_JSON (1u << 20)
+#define SS_HOST_MAX 253
+#define SS_PATH_MAX 1024
+
+/* Method bits; SS_M_ANY stands alone. A rule with methods == 0 names no method (every one). */
+enum {
+  SS_M_GET = 1u << 0,
+  SS_M_HEAD = 1u << 1,
+  SS_M_POST = 1u << 2,
+  SS_M_PUT = 1u << 3,
+  SS_M_PATCH = 1u << 4,
+  SS_M_DELETE = 1u << 5,
+  SS_M_OPTIONS = 1u << 6,
+  SS_M_CONNECT = 1u << 7,
+  SS_M_TRACE = 1u << 8,
+  SS_M_ANY = 1u << 9,
+};
+#define SS_M_COUNT 10
+
+typedef struct ss_policy_rule {
+  char host[SS_HOST_MAX + 1]; /* lowercase; for a wildcard the apex (without "*.") */
+  int wildcard;               /* "*.apex": subdomains at any depth, never the apex itself */
+  int port;                   /* 0: every port */
+  unsigned methods;           /* 0: every method */
+  int npaths;                 /* 0: every path */
+  char *paths[SS_POLICY_MAX_PATHS];
+} ss_policy_rule;
+
+typedef struct ss_policy {
+  int n;
+  ss_policy_rule *rules;
+} ss_policy;
+
+/* Why a query was refused (or SS_DENY_NONE when admitted). */
+typedef enum {
+  SS_DENY_NONE = 0,
+  SS_DENY_HOST,       /* no rule names this host and port */
+  SS_DENY_METHOD,     /* a rule names the host, none of them this method */
+  SS_DENY_PATH,       /* a rule names the host and method, none of them this path */
+  SS_DENY_BAD_HOST,   /* the host is not in canonical form (case aside) */
+  SS_DENY_BAD_METHOD, /* the method is not a token */
+  SS_DENY_BAD_PATH,   /* the path could mean something other than it reads (dot segments, %2f...) */
+} ss_deny_reason;
+
+typedef struct ss_policy_verdict {
+  int admitted;
+  int rule; /* 1-based: the admitting rule, or for a refusal the first rule naming the host; 0 none */
+  ss_deny_reason reason;
+} ss_policy_verdict;
+
+/* Builds a policy from {"allow": [rule...]} (optional "version": 1). A rule is a string
+ * "host", "host:port", "*.apex[:port]" or an object {host, port?, methods?, paths?}.
+ * On failure returns NULL with err kind "invalid" and field "rule" (1-based) when one rule
+ * is at fault. */
+ss_policy *ss_policy_from_json(const cJSON *root, ss_error *err);
+/* The same from text (at most SS_POLICY_MAX_JSON bytes, need not be NUL-terminated). */
+ss_policy *ss_policy_parse(const char *buf, size_t len, ss_error *err);
+void ss_policy_free(ss_policy *p);
+
+/* host: any case, no port; method: NULL for a non-HTTP connection; path: NULL likewise, may
+ * carry "?query"; port: 0 when unknown (then only rules without a port apply). */
+void ss_policy_check(const ss_policy *p, const char *host, size_t host_len, const char *method,
+                     size_t method_len, const char *path, size_t path_len, int port,
+                     ss_policy_verdict *out);
+const char *ss_deny_reason_name(ss_deny_reason r);
+
+/* The canonical JSON form: {"version":1,"allow":[{"host","port"?,"methods"?,"paths"?}...]}.
+ * ss_policy_parse of it builds an equal policy. */
+cJSON *ss_policy_render(const ss_policy *p);
+/* One rule as a JSON object (host with "*." for a wildcard). */
+cJSON *ss_policy_rule_json(const ss_policy_rule *r);
+
+/* Pieces, exposed for the tests and the fuzz target. */
+/* Lowercases src into out (SS_HOST_MAX+1 bytes); returns 0 when src is a valid DNS name or
+ * canonical IPv4 address, else -1 with a reason in *why. */
+int ss_host_normalize(const char *src, size_t len, char *out, const char **why);
+int ss_host_covered(const ss_policy_rule *r, const char *host);
+unsigned ss_method_bit(const char *m, size_t len);
+const char *ss_method_name(unsigned bit);
+int ss_path_rule_valid(const char *p, const char **why);
+int ss_path_query_valid(const char *p, size_t len);
+int ss_path_matches(const char *rule, const char *path, size_t len);
+
+#endif

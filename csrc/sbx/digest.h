@@ -1,0 +1,11 @@
+#ifndef SANDSTACK_SBX_DIGEST_H
+#define SANDSTACK_SBX_DIGEST_H
+/* SHA-256, for the ownership digests in sandbox names (no crypto library is linked). */
+#include <stddef.h>
+#include <stdint.h>
+
+void ss_sha256(const void *data, size_t len, uint8_t out[32]);
+/* Lowercase hex of the first nbytes (<= 32) of the digest into out (size >= 2*nbytes+1). */
+void ss_sha256_hex(const void *data, size_t len, size_t nbytes, char *out);
+
+#endif

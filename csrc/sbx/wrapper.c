@@ -1,0 +1,86 @@
+/* The wrapper's script text and the two small parsers of sbx output. */
+#include "sbx/wrapper.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Stages run as `sh -c "$SANDSTACK_Sn"` so no quoting is nested; the stage variables are unset
+ * before the command runs, so its environment is the caller's. util-linux unshare/setsid are
+ * preferred to a shell's built-in applets (busybox's lack --map-user and -w). */
+const char ss_sbx_wrapper_script[] =
+    "n=$1 d=$2 t=$3; shift 3\n"
+    "printf '%s\\n' \"$n\" >&2\n"
+    "c=$#\n"
+    "while [ \"$c\" -gt 0 ]; do\n"
+    "  v=$(printf %s \"${1#x}\" | base64 -d && printf x) || exit 126\n"
+    "  set -- \"$@\" \"${v%x}\"; shift; c=$((c - 1))\n"
+    "done\n"
+    "SANDSTACK_U=/usr/bin/unshare; [ -x \"$SANDSTACK_U\" ] || SANDSTACK_U=unshare\n"
+    "s=/usr/bin/setsid; [ -x \"$s\" ] || s=setsid\n"
+    "SANDSTACK_u=$(id -u) SANDSTACK_g=$(id -g)\n"
+    "SANDSTACK_S2='echo $$ > \"$1/$2.pgid\" || exit 126; [ ! -e \"$1/$2.cancel\" ] || exit 137; "
+    "shift 2; exec \"$SANDSTACK_U\" --user --map-root-user --mount sh -c \"$SANDSTACK_S3\" sandstack-sbx \"$@\"'\n"
+    "SANDSTACK_S3='mount --bind \"$1\" \"$2\" || exit 126; shift 2; "
+    "exec \"$SANDSTACK_U\" --user --map-user=\"$SANDSTACK_u\" --map-group=\"$SANDSTACK_g\" sh -c \"$SANDSTACK_S4\" sandstack-sbx \"$@\"'\n"
+    "SANDSTACK_S4='unset SANDSTACK_S2 SANDSTACK_S3 SANDSTACK_S4 SANDSTACK_U SANDSTACK_u SANDSTACK_g; "
+    "cd \"$1\" || exit 125; shift; exec \"$@\"'\n"
+    "export SANDSTACK_S2 SANDSTACK_S3 SANDSTACK_S4 SANDSTACK_U SANDSTACK_u SANDSTACK_g\n"
+    "\"$s\" -w sh -c \"$SANDSTACK_S2\" sandstack-sbx \"$d\" \"$t\" \"$@\"\n"
+    "r=$?\n"
+    "rm -f \"$d/$t.pgid\"\n"
+    "exit $r\n";
+
+const char ss_sbx_kill_script[] =
+    "d=$1 t=$2\n"
+    ": > \"$d/$t.cancel\" || exit 3\n"
+    "p=$(cat \"$d/$t.pgid\" 2>/dev/null)\n"
+    "[ -z \"$p\" ] || kill -KILL -- \"-$p\" 2>/dev/null\n"
+    "exit 0\n";
+
+char *ss_base64(const void *in, size_t len, size_t *out_len) {
+  static const char tb[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const unsigned char *p = in;
+  size_t n = 4 * ((len + 2) / 3);
+  char *out = malloc(n + 1);
+  if (!out) return NULL;
+  size_t o = 0, i = 0;
+  for (; i + 2 < len; i += 3) {
+    unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
+    out[o++] = tb[v >> 18], out[o++] = tb[(v >> 12) & 63], out[o++] = tb[(v >> 6) & 63],
+    out[o++] = tb[v & 63];
+  }
+  if (i < len) {
+    unsigned v = (unsigned)p[i] << 16 | (i + 1 < len ? (unsigned)p[i + 1] << 8 : 0);
+    out[o++] = tb[v >> 18], out[o++] = tb[(v >> 12) & 63];
+    out[o++] = i + 1 < len ? tb[(v >> 6) & 63] : '=';
+    out[o++] = '=';
+  }
+  out[o] = 0;
+  if (out_len) *out_len = o;
+  return out;
+}
+
+long ss_sbx_split_stderr(const char *buf, size_t len, const char *nonce, size_t nonce_len) {
+  if (nonce_len == 0) return -1;
+  size_t pos = 0;
+  while (pos < len) {
+    const char *nl = memchr(buf + pos, '\n', len - pos);
+    size_t line_end = nl ? (size_t)(nl - buf) : len;
+    if (nl && line_end - pos == nonce_len && memcmp(buf + pos, nonce, nonce_len) == 0)
+      return (long)(line_end + 1);
+    if (!nl) break;
+    pos = line_end + 1;
+  }
+  return -1;
+}
+
+long ss_sbx_json_start(const char *buf, size_t len) {
+  size_t pos = 0;
+  while (pos < len) {
+    if (buf[pos] == '{') return (long)pos;
+    const char *nl = memchr(buf + pos, '\n', len - pos);
+    if (!nl) break;
+    pos = (size_t)(nl - buf) + 1;
+  }
+  return -1;
+}

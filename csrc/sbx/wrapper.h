@@ -1,0 +1,27 @@
+#ifndef SANDSTACK_SBX_WRAPPER_H
+#define SANDSTACK_SBX_WRAPPER_H
+/* The exec wrapper that every command runs through, and the parsers for what sbx prints. */
+#include <stddef.h>
+
+/* sh script run as `sbx exec NAME sh -c WRAPPER sandstack-sbx NONCE DIR TOKEN xWS xMNT xCWD xARG...`
+ * (each x-value is "x" + base64). It prints NONCE on stderr, decodes the arguments, starts a
+ * new session, records its process group in DIR/TOKEN.pgid, refuses to start when
+ * DIR/TOKEN.cancel exists, then binds WS at MNT in a user+mount namespace of its own and runs
+ * the command in CWD (exit 125 when CWD is missing) as the caller's uid and gid. */
+extern const char ss_sbx_wrapper_script[];
+/* `sh -c KILL sandstack-sbx DIR TOKEN`: leaves the cancel file, then kills the recorded group. */
+extern const char ss_sbx_kill_script[];
+
+/* Base64 (RFC 4648, padded) of in into a malloc'ed NUL-terminated string; NULL on OOM. */
+char *ss_base64(const void *in, size_t len, size_t *out_len);
+
+/* Finds the wrapper's nonce line in stderr: the first line that is exactly NONCE. Returns the
+ * offset of the byte after its newline (where the command's own stderr starts), or -1 when the
+ * wrapper never printed it (sbx failed before the command started). */
+long ss_sbx_split_stderr(const char *buf, size_t len, const char *nonce, size_t nonce_len);
+
+/* sbx may print daemon start-up lines before JSON: offset of the first line starting with '{',
+ * or -1. */
+long ss_sbx_json_start(const char *buf, size_t len);
+
+#endif

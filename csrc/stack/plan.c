@@ -1,0 +1,507 @@
+/* The plan: every Engine body of one stack, built from the validated model. Pure data, so the
+ * unit specs can check posture (networks, hardening, credentials) without a daemon. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stack/model.h"
+#include "util/random.h"
+#include "util/version.h"
+
+#define NS_PER_S 1e9
+
+typedef struct plan_ctx {
+  const ss_stack_model *m;
+  const ss_stack_ctx *ctx;
+  int api;
+  const char *token; /* NULL without a proxy */
+  char net_sbx[128], net_pub[128], net_egress[128];
+  int has_egress;
+} plan_ctx;
+
+static cJSON *labels(const plan_ctx *p, const char *key, const char *value) {
+  cJSON *l = cJSON_CreateObject();
+  char created[32];
+  snprintf(created, sizeof created, "%.0f", p->ctx->now);
+  cJSON_AddStringToObject(l, "io.sandstack.project", p->m->project);
+  cJSON_AddStringToObject(l, "io.sandstack.session", p->m->session_key);
+  cJSON_AddStringToObject(l, "io.sandstack.version", SANDSTACK_VERSION);
+  cJSON_AddStringToObject(l, "io.sandstack.created", created);
+  if (key) cJSON_AddStringToObject(l, key, value);
+  return l;
+}
+
+static cJSON *string_array(const char *const *items, int n) {
+  cJSON *a = cJSON_CreateArray();
+  for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateString(items[i]));
+  return a;
+}
+
+/* A string or a list; the string form of a command runs through /bin/sh -c. */
+static cJSON *argv_of(const cJSON *v, int shell) {
+  if (!v) return NULL;
+  if (cJSON_IsString(v)) {
+    const char *one[] = {v->valuestring};
+    if (!shell) return string_array(one, 1);
+    const char *sh[] = {"/bin/sh", "-c", v->valuestring};
+    return string_array(sh, 3);
+  }
+  return cJSON_IsArray(v) ? cJSON_Duplicate(v, 1) : cJSON_CreateArray();
+}
+
+/* The hardening overlay: built once per stack and copied into every container, so no
+ * container (the forwarder included) can end up weaker than another. */
+static cJSON *hardening(const cJSON *opts) {
+  cJSON *hc = cJSON_CreateObject();
+  const cJSON *v;
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "cpus")))
+    cJSON_AddNumberToObject(hc, "NanoCpus", floor(v->valuedouble * NS_PER_S));
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "memory")))
+    cJSON_AddNumberToObject(hc, "Memory", ss_parse_size(v));
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "pids_limit")))
+    cJSON_AddNumberToObject(hc, "PidsLimit", v->valuedouble);
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "cap_drop")))
+    cJSON_AddItemToObject(hc, "CapDrop", cJSON_IsArray(v) ? cJSON_Duplicate(v, 1) : cJSON_CreateArray());
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "security_opt")))
+    cJSON_AddItemToObject(hc, "SecurityOpt", cJSON_IsArray(v) ? cJSON_Duplicate(v, 1) : cJSON_CreateArray());
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "readonly_rootfs")))
+    cJSON_AddBoolToObject(hc, "ReadonlyRootfs", cJSON_IsTrue(v));
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "tmpfs"))) {
+    cJSON *t = cJSON_CreateObject();
+    const cJSON *c;
+    cJSON_ArrayForEach(c, v) {
+      if (cJSON_IsArray(v)) cJSON_AddStringToObject(t, c->valuestring, "");
+      else cJSON_AddStringToObject(t, c->string, c->valuestring);
+    }
+    cJSON_AddItemToObject(hc, "Tmpfs", t);
+  }
+  return hc;
+}
+
+static void env_set(cJSON *env, const char *k, const char *v) {
+  /* remove, then add: "removed, not overridden" means no second entry can win by order */
+  int n = cJSON_GetArraySize(env);
+  size_t kl = strlen(k);
+  for (int i = n - 1; i >= 0; i--) {
+    const char *e = cJSON_GetArrayItem(env, i)->valuestring;
+    if (strncmp(e, k, kl) == 0 && e[kl] == '=') cJSON_DeleteItemFromArray(env, i);
+  }
+  if (!v) return;
+  size_t len = kl + strlen(v) + 2;
+  char *s = malloc(len);
+  if (!s) return;
+  snprintf(s, len, "%s=%s", k, v);
+  cJSON_AddItemToArray(env, cJSON_CreateString(s));
+  free(s);
+}
+
+static cJSON *env_of(const ss_svc *s) {
+  cJSON *env = cJSON_CreateArray();
+  const cJSON *e = s->spec ? cJSON_GetObjectItemCaseSensitive(s->spec, "env") : NULL;
+  const cJSON *c;
+  char num[64];
+  cJSON_ArrayForEach(c, e) {
+    if (cJSON_IsNumber(c)) {
+      snprintf(num, sizeof num, "%.17g", c->valuedouble);
+      env_set(env, c->string, num);
+    } else {
+      env_set(env, c->string, c->valuestring);
+    }
+  }
+  return env;
+}
+
+/* Spec 000's credential wiring. With a proxy the sandbox holds only the per-session token. */
+static void wire_credentials(const plan_ctx *p, const ss_svc *s, cJSON *env) {
+  const ss_stack_model *m = p->m;
+  const cJSON *key = cJSON_GetObjectItemCaseSensitive(m->opts, "api_key");
+  if (s->is_sandbox) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", m->agent_port);
+    if (!cJSON_GetObjectItemCaseSensitive(s->spec ? cJSON_GetObjectItemCaseSensitive(s->spec, "env") : NULL, "AGENT_PORT"))
+      env_set(env, "AGENT_PORT", port);
+    if (m->proxy_idx >= 0) {
+      const ss_svc *px = &m->svc[m->proxy_idx];
+      char url[160];
+      snprintf(url, sizeof url, "http://%s:%d", px->name, px->port);
+      env_set(env, "ANTHROPIC_BASE_URL", url);
+      env_set(env, "ANTHROPIC_API_KEY", p->token);
+    } else if (key) {
+      env_set(env, "ANTHROPIC_API_KEY", key->valuestring);
+    }
+  } else if (m->proxy_idx >= 0 && s == &m->svc[m->proxy_idx]) {
+    env_set(env, "SANDSTACK_SESSION_TOKEN", p->token);
+    env_set(env, "ANTHROPIC_API_KEY", key ? key->valuestring : NULL);
+    if (p->ctx->egress_policy_json) env_set(env, "SANDSTACK_EGRESS_POLICY", p->ctx->egress_policy_json);
+  }
+}
+
+static cJSON *healthcheck(const cJSON *r) {
+  cJSON *hc = cJSON_CreateObject();
+  const cJSON *test = cJSON_GetObjectItemCaseSensitive(r, "test");
+  cJSON *t;
+  if (cJSON_IsString(test)) {
+    const char *sh[] = {"CMD-SHELL", test->valuestring};
+    t = string_array(sh, 2);
+  } else {
+    t = cJSON_Duplicate(test, 1);
+    const char *first = cJSON_GetArrayItem(t, 0)->valuestring;
+    if (strcmp(first, "CMD") && strcmp(first, "CMD-SHELL") && strcmp(first, "NONE"))
+      cJSON_InsertItemInArray(t, 0, cJSON_CreateString("CMD"));
+  }
+  cJSON_AddItemToObject(hc, "Test", t);
+  static const char *const keys[][2] = {{"interval", "Interval"}, {"timeout", "Timeout"},
+                                        {"start_period", "StartPeriod"}};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, keys[i][0]);
+    if (v) cJSON_AddNumberToObject(hc, keys[i][1], floor(v->valuedouble * NS_PER_S));
+  }
+  const cJSON *retries = cJSON_GetObjectItemCaseSensitive(r, "retries");
+  if (retries) cJSON_AddNumberToObject(hc, "Retries", retries->valuedouble);
+  return hc;
+}
+
+/* The argv sandstack runs itself (by exec) to learn health without waiting an interval. */
+static cJSON *check_argv(const cJSON *test) {
+  const char *first = cJSON_GetArrayItem(test, 0)->valuestring;
+  if (strcmp(first, "NONE") == 0) return NULL;
+  if (strcmp(first, "CMD-SHELL") == 0) {
+    const char *sh[] = {"/bin/sh", "-c", cJSON_GetArrayItem(test, 1) ? cJSON_GetArrayItem(test, 1)->valuestring : "true"};
+    return string_array(sh, 3);
+  }
+  cJSON *a = cJSON_Duplicate(test, 1);
+  cJSON_DeleteItemFromArray(a, 0);
+  return a;
+}
+
+static cJSON *mounts_of(const plan_ctx *p, const ss_svc *s) {
+  cJSON *out = cJSON_CreateArray();
+  const cJSON *mounts = s->spec ? cJSON_GetObjectItemCaseSensitive(s->spec, "volumes") : NULL;
+  const cJSON *mnt;
+  char name[200];
+  cJSON_ArrayForEach(mnt, mounts) {
+    cJSON *o = cJSON_CreateObject();
+    snprintf(name, sizeof name, "%s-%s", p->m->project,
+             cJSON_GetObjectItemCaseSensitive(mnt, "name")->valuestring);
+    cJSON_AddStringToObject(o, "Type", "volume");
+    cJSON_AddStringToObject(o, "Source", name);
+    cJSON_AddStringToObject(o, "Target", cJSON_GetObjectItemCaseSensitive(mnt, "target")->valuestring);
+    cJSON_AddBoolToObject(o, "ReadOnly", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(mnt, "read_only")));
+    cJSON_AddItemToArray(out, o);
+  }
+  return out;
+}
+
+static cJSON *endpoint(const char *alias) {
+  cJSON *ep = cJSON_CreateObject();
+  if (alias) cJSON_AddItemToObject(ep, "Aliases", string_array(&alias, 1));
+  return ep;
+}
+
+/* One container: create body on its first network; the others as connects before start
+ * (below API 1.44 a create with several endpoints is a 400), or all at create from 1.44. */
+static cJSON *container(const plan_ctx *p, const cJSON *hard, const char *service, const char *role,
+                        const char *image, cJSON *config, cJSON *hostcfg, const char *const nets[],
+                        const char *const aliases[], int nnets) {
+  char name[200];
+  snprintf(name, sizeof name, "%s-%s", p->m->project, service);
+  cJSON *c = cJSON_CreateObject();
+  cJSON_AddStringToObject(c, "service", service);
+  cJSON_AddStringToObject(c, "role", role);
+  cJSON_AddStringToObject(c, "name", name);
+  cJSON_AddStringToObject(c, "image", image);
+
+  cJSON_AddStringToObject(config, "Image", image);
+  cJSON *l = labels(p, "io.sandstack.service", service);
+  cJSON_AddStringToObject(l, "io.sandstack.role", role);
+  cJSON_AddItemToObject(config, "Labels", l);
+  const cJSON *user = cJSON_GetObjectItemCaseSensitive(p->m->opts, "user");
+  if (user && !cJSON_GetObjectItemCaseSensitive(config, "User"))
+    cJSON_AddStringToObject(config, "User", user->valuestring);
+
+  cJSON *hc = cJSON_Duplicate(hard, 1);
+  for (cJSON *it = hostcfg ? hostcfg->child : NULL; it; it = it->next)
+    cJSON_AddItemToObject(hc, it->string, cJSON_Duplicate(it, 1));
+  cJSON_Delete(hostcfg);
+  cJSON_AddStringToObject(hc, "NetworkMode", nets[0]);
+  cJSON_AddItemToObject(config, "HostConfig", hc);
+
+  cJSON *eps = cJSON_CreateObject();
+  cJSON *connects = cJSON_CreateArray();
+  for (int i = 0; i < nnets; i++) {
+    if (i == 0 || p->api >= 144) {
+      cJSON_AddItemToObject(eps, nets[i], endpoint(aliases[i]));
+      continue;
+    }
+    cJSON *cn = cJSON_CreateObject();
+    cJSON_AddStringToObject(cn, "network", nets[i]);
+    cJSON *body = cJSON_CreateObject();
+    cJSON_AddStringToObject(body, "Container", name);
+    cJSON_AddItemToObject(body, "EndpointConfig", endpoint(aliases[i]));
+    cJSON_AddItemToObject(cn, "body", body);
+    cJSON_AddItemToArray(connects, cn);
+  }
+  cJSON *nc = cJSON_CreateObject();
+  cJSON_AddItemToObject(nc, "EndpointsConfig", eps);
+  cJSON_AddItemToObject(config, "NetworkingConfig", nc);
+  cJSON_AddItemToObject(c, "body", config);
+  cJSON_AddItemToObject(c, "connects", connects);
+  return c;
+}
+
+static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_svc *s) {
+  cJSON *cfg = cJSON_CreateObject();
+  const cJSON *spec = s->spec;
+  cJSON *v;
+  if (spec && (v = argv_of(cJSON_GetObjectItemCaseSensitive(spec, "entrypoint"), 0)))
+    cJSON_AddItemToObject(cfg, "Entrypoint", v);
+  if (spec && (v = argv_of(cJSON_GetObjectItemCaseSensitive(spec, "command"), 1)))
+    cJSON_AddItemToObject(cfg, "Cmd", v);
+  cJSON *env = env_of(s);
+  wire_credentials(p, s, env);
+  cJSON_AddItemToObject(cfg, "Env", env);
+  const cJSON *user = spec ? cJSON_GetObjectItemCaseSensitive(spec, "user") : NULL;
+  if (user) cJSON_AddStringToObject(cfg, "User", user->valuestring);
+  cJSON *check = NULL;
+  if (s->ready) {
+    cJSON *h = healthcheck(s->ready);
+    check = check_argv(cJSON_GetObjectItemCaseSensitive(h, "Test"));
+    cJSON_AddItemToObject(cfg, "Healthcheck", h);
+  }
+  if (s->is_sandbox) {
+    char port[24];
+    snprintf(port, sizeof port, "%d/tcp", p->m->agent_port);
+    cJSON *ex = cJSON_CreateObject();
+    cJSON_AddItemToObject(ex, port, cJSON_CreateObject());
+    cJSON_AddItemToObject(cfg, "ExposedPorts", ex);
+  }
+  cJSON *hostcfg = cJSON_CreateObject();
+  cJSON_AddItemToObject(hostcfg, "Mounts", mounts_of(p, s));
+  const char *nets[2] = {p->net_sbx, p->net_egress};
+  const char *aliases[2] = {s->name, NULL};
+  cJSON *c = container(p, hard, s->name, s->is_sandbox ? "sandbox" : "sidecar", s->image, cfg,
+                       hostcfg, nets, aliases, s->egress_allow ? 2 : 1);
+  cJSON *deps = cJSON_CreateArray();
+  for (int k = 0; k < s->ndeps; k++)
+    cJSON_AddItemToArray(deps, cJSON_CreateString(p->m->svc[s->deps[k]].name));
+  cJSON_AddItemToObject(c, "depends_on", deps);
+  cJSON_AddBoolToObject(c, "egress", s->egress_allow);
+  if (check) cJSON_AddItemToObject(c, "check", check);
+  cJSON_AddBoolToObject(c, "healthcheck", s->ready != NULL);
+  return c;
+}
+
+static cJSON *forwarder_container(const plan_ctx *p, const cJSON *hard) {
+  const ss_stack_model *m = p->m;
+  char listen[64], target[128], port[24];
+  snprintf(listen, sizeof listen, "TCP-LISTEN:%d,fork,reuseaddr", m->agent_port);
+  snprintf(target, sizeof target, "TCP:%s:%d", m->sandbox_name, m->agent_port);
+  snprintf(port, sizeof port, "%d/tcp", m->agent_port);
+  cJSON *cfg = cJSON_CreateObject();
+  const char *ep[] = {"socat"};
+  const char *cmd[] = {listen, target};
+  cJSON_AddItemToObject(cfg, "Entrypoint", string_array(ep, 1));
+  cJSON_AddItemToObject(cfg, "Cmd", string_array(cmd, 2));
+  cJSON_AddItemToObject(cfg, "Env", cJSON_CreateArray());
+  cJSON *ex = cJSON_CreateObject();
+  cJSON_AddItemToObject(ex, port, cJSON_CreateObject());
+  cJSON_AddItemToObject(cfg, "ExposedPorts", ex);
+  /* 127.0.0.1 with an empty HostPort: an ephemeral port, re-read after every start */
+  cJSON *hostcfg = cJSON_CreateObject();
+  cJSON *pb = cJSON_CreateObject(), *binds = cJSON_CreateArray(), *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "HostIp", "127.0.0.1");
+  cJSON_AddStringToObject(b, "HostPort", "");
+  cJSON_AddItemToArray(binds, b);
+  cJSON_AddItemToObject(pb, port, binds);
+  cJSON_AddItemToObject(hostcfg, "PortBindings", pb);
+  cJSON_AddItemToObject(hostcfg, "Mounts", cJSON_CreateArray());
+  /* created on -pub (which carries the published port), -sbx connected before start */
+  const char *nets[2] = {p->net_pub, p->net_sbx};
+  const char *aliases[2] = {NULL, m->forwarder_name};
+  cJSON *c = container(p, hard, m->forwarder_name, "forwarder", m->forwarder_image, cfg, hostcfg,
+                       nets, aliases, 2);
+  cJSON_AddNumberToObject(c, "port", m->agent_port);
+  cJSON_AddItemToObject(c, "depends_on", cJSON_CreateArray());
+  cJSON_AddBoolToObject(c, "egress", 0);
+  cJSON_AddBoolToObject(c, "healthcheck", 0);
+  char agent_port[16];
+  snprintf(agent_port, sizeof agent_port, "%d", m->agent_port);
+  cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "body"), "Labels"),
+                          "io.sandstack.port", agent_port);
+  return c;
+}
+
+static cJSON *network(const plan_ctx *p, const char *key, const char *name, int internal,
+                      const cJSON *user_opts, const char *driver) {
+  cJSON *n = cJSON_CreateObject();
+  cJSON_AddStringToObject(n, "key", key);
+  cJSON_AddStringToObject(n, "name", name);
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "Name", name);
+  cJSON_AddStringToObject(b, "Driver", driver);
+  cJSON_AddBoolToObject(b, "Internal", internal);
+  cJSON *o = user_opts ? cJSON_Duplicate(user_opts, 1) : cJSON_CreateObject();
+  if (strcmp(driver, "bridge") == 0) {
+    if (strcmp(key, "sbx") == 0 && internal) {
+      /* Removes the host's address from the network: measured to cut the host off on 20.10,
+       * where internal containers still have a route to the gateway. Set by sandstack last,
+       * so user options cannot weaken it. */
+      cJSON_DeleteItemFromObjectCaseSensitive(o, "com.docker.network.bridge.inhibit_ipv4");
+      cJSON_AddStringToObject(o, "com.docker.network.bridge.inhibit_ipv4", "true");
+      cJSON_DeleteItemFromObjectCaseSensitive(o, "com.docker.network.bridge.gateway_mode_ipv4");
+      /* Engine 28's form; 27.x rejects the value and 20.10 silently ignores it */
+      if (p->api >= 148) cJSON_AddStringToObject(o, "com.docker.network.bridge.gateway_mode_ipv4", "isolated");
+    } else if (strcmp(key, "pub") == 0) {
+      cJSON_AddStringToObject(o, "com.docker.network.bridge.enable_ip_masquerade", "false");
+    }
+  }
+  cJSON_AddItemToObject(b, "Options", o);
+  cJSON_AddItemToObject(b, "Labels", labels(p, "io.sandstack.network", key));
+  /* below 1.44 a duplicate name silently makes a second network unless asked to refuse */
+  if (p->api < 144) cJSON_AddBoolToObject(b, "CheckDuplicate", 1);
+  cJSON_AddItemToObject(n, "body", b);
+  return n;
+}
+
+static void add_networks(cJSON *plan, plan_ctx *p) {
+  const ss_stack_model *m = p->m;
+  const cJSON *net = cJSON_GetObjectItemCaseSensitive(m->opts, "network");
+  const cJSON *drv = net ? cJSON_GetObjectItemCaseSensitive(net, "driver") : NULL;
+  const cJSON *uo = net ? cJSON_GetObjectItemCaseSensitive(net, "options") : NULL;
+  cJSON *nets = cJSON_AddArrayToObject(plan, "networks");
+  cJSON_AddItemToArray(nets, network(p, "sbx", p->net_sbx, m->internal, uo, drv ? drv->valuestring : "bridge"));
+  cJSON_AddItemToArray(nets, network(p, "pub", p->net_pub, 0, NULL, "bridge"));
+  if (p->has_egress) cJSON_AddItemToArray(nets, network(p, "egress", p->net_egress, 0, NULL, "bridge"));
+}
+
+static void add_volumes(cJSON *plan, const plan_ctx *p) {
+  cJSON *out = cJSON_AddArrayToObject(plan, "volumes");
+  const cJSON *vols = cJSON_GetObjectItemCaseSensitive(p->m->opts, "volumes"), *v;
+  char name[200];
+  cJSON_ArrayForEach(v, vols) {
+    const char *key = cJSON_GetObjectItemCaseSensitive(v, "name")->valuestring;
+    snprintf(name, sizeof name, "%s-%s", p->m->project, key);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "key", key);
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "Name", name);
+    cJSON_AddItemToObject(b, "Labels", labels(p, "io.sandstack.volume", key));
+    cJSON_AddItemToObject(o, "body", b);
+    cJSON_AddItemToArray(out, o);
+  }
+}
+
+static void copy_opt(cJSON *plan, const cJSON *opts, const char *key, const char *as, double def) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(opts, key);
+  if (v) cJSON_AddItemToObject(plan, as, cJSON_Duplicate(v, 1));
+  else if (!isnan(def)) cJSON_AddNumberToObject(plan, as, def);
+}
+
+/* A Lua table cannot tell an empty list from an empty map, and the engine refuses `{}` where
+ * it wants a list (Env, Mounts, CapDrop): bodies carry no empty lists at all. */
+static void drop_empty_lists(cJSON *o) {
+  cJSON *c = o ? o->child : NULL;
+  while (c) {
+    cJSON *next = c->next;
+    if (cJSON_IsArray(c) && c->child == NULL && cJSON_IsObject(o)) cJSON_DeleteItemFromObjectCaseSensitive(o, c->string);
+    else if (cJSON_IsObject(c)) drop_empty_lists(c);
+    c = next;
+  }
+}
+
+static void tidy_bodies(cJSON *list) {
+  cJSON *c;
+  cJSON_ArrayForEach(c, list) drop_empty_lists(cJSON_GetObjectItemCaseSensitive(c, "body"));
+}
+
+cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err) {
+  ss_stack_model *m = calloc(1, sizeof *m);
+  if (!m) {
+    ss_error_set(err, "usage", "oom", "out of memory");
+    return NULL;
+  }
+  if (ss_stack_model_build(opts, ctx->session_key, m, err) != 0) {
+    free(m);
+    return NULL;
+  }
+  plan_ctx p = {.m = m, .ctx = ctx};
+  p.api = ctx->api_version ? ss_stack_api_number(ctx->api_version) : 141;
+  if (p.api < 0) p.api = 141;
+  char minted[65];
+  if (m->proxy_idx >= 0) {
+    if (ctx->token) {
+      p.token = ctx->token;
+    } else if (ss_random_hex(minted, 32) == 0) {
+      p.token = minted;
+    } else {
+      ss_error_set(err, "usage", "random", "could not read the kernel CSPRNG for the session token");
+      free(m);
+      return NULL;
+    }
+  }
+  snprintf(p.net_sbx, sizeof p.net_sbx, "%s-sbx", m->project);
+  snprintf(p.net_pub, sizeof p.net_pub, "%s-pub", m->project);
+  snprintf(p.net_egress, sizeof p.net_egress, "%s-egress", m->project);
+  for (int i = 0; i < m->nsvc; i++) p.has_egress |= m->svc[i].egress_allow;
+
+  cJSON *plan = cJSON_CreateObject();
+  cJSON_AddStringToObject(plan, "project", m->project);
+  cJSON_AddStringToObject(plan, "session_key", m->session_key);
+  char api[16];
+  snprintf(api, sizeof api, "%d.%d", p.api / 100, p.api % 100);
+  cJSON_AddStringToObject(plan, "api_version", api);
+  cJSON_AddBoolToObject(plan, "dual_attach_at_create", p.api >= 144);
+  cJSON_AddStringToObject(plan, "version", SANDSTACK_VERSION);
+  cJSON_AddNumberToObject(plan, "created", ctx->now);
+  cJSON_AddNumberToObject(plan, "agent_port", m->agent_port);
+  cJSON_AddStringToObject(plan, "sandbox", m->sandbox_name);
+  cJSON_AddStringToObject(plan, "forwarder", m->forwarder_name);
+  cJSON_AddBoolToObject(plan, "internal", m->internal);
+  if (m->proxy_idx >= 0) {
+    cJSON *px = cJSON_AddObjectToObject(plan, "proxy");
+    cJSON_AddStringToObject(px, "service", m->svc[m->proxy_idx].name);
+    cJSON_AddNumberToObject(px, "port", m->svc[m->proxy_idx].port);
+    cJSON_AddStringToObject(plan, "session_token", p.token);
+  }
+  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(opts, "ready_path");
+  cJSON_AddStringToObject(plan, "ready_path", rp ? rp->valuestring : "/health");
+  copy_opt(plan, opts, "ready_timeout", "ready_timeout", 60);
+  copy_opt(plan, opts, "health_timeout", "health_timeout", 60);
+  copy_opt(plan, opts, "timeout", "timeout", NAN);
+  copy_opt(plan, opts, "capture_path", "capture_path", NAN);
+  copy_opt(plan, opts, "subnet_pool", "subnet_pool", NAN);
+  copy_opt(plan, opts, "docker_host", "docker_host", NAN);
+  const cJSON *pull = cJSON_GetObjectItemCaseSensitive(opts, "pull");
+  cJSON_AddStringToObject(plan, "pull", pull ? pull->valuestring : "missing");
+  cJSON_AddItemToObject(plan, "labels", labels(&p, NULL, NULL));
+
+  add_networks(plan, &p);
+  add_volumes(plan, &p);
+  cJSON *hard = hardening(opts);
+  cJSON *cs = cJSON_AddArrayToObject(plan, "containers");
+  cJSON *order = cJSON_AddArrayToObject(plan, "order");
+  for (int k = 0; k < m->nsvc; k++) {
+    const ss_svc *s = &m->svc[m->order[k]];
+    cJSON_AddItemToArray(cs, service_container(&p, hard, s));
+    cJSON_AddItemToArray(order, cJSON_CreateString(s->name));
+  }
+  cJSON_AddItemToArray(cs, forwarder_container(&p, hard));
+  cJSON_AddItemToArray(order, cJSON_CreateString(m->forwarder_name));
+  cJSON *images = cJSON_AddArrayToObject(plan, "images");
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cs) {
+    const char *img = cJSON_GetObjectItemCaseSensitive(c, "image")->valuestring;
+    int seen = 0;
+    const cJSON *i;
+    cJSON_ArrayForEach(i, images) seen |= strcmp(i->valuestring, img) == 0;
+    if (!seen) cJSON_AddItemToArray(images, cJSON_CreateString(img));
+  }
+  cJSON_AddItemToObject(plan, "hardening", hard);
+  tidy_bodies(cs);
+  tidy_bodies(cJSON_GetObjectItemCaseSensitive(plan, "networks"));
+  tidy_bodies(cJSON_GetObjectItemCaseSensitive(plan, "volumes"));
+  free(m);
+  return plan;
+}

@@ -1,0 +1,41 @@
+#ifndef SANDSTACK_STACK_H
+#define SANDSTACK_STACK_H
+/* Spec 000 as pure data: options (cJSON, as the Lua table arrives) -> validation -> a plan
+ * (networks, volumes, containers with their create bodies, connects, dependency order).
+ * Nothing here talks to the daemon; lua/sandstack/docker.lua executes a plan. */
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+/* What the plan needs besides the options. All strings are borrowed. */
+typedef struct ss_stack_ctx {
+  const char *session_key;        /* required */
+  const char *api_version;        /* negotiated "1.41"; NULL plans for the oldest (1.41) */
+  double now;                     /* creation time written into io.sandstack.created */
+  const char *token;              /* per-session token; NULL mints one with getrandom */
+  const char *egress_policy_json; /* rendered policy for the proxy, or NULL */
+} ss_stack_ctx;
+
+#define SS_STACK_MAX_SERVICES 64
+
+/* Checks every spec rule of API.md without side effects. 0 or -1 with err set:
+ * kind "compose" (reasons of API.md), or kind "usage"/reason "unknown_option" for an unknown
+ * option key (the binding raises it) . */
+int ss_stack_validate(const cJSON *opts, const char *session_key, ss_error *err);
+
+/* Validates, then builds the plan. NULL with err set on failure. Caller owns the result. */
+cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err);
+
+/* API version "1.41" -> 141 (major*100+minor); -1 when unparsable. */
+int ss_stack_api_number(const char *v);
+
+/* Picks a free subnet of the given prefix length inside pool ("10.213.0.0/16"), avoiding the
+ * n subnets in used (CIDR strings, any prefix; unparsable ones are ignored). Starts at the
+ * slot seed selects and walks forward, so concurrent callers with different seeds rarely
+ * collide. Writes the CIDR into out. 0, or -1 with err (invalid_option, or exhausted). */
+int ss_stack_pick_subnet(const char *pool, int prefix, const char *const *used, size_t n,
+                         uint32_t seed, char *out, size_t outsz, ss_error *err);
+
+#endif

@@ -1,0 +1,569 @@
+/* Spec 000's rules, checked before any Engine call. Each refusal names what to fix:
+ * kind "compose" with the reasons of API.md, or "usage"/"unknown_option" for a key that
+ * does not exist (the binding raises that one: a typo must never be silently ignored). */
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "stack/model.h"
+
+static const char *const TOP_KEYS[] = {
+    "image", "agent_port", "ready_path", "ready_timeout", "capture_path", "req_adapter",
+    "docker_host", "timeout", "services", "sandbox_service", "forwarder_service",
+    "forwarder_image", "network", "volumes", "ready", "project_name", "proxy_service",
+    "api_key", "health_timeout", "cpus", "memory", "cap_drop", "security_opt", "pids_limit",
+    "user", "readonly_rootfs", "tmpfs", "pull", "egress_policy", "on_event", "subnet_pool",
+    NULL};
+static const char *const SERVICE_KEYS[] = {"name", "image", "egress", "entrypoint", "command",
+                                           "env", "volumes", "depends_on", "user", "port", NULL};
+static const char *const MOUNT_KEYS[] = {"name", "target", "read_only", NULL};
+static const char *const VOLUME_KEYS[] = {"name", NULL};
+static const char *const READY_KEYS[] = {"test", "interval", "timeout", "retries",
+                                         "start_period", NULL};
+static const char *const NETWORK_KEYS[] = {"internal", "driver", "options", NULL};
+
+int ss_is_list(const cJSON *v) {
+  return cJSON_IsArray(v) || (cJSON_IsObject(v) && v->child == NULL);
+}
+
+int ss_list_size(const cJSON *v) { return cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0; }
+
+double ss_parse_size(const cJSON *v) {
+  if (cJSON_IsNumber(v)) return v->valuedouble >= 0 ? floor(v->valuedouble) : -1;
+  if (!cJSON_IsString(v)) return -1;
+  const char *s = v->valuestring;
+  char *end = NULL;
+  if (!isdigit((unsigned char)s[0])) return -1;
+  double n = strtod(s, &end);
+  double mult = 1;
+  switch (tolower((unsigned char)*end)) {
+    case '\0': break;
+    case 'b': mult = 1; end++; break;
+    case 'k': mult = 1024; end++; break;
+    case 'm': mult = 1024.0 * 1024; end++; break;
+    case 'g': mult = 1024.0 * 1024 * 1024; end++; break;
+    default: return -1;
+  }
+  if (*end == 'b' || *end == 'B') end++;
+  if (*end != '\0' || !isfinite(n)) return -1;
+  return floor(n * mult);
+}
+
+static int fail_option(ss_error *err, const char *option, const char *fmt, const char *detail) {
+  ss_error_set(err, "compose", "invalid_option", fmt, option, detail ? detail : "");
+  ss_error_field_str(err, "option", option);
+  return -1;
+}
+
+static int check_keys(const cJSON *obj, const char *const allowed[], const char *what,
+                      ss_error *err) {
+  for (const cJSON *c = obj->child; c; c = c->next) {
+    int ok = 0;
+    for (int i = 0; allowed[i]; i++)
+      if (c->string && strcmp(c->string, allowed[i]) == 0) ok = 1;
+    if (!ok) {
+      ss_error_set(err, "usage", "unknown_option", "%s: unknown option '%s'", what,
+                   c->string ? c->string : "?");
+      ss_error_field_str(err, "option", c->string ? c->string : "?");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* DNS label: lowercase letters, digits and inner hyphens, 1..63 characters. */
+static int dns_safe(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-') return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-')) return 0;
+  return 1;
+}
+
+/* The engine's object-name rule [a-zA-Z0-9][a-zA-Z0-9_.-]*, bounded so suffixes still fit. */
+static int object_name_ok(const char *s, size_t max) {
+  size_t n = strlen(s);
+  if (n == 0 || n > max || !isalnum((unsigned char)s[0])) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!(isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '.' || s[i] == '-')) return 0;
+  return 1;
+}
+
+static int bad_name(ss_error *err, const char *option, const char *value) {
+  ss_error_set(err, "compose", "invalid_name",
+               "%s: '%s' is not a valid name (lowercase letters, digits and inner '-', at most "
+               "63 characters)", option, value);
+  ss_error_field_str(err, "option", option);
+  ss_error_field_str(err, "name", value);
+  return -1;
+}
+
+/* Optional typed members: 0 when absent or well-typed, -1 (invalid_option) otherwise. */
+static int opt_string(const cJSON *o, const char *key, const char *option, const char **out,
+                      ss_error *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!v) return 0;
+  if (!cJSON_IsString(v)) return fail_option(err, option, "%s must be a string%s", NULL);
+  *out = v->valuestring;
+  return 0;
+}
+
+static int opt_number(const cJSON *o, const char *key, double min, ss_error *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!v) return 0;
+  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < min)
+    return fail_option(err, key, "%s must be a number%s", min > 0 ? " above zero" : " >= 0");
+  return 0;
+}
+
+static int opt_bool(const cJSON *o, const char *key, const char *option, ss_error *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (v && !cJSON_IsBool(v)) return fail_option(err, option, "%s must be true or false%s", NULL);
+  return 0;
+}
+
+static int string_list(const cJSON *v) {
+  if (!ss_is_list(v)) return 0;
+  const cJSON *c;
+  cJSON_ArrayForEach(c, v) if (!cJSON_IsString(c)) return 0;
+  return 1;
+}
+
+static int opt_argv(const cJSON *o, const char *key, const char *option, ss_error *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (v && !cJSON_IsString(v) && !string_list(v))
+    return fail_option(err, option, "%s must be a string or a list of strings%s", NULL);
+  return 0;
+}
+
+static int port_ok(const cJSON *v) {
+  return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= 1 &&
+         v->valuedouble <= 65535;
+}
+
+static int find_service(const ss_stack_model *m, const char *name) {
+  for (int i = 0; i < m->nsvc; i++)
+    if (strcmp(m->svc[i].name, name) == 0) return i;
+  return -1;
+}
+
+static int check_env(const cJSON *env, const char *option, ss_error *err) {
+  if (!env) return 0;
+  if (!cJSON_IsObject(env)) return fail_option(err, option, "%s must be a table of strings%s", NULL);
+  const cJSON *c;
+  cJSON_ArrayForEach(c, env) {
+    if (!(cJSON_IsString(c) || cJSON_IsNumber(c)) || !c->string || !c->string[0] ||
+        strchr(c->string, '='))
+      return fail_option(err, option, "%s: names must be non-empty without '=', values strings%s",
+                         NULL);
+  }
+  return 0;
+}
+
+static int check_mounts(const cJSON *opts, const cJSON *svc, const char *sname, ss_error *err) {
+  const cJSON *mounts = cJSON_GetObjectItemCaseSensitive(svc, "volumes");
+  if (!mounts) return 0;
+  char option[160];
+  snprintf(option, sizeof option, "services.%s.volumes", sname);
+  if (!ss_is_list(mounts)) return fail_option(err, option, "%s must be a list%s", NULL);
+  const cJSON *decl = cJSON_GetObjectItemCaseSensitive(opts, "volumes");
+  const cJSON *mnt;
+  cJSON_ArrayForEach(mnt, mounts) {
+    if (!cJSON_IsObject(mnt)) return fail_option(err, option, "%s: each entry is a table%s", NULL);
+    if (check_keys(mnt, MOUNT_KEYS, option, err)) return -1;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(mnt, "name");
+    const cJSON *target = cJSON_GetObjectItemCaseSensitive(mnt, "target");
+    if (!cJSON_IsString(name) || !cJSON_IsString(target) || target->valuestring[0] != '/')
+      return fail_option(err, option, "%s: each mount needs a name and an absolute target%s", NULL);
+    if (opt_bool(mnt, "read_only", option, err)) return -1;
+    int declared = 0;
+    const cJSON *d;
+    if (ss_is_list(decl)) {
+      cJSON_ArrayForEach(d, decl) {
+        const cJSON *dn = cJSON_GetObjectItemCaseSensitive(d, "name");
+        if (cJSON_IsString(dn) && strcmp(dn->valuestring, name->valuestring) == 0) declared = 1;
+      }
+    }
+    if (!declared)
+      return fail_option(err, option, "%s mounts '%s', which `volumes` does not declare",
+                         name->valuestring);
+  }
+  return 0;
+}
+
+static int check_service(const cJSON *opts, const cJSON *spec, ss_stack_model *m, ss_error *err) {
+  if (!cJSON_IsObject(spec)) return fail_option(err, "services", "%s: each service is a table%s", NULL);
+  if (check_keys(spec, SERVICE_KEYS, "service", err)) return -1;
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(spec, "name");
+  if (!cJSON_IsString(name)) {
+    ss_error_set(err, "compose", "invalid_name", "every service needs a `name` string");
+    ss_error_field_str(err, "option", "services");
+    return -1;
+  }
+  const char *sname = name->valuestring;
+  if (!dns_safe(sname)) return bad_name(err, "services", sname);
+  if (find_service(m, sname) >= 0 || strcmp(sname, m->forwarder_name) == 0) {
+    ss_error_set(err, "compose", "duplicate_service", "service '%s' is defined twice%s", sname,
+                 strcmp(sname, m->forwarder_name) == 0 ? " (it is the forwarder's name)" : "");
+    ss_error_field_str(err, "service", sname);
+    return -1;
+  }
+  if (m->nsvc >= SS_STACK_MAX_SERVICES - 1)
+    return fail_option(err, "services", "%s: too many services%s", NULL);
+  ss_svc *s = &m->svc[m->nsvc];
+  memset(s, 0, sizeof *s);
+  s->name = sname;
+  s->spec = spec;
+  s->is_sandbox = strcmp(sname, m->sandbox_name) == 0;
+  char option[160];
+  snprintf(option, sizeof option, "services.%s.image", sname);
+  if (opt_string(spec, "image", option, &s->image, err)) return -1;
+  const cJSON *egress = cJSON_GetObjectItemCaseSensitive(spec, "egress");
+  snprintf(option, sizeof option, "services.%s.egress", sname);
+  if (egress && !(cJSON_IsString(egress) && (strcmp(egress->valuestring, "none") == 0 ||
+                                             strcmp(egress->valuestring, "allow") == 0)))
+    return fail_option(err, option, "%s must be \"none\" or \"allow\"%s", NULL);
+  s->egress_allow = egress && strcmp(egress->valuestring, "allow") == 0;
+  if (s->is_sandbox && s->egress_allow) {
+    ss_error_set(err, "compose", "sandbox_egress_forbidden",
+                 "the sandbox service '%s' can never have egress = \"allow\"", sname);
+    ss_error_field_str(err, "service", sname);
+    return -1;
+  }
+  if (!s->is_sandbox && !egress) {
+    ss_error_set(err, "compose", "egress_required",
+                 "service '%s' must say egress = \"none\" or \"allow\": it is never inferred", sname);
+    ss_error_field_str(err, "service", sname);
+    return -1;
+  }
+  snprintf(option, sizeof option, "services.%s.entrypoint", sname);
+  if (opt_argv(spec, "entrypoint", option, err)) return -1;
+  snprintf(option, sizeof option, "services.%s.command", sname);
+  if (opt_argv(spec, "command", option, err)) return -1;
+  snprintf(option, sizeof option, "services.%s.env", sname);
+  if (check_env(cJSON_GetObjectItemCaseSensitive(spec, "env"), option, err)) return -1;
+  snprintf(option, sizeof option, "services.%s.user", sname);
+  const char *user = NULL, *top_user = NULL;
+  if (opt_string(spec, "user", option, &user, err)) return -1;
+  opt_string(opts, "user", "user", &top_user, err);
+  /* The stack-wide user is hardening: a service may not quietly run as someone else. */
+  if (user && top_user && strcmp(user, top_user) != 0)
+    return fail_option(err, option, "%s differs from the stack-wide `user` (%s)", top_user);
+  const cJSON *deps = cJSON_GetObjectItemCaseSensitive(spec, "depends_on");
+  snprintf(option, sizeof option, "services.%s.depends_on", sname);
+  if (deps && !string_list(deps)) return fail_option(err, option, "%s must be a list of names%s", NULL);
+  const cJSON *port = cJSON_GetObjectItemCaseSensitive(spec, "port");
+  snprintf(option, sizeof option, "services.%s.port", sname);
+  if (port && !port_ok(port)) return fail_option(err, option, "%s must be a port number%s", NULL);
+  if (check_mounts(opts, spec, sname, err)) return -1;
+  m->nsvc++;
+  return 0;
+}
+
+/* Kahn's algorithm; leaves dependencies first in m->order, or reports the services on a cycle. */
+static int order_services(ss_stack_model *m, ss_error *err) {
+  int indeg[SS_STACK_MAX_SERVICES] = {0}, done[SS_STACK_MAX_SERVICES] = {0}, n = 0;
+  for (int i = 0; i < m->nsvc; i++) indeg[i] = m->svc[i].ndeps;
+  for (int progress = 1; progress;) {
+    progress = 0;
+    for (int i = 0; i < m->nsvc; i++) {
+      if (done[i] || indeg[i] > 0) continue;
+      done[i] = 1;
+      m->order[n++] = i;
+      progress = 1;
+      for (int j = 0; j < m->nsvc; j++)
+        for (int k = 0; k < m->svc[j].ndeps; k++)
+          if (m->svc[j].deps[k] == i) indeg[j]--;
+    }
+  }
+  if (n == m->nsvc) return 0;
+  cJSON *names = cJSON_CreateArray();
+  char list[512] = "";
+  for (int i = 0; i < m->nsvc; i++) {
+    if (done[i]) continue;
+    cJSON_AddItemToArray(names, cJSON_CreateString(m->svc[i].name));
+    if (strlen(list) + strlen(m->svc[i].name) + 3 < sizeof list) {
+      if (list[0]) strcat(list, ", ");
+      strcat(list, m->svc[i].name);
+    }
+  }
+  ss_error_set(err, "compose", "dependency_cycle", "depends_on forms a cycle among: %s", list);
+  ss_error_field_item(err, "services", names);
+  return -1;
+}
+
+static int resolve_deps(ss_stack_model *m, ss_error *err) {
+  for (int i = 0; i < m->nsvc; i++) {
+    ss_svc *s = &m->svc[i];
+    const cJSON *deps = s->spec ? cJSON_GetObjectItemCaseSensitive(s->spec, "depends_on") : NULL;
+    const cJSON *d;
+    if (!cJSON_IsArray(deps)) continue;
+    cJSON_ArrayForEach(d, deps) {
+      int j = find_service(m, d->valuestring);
+      if (j < 0) {
+        ss_error_set(err, "compose", "unknown_dependency",
+                     "service '%s' depends on '%s', which is not a service of this stack", s->name,
+                     d->valuestring);
+        ss_error_field_str(err, "service", s->name);
+        ss_error_field_str(err, "dependency", d->valuestring);
+        return -1;
+      }
+      int dup = 0;
+      for (int k = 0; k < s->ndeps; k++) dup |= s->deps[k] == j;
+      if (!dup) s->deps[s->ndeps++] = j;
+    }
+  }
+  return order_services(m, err);
+}
+
+static int check_ready(const cJSON *opts, ss_stack_model *m, ss_error *err) {
+  const cJSON *ready = cJSON_GetObjectItemCaseSensitive(opts, "ready");
+  if (!ready) return 0;
+  if (!cJSON_IsObject(ready)) return fail_option(err, "ready", "%s must be a table keyed by service%s", NULL);
+  const cJSON *r;
+  cJSON_ArrayForEach(r, ready) {
+    char option[160];
+    snprintf(option, sizeof option, "ready.%s", r->string);
+    int i = find_service(m, r->string);
+    if (i < 0) return fail_option(err, option, "%s: no such service%s", NULL);
+    if (!cJSON_IsObject(r)) return fail_option(err, option, "%s must be a table%s", NULL);
+    if (check_keys(r, READY_KEYS, option, err)) return -1;
+    const cJSON *test = cJSON_GetObjectItemCaseSensitive(r, "test");
+    if (!test || !(cJSON_IsString(test) || (string_list(test) && ss_list_size(test) > 0)))
+      return fail_option(err, option, "%s.test must be a command string or a non-empty list%s", NULL);
+    static const char *const durations[] = {"interval", "timeout", "start_period", NULL};
+    for (int k = 0; durations[k]; k++) {
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, durations[k]);
+      /* the engine takes 0 (inherit) or at least 1 ms */
+      if (v && !(cJSON_IsNumber(v) && v->valuedouble >= 0.001 && v->valuedouble < 1e6))
+        return fail_option(err, option, "%s: durations are seconds between 0.001 and 1e6%s", NULL);
+    }
+    const cJSON *retries = cJSON_GetObjectItemCaseSensitive(r, "retries");
+    if (retries && !(cJSON_IsNumber(retries) && retries->valuedouble >= 0 &&
+                     retries->valuedouble == floor(retries->valuedouble)))
+      return fail_option(err, option, "%s.retries must be a count%s", NULL);
+    m->svc[i].ready = r;
+  }
+  return 0;
+}
+
+static int check_hardening(const cJSON *opts, ss_error *err) {
+  const cJSON *v;
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "cpus")) &&
+      !(cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e6))
+    return fail_option(err, "cpus", "%s must be a number of CPUs above zero%s", NULL);
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "memory")) && ss_parse_size(v) < 4 * 1024 * 1024)
+    return fail_option(err, "memory", "%s must be bytes or a size like \"512m\" (at least 4m)%s", NULL);
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "pids_limit")) &&
+      !(cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble == floor(v->valuedouble)))
+    return fail_option(err, "pids_limit", "%s must be a positive integer%s", NULL);
+  static const char *const lists[] = {"cap_drop", "security_opt", NULL};
+  for (int i = 0; lists[i]; i++)
+    if ((v = cJSON_GetObjectItemCaseSensitive(opts, lists[i])) && !string_list(v))
+      return fail_option(err, lists[i], "%s must be a list of strings%s", NULL);
+  if (opt_bool(opts, "readonly_rootfs", "readonly_rootfs", err)) return -1;
+  const char *user = NULL;
+  if (opt_string(opts, "user", "user", &user, err)) return -1;
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "tmpfs"))) {
+    int ok = string_list(v);
+    if (!ok && cJSON_IsObject(v)) {
+      ok = 1;
+      const cJSON *c;
+      cJSON_ArrayForEach(c, v) ok &= cJSON_IsString(c) && c->string[0] == '/';
+    }
+    if (!ok) return fail_option(err, "tmpfs", "%s must list paths or map paths to mount options%s", NULL);
+  }
+  return 0;
+}
+
+static int check_network(const cJSON *opts, ss_stack_model *m, ss_error *err) {
+  const cJSON *net = cJSON_GetObjectItemCaseSensitive(opts, "network");
+  m->internal = 1;
+  if (!net) return 0;
+  if (!cJSON_IsObject(net)) return fail_option(err, "network", "%s must be a table%s", NULL);
+  if (check_keys(net, NETWORK_KEYS, "network", err)) return -1;
+  const cJSON *internal = cJSON_GetObjectItemCaseSensitive(net, "internal");
+  /* internal = false throws away the module's point: only a literal boolean false counts */
+  if (internal && !cJSON_IsBool(internal))
+    return fail_option(err, "network.internal", "%s must be the boolean true or false%s", NULL);
+  if (internal) m->internal = cJSON_IsTrue(internal);
+  const char *driver = NULL;
+  if (opt_string(net, "driver", "network.driver", &driver, err)) return -1;
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive(net, "options");
+  if (o) {
+    int ok = cJSON_IsObject(o);
+    const cJSON *c;
+    if (ok) cJSON_ArrayForEach(c, o) ok &= cJSON_IsString(c);
+    if (!ok) return fail_option(err, "network.options", "%s must map names to strings%s", NULL);
+  }
+  return 0;
+}
+
+static int check_volumes(const cJSON *opts, ss_error *err) {
+  const cJSON *vols = cJSON_GetObjectItemCaseSensitive(opts, "volumes");
+  if (!vols) return 0;
+  if (!ss_is_list(vols)) return fail_option(err, "volumes", "%s must be a list of {name = ...}%s", NULL);
+  const cJSON *v, *w;
+  cJSON_ArrayForEach(v, vols) {
+    if (!cJSON_IsObject(v)) return fail_option(err, "volumes", "%s: each entry is a table%s", NULL);
+    if (check_keys(v, VOLUME_KEYS, "volumes", err)) return -1;
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(v, "name");
+    if (!cJSON_IsString(n)) return fail_option(err, "volumes", "%s: each entry needs a name%s", NULL);
+    if (!dns_safe(n->valuestring)) return bad_name(err, "volumes", n->valuestring);
+    for (w = v->next; w; w = w->next) {
+      const cJSON *wn = cJSON_GetObjectItemCaseSensitive(w, "name");
+      if (cJSON_IsString(wn) && strcmp(wn->valuestring, n->valuestring) == 0)
+        return fail_option(err, "volumes", "%s declares '%s' twice", n->valuestring);
+    }
+  }
+  return 0;
+}
+
+static int check_scalars(const cJSON *opts, ss_error *err) {
+  const cJSON *port = cJSON_GetObjectItemCaseSensitive(opts, "agent_port");
+  if (!port_ok(port))
+    return fail_option(err, "agent_port", "%s is required: the port the agent listens on (1-65535)%s", NULL);
+  static const char *const strings[] = {"image", "ready_path", "capture_path", "docker_host",
+                                        "sandbox_service", "forwarder_service", "forwarder_image",
+                                        "project_name", "proxy_service", "api_key", "pull",
+                                        "subnet_pool", NULL};
+  const char *s = NULL;
+  for (int i = 0; strings[i]; i++)
+    if (opt_string(opts, strings[i], strings[i], &s, err)) return -1;
+  if (opt_number(opts, "ready_timeout", 0.001, err) || opt_number(opts, "health_timeout", 0.001, err) ||
+      opt_number(opts, "timeout", 0.001, err))
+    return -1;
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(opts, "ready_path");
+  if (v && v->valuestring[0] != '/') return fail_option(err, "ready_path", "%s must start with '/'%s", NULL);
+  v = cJSON_GetObjectItemCaseSensitive(opts, "capture_path");
+  if (v && v->valuestring[0] != '/') return fail_option(err, "capture_path", "%s must be absolute%s", NULL);
+  v = cJSON_GetObjectItemCaseSensitive(opts, "pull");
+  if (v && strcmp(v->valuestring, "missing") && strcmp(v->valuestring, "never") &&
+      strcmp(v->valuestring, "always"))
+    return fail_option(err, "pull", "%s must be \"missing\", \"never\" or \"always\"%s", NULL);
+  v = cJSON_GetObjectItemCaseSensitive(opts, "subnet_pool");
+  if (v) {
+    char out[64];
+    ss_error tmp;
+    ss_error_init(&tmp);
+    /* a pool must hold at least one /28 */
+    if (ss_stack_pick_subnet(v->valuestring, 28, NULL, 0, 0, out, sizeof out, &tmp) != 0) {
+      ss_error_clear(&tmp);
+      return fail_option(err, "subnet_pool", "%s must be an IPv4 CIDR of /28 or larger, like \"10.213.0.0/16\"%s", NULL);
+    }
+  }
+  v = cJSON_GetObjectItemCaseSensitive(opts, "egress_policy");
+  if (v && !cJSON_IsObject(v)) return fail_option(err, "egress_policy", "%s must be a table%s", NULL);
+  if (v && !cJSON_GetObjectItemCaseSensitive(opts, "proxy_service"))
+    return fail_option(err, "egress_policy", "%s is enforced by the egress proxy: name one with proxy_service%s", NULL);
+  return 0;
+}
+
+int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_model *m,
+                         ss_error *err) {
+  memset(m, 0, sizeof *m);
+  m->opts = opts;
+  m->proxy_idx = -1;
+  m->session_key = session_key;
+  if (!cJSON_IsObject(opts)) {
+    ss_error_set(err, "usage", "not_a_table", "options must be a table");
+    return -1;
+  }
+  if (check_keys(opts, TOP_KEYS, "sandstack.docker.start", err)) return -1;
+  if (!session_key || !object_name_ok(session_key, 200)) return bad_name(err, "session_key", session_key ? session_key : "");
+  if (check_scalars(opts, err) || check_hardening(opts, err) || check_network(opts, m, err) ||
+      check_volumes(opts, err))
+    return -1;
+  m->agent_port = (int)cJSON_GetObjectItemCaseSensitive(opts, "agent_port")->valuedouble;
+
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(opts, "project_name");
+  if (v) snprintf(m->project, sizeof m->project, "%s", v->valuestring);
+  else snprintf(m->project, sizeof m->project, "sandstack-%s", session_key);
+  /* 64 leaves room for "-<service>" within the engine's limits and keeps names readable */
+  if (!object_name_ok(m->project, 64) || (v && strlen(v->valuestring) >= sizeof m->project))
+    return bad_name(err, "project_name", v ? v->valuestring : m->project);
+
+  v = cJSON_GetObjectItemCaseSensitive(opts, "sandbox_service");
+  m->sandbox_name = v ? v->valuestring : "sandbox";
+  if (!dns_safe(m->sandbox_name)) return bad_name(err, "sandbox_service", m->sandbox_name);
+  v = cJSON_GetObjectItemCaseSensitive(opts, "forwarder_service");
+  m->forwarder_name = v ? v->valuestring : "forwarder";
+  if (!dns_safe(m->forwarder_name)) return bad_name(err, "forwarder_service", m->forwarder_name);
+  if (strcmp(m->forwarder_name, m->sandbox_name) == 0) {
+    ss_error_set(err, "compose", "duplicate_service", "the sandbox and the forwarder are both named '%s'",
+                 m->sandbox_name);
+    ss_error_field_str(err, "service", m->sandbox_name);
+    return -1;
+  }
+  v = cJSON_GetObjectItemCaseSensitive(opts, "forwarder_image");
+  m->forwarder_image = v ? v->valuestring : "alpine/socat:1.8.1.3";
+
+  const cJSON *services = cJSON_GetObjectItemCaseSensitive(opts, "services");
+  if (services && !ss_is_list(services))
+    return fail_option(err, "services", "%s must be a list of service tables%s", NULL);
+  const cJSON *spec;
+  if (cJSON_IsArray(services))
+    cJSON_ArrayForEach(spec, services) if (check_service(opts, spec, m, err)) return -1;
+
+  m->sandbox_idx = find_service(m, m->sandbox_name);
+  if (m->sandbox_idx < 0) { /* synthesised from `image` */
+    ss_svc *s = &m->svc[m->nsvc];
+    memset(s, 0, sizeof *s);
+    s->name = m->sandbox_name;
+    s->is_sandbox = 1;
+    m->sandbox_idx = m->nsvc++;
+  }
+  ss_svc *sb = &m->svc[m->sandbox_idx];
+  if (!sb->image) {
+    v = cJSON_GetObjectItemCaseSensitive(opts, "image");
+    sb->image = v ? v->valuestring : NULL;
+  }
+  for (int i = 0; i < m->nsvc; i++) {
+    if (m->svc[i].image && m->svc[i].image[0]) continue;
+    ss_error_set(err, "compose", "missing_image",
+                 "service '%s' has no image%s", m->svc[i].name,
+                 m->svc[i].is_sandbox ? ": give `image` or an image in its service spec" : "");
+    ss_error_field_str(err, "service", m->svc[i].name);
+    return -1;
+  }
+  if (resolve_deps(m, err) || check_ready(opts, m, err)) return -1;
+
+  v = cJSON_GetObjectItemCaseSensitive(opts, "proxy_service");
+  if (v) {
+    int p = find_service(m, v->valuestring);
+    if (p < 0 || m->svc[p].is_sandbox) {
+      ss_error_set(err, "compose", "unknown_proxy_service",
+                   "proxy_service '%s' is not a sidecar of this stack", v->valuestring);
+      ss_error_field_str(err, "service", v->valuestring);
+      return -1;
+    }
+    if (!m->svc[p].egress_allow) {
+      ss_error_set(err, "compose", "proxy_needs_egress",
+                   "the proxy '%s' must declare egress = \"allow\" to reach its upstream", v->valuestring);
+      ss_error_field_str(err, "service", v->valuestring);
+      return -1;
+    }
+    const cJSON *port = cJSON_GetObjectItemCaseSensitive(m->svc[p].spec, "port");
+    if (!port) {
+      char option[160];
+      snprintf(option, sizeof option, "services.%s.port", v->valuestring);
+      return fail_option(err, option, "%s is required for the proxy_service: the sandbox's ANTHROPIC_BASE_URL points at it%s", NULL);
+    }
+    m->svc[p].port = (int)port->valuedouble;
+    m->proxy_idx = p;
+  }
+  return 0;
+}
+
+int ss_stack_validate(const cJSON *opts, const char *session_key, ss_error *err) {
+  ss_stack_model *m = calloc(1, sizeof *m);
+  if (!m) {
+    ss_error_set(err, "usage", "oom", "out of memory");
+    return -1;
+  }
+  int rc = ss_stack_model_build(opts, session_key, m, err);
+  free(m);
+  return rc;
+}

@@ -1,0 +1,175 @@
+-- The `sandstack` command: up, down, ls, status, reap, conform. main(argv) returns an exit code.
+local M = {}
+
+local USAGE = [[
+usage: sandstack <command> [options]
+  up FILE.lua [--session KEY]    start the stack FILE returns (an options table); prints the endpoint
+  down PROJECT                   remove every container, network and volume of PROJECT
+  ls                             list the stacks sandstack owns on the engine
+  status PROJECT                 state and health of each service, and the forwarder's port
+  reap [--older-than S] [--project P] [--prefix P]
+                                 remove owned stacks (all, or those matching)
+  conform [--backend docker|sbx] [--image IMG] [--forwarder-image IMG] [--subnet-pool CIDR]
+                                 re-check the isolation promises on this engine, as TAP
+The engine is $DOCKER_HOST or unix:///var/run/docker.sock.]]
+
+local function parse(argv, from, flags)
+  local pos, opt = {}, {}
+  local i = from
+  while i <= #argv do
+    local a = argv[i]
+    local key = a:match("^%-%-([%w%-]+)$")
+    if key then
+      if not flags[key] then return nil, "unknown option --" .. key end
+      if argv[i + 1] == nil then return nil, "--" .. key .. " needs a value" end
+      opt[key] = argv[i + 1]
+      i = i + 2
+    else
+      pos[#pos + 1] = a
+      i = i + 1
+    end
+  end
+  return pos, opt
+end
+
+local function isatty(fd)
+  return os.execute(("test -t %d"):format(fd)) == true or os.execute(("test -t %d"):format(fd)) == 0
+end
+
+-- Progress: one line per service redrawn in place on a terminal, plain lines otherwise.
+local function progress(out, tty)
+  local order, state, drawn = {}, {}, 0
+  return function(ev)
+    local svc = ev.service or (ev.network and "network") or (ev.volume and "volume") or ev.phase
+    local what = ev.phase:gsub("_", " ")
+    if ev.network then what = what .. " " .. ev.network end
+    if ev.volume then what = what .. " " .. ev.volume end
+    if ev.port then what = what .. " on port " .. ev.port end
+    if not tty then
+      out:write(("%7.2fs %-12s %s\n"):format(ev.elapsed or 0, svc, what))
+      return
+    end
+    if not state[svc] then order[#order + 1] = svc end
+    state[svc] = ("%7.2fs %s"):format(ev.elapsed or 0, what)
+    if drawn > 0 then out:write(("\27[%dA"):format(drawn)) end
+    for _, s in ipairs(order) do out:write(("\27[2K%-12s %s\n"):format(s, state[s])) end
+    drawn = #order
+    out:flush()
+  end
+end
+
+local out, errout -- set by main for the duration of one call
+
+local function fail(err)
+  errout:write("sandstack: ", tostring(err), "\n")
+  return 1
+end
+
+local function cmd_up(argv, docker)
+  local pos, opt = parse(argv, 2, { session = true })
+  if not pos then return fail(opt) end
+  local file = pos[1]
+  if not file then return fail("up needs a FILE.lua") end
+  local chunk, lerr = loadfile(file)
+  if not chunk then return fail(lerr) end
+  local ok, opts, key = pcall(chunk)
+  if not ok then return fail(opts) end
+  if type(opts) ~= "table" then return fail(file .. " must return an options table") end
+  key = opt.session or key or file:match("([^/]+)%.lua$") or "stack"
+  opts.on_event = opts.on_event or progress(out, out == io.stdout and isatty(1))
+  local stack, err = docker.start(key, opts)
+  if not stack then return fail(err) end
+  out:write(("project  %s\nendpoint %s\n"):format(stack.project, stack.endpoint))
+  return 0
+end
+
+local function age(created)
+  if not created then return "?" end
+  local s = os.time() - created
+  if s < 120 then return s .. "s" end
+  if s < 7200 then return math.floor(s / 60) .. "m" end
+  return math.floor(s / 3600) .. "h"
+end
+
+local function services_text(services)
+  local names = {}
+  for k, v in pairs(services) do names[#names + 1] = k .. ":" .. tostring(v) end
+  table.sort(names)
+  return table.concat(names, " ")
+end
+
+local function cmd_ls(docker)
+  local stacks, err = docker.list()
+  if not stacks then return fail(err) end
+  out:write(("%-36s %-20s %5s  %s\n"):format("PROJECT", "SESSION", "AGE", "SERVICES"))
+  for _, s in ipairs(stacks) do
+    out:write(("%-36s %-20s %5s  %s\n"):format(s.project, tostring(s.session_key), age(s.created), services_text(s.services)))
+  end
+  return 0
+end
+
+local function cmd_status(argv, docker)
+  local project = argv[2]
+  if not project then return fail("status needs a PROJECT") end
+  local stacks, err = docker.list { project = project }
+  if not stacks then return fail(err) end
+  if #stacks == 0 then return fail("no stack named " .. project) end
+  local eng = require("sandstack").engine {}
+  local names = {}
+  for svc in pairs(stacks[1].services) do names[#names + 1] = svc end
+  table.sort(names)
+  for _, svc in ipairs(names) do
+    local info = eng and eng:call("GET", "/containers/" .. project .. "-" .. svc .. "/json")
+    local st = info and info.State or {}
+    local line = ("%-12s %-8s %s"):format(svc, tostring(st.Status), st.Health and st.Health.Status or "")
+    local port = info and info.Config.Labels["io.sandstack.port"]
+    local bind = port and info.NetworkSettings.Ports and info.NetworkSettings.Ports[port .. "/tcp"]
+    if type(bind) == "table" and bind[1] then line = line .. " endpoint http://127.0.0.1:" .. bind[1].HostPort end
+    out:write(line, "\n")
+  end
+  if eng then eng:close() end
+  return 0
+end
+
+local function cmd_reap(argv, docker)
+  local pos, opt = parse(argv, 2, { ["older-than"] = true, project = true, prefix = true })
+  if not pos then return fail(opt) end
+  local removed, err = docker.reap { older_than = tonumber(opt["older-than"]), project = opt.project, prefix = opt.prefix }
+  if not removed then return fail(err) end
+  for _, p in ipairs(removed) do out:write("removed ", p, "\n") end
+  return 0
+end
+
+local function cmd_conform(argv)
+  local pos, opt = parse(argv, 2, { backend = true, image = true, ["forwarder-image"] = true, ["subnet-pool"] = true })
+  if not pos then return fail(opt) end
+  local ok = require("sandstack.conformance").run { backend = opt.backend, image = opt.image,
+    forwarder_image = opt["forwarder-image"], subnet_pool = opt["subnet-pool"] }
+  return ok and 0 or 1
+end
+
+-- main(argv[, out[, errout]]) -> exit code; out/errout default to io.stdout/io.stderr.
+function M.main(argv, o, e)
+  out, errout = o or io.stdout, e or io.stderr
+  local cmd = argv[1]
+  local docker = require("sandstack").docker
+  if cmd == "up" then return cmd_up(argv, docker)
+  elseif cmd == "down" then
+    if not argv[2] then return fail("down needs a PROJECT") end
+    local ok, err = docker.down(argv[2])
+    if not ok then return fail(err) end
+    out:write("removed ", argv[2], "\n")
+    return 0
+  elseif cmd == "ls" then return cmd_ls(docker)
+  elseif cmd == "status" then return cmd_status(argv, docker)
+  elseif cmd == "reap" then return cmd_reap(argv, docker)
+  elseif cmd == "conform" then return cmd_conform(argv)
+  elseif cmd == "-h" or cmd == "--help" or cmd == "help" then
+    out:write(USAGE, "\n")
+    return 0
+  end
+  errout:write(USAGE, "\n")
+  return 2
+end
+
+return M

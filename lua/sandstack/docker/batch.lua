@@ -1,0 +1,114 @@
+-- Independent Engine calls in parallel: submit them all, poll until every one has answered.
+-- Starting a stack should cost its critical path, not the sum of its calls.
+local E = require "sandstack.error"
+
+local M = {}
+
+local function engine_error(method, path, status, body)
+  local msg = type(body) == "table" and body.message or (type(body) == "string" and body) or ""
+  return E.new("engine", nil, ("%s %s: %s %s"):format(method, path, tostring(status), msg),
+    { status = status, method = method, path = path })
+end
+M.engine_error = engine_error
+
+-- One result shape for both paths: {ok=, status=, body=, err=}. A status in ok_status counts
+-- as success (304 on start/stop, 404 on delete, ...).
+local function settle(req, r)
+  local ok_status = req.ok or {}
+  if r.status and (r.status < 300 or ok_status[r.status]) then
+    return { ok = true, status = r.status, body = r.body }
+  end
+  if r.status then
+    return { ok = false, status = r.status, body = r.body,
+      err = r.err or engine_error(req[1], req[2], r.status, r.body) }
+  end
+  return { ok = false, err = r.err or E.new("transport", nil, "no answer from the engine") }
+end
+
+-- reqs: list of {method, path, body, opts, ok = {[status]=true}}; returns results in order.
+-- deadline: seconds for the whole batch.
+function M.run(eng, reqs, deadline)
+  local results = {}
+  if #reqs == 0 then return results end
+  if not eng.submit or #reqs == 1 then
+    for i, q in ipairs(reqs) do
+      local status, body, _ = eng:request(q[1], q[2], q[3], q[4])
+      if status then results[i] = settle(q, { status = status, body = body })
+      else results[i] = settle(q, { err = body }) end
+    end
+    return results
+  end
+  local by_id, left = {}, 0
+  for i, q in ipairs(reqs) do
+    local id, err = eng:submit(q[1], q[2], q[3], q[4])
+    if id then by_id[id] = i; left = left + 1
+    else results[i] = settle(q, { err = err }) end
+  end
+  local t_end = os.time() + (deadline or 120) + 1
+  while left > 0 do
+    local done = eng:poll(1)
+    for _, r in ipairs(done or {}) do
+      local i = by_id[r.id]
+      if i then
+        by_id[r.id] = nil
+        left = left - 1
+        if r.status then results[i] = settle(reqs[i], r)
+        else results[i] = settle(reqs[i], { err = r.err }) end
+      end
+    end
+    if left > 0 and os.time() > t_end then
+      for _, i in pairs(by_id) do
+        results[i] = { ok = false, err = E.new("transport", nil, "the engine did not answer in time") }
+      end
+      break
+    end
+  end
+  return results
+end
+
+-- The first failure of a batch, or nil.
+function M.first_error(results)
+  for _, r in ipairs(results) do if not r.ok then return r.err end end
+end
+
+local function sleep(s)
+  local ok, socket = pcall(require, "socket")
+  if ok then socket.sleep(s) else os.execute(("sleep %.2f"):format(s)) end
+end
+
+-- Deletes objects by id or name: containers (forced, with anonymous volumes), then networks
+-- (retried: an endpoint may outlive its container by a moment), then volumes. 404 is success.
+-- objs = {containers = {...}, networks = {...}, volumes = {...}}; returns true or nil, err.
+function M.remove(eng, objs)
+  local reqs = {}
+  for i, id in ipairs(objs.containers or {}) do
+    reqs[i] = { "DELETE", "/containers/" .. id, nil, { query = { force = "1", v = "1" } }, ok = { [404] = true, [409] = true } }
+  end
+  local first = M.first_error(M.run(eng, reqs, 60))
+  local nets = objs.networks or {}
+  for attempt = 1, 4 do
+    reqs = {}
+    for i, n in ipairs(nets) do reqs[i] = { "DELETE", "/networks/" .. n, nil, nil, ok = { [404] = true } } end
+    local r = M.run(eng, reqs, 60)
+    local again = {}
+    for i, x in ipairs(r) do if not x.ok then again[#again + 1] = nets[i] end end
+    if #again == 0 then break end
+    if attempt == 4 then first = first or M.first_error(r) end
+    nets = again
+    sleep(0.2 * attempt)
+  end
+  reqs = {}
+  for i, v in ipairs(objs.volumes or {}) do
+    reqs[i] = { "DELETE", "/volumes/" .. v, nil, { query = { force = "1" } }, ok = { [404] = true } }
+  end
+  first = first or M.first_error(M.run(eng, reqs, 60))
+  if first then return nil, first end
+  return true
+end
+
+-- URL-escapes a path segment or query value.
+function M.escape(s)
+  return (tostring(s):gsub("[^%w%-%._~]", function(c) return ("%%%02X"):format(c:byte()) end))
+end
+
+return M

@@ -1,0 +1,18 @@
+-- sandstack.policy: one egress policy language for both backends (docs/policy.md).
+--   local p, err = policy.compile{ allow = { "api.example.com", { host = "*.example.com",
+--     methods = {"GET"}, paths = {"/v1/*"} }, "db.example.com:5432" } }
+--   p:admits(host, method, path, port) -> true, rule_index | false
+--   p:explain(...)  -> { admitted =, rule =, reason = }   (reason: host, method, path, bad_*)
+--   p:rules()       -> normalized rules { host =, port =, wildcard =, apex =, methods =, paths = }
+--   p:render()      -> the JSON a proxy receives in SANDSTACK_EGRESS_POLICY
+--   policy.load(json) -> the policy a rendered string describes (what a proxy calls)
+-- Validation and matching are in C (csrc/policy), shared with the proxy and the sbx backend.
+local core = require "sandstack.core"
+
+local M = {}
+
+M.compile = core.policy_compile
+M.load = core.policy_load
+M.is_policy = core.policy_is
+
+return M

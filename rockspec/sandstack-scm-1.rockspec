@@ -1,0 +1,33 @@
+-- luarocks --lua-version=5.4 make rockspec/sandstack-scm-1.rockspec CURL_INCDIR=/usr/include/x86_64-linux-gnu
+-- (for OpenResty's LuaJIT: luarocks --lua-version=5.1 make ... with LUA_INCDIR=/usr/include/luajit-2.1)
+rockspec_format = "3.0"
+package = "sandstack"
+version = "scm-1"
+source = { url = "git+file:///dev/null" } -- `luarocks make` builds the working tree and never fetches this
+description = {
+  summary = "Per-session sandboxes for AI agents: Docker stacks over the Engine API and Docker sbx",
+  detailed = [[
+A C core (libcurl, cJSON, libuv) with a Lua API: sandstack.docker builds a per-session stack
+(sandbox on an internal network, sidecars, a socat forwarder) straight over the Engine API;
+sandstack.sbx drives Docker's sbx CLI with host checks, egress allowlists, a bounded exec
+wrapper and a symlink-proof workspace file plane.]],
+  license = "MIT",
+}
+dependencies = { "lua >= 5.1" }
+external_dependencies = {
+  CURL = { library = "curl" },
+  CJSON = { header = "cjson/cJSON.h", library = "cjson" },
+  UV = { header = "uv.h", library = "uv" },
+}
+build = {
+  type = "cmake",
+  variables = {
+    CMAKE_BUILD_TYPE = "Release",
+    CMAKE_INSTALL_PREFIX = "$(PREFIX)",
+    LUA_INCDIR = "$(LUA_INCDIR)",
+    LIBDIR = "$(LIBDIR)",
+    LUADIR = "$(LUADIR)",
+  },
+  install = { bin = { sandstack = "bin/sandstack" } },
+}
+test = { type = "command", command = "bash spec/support/run-tests.sh" }

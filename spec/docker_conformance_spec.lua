@@ -1,0 +1,31 @@
+-- The isolation probes of sandstack.conformance, run as a user would run `sandstack conform`,
+-- against the live engine (#docker): every probe must pass and print as TAP.
+local conformance = require "sandstack.conformance"
+
+describe("sandstack.conformance #docker", function()
+  it("passes every docker isolation probe and leaves nothing behind", function()
+    local lines = {}
+    local out = { write = function(_, ...) for _, s in ipairs { ... } do lines[#lines + 1] = s end end }
+    local ok, results = conformance.run { out = out, project_prefix = "sstest-stack-conf-", subnet_pool = "10.213.0.0/16" }
+    local text = table.concat(lines)
+    assert.is_true(ok, text)
+    assert.truthy(#results >= 15)
+    assert.matches("\n1%.%.%d+\n$", text)
+    assert.falsy(text:find("not ok", 1, true))
+    local skipped = 0
+    for _, r in ipairs(results) do if r.skip then skipped = skipped + 1 end end
+    -- the stand-in needs root; the test machines are root, so nothing may be skipped here
+    if conformance.is_root() then assert.equal(0, skipped, text) end
+  end)
+
+  it("dispatches the sbx backend to sandstack.conformance_sbx", function()
+    local called
+    local real = package.loaded["sandstack.conformance_sbx"]
+    package.loaded["sandstack.conformance_sbx"] = { run = function(o) called = o; return true, {} end }
+    local ok = conformance.run { backend = "sbx", marker = 1 }
+    package.loaded["sandstack.conformance_sbx"] = real
+    assert.is_true(ok)
+    assert.equal(1, called.marker)
+    assert.has_error(function() conformance.run { backend = "podman" } end)
+  end)
+end)

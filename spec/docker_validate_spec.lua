@@ -1,0 +1,434 @@
+-- sandstack.docker without an engine: every spec error of API.md, returned before any Engine
+-- call, and the plan (networks, hardening, credentials, order) as plain data.
+local core = require "sandstack.core"
+
+local function opts(extra)
+  local o = { agent_port = 8080, image = "sandstack-test/agent:local" }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+
+local function plan(o, ctx)
+  ctx = ctx or {}
+  ctx.session_key = ctx.session_key or "unit"
+  return core.stack_plan(o, ctx)
+end
+
+local function refuse(o, reason)
+  local p, err = plan(o)
+  assert.is_nil(p)
+  assert.equal("compose", err.kind)
+  assert.equal(reason, err.reason)
+  return err
+end
+
+local function by_service(p, name)
+  for _, c in ipairs(p.containers) do if c.service == name then return c end end
+end
+
+local function env_map(c)
+  local m = {}
+  for _, e in ipairs(c.body.Env or {}) do
+    local k, v = e:match("^([^=]+)=(.*)$")
+    assert.is_nil(m[k], "duplicate env " .. k)
+    m[k] = v
+  end
+  return m
+end
+
+describe("sandstack.docker validation (no engine)", function()
+  it("refuses a sidecar without egress, naming it", function()
+    local err = refuse(opts { services = { { name = "db", image = "x" } } }, "egress_required")
+    assert.equal("db", err.service)
+  end)
+
+  it("refuses egress = allow on the sandbox", function()
+    refuse(opts { services = { { name = "sandbox", image = "x", egress = "allow" } } }, "sandbox_egress_forbidden")
+    refuse(opts { sandbox_service = "agent", services = { { name = "agent", image = "x", egress = "allow" } } },
+      "sandbox_egress_forbidden")
+  end)
+
+  it("requires the proxy to have egress", function()
+    local err = refuse(opts { proxy_service = "px", services = { { name = "px", image = "x", egress = "none", port = 1 } } },
+      "proxy_needs_egress")
+    assert.equal("px", err.service)
+  end)
+
+  it("refuses duplicate services, including the forwarder's name", function()
+    refuse(opts { services = { { name = "a", image = "x", egress = "none" }, { name = "a", image = "y", egress = "none" } } },
+      "duplicate_service")
+    local err = refuse(opts { services = { { name = "forwarder", image = "x", egress = "none" } } }, "duplicate_service")
+    assert.equal("forwarder", err.service)
+    refuse(opts { sandbox_service = "fw", forwarder_service = "fw" }, "duplicate_service")
+  end)
+
+  it("refuses names that are not DNS-safe", function()
+    for _, bad in ipairs { "Db", "db_1", "-db", "db-", "", string.rep("a", 64), "a.b" } do
+      refuse(opts { services = { { name = bad, image = "x", egress = "none" } } }, "invalid_name")
+    end
+    refuse(opts { project_name = "bad name" }, "invalid_name")
+    refuse(opts { project_name = string.rep("p", 65) }, "invalid_name")
+    refuse(opts { sandbox_service = "Sandbox" }, "invalid_name")
+    refuse(opts { volumes = { { name = "a/b" } } }, "invalid_name")
+    local p, err = plan(opts(), { session_key = "has space" })
+    assert.is_nil(p)
+    assert.equal("invalid_name", err.reason)
+  end)
+
+  it("refuses unknown dependencies and cycles", function()
+    local err = refuse(opts { services = { { name = "a", image = "x", egress = "none", depends_on = { "b" } } } },
+      "unknown_dependency")
+    assert.equal("a", err.service)
+    assert.equal("b", err.dependency)
+    err = refuse(opts { services = {
+      { name = "a", image = "x", egress = "none", depends_on = { "b" } },
+      { name = "b", image = "x", egress = "none", depends_on = { "c" } },
+      { name = "c", image = "x", egress = "none", depends_on = { "a" } },
+      { name = "d", image = "x", egress = "none" },
+    } }, "dependency_cycle")
+    table.sort(err.services)
+    assert.same({ "a", "b", "c" }, err.services)
+    refuse(opts { services = { { name = "a", image = "x", egress = "none", depends_on = { "a" } } } }, "dependency_cycle")
+    -- the forwarder is not a service one can depend on
+    refuse(opts { services = { { name = "a", image = "x", egress = "none", depends_on = { "forwarder" } } } },
+      "unknown_dependency")
+  end)
+
+  it("refuses an unknown proxy service", function()
+    local err = refuse(opts { proxy_service = "nope" }, "unknown_proxy_service")
+    assert.equal("nope", err.service)
+    refuse(opts { proxy_service = "sandbox" }, "unknown_proxy_service")
+  end)
+
+  it("refuses a stack without a sandbox image, or a sidecar without one", function()
+    local err = refuse({ agent_port = 1 }, "missing_image")
+    assert.equal("sandbox", err.service)
+    err = refuse(opts { services = { { name = "db", egress = "none" } } }, "missing_image")
+    assert.equal("db", err.service)
+    -- the sandbox spec may carry the image instead of `image`
+    assert.truthy(plan { agent_port = 1, services = { { name = "sandbox", image = "x" } } })
+  end)
+
+  it("refuses invalid option values, naming the option", function()
+    local cases = {
+      { {}, "agent_port", true },
+      { { agent_port = 0 }, "agent_port", true },
+      { { agent_port = 70000 }, "agent_port", true },
+      { { agent_port = "80" }, "agent_port", true },
+      { { pull = "sometimes" }, "pull" },
+      { { ready_timeout = -1 }, "ready_timeout" },
+      { { health_timeout = 0 }, "health_timeout" },
+      { { ready_path = "health" }, "ready_path" },
+      { { capture_path = "rel/x" }, "capture_path" },
+      { { memory = "lots" }, "memory" },
+      { { memory = "1k" }, "memory" },
+      { { cpus = 0 }, "cpus" },
+      { { pids_limit = 1.5 }, "pids_limit" },
+      { { cap_drop = "ALL" }, "cap_drop" },
+      { { readonly_rootfs = "yes" }, "readonly_rootfs" },
+      { { tmpfs = { ["tmp"] = "rw" } }, "tmpfs" },
+      { { network = { internal = "false" } }, "network.internal" },
+      { { network = { internal = 0 } }, "network.internal" },
+      { { network = { options = { x = 1 } } }, "network.options" },
+      { { services = "db" }, "services" },
+      { { subnet_pool = "10.0.0.0/29" }, "subnet_pool" },
+      { { subnet_pool = "nonsense" }, "subnet_pool" },
+      { { egress_policy = { allow = { "a.example" } } }, "egress_policy" },
+      { { ready = { nosuch = { test = "true" } } }, "ready.nosuch" },
+      { { ready = { sandbox = {} } }, "ready.sandbox" },
+      { { ready = { sandbox = { test = "true", interval = 0 } } }, "ready.sandbox" },
+      { { services = { { name = "db", image = "x", egress = "maybe" } } }, "services.db.egress" },
+      { { services = { { name = "db", image = "x", egress = "none", env = { A = true } } } }, "services.db.env" },
+      { { services = { { name = "db", image = "x", egress = "none", port = 0 } } }, "services.db.port" },
+      { { services = { { name = "db", image = "x", egress = "none", volumes = { { name = "undeclared", target = "/x" } } } } },
+        "services.db.volumes" },
+      { { volumes = { { name = "w" } }, services = { { name = "db", image = "x", egress = "none",
+        volumes = { { name = "w", target = "relative" } } } } }, "services.db.volumes" },
+      { { volumes = { { name = "w" }, { name = "w" } } }, "volumes" },
+      { { user = "1000", services = { { name = "db", image = "x", egress = "none", user = "0" } } }, "services.db.user" },
+      { { proxy_service = "px", services = { { name = "px", image = "x", egress = "allow" } } }, "services.px.port" },
+    }
+    for _, case in ipairs(cases) do
+      local o = case[3] and { image = "x" } or opts()
+      for k, v in pairs(case[1]) do o[k] = v end
+      local p, err = plan(o)
+      assert.is_nil(p, case[2])
+      assert.equal("compose", err.kind)
+      assert.equal("invalid_option", err.reason, case[2] .. ": " .. tostring(err))
+      assert.equal(case[2], err.option)
+    end
+  end)
+
+  it("raises on an unknown option key, at any level", function()
+    assert.has_error(function() plan(opts { agent_prot = 1 }) end, "sandstack.docker.start: unknown option 'agent_prot'")
+    assert.has_error(function() plan(opts { services = { { name = "db", image = "x", egress = "none", envv = {} } } }) end)
+    assert.has_error(function() plan(opts { network = { internl = true } }) end)
+    assert.has_error(function() plan(opts { ready = { sandbox = { test = "true", intervall = 1 } } }) end)
+    assert.has_error(function() core.stack_validate("not a table", "k") end)
+  end)
+
+  it("validates without planning and accepts JSON text", function()
+    assert.is_true(core.stack_validate(opts(), "k"))
+    local ok, err = core.stack_validate('{"agent_port":1}', "k")
+    assert.is_nil(ok)
+    assert.equal("missing_image", err.reason)
+  end)
+end)
+
+describe("sandstack.docker plan (no engine)", function()
+  local function full()
+    return opts {
+      api_key = "sk-real-key",
+      memory = "256m", cpus = 0.5, cap_drop = { "ALL" }, security_opt = { "no-new-privileges" },
+      pids_limit = 64, user = "1000:1000", readonly_rootfs = true, tmpfs = { "/tmp" },
+      volumes = { { name = "ws" } },
+      services = {
+        { name = "db", image = "sandstack-test/base:local", egress = "none", volumes = { { name = "ws", target = "/data" } } },
+        { name = "proxy", image = "sandstack-test/agent:local", egress = "allow", port = 3128, depends_on = { "db" },
+          env = { LOG = "info" } },
+        { name = "sandbox", image = "sandstack-test/agent:local", command = { "agent" },
+          env = { ANTHROPIC_API_KEY = "sk-sneaked-in" }, depends_on = { "proxy" } },
+      },
+      proxy_service = "proxy",
+      ready = { db = { test = { "agent", "connect", "127.0.0.1", "1" }, interval = 0.5, timeout = 2, retries = 3, start_period = 1 } },
+    }
+  end
+
+  it("builds the three networks with the isolation options", function()
+    local p = assert(plan(full()))
+    local nets = {}
+    for _, n in ipairs(p.networks) do nets[n.key] = n end
+    assert.equal("sandstack-unit-sbx", nets.sbx.name)
+    assert.is_true(nets.sbx.body.Internal)
+    assert.equal("true", nets.sbx.body.Options["com.docker.network.bridge.inhibit_ipv4"])
+    assert.is_nil(nets.sbx.body.Options["com.docker.network.bridge.gateway_mode_ipv4"])
+    assert.is_false(nets.pub.body.Internal)
+    assert.equal("false", nets.pub.body.Options["com.docker.network.bridge.enable_ip_masquerade"])
+    assert.is_false(nets.egress.body.Internal)
+    assert.is_true(nets.sbx.body.CheckDuplicate)
+    for _, n in pairs(nets) do
+      assert.equal("sandstack-unit", n.body.Labels["io.sandstack.project"])
+      assert.equal("unit", n.body.Labels["io.sandstack.session"])
+      assert.truthy(n.body.Labels["io.sandstack.version"])
+      assert.truthy(n.body.Labels["io.sandstack.created"])
+    end
+  end)
+
+  it("creates no egress network when no sidecar asks for one", function()
+    local p = assert(plan(opts { services = { { name = "db", image = "x", egress = "none" } } }))
+    assert.equal(2, #p.networks)
+  end)
+
+  it("uses the Engine 28 gateway mode only from API 1.48, and create-time dual attach from 1.44", function()
+    local p = assert(plan(opts(), { api_version = "1.48" }))
+    assert.equal("isolated", p.networks[1].body.Options["com.docker.network.bridge.gateway_mode_ipv4"])
+    assert.equal("true", p.networks[1].body.Options["com.docker.network.bridge.inhibit_ipv4"])
+    assert.is_nil(p.networks[1].body.CheckDuplicate)
+    local fw = by_service(p, "forwarder")
+    assert.same({}, fw.connects)
+    local eps = fw.body.NetworkingConfig.EndpointsConfig
+    assert.truthy(eps["sandstack-unit-pub"])
+    assert.same({ "forwarder" }, eps["sandstack-unit-sbx"].Aliases)
+    p = assert(plan(opts(), { api_version = "1.47" }))
+    assert.is_nil(p.networks[1].body.Options["com.docker.network.bridge.gateway_mode_ipv4"])
+  end)
+
+  it("user network options cannot remove the host-address block", function()
+    local p = assert(plan(opts { network = { options = { ["com.docker.network.bridge.inhibit_ipv4"] = "false", ["x.y"] = "z" } } }))
+    assert.equal("true", p.networks[1].body.Options["com.docker.network.bridge.inhibit_ipv4"])
+    assert.equal("z", p.networks[1].body.Options["x.y"])
+  end)
+
+  it("gives the sandbox the internet only when internal = false is typed out", function()
+    local p = assert(plan(opts { network = { internal = false } }))
+    assert.is_false(p.networks[1].body.Internal)
+    assert.is_nil(p.networks[1].body.Options["com.docker.network.bridge.inhibit_ipv4"])
+    p = assert(plan(opts { network = { internal = true } }))
+    assert.is_true(p.networks[1].body.Internal)
+  end)
+
+  it("puts the sandbox only on -sbx and the forwarder on -pub then -sbx (connect before start below 1.44)", function()
+    local p = assert(plan(full()))
+    local sb = by_service(p, "sandbox")
+    assert.equal("sandstack-unit-sbx", sb.body.HostConfig.NetworkMode)
+    assert.same({ ["sandstack-unit-sbx"] = { Aliases = { "sandbox" } } }, sb.body.NetworkingConfig.EndpointsConfig)
+    assert.same({}, sb.connects)
+    assert.is_nil(sb.body.HostConfig.PortBindings)
+    local px = by_service(p, "proxy")
+    assert.equal(1, #px.connects)
+    assert.equal("sandstack-unit-egress", px.connects[1].network)
+    local db = by_service(p, "db")
+    assert.same({}, db.connects)
+    local fw = by_service(p, "forwarder")
+    assert.equal("sandstack-unit-pub", fw.body.HostConfig.NetworkMode)
+    assert.same({ { network = "sandstack-unit-sbx",
+      body = { Container = "sandstack-unit-forwarder", EndpointConfig = { Aliases = { "forwarder" } } } } }, fw.connects)
+    assert.same({ "socat" }, fw.body.Entrypoint)
+    assert.same({ "TCP-LISTEN:8080,fork,reuseaddr", "TCP:sandbox:8080" }, fw.body.Cmd)
+    assert.same({ ["8080/tcp"] = { { HostIp = "127.0.0.1", HostPort = "" } } }, fw.body.HostConfig.PortBindings)
+    assert.equal("alpine/socat:1.8.1.3", fw.image)
+  end)
+
+  it("applies one hardening overlay to every container, the forwarder included", function()
+    local p = assert(plan(full()))
+    assert.equal(4, #p.containers)
+    local keys = { "NanoCpus", "Memory", "CapDrop", "SecurityOpt", "PidsLimit", "ReadonlyRootfs", "Tmpfs" }
+    for _, c in ipairs(p.containers) do
+      for _, k in ipairs(keys) do assert.same(p.hardening[k], c.body.HostConfig[k], c.service .. " " .. k) end
+      assert.equal("1000:1000", c.body.User, c.service)
+    end
+    assert.equal(0.5e9, p.hardening.NanoCpus)
+    assert.equal(256 * 1024 * 1024, p.hardening.Memory)
+    assert.same({ ["/tmp"] = "" }, p.hardening.Tmpfs)
+  end)
+
+  it("wires the proxy credentials: the sandbox never holds the real key", function()
+    local p = assert(plan(full()))
+    local sb, px = env_map(by_service(p, "sandbox")), env_map(by_service(p, "proxy"))
+    assert.matches("^[0-9a-f]+$", p.session_token)
+    assert.equal(64, #p.session_token)
+    assert.equal(p.session_token, sb.ANTHROPIC_API_KEY)
+    assert.equal("http://proxy:3128", sb.ANTHROPIC_BASE_URL)
+    for _, e in ipairs(by_service(p, "sandbox").body.Env) do assert.falsy(e:find("sk-", 1, true)) end
+    assert.equal(p.session_token, px.SANDSTACK_SESSION_TOKEN)
+    assert.equal("sk-real-key", px.ANTHROPIC_API_KEY)
+    assert.equal("info", px.LOG)
+    assert.is_nil(env_map(by_service(p, "db")).ANTHROPIC_API_KEY)
+    local q = assert(plan(full()))
+    assert.not_equal(p.session_token, q.session_token)
+  end)
+
+  it("puts api_key into the sandbox unchanged without a proxy", function()
+    local p = assert(plan(opts { api_key = "sk-direct" }))
+    local sb = env_map(by_service(p, "sandbox"))
+    assert.equal("sk-direct", sb.ANTHROPIC_API_KEY)
+    assert.is_nil(sb.ANTHROPIC_BASE_URL)
+    assert.is_nil(p.session_token)
+    assert.equal("8080", sb.AGENT_PORT)
+  end)
+
+  it("hands a rendered egress policy to the proxy", function()
+    local o = full()
+    o.egress_policy = { allow = { "api.example.com" } }
+    local p = assert(plan(o, { egress_policy = '{"allow":["api.example.com"]}' }))
+    assert.equal('{"allow":["api.example.com"]}', env_map(by_service(p, "proxy")).SANDSTACK_EGRESS_POLICY)
+  end)
+
+  it("orders by dependency, maps healthchecks to nanoseconds and mounts named volumes", function()
+    local p = assert(plan(full()))
+    assert.same({ "db", "proxy", "sandbox", "forwarder" }, p.order)
+    local db = by_service(p, "db")
+    assert.same({ Test = { "CMD", "agent", "connect", "127.0.0.1", "1" }, Interval = 0.5e9, Timeout = 2e9,
+      Retries = 3, StartPeriod = 1e9 }, db.body.Healthcheck)
+    assert.same({ "agent", "connect", "127.0.0.1", "1" }, db.check)
+    assert.is_true(db.healthcheck)
+    assert.same({ { Type = "volume", Source = "sandstack-unit-ws", Target = "/data", ReadOnly = false } },
+      db.body.HostConfig.Mounts)
+    assert.same({ "proxy" }, by_service(p, "sandbox").depends_on)
+    assert.equal("sandstack-unit-ws", p.volumes[1].name)
+    assert.equal("ws", p.volumes[1].body.Labels["io.sandstack.volume"])
+    local q = assert(plan(opts { ready = { sandbox = { test = "wget -q localhost" } } }))
+    assert.same({ "CMD-SHELL", "wget -q localhost" }, by_service(q, "sandbox").body.Healthcheck.Test)
+    assert.same({ "/bin/sh", "-c", "wget -q localhost" }, by_service(q, "sandbox").check)
+  end)
+
+  it("labels every container with project, session, service, version and creation time", function()
+    local p = assert(plan(full(), { now = 1234 }))
+    for _, c in ipairs(p.containers) do
+      local l = c.body.Labels
+      assert.equal("sandstack-unit", l["io.sandstack.project"])
+      assert.equal("unit", l["io.sandstack.session"])
+      assert.equal(c.service, l["io.sandstack.service"])
+      assert.equal(core.VERSION, l["io.sandstack.version"])
+      assert.equal("1234", l["io.sandstack.created"])
+      assert.equal("sandstack-unit-" .. c.service, c.name)
+    end
+  end)
+
+  it("carries no empty lists in Engine bodies (a Lua {} would encode as an object)", function()
+    local p = assert(plan(opts()))
+    local function walk(t, path)
+      for k, v in pairs(t) do
+        if type(v) == "table" then
+          assert.is_false(next(v) == nil and (k == "Env" or k == "Mounts" or k == "Cmd"), path .. "." .. k)
+          walk(v, path .. "." .. tostring(k))
+        end
+      end
+    end
+    for _, c in ipairs(p.containers) do walk(c.body, c.service) end
+  end)
+
+  it("carves subnets from a pool around the used ones", function()
+    assert.equal("10.213.0.0/28", core.stack_pick_subnet("10.213.0.0/16", {}, 0))
+    assert.equal("10.213.0.32/28", core.stack_pick_subnet("10.213.0.0/16", { "10.213.0.0/27", "bogus" }, 0))
+    assert.equal("10.213.0.16/28", core.stack_pick_subnet("10.213.0.0/16", {}, 1))
+    assert.equal("10.213.0.0/28", core.stack_pick_subnet("10.213.0.0/16", {}, 4096)) -- wraps
+    local s, err = core.stack_pick_subnet("10.213.0.0/28", { "10.0.0.0/8" }, 0)
+    assert.is_nil(s)
+    assert.equal("pool_exhausted", err.reason)
+    assert.equal(141, core.stack_api_number("1.41"))
+    assert.equal(-1, core.stack_api_number("x"))
+  end)
+end)
+
+describe("sandstack.docker.start before the engine (no engine)", function()
+  local docker = require("sandstack").docker
+  -- an engine address where nothing listens: a spec error must come back before any call
+  local nowhere = "unix:///nonexistent/sandstack-test.sock"
+
+  it("returns spec errors without contacting the engine", function()
+    local s, err = docker.start("k", { agent_port = 8080, image = "x", docker_host = nowhere,
+      services = { { name = "db", image = "y" } } })
+    assert.is_nil(s)
+    assert.equal("compose", err.kind)
+    assert.equal("egress_required", err.reason)
+    s, err = docker.start("k", { agent_port = 8080, image = "x", docker_host = nowhere })
+    assert.is_nil(s)
+    assert.equal("transport", err.kind) -- a valid spec does reach for the engine
+  end)
+
+  it("raises on unknown keys and on callbacks that are not functions", function()
+    assert.has_error(function() docker.start("k", { agent_port = 1, image = "x", imagee = "y" }) end)
+    assert.has_error(function() docker.start("k", { agent_port = 1, image = "x", on_event = "print" }) end)
+    assert.has_error(function() docker.start(42, {}) end)
+    assert.has_error(function() docker.start("k", nil) end)
+  end)
+
+  it("keeps callbacks out of the plan and plans without an engine", function()
+    local p = assert(docker.plan("k", { agent_port = 1, image = "x", on_event = function() end,
+      req_adapter = function() end }, { api_version = "1.44" }))
+    assert.is_true(p.dual_attach_at_create)
+    assert.is_nil(p.on_event)
+  end)
+
+  it("refuses an egress policy the policy module rejects", function()
+    local ok_policy = pcall(require, "sandstack.policy")
+    if not ok_policy then return pending("sandstack.policy is not installed") end
+    local s, err = docker.start("k", { agent_port = 1, image = "x", docker_host = nowhere, proxy_service = "px",
+      services = { { name = "px", image = "p", egress = "allow", port = 1 } }, egress_policy = { allow = { 42 } } })
+    assert.is_nil(s)
+    assert.equal("invalid_option", err.reason)
+    assert.equal("egress_policy", err.option)
+  end)
+end)
+
+describe("the sandstack command (no engine)", function()
+  local real = require "sandstack.cli"
+  local printed = {}
+  local sink = { write = function(_, ...) for _, x in ipairs { ... } do printed[#printed + 1] = x end end }
+  local cli = { main = function(argv) return real.main(argv, sink, sink) end }
+  it("prints usage and refuses bad invocations", function()
+    assert.equal(2, cli.main({}))
+    assert.equal(0, cli.main({ "--help" }))
+    assert.equal(1, cli.main({ "up" }))
+    assert.equal(1, cli.main({ "up", "/nonexistent.lua" }))
+    assert.equal(1, cli.main({ "reap", "--bogus", "1" }))
+    local f = os.tmpname()
+    local h = io.open(f, "w")
+    h:write('return { agent_port = 1, image = "x", services = { { name = "db", image = "y" } } }')
+    h:close()
+    assert.equal(1, cli.main({ "up", f })) -- egress_required, before any engine call
+    os.remove(f)
+    assert.truthy(table.concat(printed):find("egress_required", 1, true) or table.concat(printed):find("must say egress", 1, true))
+  end)
+end)

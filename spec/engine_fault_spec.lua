@@ -1,0 +1,370 @@
+-- sandstack.engine against a misbehaving fake daemon (spec/support/fake_engine.py) on a unix
+-- socket in a temporary directory: the faults a real daemon cannot be made to show on cue.
+local sandstack = require "sandstack"
+local core = sandstack.core
+
+local function sh(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  return (out:gsub("%s+$", ""))
+end
+
+local function wait_for(path)
+  local deadline = core.engine_clock() + 10
+  while core.engine_clock() < deadline do
+    local f = io.open(path, "rb")
+    if f then f:close() return true end
+    local st = sh("test -S '" .. path .. "' && echo yes")
+    if st == "yes" then return true end
+    os.execute("sleep 0.05")
+  end
+  return false
+end
+
+describe("sandstack.engine faults", function()
+  local dir, sock, pid, eng
+
+  setup(function()
+    dir = sh("mktemp -d /tmp/sstest-engine-XXXXXX")
+    sock = dir .. "/fake.sock"
+    pid = sh("python3 spec/support/fake_engine.py '" .. sock .. "' >'" .. dir .. "/log' 2>&1 & echo $!")
+    assert(wait_for(sock), "the fake engine did not start")
+  end)
+
+  teardown(function()
+    if pid and pid:match("^%d+$") then os.execute("kill " .. pid .. " 2>/dev/null") end
+    if dir and dir:match("^/tmp/sstest%-engine%-") then os.execute("rm -rf '" .. dir .. "'") end
+  end)
+
+  before_each(function()
+    eng = assert(sandstack.engine { host = "unix://" .. sock, timeout = 5 })
+  end)
+
+  after_each(function()
+    eng:close()
+  end)
+
+  it("negotiates from ApiVersion, never MinAPIVersion, and prefixes paths with it", function()
+    assert.equal("1.43", eng.api_version)
+    local echo = assert(eng:call("GET", "/echo"))
+    assert.equal("/v1.43/echo", echo.target)
+    echo = assert(eng:call("GET", "/v1.40/echo"))
+    assert.equal("/v1.40/echo", echo.target)
+    local pinned = assert(sandstack.engine { host = "unix://" .. sock, api_version = "1.24" })
+    assert.equal("/v1.24/echo", assert(pinned:call("GET", "/echo")).target)
+    pinned:close()
+  end)
+
+  it("sends JSON bodies as application/json and body-less POSTs with an explicit zero length", function()
+    local echo = assert(eng:call("POST", "/echo", { Image = "x", Cmd = { "a", "b" } }))
+    assert.equal("application/json", echo.headers["content-type"])
+    assert.same({ Image = "x", Cmd = { "a", "b" } }, core.json_decode(echo.body))
+    echo = assert(eng:call("POST", "/echo"))
+    assert.equal("0", echo.headers["content-length"])
+    assert.is_nil(echo.headers["transfer-encoding"])
+    assert.is_nil(echo.headers["content-type"])
+    assert.equal("", echo.body)
+    echo = assert(eng:call("PUT", "/echo", "raw\0bytes", { content_type = "application/x-tar" }))
+    assert.equal("PUT", echo.method)
+    assert.equal("application/x-tar", echo.headers["content-type"])
+    assert.equal(("raw\0bytes"):gsub(".", function(c) return string.format("%02x", c:byte()) end), echo.body_hex)
+    echo = assert(eng:call("DELETE", "/echo", nil, {
+      query = { force = true, t = 3, filters = { label = { "a=b c" } } },
+      headers = { ["X-Registry-Auth"] = "tok", "X-Other: 1" },
+    }))
+    assert.equal("DELETE", echo.method)
+    assert.equal("/v1.43/echo?filters=%7B%22label%22%3A%5B%22a%3Db%20c%22%5D%7D&force=true&t=3", echo.target)
+    assert.equal("tok", echo.headers["x-registry-auth"])
+    assert.equal("1", echo.headers["x-other"])
+    assert.has_error(function() eng:call("GET", "/echo", nil, { headers = { "X-Bad: a\r\nInjected: b" } }) end)
+  end)
+
+  it("keeps one connection alive across requests", function()
+    local before = assert(eng:call("GET", "/stats")).connections
+    for _ = 1, 5 do assert.is_true(eng:ping()) end
+    local after = assert(eng:call("GET", "/stats")).connections
+    assert.equal(before, after)
+  end)
+
+  it("reports a connection dropped mid-body as a transport error", function()
+    local st, err = eng:request("GET", "/drop")
+    assert.is_nil(st)
+    assert.equal("transport", err.kind)
+    assert.equal("closed", err.reason)
+    assert.equal("GET", err.method)
+    assert.equal("/drop", err.path)
+    local v
+    v, err = eng:call("GET", "/drop")
+    assert.is_nil(v)
+    assert.equal("transport", err.kind)
+    assert.is_true(eng:ping()) -- the client recovers on a fresh connection
+  end)
+
+  it("caps response bodies", function()
+    local st, err = eng:request("GET", "/big", nil, { query = { n = 100000 }, max_bytes = 1000 })
+    assert.is_nil(st)
+    assert.equal("output_limit", err.kind)
+    assert.equal(1000, err.limit)
+    local small = assert(sandstack.engine { host = "unix://" .. sock, max_bytes = 2000 })
+    local v
+    v, err = small:call("GET", "/big", nil, { query = { n = 5000 } })
+    assert.is_nil(v)
+    assert.equal("output_limit", err.kind)
+    v = assert(small:call("GET", "/big", nil, { query = { n = 1000 } }))
+    assert.equal(501, #v)
+    small:close()
+  end)
+
+  it("tolerates garbage JSON: request returns the text, call an engine error", function()
+    local st, body = eng:request("GET", "/garbage")
+    assert.equal(200, st)
+    assert.equal("{not json", body)
+    local v, err = eng:call("GET", "/garbage")
+    assert.is_nil(v)
+    assert.equal("engine", err.kind)
+    assert.equal("bad_json", err.reason)
+    assert.equal(200, err.status)
+    assert.equal("{not json", assert(eng:call("GET", "/garbage", nil, { raw = true })))
+  end)
+
+  it("takes the message from non-JSON error bodies", function()
+    local v, err = eng:call("GET", "/texterr")
+    assert.is_nil(v)
+    assert.equal("engine", err.kind)
+    assert.equal("server_error", err.reason)
+    assert.equal(500, err.status)
+    assert.equal("plain failure", err.message)
+    _, err = eng:call("GET", "/htmlerr")
+    assert.equal(502, err.status)
+    assert.equal("<html><body>bad?gateway</body></html>", err.message)
+    _, err = eng:call("GET", "/jsonerr")
+    assert.equal("conflict", err.reason)
+    assert.equal("fake conflict", err.message)
+    assert.equal(409, assert(eng:request("GET", "/jsonerr")))
+    assert.same({ message = "fake conflict" }, eng:call("GET", "/jsonerr", nil, { ok = { [409] = true } }))
+    assert.same({ message = "fake conflict" }, eng:call("GET", "/jsonerr", nil, { ok = { 404, 409 } }))
+    assert.has_error(function() eng:call("GET", "/jsonerr", nil, { ok = 409 }) end)
+  end)
+
+  it("fires the deadline on a server that never answers", function()
+    local st, err = eng:request("GET", "/hang", nil, { timeout = 0.3 })
+    assert.is_nil(st)
+    assert.equal("transport", err.kind)
+    assert.equal("timeout", err.reason)
+    local quick = assert(sandstack.engine { host = "unix://" .. sock, timeout = 0.3 })
+    local v
+    v, err = quick:call("GET", "/hang")
+    assert.is_nil(v)
+    assert.equal("timeout", err.reason)
+    quick:close()
+  end)
+
+  it("runs submitted requests concurrently: a hung one does not hold up the others", function()
+    local hang = eng:submit("GET", "/hang", nil, { timeout = 1 })
+    local ping = eng:submit("GET", "/_ping", nil, { raw = true })
+    local bad = eng:submit("GET", "/texterr")
+    local enc = eng:submit("POST", "/echo", { f = function() end }) -- cannot be encoded
+    assert.equal(4, eng:pending())
+    -- A blocking call meanwhile is answered although /hang occupies a connection.
+    assert.is_true(eng:ping())
+    local seen, order = {}, {}
+    while eng:pending() > 0 do
+      for _, r in ipairs(eng:poll(5)) do
+        seen[r.id] = r
+        order[#order + 1] = r.id
+      end
+    end
+    assert.is_true(seen[ping].ok)
+    assert.equal("OK", seen[ping].body)
+    assert.is_false(seen[bad].ok)
+    assert.equal(500, seen[bad].status)
+    assert.equal("plain failure", seen[bad].err.message)
+    assert.is_false(seen[enc].ok)
+    assert.equal("invalid", seen[enc].err.kind)
+    assert.is_false(seen[hang].ok)
+    assert.equal("timeout", seen[hang].err.reason)
+    assert.equal(hang, order[#order]) -- the hung one finished last
+    assert.same({}, eng:poll(0.1))
+  end)
+
+  it("reports an absent or refusing engine as a transport error", function()
+    local e, err = sandstack.engine { host = "unix://" .. dir .. "/absent.sock" }
+    assert.is_nil(e)
+    assert.equal("transport", err.kind)
+    assert.equal("unreachable", err.reason)
+    -- A socket file nobody listens on refuses connections.
+    local dead = dir .. "/dead.sock"
+    os.execute("python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('" .. dead .. "')\"")
+    e, err = sandstack.engine { host = "unix://" .. dead }
+    assert.is_nil(e)
+    assert.equal("unreachable", err.reason)
+    -- tcp:// to a closed loopback port.
+    e, err = sandstack.engine { host = "tcp://127.0.0.1:1", timeout = 2 }
+    assert.is_nil(e)
+    assert.equal("transport", err.kind)
+    -- An unsupported address is refused before any I/O.
+    e, err = sandstack.engine { host = "ssh://user@host" }
+    assert.is_nil(e)
+    assert.equal("invalid", err.kind)
+  end)
+
+  it("demultiplexes a framed exec stream from pieces split anywhere", function()
+    local r = assert(eng:exec("good", { "x" }))
+    local all = {}
+    for i = 0, 255 do all[#all + 1] = string.char(i) end
+    assert.equal("out\0\255" .. table.concat(all) .. "in", r.stdout)
+    assert.equal("err", r.stderr)
+    assert.equal(5, r.exit_code)
+    local _, err = eng:exec("trunc", { "x" })
+    assert.equal("transport", err.kind)
+    assert.equal("closed", err.reason)
+    _, err = eng:exec("badframe", { "x" })
+    assert.equal("transport", err.kind)
+    assert.equal("bad_stream", err.reason)
+    _, err = eng:exec("good", { "x" }, { max_bytes = 10 })
+    assert.equal("output_limit", err.kind)
+  end)
+
+  it("reads an event stream split mid-line, and ends it with 'closed'", function()
+    local s = assert(eng:events { filters = { type = { "container" } } })
+    local got = {}
+    while true do
+      local ev, why = s:read(5)
+      if not ev then
+        assert.equal("closed", why)
+        break
+      end
+      got[#got + 1] = ev.Action .. ev.n
+    end
+    assert.same({ "create0", "start1", "die2" }, got)
+    s:close()
+  end)
+
+  it("bounds an event line by the stream's budget, and reports bad lines and errors", function()
+    -- The fake picks its misbehaviour from `since`.
+    local s = assert(eng:events { since = "long", max_bytes = 65536 })
+    local ev, err = s:read(5)
+    assert.is_nil(ev)
+    assert.equal("output_limit", err.kind)
+    s:close()
+    s = assert(eng:events { since = "badjson" })
+    assert.equal(1, assert(s:read(5)).ok)
+    ev, err = s:read(5)
+    assert.is_nil(ev)
+    assert.equal("bad_json", err.reason)
+    s:close()
+    s = assert(eng:events { since = "error" })
+    ev, err = s:read(5)
+    assert.is_nil(ev)
+    assert.equal("engine", err.kind)
+    assert.equal(500, err.status)
+    assert.equal("events broken", err.message)
+    assert.same({ nil, "closed" }, { s:read(1) })
+  end)
+
+  it("downloads under a budget and removes the partial file on failure", function()
+    local file = dir .. "/out.tar"
+    local ok, n = eng:download("/archive", file, { query = { n = 3000 } })
+    assert.is_true(ok)
+    assert.equal(3000, n)
+    local _, err = eng:download("/archive", file, { query = { n = 3000 }, max_bytes = 2999 })
+    assert.equal("output_limit", err.kind)
+    assert.is_nil(io.open(file))
+    _, err = eng:download("/archive", file, { query = { drop = 1 } })
+    assert.equal("transport", err.kind)
+    assert.is_nil(io.open(file))
+  end)
+
+  describe("over TLS", function()
+    local certs, tls_pid, port
+
+    -- A child interpreter of this mode's build running `script` (a file: the ASan interpreter
+    -- takes no -e), for what only the environment can set.
+    local function lua_cmd(script)
+      local mode = os.getenv("SANDSTACK_TEST_MODE") or "lua54"
+      local interp = ({ lua54 = "lua5.4", luajit = "luajit", asan = "build-asan/sandstack-asan-lua" })[mode]
+      local build = ({ lua54 = "build", luajit = "build-luajit", asan = "build-asan" })[mode]
+      local file = dir .. "/child.lua"
+      local f = assert(io.open(file, "w"))
+      f:write("package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path\n",
+        "package.cpath = './" .. build .. "/?.so;' .. package.cpath\n", script)
+      f:close()
+      return interp .. " '" .. file .. "'"
+    end
+
+    setup(function()
+      certs = dir .. "/certs"
+      local gen = table.concat({
+        "set -e; mkdir -p '%s'; cd '%s'",
+        "K='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'",
+        "openssl req -x509 $K -keyout ca-key.pem -out ca.pem -days 1 -subj /CN=sstest-ca",
+        "openssl req -x509 $K -keyout other-key.pem -out other-ca.pem -days 1 -subj /CN=sstest-other-ca",
+        "openssl req $K -keyout server-key.pem -out server.csr -subj /CN=127.0.0.1",
+        "echo subjectAltName=IP:127.0.0.1 > server.ext",
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -out server.pem -days 1 -extfile server.ext",
+        "openssl req $K -keyout key.pem -out client.csr -subj /CN=sstest-client",
+        "echo extendedKeyUsage=clientAuth > client.ext",
+        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -out cert.pem -days 1 -extfile client.ext",
+      }, "\n")
+      local ok = os.execute("(" .. string.format(gen, certs, certs) .. "\n) >/dev/null 2>&1")
+      assert.is_truthy(ok == true or ok == 0) -- 5.4 returns true, LuaJIT 0
+      local port_file = dir .. "/tls.port"
+      tls_pid = sh(string.format("python3 spec/support/fake_engine.py --tls '%s' '%s' >'%s/tls.log' 2>&1 & echo $!",
+        certs, port_file, dir))
+      local deadline = core.engine_clock() + 15
+      while core.engine_clock() < deadline do
+        local f = io.open(port_file)
+        if f then port = f:read("l") f:close() break end
+        os.execute("sleep 0.05")
+      end
+      assert.matches("^%d+$", port)
+    end)
+
+    teardown(function()
+      if tls_pid and tls_pid:match("^%d+$") then os.execute("kill " .. tls_pid .. " 2>/dev/null") end
+    end)
+
+    it("talks to tcp:// with the CA, client certificate and key", function()
+      local e = assert(sandstack.engine { host = "tcp://127.0.0.1:" .. port,
+        tls = { ca = certs .. "/ca.pem", cert = certs .. "/cert.pem", key = certs .. "/key.pem" } })
+      assert.equal("1.43", e.api_version)
+      assert.is_true(e:ping())
+      e:close()
+    end)
+
+    it("fails as transport/tls without the client certificate or with an unknown CA", function()
+      local e, err = sandstack.engine { host = "tcp://127.0.0.1:" .. port, tls = { ca = certs .. "/ca.pem" } }
+      assert.is_nil(e)
+      assert.equal("transport", err.kind)
+      e, err = sandstack.engine { host = "tcp://127.0.0.1:" .. port,
+        tls = { cert = certs .. "/cert.pem", key = certs .. "/key.pem", ca = certs .. "/other-ca.pem" } }
+      assert.is_nil(e)
+      assert.equal("transport", err.kind)
+      assert.equal("tls", err.reason)
+      -- verify = false accepts the unknown CA (DOCKER_TLS without DOCKER_TLS_VERIFY).
+      e = assert(sandstack.engine { host = "tcp://127.0.0.1:" .. port,
+        tls = { cert = certs .. "/cert.pem", key = certs .. "/key.pem", verify = false } })
+      assert.is_true(e:ping())
+      e:close()
+      -- Plain HTTP to a TLS port gets no usable answer.
+      e, err = sandstack.engine { host = "tcp://127.0.0.1:" .. port, tls = false, timeout = 3 }
+      assert.is_nil(e)
+      assert.equal("transport", err.kind)
+    end)
+
+    it("takes the host and TLS settings from DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH", function()
+      local script = "local e, err = require('sandstack').engine(); " ..
+        "io.write(e and (e.api_version .. ' ' .. tostring(e:ping())) or tostring(err)); if e then e:close() end"
+      local out = sh(string.format("DOCKER_HOST=tcp://127.0.0.1:%s DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH='%s' %s 2>&1",
+        port, certs, lua_cmd(script)))
+      assert.equal("1.43 true", out)
+      out = sh(string.format("DOCKER_HOST=unix://%s %s 2>&1", sock, lua_cmd(script)))
+      assert.equal("1.43 true", out)
+      -- Without DOCKER_CERT_PATH (and no ~/.docker) neither our CA nor a client certificate is used.
+      out = sh(string.format("HOME=/nonexistent DOCKER_HOST=tcp://127.0.0.1:%s DOCKER_TLS_VERIFY=1 %s 2>&1",
+        port, lua_cmd(script)))
+      assert.matches("^transport:", out)
+    end)
+  end)
+end)

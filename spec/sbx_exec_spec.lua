@@ -1,0 +1,137 @@
+-- box:exec through the wrapper, in a simulator sandbox (a real container) or a real sbx:
+-- byte-exact separate streams, exit codes, cwd, env, timeouts that kill the process group,
+-- cancel before start, output caps, a sibling that keeps running, idle stop.
+local core = require "sandstack.core"
+local sbx = require "sandstack.sbx"
+local H = require "sbx_helpers"
+
+describe("sbx exec #docker", function()
+  local env, backend, box
+
+  setup(function()
+    env = H.setup("exec")
+    backend = assert(sbx.backend(env.backend_opts))
+    local err
+    box, err = backend:acquire{ conversation = "conv", key = "exec" }
+    assert(box, tostring(err))
+  end)
+
+  teardown(function()
+    if box then box:dispose() end
+    H.teardown(env)
+    assert.equal(0, H.containers(env))
+  end)
+
+  it("runs argv verbatim with separate, byte-exact streams and the exit code", function()
+    local bytes = {}
+    for i = 0, 255 do bytes[#bytes + 1] = string.char(i) end
+    local all = table.concat(bytes)
+    -- the bytes travel as an argument (no NUL: argv cannot hold one) and back on stdout
+    local arg = all:sub(2)
+    local r = assert(box:exec({ "sh", "-c", 'printf "%s" "$1"; printf "\\000"; printf "to stderr\\n" >&2; exit 42', "sh", arg }))
+    assert.equal(arg .. "\0", r.stdout)
+    assert.equal("to stderr\n", r.stderr)
+    assert.equal(42, r.exit_code)
+  end)
+
+  it("keeps empty arguments and trailing newlines", function()
+    local r = assert(box:exec({ "sh", "-c", 'for a in "$@"; do printf "[%s]" "$a"; done', "sh", "", "two\n\n", " " }))
+    assert.equal("[][two\n\n][ ]", r.stdout)
+  end)
+
+  it("runs in work_dir by default, as the image's user, in its own namespaces", function()
+    local r = assert(box:exec({ "sh", "-c", "pwd; id -u; touch f && ls -ln f | awk '{print $3}'" }))
+    local pwd, uid, owner = r.stdout:match("^(%S+)\n(%d+)\n(%d+)\n$")
+    assert.equal("/sandstack/work", pwd)
+    assert.equal("1000", uid)
+    assert.equal("1000", owner)
+    -- the file is on the host, in this sandbox's workspace
+    local f = io.open(box.workspace .. "/work/f", "r")
+    assert.truthy(f)
+    f:close()
+    -- files of other owners show as nobody, and chown to another user fails
+    r = assert(box:exec({ "sh", "-c", "stat -c %u /etc/passwd; chown 0 f" }))
+    assert.equal("65534\n", r.stdout)
+    assert.not_equal(0, r.exit_code)
+  end)
+
+  it("passes env and a relative cwd; a missing cwd exits 125 with the shell's message", function()
+    local r = assert(box:exec({ "sh", "-c", 'printf "%s" "$GREETING"' }, { env = { GREETING = "hi there" } }))
+    assert.equal("hi there", r.stdout)
+    assert(box:exec({ "mkdir", "-p", "sub" }))
+    r = assert(box:exec({ "pwd" }, { cwd = "sub" }))
+    assert.equal("/sandstack/work/sub\n", r.stdout)
+    r = assert(box:exec({ "true" }, { cwd = "/sandstack/nope" }))
+    assert.equal(125, r.exit_code)
+    assert.matches("nope", r.stderr)
+  end)
+
+  it("timeout kills the command's group, grandchildren included", function()
+    local _, err = box:exec({ "sh", "-c", "sh -c 'sleep 300' & echo $! > gc.pid; sleep 300" }, { timeout = 2 })
+    assert.equal("timeout", err.kind)
+    assert.is_true(err.killed)
+    local r = assert(box:exec({ "sh", "-c", 'kill -0 "$(cat gc.pid)" 2>/dev/null && echo alive || echo gone' }))
+    assert.equal("gone\n", r.stdout)
+    -- the sandbox is kept
+    assert.equal(0, assert(box:exec({ "true" })).exit_code)
+  end)
+
+  it("a command that has not started yet never starts after its cancel", function()
+    -- the backend's own kill script and wrapper, driven with one token: cancel first, then start
+    local token = core.random_hex(12)
+    assert.is_true(box:kill(token))
+    local nonce = "n" .. core.random_hex(8)
+    local function x(s) return "x" .. core.sbx_base64(s) end
+    local res = assert(core.sbx_run({ env.sbx, "exec", box.name, "sh", "-c", core.sbx_wrapper_script, "sandstack-sbx",
+      nonce, "/tmp/.sandstack-exec", token, x(box.workspace), x(box.mount), x(box.work_dir),
+      x("touch"), x("started") }, { timeout = 60 }))
+    assert.truthy(core.sbx_split_stderr(res.stderr, nonce)) -- the wrapper ran ...
+    assert.equal(137, res.exit_code) -- ... and refused to start the command
+    local r = assert(box:exec({ "sh", "-c", "test -e started && echo yes || echo no" }))
+    assert.equal("no\n", r.stdout)
+  end)
+
+  it("output past the budget ends the command with output_limit; the sandbox is kept", function()
+    local _, err = box:exec_bounded({ "sh", "-c", "echo start > flood.mark; yes; echo end >> flood.mark" },
+      { max_output_bytes = 100000 })
+    assert.equal("output_limit", err.kind)
+    assert.equal(100000, err.limit)
+    local r = assert(box:exec({ "cat", "flood.mark" }))
+    assert.equal("start\n", r.stdout) -- the writer was killed, not left running
+    -- the default budget is 8 MiB and the host keeps at most that
+    _, err = box:exec({ "sh", "-c", "head -c 20000000 /dev/zero" })
+    assert.equal("output_limit", err.kind)
+    assert.equal(8 * 1024 * 1024, err.limit)
+    -- within the budget, everything comes back
+    r = assert(box:exec_bounded({ "head", "-c", "50000", "/dev/zero" }, { max_output_bytes = 100000 }))
+    assert.equal(50000, #r.stdout)
+  end)
+
+  it("a sibling command in the same sandbox keeps running through another's timeout", function()
+    local child = H.spawn(([[
+      local sbx = require "sandstack.sbx"
+      local b = assert(sbx.backend(%s))
+      local box = assert(b:acquire{ conversation = "conv", key = "exec" })
+      local r, err = box:exec({ "sh", "-c", "sleep 6; echo sibling-done" })
+      print(r and r.stdout or tostring(err))
+    ]]):format(H.opts_literal(env)))
+    local _, err = box:exec({ "sleep", "300" }, { timeout = 3 })
+    assert.equal("timeout", err.kind)
+    assert.matches("sibling%-done", child:result())
+  end)
+
+  it("refuses an empty argv", function()
+    assert.has_error(function() box:exec({}) end)
+    assert.has_error(function() box:exec({ "true" }, { bogus = 1 }) end)
+  end)
+
+  it("an idle-stopped sandbox starts again; its chatter stays out of the command's stderr", function()
+    if H.e2e then pending("needs the simulator's idle-stop switch") return end
+    H.sbx(env, "sim", "idle-stop", box.name)
+    local r = assert(box:exec({ "sh", "-c", "echo own >&2; cat /proc/self/mountinfo | grep -c ' /sandstack ' " }))
+    assert.equal("own\n", r.stderr)
+    assert.equal("1\n", r.stdout) -- the wrapper bound the workspace again
+    local out = H.sbx(env, "ls", "--json")
+    assert.matches('"status": "running"', out)
+  end)
+end)

@@ -1,0 +1,209 @@
+-- sandstack.sbx without a sandbox: the subprocess runner, the wrapper's parsers, digests, and
+-- the egress logic that decides what the host's rules, secrets and governance mean.
+local core = require "sandstack.core"
+local egress = require "sandstack.sbx.egress"
+local sbx = require "sandstack.sbx"
+
+local function run(argv, opts) return assert(core.sbx_run(argv, opts)) end
+
+describe("sbx runner", function()
+  it("keeps stdout and stderr apart and byte-exact, with the exit code", function()
+    local r = run({ "sh", "-c", "printf 'a\\000b\\377'; printf 'E\\n' >&2; exit 7" })
+    assert.equal("a\0b\255", r.stdout)
+    assert.equal("E\n", r.stderr)
+    assert.equal(7, r.exit_code)
+    assert.is_false(r.timed_out)
+    assert.is_false(r.over_limit)
+  end)
+
+  it("passes stdin when given, else /dev/null", function()
+    assert.equal("hello", run({ "cat" }, { stdin = "hello" }).stdout)
+    assert.equal("", run({ "cat" }).stdout)
+  end)
+
+  it("kills the whole process group at the deadline", function()
+    local mark = os.tmpname()
+    os.remove(mark)
+    -- the grandchild would create the mark after 3 s if it survived the kill
+    local r = run({ "sh", "-c", "(sleep 3; touch " .. mark .. ") & sleep 30" }, { timeout = 0.5 })
+    assert.is_true(r.timed_out)
+    assert.equal(9, r.signal)
+    run({ "sleep", "3.5" })
+    assert.is_nil(io.open(mark, "r"))
+  end)
+
+  it("caps the captured output and ends the child", function()
+    local r = run({ "sh", "-c", "while :; do echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done" }, { max_output = 100000 })
+    assert.is_true(r.over_limit)
+    assert.is_true(#r.stdout + #r.stderr <= 100000)
+    assert.is_truthy(r.signal)
+  end)
+
+  it("counts stdout and stderr against one budget", function()
+    local r = run({ "sh", "-c", "head -c 600 /dev/zero; head -c 600 /dev/zero >&2" }, { max_output = 1000 })
+    assert.is_true(r.over_limit)
+    assert.equal(1000, #r.stdout + #r.stderr)
+  end)
+
+  it("reports a program that is not on PATH", function()
+    local res, err = core.sbx_run({ "sandstack-no-such-program" })
+    assert.is_nil(res)
+    assert.equal("not_found", err.reason)
+  end)
+
+  it("installs no SIGCHLD handler, and survives a host that reaps every child (nginx)", function()
+    assert.equal("default", core._sbx_test_sigchld())
+    run({ "true" })
+    assert.equal("default", core._sbx_test_sigchld()) -- the runner changed nothing process-wide
+    core._sbx_test_reaper(true) -- now a handler reaps with waitpid(-1, WNOHANG), as nginx's does
+    assert.equal("handler", core._sbx_test_sigchld())
+    local c0 = core._sbx_test_reaper(false)
+    for i = 1, 20 do
+      local r = run({ "sh", "-c", "exit " .. i })
+      assert.equal(i, r.exit_code) -- the status was not stolen
+    end
+    assert.equal(c0, core._sbx_test_reaper(false)) -- and the runner's children raised no SIGCHLD
+    -- the reaper is live: an ordinary child (popen) is reaped by it
+    local p = io.popen("true")
+    run({ "sleep", "1" })
+    assert.is_true(core._sbx_test_reaper(false) > c0)
+    pcall(p.close, p)
+  end)
+end)
+
+describe("sbx wrapper pieces", function()
+  it("base64 matches RFC 4648 vectors", function()
+    local v = { [""] = "", f = "Zg==", fo = "Zm8=", foo = "Zm9v", foob = "Zm9vYg==", fooba = "Zm9vYmE=",
+      foobar = "Zm9vYmFy" }
+    for k, want in pairs(v) do assert.equal(want, core.sbx_base64(k)) end
+  end)
+
+  it("finds the nonce line and splits chatter from the command's stderr", function()
+    local chatter, own = core.sbx_split_stderr("Sandbox x started successfully\nN0NCE\nreal\nN0NCE\n", "N0NCE")
+    assert.equal("Sandbox x started successfully\n", chatter)
+    assert.equal("real\nN0NCE\n", own)
+    assert.is_nil(core.sbx_split_stderr("error: sandbox 'x' not found\n", "N0NCE"))
+    assert.is_nil(core.sbx_split_stderr("xN0NCE\nN0NCEx\n", "N0NCE")) -- whole lines only
+    assert.is_nil(core.sbx_split_stderr("N0NCE", "N0NCE")) -- needs its newline
+  end)
+
+  it("skips daemon start-up lines before JSON", function()
+    assert.equal('{"a":1}\n', core.sbx_json_start('Starting daemon...\n  ok\n{"a":1}\n'))
+    assert.is_nil(core.sbx_json_start("no json here\n"))
+  end)
+
+  it("digests with SHA-256", function()
+    assert.equal("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", core.sbx_digest(""))
+    assert.equal("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", core.sbx_digest("abc"))
+    assert.equal("248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1",
+      core.sbx_digest("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"))
+    assert.equal("ba7816bf", core.sbx_digest("abc", 4))
+  end)
+
+  it("puts ownership in the name: prefix, conversation, whole key, kind", function()
+    local root = os.tmpname()
+    os.remove(root)
+    local b = assert(sbx.backend{ sbx_path = "/nonexistent", workspace_root = root, name_prefix = "p-" })
+    local n1 = b:name_for("conv", "key", "kind")
+    assert.matches("^p%-%x+%-%x+%-%x+$", n1)
+    assert.equal(b:scope_prefix("conv"), n1:sub(1, #b:scope_prefix("conv")))
+    assert.equal(b:key_prefix("conv", "key"), n1:sub(1, #b:key_prefix("conv", "key")))
+    assert.not_equal(n1, b:name_for("conv", "key", "other"))
+    assert.not_equal(b:key_prefix("conv", "key"), b:key_prefix("conv2", "key")) -- the whole key
+    assert.not_equal(b:key_prefix("a", "b\0c"), b:key_prefix("a\0b", "c"))
+    os.remove(root)
+    assert.has_error(function() sbx.backend{ bogus = 1 } end)
+  end)
+end)
+
+local function list(...)
+  local out = {}
+  for _, e in ipairs({ ... }) do out[#out + 1] = e end
+  return out
+end
+local api = { host = "api.github.com" }
+local wild = { host = "example.com", wildcard = true }
+
+describe("sbx egress logic", function()
+  it("classifies global allows against the allowlist", function()
+    local l = list(api, wild)
+    assert.equal("all", egress.classify_global(l, "**"))
+    assert.equal("wider", egress.classify_global(l, "**.github.com"))
+    assert.equal("covered", egress.classify_global(l, "api.github.com"))
+    assert.equal("covered", egress.classify_global(l, "*.example.com"))
+    assert.equal("covered", egress.classify_global(l, "a.b.example.com"))
+    assert.equal("wider", egress.classify_global(l, "**.example.com")) -- admits example.com itself
+    assert.equal("disjoint", egress.classify_global(l, "pypi.org"))
+    assert.equal("disjoint", egress.classify_global(l, "github.com"))
+    -- a method-limited allowlist entry is not covered by a host-wide global allow
+    assert.equal("wider", egress.classify_global(list({ host = "api.github.com", methods = { "GET" } }), "api.github.com"))
+  end)
+
+  it("refuses every host state the spec lists", function()
+    local l = list(api)
+    local base = { rules = {}, secrets = { secrets = {}, custom_secrets = {}, env_only_count = 0 } }
+    local function with(k, v)
+      local s = { rules = base.rules, secrets = base.secrets, governance = false }
+      s[k] = v
+      return s
+    end
+    assert.truthy(egress.assess(l, base, "n"))
+    local _, r = egress.assess(l, with("governance", true), "n")
+    assert.equal("governance", r)
+    _, r = egress.assess(l, with("secrets", { secrets = { { scope = "global", type = "service", name = "github" } } }), "n")
+    assert.equal("service_secret", r)
+    _, r = egress.assess(l, with("secrets", { secrets = { { scope = "sandbox:n", type = "service", name = "x" } } }), "n")
+    assert.equal("service_secret", r)
+    assert.truthy(egress.assess(l, with("secrets", { secrets = { { scope = "sandbox:other", type = "service" } } }), "n"))
+    _, r = egress.assess(l, with("secrets", { env_only_count = 1 }), "n")
+    assert.equal("env_secret", r)
+    _, r = egress.assess(l, with("secrets", { custom_secrets = { { scope = "global", env = "T", targets = { "api.github.com" } } } }), "n")
+    assert.equal("custom_secret", r)
+    assert.truthy(egress.assess(l, with("secrets", { custom_secrets = { { scope = "global", env = "T", targets = { "other.org" } } } }), "n"))
+    local rule = function(res) return { { scope = "global", decision = "allow", resources = { res }, status = "active" } } end
+    _, r = egress.assess(l, with("rules", rule("**")), "n")
+    assert.equal("global_allow_all", r)
+    _, r = egress.assess(l, with("rules", rule("**.github.com")), "n")
+    assert.equal("global_allow", r)
+    local plan = egress.assess(l, with("rules", rule("pypi.org")), "n")
+    assert.same({ "pypi.org" }, plan.deny)
+    plan = egress.assess(l, with("rules", rule("api.github.com")), "n")
+    assert.same({}, plan.deny)
+  end)
+
+  it("expresses the allowlist as sbx rules", function()
+    local cmds = egress.commands(list(api, wild, { host = "x.org", methods = { "GET", "POST" }, paths = { "/v1/*" } }), "n")
+    assert.same({ "allow", "network", "--sandbox", "n", "api.github.com,**.example.com" }, cmds[1])
+    local flat = {}
+    for _, c in ipairs(cmds) do flat[#flat + 1] = table.concat(c, " ") end
+    assert.is_truthy(table.concat(flat, "\n"):find("deny network --sandbox n example.com", 1, true))
+    assert.is_truthy(table.concat(flat, "\n"):find("allow network --sandbox n x.org --method GET,POST --path /v1/**", 1, true))
+    assert.is_truthy(table.concat(flat, "\n"):find("allow network --sandbox n x.org --method GET,POST --path /v1\n", 1, true)
+      or flat[#flat]:find("--path /v1$"))
+  end)
+
+  it("notices drift in rules, globals, secrets and governance", function()
+    local l = list(api)
+    local own = { { scope = "sandbox:n", decision = "allow", resource_type = "network", resources = { "api.github.com" } },
+      { scope = "sandbox:n", decision = "deny", resource_type = "network", resources = { "pypi.org" } } }
+    local fp = egress.fingerprint(own, "n")
+    local sec = { secrets = {}, custom_secrets = {}, env_only_count = 0 }
+    local function st(extra, s, g)
+      local rules = {}
+      for _, r in ipairs(own) do rules[#rules + 1] = r end
+      for _, r in ipairs(extra or {}) do rules[#rules + 1] = r end
+      return { rules = rules, secrets = s or sec, governance = g or false }
+    end
+    local g = function(res) return { scope = "global", decision = "allow", resources = { res }, status = "active" } end
+    assert.is_nil(egress.drift(l, st(), "n", fp))
+    assert.is_nil(egress.drift(l, st({ g("pypi.org") }), "n", fp)) -- denied for this sandbox at create
+    assert.is_nil(egress.drift(l, st({ g("api.github.com") }), "n", fp)) -- admits only allowed hosts
+    assert.equal("global_allow", egress.drift(l, st({ g("evil.example") }), "n", fp))
+    assert.equal("global_allow", egress.drift(l, st({ g("**.github.com") }), "n", fp))
+    assert.equal("rules_changed", egress.drift(l, st({ { scope = "sandbox:n", decision = "allow", resources = { "x" } } }), "n", fp))
+    assert.equal("governance", egress.drift(l, st(nil, nil, true), "n", fp))
+    assert.equal("service_secret", egress.drift(l, st(nil, { secrets = { { scope = "global", type = "service", name = "g" } } }), "n", fp))
+    assert.equal("custom_secret", egress.drift(l, st(nil, { custom_secrets = { { scope = "global", env = "E",
+      targets = { "api.github.com" } } } }), "n", fp))
+  end)
+end)
