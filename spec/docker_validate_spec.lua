@@ -432,3 +432,110 @@ describe("the sandstack command (no engine)", function()
     assert.truthy(table.concat(printed):find("egress_required", 1, true) or table.concat(printed):find("must say egress", 1, true))
   end)
 end)
+
+describe("the executor against a scripted engine (no engine)", function()
+  local core = require "sandstack.core"
+  local A = require "sandstack.docker.apply"
+
+  -- A stand-in for sandstack.engine: answers from `responder`, logs every call in order.
+  local function fake(responder)
+    local e = { api_version = "1.41", log = {}, q = {}, n = 0 }
+    function e:request(m, p, b, o)
+      self.log[#self.log + 1] = m .. " " .. p
+      return responder(m, p, b, o)
+    end
+    function e:call(m, p, b, o)
+      local st, body = self:request(m, p, b, o)
+      if st and (st < 300 or (o and o.ok and o.ok[st])) then return body == nil and true or body end
+      if not st then return nil, body end
+      return nil, core.error("engine", nil, body and body.message or "", { status = st })
+    end
+    function e:submit(m, p, b, o)
+      self.n = self.n + 1
+      local st, body = self:request(m, p, b, o)
+      self.q[#self.q + 1] = { id = self.n, status = st, body = st and body or nil, err = not st and body or nil }
+      return self.n
+    end
+    function e:poll() local out = self.q; self.q = {}; return out end
+    function e:close() end
+    return e
+  end
+
+  local function run_for(eng, extra)
+    local o = { agent_port = 8080, image = "a", forwarder_image = "f", pull = "never",
+      services = { { name = "relay", image = "a", egress = "allow" } }, volumes = { { name = "w" } } }
+    for k, v in pairs(extra or {}) do o[k] = v end
+    local plan = assert(core.stack_plan(o, { session_key = "fake", api_version = eng.api_version }))
+    return { eng = eng, plan = plan, t0 = 0, created = { networks = {}, volumes = {}, containers = {} } }
+  end
+
+  local function logged(eng, pattern)
+    for i, l in ipairs(eng.log) do if l:find(pattern) then return i end end
+    return false
+  end
+
+  it("reports the engine's address-pool exhaustion as such and removes what it created", function()
+    local eng = fake(function(m, p, b)
+      if m == "POST" and p == "/networks/create" and b.Name:find("%-pub$") then
+        return 404, { message = "could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network" }
+      end
+      if m == "POST" then return 201, { Id = "id-" .. (b and b.Name or p) } end
+      return 204
+    end)
+    local run = run_for(eng)
+    local ok, err = A.create_networks_and_volumes(run)
+    assert.is_nil(ok)
+    assert.equal("address_pool_exhausted", err.reason)
+    assert.truthy(err.message:find("subnet_pool", 1, true))
+    A.rollback(run)
+    assert.truthy(logged(eng, "^DELETE /networks/id%-sandstack%-fake%-sbx$"))
+    assert.truthy(logged(eng, "^DELETE /networks/id%-sandstack%-fake%-egress$"))
+    assert.truthy(logged(eng, "^DELETE /volumes/sandstack%-fake%-w$"))
+    assert.falsy(logged(eng, "^DELETE /networks/id%-sandstack%-fake%-pub$"))
+  end)
+
+  it("rolls back when the engine goes away mid-start", function()
+    local gone = false
+    local eng = fake(function(m, p, b)
+      if m == "POST" and p == "/containers/create" and b.Labels["io.sandstack.service"] == "sandbox" then gone = true end
+      if gone and m == "POST" then return nil, core.error("transport", nil, "connection refused") end
+      if m == "POST" then return 201, { Id = "id-" .. (b and b.Name or b and b.Image or p) } end
+      return 204
+    end)
+    local run = run_for(eng)
+    assert(A.create_networks_and_volumes(run))
+    local ok, err = A.create_containers(run)
+    assert.is_nil(ok)
+    assert.equal("transport", err.kind)
+    A.rollback(run)
+    for _, id in ipairs(run.created.containers) do assert.truthy(logged(eng, "^DELETE /containers/" .. id:gsub("%-", "%%-") .. "$")) end
+    assert.equal(3, #run.created.networks)
+    for _, id in ipairs(run.created.networks) do assert.truthy(logged(eng, "^DELETE /networks/" .. id:gsub("%-", "%%-") .. "$")) end
+  end)
+
+  it("connects second networks after create and before any start (API 1.41), then starts by dependency", function()
+    local eng = fake(function(m, p)
+      if m == "GET" and p:find("/json$") then
+        return 200, { State = { Status = "running", Health = { Status = "healthy" } },
+          NetworkSettings = { Ports = { ["8080/tcp"] = { { HostIp = "127.0.0.1", HostPort = "40001" } } } } }
+      end
+      if m == "POST" then return 201, { Id = "x" } end
+      return 204
+    end)
+    local run = run_for(eng, { services = { { name = "relay", image = "a", egress = "allow" },
+      { name = "sandbox", image = "a", depends_on = { "relay" } } } })
+    assert(A.create_networks_and_volumes(run))
+    assert(A.create_containers(run))
+    assert(A.start_services(run, run.plan.containers))
+    assert.equal(40001, A.read_port(run))
+    local fw_connect = logged(eng, "^POST /networks/sandstack%-fake%-sbx/connect$")
+    local egress_connect = logged(eng, "^POST /networks/sandstack%-fake%-egress/connect$")
+    local first_start = logged(eng, "/start$")
+    local sandbox_start = logged(eng, "^POST /containers/sandstack%-fake%-sandbox/start$")
+    local relay_start = logged(eng, "^POST /containers/sandstack%-fake%-relay/start$")
+    assert.truthy(fw_connect and egress_connect and first_start)
+    assert.is_true(fw_connect < first_start and egress_connect < first_start)
+    assert.is_true(relay_start < sandbox_start)
+    assert.falsy(logged(eng, "^POST /networks/sandstack%-fake%-pub/connect$"))
+  end)
+end)

@@ -1,5 +1,13 @@
 -- The OpenResty gateway example (examples/openresty-gateway) in a real nginx on loopback, driven
 -- with real HTTP (curl): worker-thread plumbing, then real per-session stacks.
+--
+-- Every test needs nginx, which the luajit and asan modes exclude; in those modes the file
+-- defines nothing. (In the asan mode the full file reproducibly tripped LeakSanitizer's exit-time
+-- scan of stale dynamic TLS after lua_close dlcloses the C modules, "Tracer caught signal 11",
+-- with no test run at all: a harness problem, reported; LSAN_OPTIONS=use_tls=0 avoids it.)
+if os.getenv("SANDSTACK_TEST_MODE") and os.getenv("SANDSTACK_TEST_MODE") ~= "lua54" then
+  return
+end
 local core = require "sandstack.core"
 local harness = require "nginx_harness"
 
@@ -325,8 +333,9 @@ describe("openresty gateway routing with a stand-in provider #nginx", function()
     dir = sh("mktemp -d /tmp/sstest-gwd.XXXXXX"):match("[^\n]+")
     os.execute("mkdir -p '" .. dir .. "/lua/sandstack'")
     write(dir .. "/lua/sandstack/docker.lua", DOUBLE:format(dir))
-    srv = harness.start({ config = stack_config({ project_prefix = "sstest-gwd-" }), threads = 2,
-      lua_path_prefix = dir .. "/lua/?.lua;" })
+    -- Two workers: the session table is shared, whichever worker takes a request.
+    srv = harness.start({ config = stack_config({ project_prefix = "sstest-gwd-" }), workers = 2,
+      threads = 2, lua_path_prefix = dir .. "/lua/?.lua;" })
   end)
 
   teardown(function()

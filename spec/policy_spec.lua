@@ -31,12 +31,12 @@ describe("sandstack.policy.compile", function()
       "10.0.0.1",
     } }
     assert.same({
-      { host = "api.example.com", wildcard = false, apex = "api.example.com" },
-      { host = "*.example.org", wildcard = true, apex = "example.org", methods = { "GET", "POST" }, paths = { "/v1/*" } },
-      { host = "db.example.com", port = 5432, wildcard = false, apex = "db.example.com" },
-      { host = "x.example.net", port = 8443, wildcard = false, apex = "x.example.net" },
-      { host = "y.example.net", wildcard = false, apex = "y.example.net", methods = { "ANY" } },
-      { host = "10.0.0.1", wildcard = false, apex = "10.0.0.1" },
+      { host = "api.example.com", wildcard = false, pattern = "api.example.com" },
+      { host = "example.org", wildcard = true, pattern = "*.example.org", methods = { "GET", "POST" }, paths = { "/v1/*" } },
+      { host = "db.example.com", port = 5432, wildcard = false, pattern = "db.example.com" },
+      { host = "x.example.net", port = 8443, wildcard = false, pattern = "x.example.net" },
+      { host = "y.example.net", wildcard = false, pattern = "y.example.net", methods = { "ANY" } },
+      { host = "10.0.0.1", wildcard = false, pattern = "10.0.0.1" },
     }, p:rules())
     assert.matches("6 rules", tostring(p))
   end)

@@ -90,12 +90,15 @@ describe("egress proxy #docker", function()
     policy = assert(sandstack.policy.compile { allow = {
       { host = "upstream", port = 8080, methods = { "POST" }, paths = { "/v1/messages" } }, -- 1
       { host = "upstream", port = 8080, methods = { "GET" }, paths = { "/stream" } },       -- 2
+      { host = "other", port = 8080, methods = { "GET" }, paths = { "/v1/*" } },            -- 3
     } })
     local label = "--label io.sandstack.project=" .. project
     must(("docker network create %s --internal -o com.docker.network.bridge.inhibit_ipv4=true %s"):format(label, names.internal))
     must(("docker network create %s %s"):format(label, names.egress))
     must(("docker run -d %s --name %s --network %s --network-alias upstream sandstack-test/agent:local /bin/agent 8080")
       :format(label, names.upstream, names.egress))
+    must(("docker run -d %s --name %s-other --network %s --network-alias other sandstack-test/agent:local /bin/agent 8080")
+      :format(label, project, names.egress))
     must(("docker create %s --name %s --network %s --network-alias proxy -e SANDSTACK_SESSION_TOKEN=%s "
       .. "-e ANTHROPIC_API_KEY=%s -e SANDSTACK_UPSTREAM=http://upstream:8080 -e SANDSTACK_EGRESS_POLICY=%s "
       .. "--read-only --tmpfs /tmp --cap-drop ALL --security-opt no-new-privileges sandstack-example/egress-proxy:local")
@@ -193,6 +196,21 @@ describe("egress proxy #docker", function()
     assert.truthy(body:find("x-api-key: " .. real_key, 1, true), body)
     assert.is_nil(body:find(token, 1, true))
     assert.is_nil(body:lower():find("proxy-authorization", 1, true))
+  end)
+
+  it("forwards to another admitted host without the key or the token", function()
+    local status, _, body = request(req("GET", "http://other:8080/v1/models",
+      { "x-api-key: @KEY@", "Authorization: Bearer own-credential-for-other" }))
+    assert.equal(200, status, body)
+    assert.matches("^GET /v1/models HTTP/1%.1\r\n", body)
+    assert.is_nil(body:find(real_key, 1, true), "the real key went to a host that is not the upstream")
+    assert.is_nil(body:find(token, 1, true))
+    assert.is_nil(body:lower():find("x-api-key", 1, true))
+    assert.truthy(body:find("Bearer own-credential-for-other", 1, true), body) -- not ours to remove
+    -- the same host outside its rule is refused, naming rule 3
+    local st, _, b = request(req("POST", "http://other:8080/v1/models", { "x-api-key: @KEY@" }, "{}"))
+    assert.equal(403, st)
+    assert.same({ "method", 3 }, { json(b).policy.reason, json(b).policy.rule })
   end)
 
   it("answers CONNECT and malformed requests with JSON, not a reset", function()

@@ -135,3 +135,59 @@ describe("sbx exec #docker", function()
     assert.matches('"status": "running"', out)
   end)
 end)
+
+describe("sbx box file methods #docker", function()
+  local env, backend, box
+
+  setup(function()
+    env = H.setup("files")
+    backend = assert(sbx.backend(env.backend_opts))
+    box = assert(backend:acquire{ conversation = "conv", key = "files" })
+  end)
+
+  teardown(function()
+    if box then box:dispose() end
+    H.teardown(env)
+  end)
+
+  it("delegates reads and writes to the host-side file plane", function()
+    if not core.fileplane_open then pending("the file plane is not in this build") return end
+    assert(box:write("a.txt", "from the host\0bytes"))
+    assert.equal("from the host\0bytes", assert(box:read("a.txt")))
+    local r = assert(box:exec({ "cat", "a.txt" }))
+    assert.equal("from the host\0bytes", r.stdout)
+    assert(box:exec({ "sh", "-c", "printf guest > b.txt" }))
+    assert.equal("guest", assert(box:read("/sandstack/work/b.txt")))
+    assert.equal("file", assert(box:attributes("b.txt")).mode)
+    local names = {}
+    for n in box:dir(".") do names[n] = true end
+    assert.is_true(names["a.txt"] and names["b.txt"])
+  end)
+
+  it("remove and reclaim run in the guest after the host-side check", function()
+    if not core.fileplane_open then pending("the file plane is not in this build") return end
+    assert(box:mkdir("d"))
+    assert(box:write("d/x", "x"))
+    local _, err = box:remove("d") -- rm -f refuses a directory
+    assert.equal("invalid", err.kind)
+    assert(box:remove("d", { recursive = true }))
+    assert.is_nil(box:attributes("d"))
+    assert(box:write("gone.txt", "1"))
+    assert(box:remove("gone.txt"))
+    assert.is_nil(box:attributes("gone.txt"))
+    -- a link the guest made is refused by the check, never followed
+    assert(box:exec({ "ln", "-s", "/etc", "link" }))
+    _, err = box:remove("link/passwd")
+    assert.truthy(err)
+    assert.equal(0, assert(box:exec({ "test", "-e", "/etc/passwd" })).exit_code)
+    assert(box:mkdir("junk"))
+    assert(box:reclaim("junk"))
+    assert.is_nil(box:attributes("junk"))
+    _, err = box:reclaim("a/b")
+    assert.equal("placement", err.reason)
+    _, err = box:reclaim("/etc")
+    assert.equal("placement", err.reason)
+    _, err = box:reclaim("/sandstack")
+    assert.equal("placement", err.reason)
+  end)
+end)

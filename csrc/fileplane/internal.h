@@ -14,6 +14,10 @@ struct fp_plane {
   int openat2_state; /* -1 not tried yet, 0 kernel lacks it (ENOSYS), 1 works */
   int allow_hardlinks;
   int sync;
+  uid_t euid; /* ours, read once: new files take their directory's owner only when we are root */
+  gid_t egid;
+  char tmp_prefix[24];         /* random per plane, so temporary names need no getrandom per write */
+  unsigned long long tmp_seq;  /* the plane's own counter (a plane is used by one thread) */
 };
 
 /* A directory fd that may be the anchor itself (not owned: never closed). */

@@ -42,11 +42,13 @@ int fp_mkdir(fp_plane *p, const char *gpath, size_t glen, ss_error *e) {
       fp_err_invalid(e, "symlink", path.rel, "'%s' is a symbolic link", path.rel);
     else
       fp_err_io(e, err, "cannot make directory", path.rel);
-  } else if (geteuid() == 0) {
+  } else if (p->euid == 0) {
     /* Like write: the new directory belongs to whoever owns its parent (the guest's user). */
     struct stat st;
-    int ignored = fstat(dir.fd, &st) == 0 ? fchownat(dir.fd, path.last, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) : 0;
-    (void)ignored; /* best effort: the directory stays ours */
+    if (fstat(dir.fd, &st) == 0 && (st.st_uid != p->euid || st.st_gid != p->egid)) {
+      int ignored = fchownat(dir.fd, path.last, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
+      (void)ignored; /* best effort: the directory stays ours */
+    }
   }
   fp_dirfd_close(&dir);
   return rc;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "fileplane/internal.h"
+#include "util/random.h"
 
 /* guest_root normalized into p: absolute, no "." or "..", not "/" itself. */
 static int set_guest_root(fp_plane *p, const char *gr, ss_error *e) {
@@ -80,6 +81,12 @@ fp_plane *fp_open(const fp_options *o, ss_error *e) {
     goto fail;
   }
   p->root_dev = st.st_dev;
+  p->euid = geteuid();
+  p->egid = getegid();
+  if (ss_random_hex(p->tmp_prefix, 8) != 0) {
+    fp_err_io(e, errno, "getrandom failed for", o->root);
+    goto fail;
+  }
   return p;
 fail:
   fp_close(p);

@@ -38,7 +38,9 @@ static int reopen(fp_plane *p, const fp_path *path, int pfd, const struct stat *
   return fd;
 }
 
-/* Reads fd to the end into a malloc'ed buffer, refusing more than max bytes. */
+/* Reads fd to the end into a malloc'ed buffer, refusing more than max bytes. hint is the size
+ * fstat reported: a read that returns short of the request exactly there is the end of the file
+ * (a regular file reads short only at its end), which saves the read that would return 0. */
 static int read_all(int fd, size_t hint, size_t max, char **out, size_t *n, const char *shown, ss_error *e) {
   size_t cap = (hint < max ? hint : max) + 1, len = 0;
   char *buf = malloc(cap + 1);
@@ -59,7 +61,8 @@ static int read_all(int fd, size_t hint, size_t max, char **out, size_t *n, cons
       buf = nb;
       cap = ncap;
     }
-    ssize_t r = read(fd, buf + len, cap - len);
+    size_t want = cap - len;
+    ssize_t r = read(fd, buf + len, want);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       int err = errno;
@@ -69,6 +72,7 @@ static int read_all(int fd, size_t hint, size_t max, char **out, size_t *n, cons
     }
     if (r == 0) break;
     len += (size_t)r;
+    if ((size_t)r < want && len == hint) break;
   }
   if (len > max) {
     free(buf);

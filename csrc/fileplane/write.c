@@ -17,18 +17,18 @@
 
 #define FP_TMP_PREFIX ".sandstack-tmp-"
 
-/* Owner and mode for the new file: the old file's when a regular file stood there, else the
- * parent directory's owner (when we are root) and 0644. */
-static void adopt(int fd, int dirfd, const char *name) {
-  struct stat st;
-  int root = geteuid() == 0, rc = 0;
-  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
-    if (root) rc = fchown(fd, st.st_uid, st.st_gid);
-    rc = fchmod(fd, st.st_mode & 0777); /* after fchown, which clears set-id bits anyway */
-  } else if (root && fstat(dirfd, &st) == 0) {
-    rc = fchown(fd, st.st_uid, st.st_gid);
+/* Owner for the new file: the old file's when a regular file stood there (old != NULL), else
+ * the directory's. Only root can give a file away; nothing to do when it is ours already. */
+static void adopt_owner(const fp_plane *p, int fd, int dirfd, const struct stat *old) {
+  struct stat dir;
+  if (p->euid != 0) return;
+  if (!old) {
+    if (fstat(dirfd, &dir) != 0) return;
+    old = &dir;
   }
-  (void)rc; /* best effort: a failure leaves our own owner and 0644 */
+  if (old->st_uid == p->euid && old->st_gid == p->egid) return;
+  int rc = fchown(fd, old->st_uid, old->st_gid);
+  (void)rc; /* best effort: a failure leaves the file ours */
 }
 
 static int write_all(int fd, const char *data, size_t n) {
@@ -42,6 +42,20 @@ static int write_all(int fd, const char *data, size_t n) {
   return 0;
 }
 
+/* A fresh temporary beside the destination: O_EXCL never opens anything that stood there. The
+ * name is the plane's random prefix and counter; a name taken (the guest can list and guess
+ * them) gets a new random prefix. */
+static int create_tmp(fp_plane *p, int dirfd, mode_t mode, char *tmp, size_t cap) {
+  for (int attempt = 0; attempt < 8; attempt++) {
+    snprintf(tmp, cap, FP_TMP_PREFIX "%s-%llu", p->tmp_prefix, ++p->tmp_seq);
+    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd >= 0 || errno != EEXIST) return fd;
+    if (ss_random_hex(p->tmp_prefix, 8) != 0) return -1;
+  }
+  errno = EEXIST;
+  return -1;
+}
+
 int fp_write(fp_plane *p, const char *gpath, size_t glen, const void *data, size_t n, ss_error *e) {
   fp_path path;
   if (fp_normalize(p, gpath, glen, &path, e) != 0) return -1;
@@ -52,29 +66,29 @@ int fp_write(fp_plane *p, const char *gpath, size_t glen, const void *data, size
   fp_dirfd dir;
   if (fp_open_parent(p, &path, &dir, e) != 0) return -1;
   /* A link at the destination is refused like one anywhere else; one planted after this check
-   * is replaced by the rename, never written through. */
+   * is replaced by the rename, never written through. A regular file there lends the new one
+   * its permission bits (set-id bits dropped) and owner. */
   struct stat st;
-  if (fstatat(dir.fd, path.last, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+  int had = fstatat(dir.fd, path.last, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (had && S_ISLNK(st.st_mode)) {
     fp_err_invalid(e, "symlink", path.rel, "'%s' is a symbolic link", path.rel);
     fp_dirfd_close(&dir);
     return -1;
   }
-  char tmp[64];
-  int fd = -1;
-  for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
-    char hex[33];
-    if (ss_random_hex(hex, 16) != 0) break;
-    snprintf(tmp, sizeof tmp, FP_TMP_PREFIX "%s", hex);
-    fd = openat(dir.fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0 && errno != EEXIST) break;
-  }
+  int regular = had && S_ISREG(st.st_mode);
+  mode_t mode = regular ? (st.st_mode & 0777) : 0644;
+  char tmp[96];
+  int fd = create_tmp(p, dir.fd, mode, tmp, sizeof tmp);
   if (fd < 0) {
     fp_err_io(e, errno, "cannot create a temporary file beside", path.rel);
     fp_dirfd_close(&dir);
     return -1;
   }
-  adopt(fd, dir.fd, path.last);
-  int rc = write_all(fd, data, n);
+  adopt_owner(p, fd, dir.fd, regular ? &st : NULL);
+  /* The umask may have cut the mode at creation; restore the old file's bits exactly. */
+  int rc = 0;
+  if (regular && mode != 0644) rc = fchmod(fd, mode);
+  if (rc == 0) rc = write_all(fd, data, n);
   if (rc == 0 && p->sync) rc = fsync(fd);
   int err = errno;
   if (close(fd) != 0 && rc == 0) {

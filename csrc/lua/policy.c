@@ -166,10 +166,14 @@ static int l_rules(lua_State *L) {
     if (!j) return luaL_error(L, "out of memory");
     ss_json_to_lua(L, j);
     cJSON_Delete(j);
+    /* host is the name without "*." (the apex of a wildcard), as the sbx backend builds its
+     * resources from host + wildcard; pattern is the rule as written ("*.example.com") */
+    lua_getfield(L, -1, "host");
+    lua_setfield(L, -2, "pattern");
+    lua_pushstring(L, r->host);
+    lua_setfield(L, -2, "host");
     lua_pushboolean(L, r->wildcard);
     lua_setfield(L, -2, "wildcard");
-    lua_pushstring(L, r->host);
-    lua_setfield(L, -2, "apex"); /* for a plain host, the host itself */
     lua_rawseti(L, -2, i + 1);
   }
   return 1;

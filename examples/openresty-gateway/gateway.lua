@@ -13,6 +13,9 @@ local M = {}
 local WORKER = "sandstack_gateway.worker"
 local KEY_PATTERN = "^[a-z0-9][a-z0-9_-]*$"
 local KEY_MAX = 48
+-- "starting"/"stopping" marks expire, so that a worker that dies mid-call does not hold the key
+-- forever; longer than any start (ready_timeout plus the Engine calls) should take.
+local MARK_TTL = 900
 
 -- Set once by init() in the master process and inherited by every worker (read-only after).
 local conf
@@ -80,6 +83,9 @@ end
 -- Stores a ready record and claims its port in the port index. safe_set never evicts other
 -- sessions' entries when the dict is full (plain set would, silently losing a stack).
 local function store_ready(key, record)
+  if type(record) ~= "table" or type(record.port) ~= "number" then
+    return nil, "the stack has no forwarder port"
+  end
   local d = dict()
   local ok, err = d:safe_set(key, core.json_encode({ state = "ready", record = record }))
   if not ok then return nil, err end
@@ -137,7 +143,7 @@ function M.create()
     return fail(400, "invalid", "session key must match [a-z0-9][a-z0-9_-]* (at most 48)")
   end
   -- add() is atomic across workers: one of two concurrent POSTs for a key wins.
-  local ok, err = dict():safe_add(key, core.json_encode({ state = "starting" }))
+  local ok, err = dict():safe_add(key, core.json_encode({ state = "starting" }), MARK_TTL)
   if not ok then
     if err == "exists" then return fail(409, "conflict", "session exists", { session = key }) end
     return fail(503, "gateway", "session table: " .. tostring(err))
@@ -152,7 +158,7 @@ function M.create()
   if not stored then
     run("destroy", res) -- nowhere to keep it: do not leak the stack
     dict():delete(key)
-    return fail(503, "gateway", "session table: " .. tostring(serr))
+    return fail(503, "gateway", "cannot keep the session: " .. tostring(serr))
   end
   return reply(201, public_view(key, "ready", res))
 end
@@ -173,7 +179,9 @@ function M.session()
     return fail(409, "conflict", "session is " .. tostring(entry.state), { session = key })
   end
   -- "stopping" keeps a new POST for the key out until the stack is gone.
-  dict():set(key, core.json_encode({ state = "stopping", record = entry.record }))
+  local stopping = core.json_encode({ state = "stopping", record = entry.record })
+  local marked, merr = dict():safe_set(key, stopping, MARK_TTL)
+  if not marked then return fail(503, "gateway", "session table: " .. tostring(merr)) end
   local ok, err = run("destroy", entry.record)
   if not ok then
     store_ready(key, entry.record)

@@ -356,18 +356,25 @@ end
 
 -- remove and reclaim act in the guest, at the guest's own authority (spec 001 "Files").
 function Box:remove(path, opts)
+  local ok, err = self:usable()
+  if not ok then return nil, err end
   local p, perr = self:plane()
   if not p then return nil, perr end
-  local ok, err = p:check(path)
+  ok, err = p:check(path)
   if not ok then return nil, err end
+  local guest, gerr = p:resolve(path)
+  if not guest then return nil, gerr end
   local recursive = opts and opts.recursive
-  return exec_result(self:exec({ "rm", recursive and "-rf" or "-f", "--", path }), nil, "remove " .. path)
+  return exec_result(self:exec({ "rm", recursive and "-rf" or "-f", "--", guest }), nil, "remove " .. path)
 end
 
 function Box:reclaim(target)
   if type(target) ~= "string" or target == "" then error("reclaim: target must be a path", 2) end
+  local ok, err = self:usable()
+  if not ok then return nil, err end
   if target:sub(1, 1) == "/" then
-    if target:sub(1, #self.mount + 1) ~= self.mount .. "/" or target:find("/%.%.?/") or target:find("/%.%.?$") then
+    if target:sub(1, #self.mount + 1) ~= self.mount .. "/" or #target <= #self.mount + 1
+      or target:find("/%.%.?/") or target:find("/%.%.?$") then
       return E.fail("invalid", "placement", "reclaim: an absolute target must be strictly inside " .. self.mount)
     end
   elseif target:find("/", 1, true) or target == "." or target == ".." then
@@ -375,9 +382,11 @@ function Box:reclaim(target)
   end
   local p, perr = self:plane()
   if not p then return nil, perr end
-  local ok, err = p:check(target)
+  ok, err = p:check(target)
   if not ok then return nil, err end
-  return exec_result(self:exec({ "rm", "-rf", "--", target }), nil, "reclaim " .. target)
+  local guest, gerr = p:resolve(target)
+  if not guest then return nil, gerr end
+  return exec_result(self:exec({ "rm", "-rf", "--", guest }), nil, "reclaim " .. target)
 end
 
 -- Removes this sandbox: only the instance this handle made (its id is checked first).
@@ -599,6 +608,11 @@ function Backend:acquire(opts)
   local sb = list[name]
   if sb then
     local rec = self:read_record(name)
+    if not rec then
+      -- a create in progress writes its record last; replacing the sandbox now would break it
+      return E.fail("sbx", "conflict", "the sandbox " .. name .. " has no record yet: another process is creating it"
+        .. " (or one crashed while creating it: dispose the key to clear it)")
+    end
     local has_ws = false
     for _, w in ipairs(sb.workspaces or {}) do has_ws = has_ws or (rec and w == rec.workspace) end
     if rec and rec.id == sb.id and has_ws and not rec.retired then

@@ -10,7 +10,7 @@ with_test=0
 [ "${1:-}" = "--test" ] && with_test=1
 
 packages=(
-  ca-certificates gcc make cmake pkg-config libc6-dev curl perl python3 iproute2 iptables
+  ca-certificates openssl gcc make cmake pkg-config libc6-dev curl perl python3 iproute2 iptables
   docker.io busybox-static socat
   lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev lua-busted luarocks
   libcurl4-openssl-dev libcjson-dev libuv1-dev

@@ -185,15 +185,7 @@ local function launch(self, values, template)
   return false
 end
 
--- start(opts) -> server. opts: config (the gateway's configuration table), workers (1),
--- threads (8), vms (2 * threads), lua_path_prefix (searched before ./lua: test doubles),
--- template (an nginx.conf text with the same placeholders instead of the example's; it must
--- serve GET /ping). Raises with nginx's own output when it does not come up.
-function H.start(opts)
-  opts = opts or {}
-  local ok, out = run("mktemp -d /tmp/sandstack-nginx.XXXXXX")
-  assert(ok, out)
-  local self = setmetatable({ prefix = out:match("[^\n]+"), seq = 0 }, Server)
+local function boot(self, opts)
   for _, d in ipairs({ "conf", "logs", "tmp", "client" }) do
     assert(os.execute("mkdir -p " .. sh_quote(self.prefix .. "/" .. d)))
   end
@@ -214,17 +206,32 @@ function H.start(opts)
   for _ = 1, 5 do
     self.port = H.free_port()
     values.listen = "127.0.0.1:" .. self.port
-    if launch(self, values, template) then return self end
+    if launch(self, values, template) then return end
     local stdout = read_file(self.prefix .. "/logs/stdout") or ""
     if not stdout:find("Address already in use", 1, true) then
-      local log = stdout .. self:error_log()
-      self:stop()
-      error("nginx did not start:\n" .. log)
+      error("nginx did not start:\n" .. stdout .. self:error_log(), 0)
     end
     if self.pid and alive(self.pid) then os.execute("kill -KILL " .. self.pid) end
   end
-  self:stop()
-  error("nginx: no free port after 5 attempts")
+  error("nginx: no free port after 5 attempts", 0)
+end
+
+-- start(opts) -> server. opts: config (the gateway's configuration table), workers (1),
+-- threads (8), vms (2 * threads), lua_path_prefix (searched before ./lua: test doubles),
+-- template (an nginx.conf text with the same placeholders instead of the example's; it must
+-- serve GET /ping). Raises with nginx's own output when it does not come up, after removing
+-- whatever it had made.
+function H.start(opts)
+  opts = opts or {}
+  local ok, out = run("mktemp -d /tmp/sandstack-nginx.XXXXXX")
+  assert(ok, out)
+  local self = setmetatable({ prefix = out:match("[^\n]+"), seq = 0 }, Server)
+  local booted, err = pcall(boot, self, opts)
+  if not booted then
+    self:stop()
+    error(err, 0)
+  end
+  return self
 end
 
 return H

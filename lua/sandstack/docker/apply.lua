@@ -304,7 +304,7 @@ function A.wait_ready(run, port)
   local adapter = run.req_adapter or require("sandstack.docker.http").request
   local deadline = now() + plan.ready_timeout
   local url = ("http://127.0.0.1:%d%s"):format(port, plan.ready_path)
-  local last, n = nil, 0
+  local last, next_check = nil, now() + 1
   A.emit(run, "waiting_ready", plan.sandbox, { url = url })
   while true do
     local res, err = adapter { method = "GET", url = url, headers = {}, timeout = math.min(5, math.max(0.5, deadline - now())) }
@@ -313,8 +313,8 @@ function A.wait_ready(run, port)
       return true
     end
     last = res and ("HTTP " .. tostring(res.status)) or tostring(err)
-    n = n + 1
-    if n % 5 == 0 then
+    if now() >= next_check then -- once a second: has a service died meanwhile?
+      next_check = now() + 1
       for _, c in ipairs(plan.containers) do
         local info = inspect(run.eng, c.name)
         local st = info and info.State and info.State.Status
