@@ -17,6 +17,7 @@ if arg[3] == "--worker" then
     local name = ("sstest-stack-scale-%s-%d"):format(id, i)
     local t0 = socket.gettime()
     local s, err = docker.start(name, { project_name = name, agent_port = 8080, subnet_pool = POOL, pull = "never",
+      timeout = 120, -- with a hundred bridges the engine's network calls slow down
       forwarder_image = "sandstack-test/socat:local",
       services = { { name = "sandbox", image = "sandstack-test/agent:local", command = { "agent" } } } })
     if not s then print("FAIL " .. tostring(err)) io.stdout:flush() break end
@@ -25,7 +26,7 @@ if arg[3] == "--worker" then
   end
   collectgarbage()
   local rss = io.open("/proc/self/status"):read("*a"):match("VmRSS:%s*(%d+)")
-  print(("MEM lua_kb=%d rss_kb=%s"):format(collectgarbage("count"), rss)) io.stdout:flush()
+  print(("MEM lua_kb=%.0f rss_kb=%s"):format(collectgarbage("count"), rss)) io.stdout:flush()
   while not io.open(flag) do socket.sleep(0.2) end
   for _, s in ipairs(stacks) do s:destroy() end
   print("DOWN") io.stdout:flush()
@@ -53,7 +54,7 @@ repeat
     if s:find("FAIL") then failed = s:match("FAIL[^\n]*") end
     if s:find("MEM") then mem = mem + 1 end
   end
-until failed or mem == W
+until mem == W -- a worker that fails stops starting and reports too
 local wall = socket.gettime() - t0
 table.sort(times)
 print(("%d of %d stacks up at once, %d at a time, in %.1fs (%.2fs of wall time per stack)"):format(up, N, W, wall, wall / math.max(up, 1)))

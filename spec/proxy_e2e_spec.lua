@@ -107,7 +107,7 @@ describe("egress proxy #docker", function()
     must("docker start " .. names.proxy)
     must(("docker run -d %s --name %s --network %s -e ANTHROPIC_BASE_URL=http://proxy:8080 -e ANTHROPIC_API_KEY=%s "
       .. "sandstack-test/base:local sleep 3600"):format(label, names.sandbox, names.internal, q(token)))
-    -- the proxy answers once nginx is up: poll with a request the policy refuses cheaply
+    -- the proxy answers once nginx is up: poll with a request that lacks the token (401)
     for _ = 1, 50 do
       local out = sh(("docker exec %s bash -c %s _ %s"):format(names.sandbox, q(client), q(req("GET", "/ready"))))
       if out:match("^HTTP/1%.1 401") then break end
@@ -291,7 +291,7 @@ describe("egress proxy through sandstack.docker.start #docker", function()
     must("bash examples/egress-proxy/build-image.sh")
     local err
     stack, err = sandstack.docker.start("e2e", {
-      project_name = project, agent_port = 8080, pull = "never", ready_timeout = 60,
+      project_name = project, agent_port = 8080, pull = "never", ready_timeout = 60, timeout = 120,
       forwarder_image = "sandstack-test/socat:local",
       api_key = api_key,
       proxy_service = "proxy",

@@ -216,14 +216,14 @@ local function probes(t, eng, stack, opts)
 end
 
 local function leftovers(eng, project)
-  local f = { label = { "io.sandstack.project=" .. project } }
+  local batch = require "sandstack.docker.batch"
+  local r = batch.run(eng, batch.list_requests("io.sandstack.project=" .. project), 60)
   local n = 0
-  for _, path in ipairs { "/containers/json", "/networks" } do
-    local l = eng:call("GET", path, nil, { query = { all = "1", filters = f } })
-    n = n + (type(l) == "table" and #l or 0)
+  for _, x in ipairs(r) do
+    if not x.ok then return -1 end
+    n = n + #(x.body.Volumes or x.body)
   end
-  local v = eng:call("GET", "/volumes", nil, { query = { filters = f } })
-  return n + (v and v.Volumes and #v.Volumes or 0)
+  return n
 end
 
 function M.run(opts)

@@ -17,17 +17,8 @@ local function engine(opts)
   return sandstack.engine { host = opts.docker_host, timeout = opts.timeout }
 end
 
-local function label_query(project)
-  return { label = { project and (LABEL .. "=" .. project) or LABEL } }
-end
-
 local function list_reqs(project)
-  local f = label_query(project)
-  return {
-    { "GET", "/containers/json", nil, { query = { all = "1", filters = f } } },
-    { "GET", "/networks", nil, { query = { filters = f } } },
-    { "GET", "/volumes", nil, { query = { filters = f } } },
-  }
+  return batch.list_requests(project and (LABEL .. "=" .. project) or LABEL)
 end
 
 local function listed(results)
@@ -267,6 +258,7 @@ function M.start(session_key, opts)
   local run = { eng = eng, plan = plan, t0 = A.now(), on_event = hooks.on_event, req_adapter = hooks.req_adapter,
     created = { networks = {}, volumes = {}, containers = {} } }
   local stack = new_stack(eng, plan, hooks)
+  A.stamp(run)
   local steps = {
     function() return A.ensure_images(run) end,
     function() return A.create_networks_and_volumes(run) end,

@@ -14,7 +14,7 @@ packages=(
   docker.io busybox-static socat
   lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev lua-busted luarocks
   libcurl4-openssl-dev libcjson-dev libuv1-dev
-  nginx libnginx-mod-http-lua docker-compose
+  nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache docker-compose
 )
 [ "$with_test" = 1 ] && packages+=(clang libclang-rt-14-dev llvm valgrind)
 

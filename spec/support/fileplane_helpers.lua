@@ -7,11 +7,13 @@ local H = {}
 function H.q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 -- Runs a shell command; returns its stdout (trailing newline cut) and whether it succeeded.
+-- The status is printed by the shell: LuaJIT's popen close does not report it.
 function H.sh(cmd)
-  local f = assert(io.popen(cmd .. " 2>&1", "r"))
-  local out = f:read("a")
-  local ok = f:close()
-  return (out:gsub("\n$", "")), ok == true
+  local f = assert(io.popen("{ " .. cmd .. "\n} 2>&1; echo \"__rc=$?\"", "r"))
+  local out = f:read("*a")
+  f:close()
+  local body, rc = out:match("^(.-)\n?__rc=(%d+)\n?$")
+  return body or out, rc == "0"
 end
 
 function H.must(cmd)
@@ -29,7 +31,7 @@ end
 function H.slurp(path)
   local f = io.open(path, "rb")
   if not f then return nil end
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   return s
 end
@@ -88,7 +90,7 @@ end
 function H.alive(pid)
   local f = io.open("/proc/" .. pid .. "/stat", "r")
   if not f then return false end
-  local state = (f:read("a") or ""):match("^%d+ %b() (%a)")
+  local state = (f:read("*a") or ""):match("^%d+ %b() (%a)")
   f:close()
   return state ~= nil and state ~= "Z" and state ~= "X"
 end

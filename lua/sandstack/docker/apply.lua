@@ -330,9 +330,28 @@ function A.wait_ready(run, port)
 end
 
 -- Removes what this run created, newest first; failures here never hide the original error.
+-- Marks every body of the plan with a label unique to this run: a create whose answer was
+-- lost (a timeout) may still have happened, and the rollback finds it by that label.
+function A.stamp(run)
+  local core = require "sandstack.core"
+  run.nonce = core.random_hex(8)
+  for _, list in ipairs { run.plan.networks, run.plan.volumes, run.plan.containers } do
+    for _, o in ipairs(list) do o.body.Labels["io.sandstack.run"] = run.nonce end
+  end
+end
+
 function A.rollback(run)
   local c = run.created
   batch.remove(run.eng, c)
+  if run.nonce then
+    local r = batch.run(run.eng, batch.list_requests("io.sandstack.run=" .. run.nonce), 60)
+    local function ids(res, key)
+      local out = {}
+      for _, o in ipairs(res.ok and type(res.body) == "table" and (res.body.Volumes or res.body) or {}) do out[#out + 1] = o[key] end
+      return out
+    end
+    batch.remove(run.eng, { containers = ids(r[1], "Id"), networks = ids(r[2], "Id"), volumes = ids(r[3], "Name") })
+  end
   A.emit(run, "rolled_back", nil, { containers = #c.containers, networks = #c.networks, volumes = #c.volumes })
 end
 

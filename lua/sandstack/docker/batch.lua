@@ -106,6 +106,17 @@ function M.remove(eng, objs)
   return true
 end
 
+-- The three label-filtered lists (containers incl. stopped, networks, volumes) as requests,
+-- to run in one parallel batch, possibly together with other work.
+function M.list_requests(label)
+  local f = { label = { label } }
+  return {
+    { "GET", "/containers/json", nil, { query = { all = "1", filters = f } } },
+    { "GET", "/networks", nil, { query = { filters = f } } },
+    { "GET", "/volumes", nil, { query = { filters = f } } },
+  }
+end
+
 -- URL-escapes a path segment or query value.
 function M.escape(s)
   return (tostring(s):gsub("[^%w%-%._~]", function(c) return ("%%%02X"):format(c:byte()) end))
