@@ -29,6 +29,8 @@ int ss_return_error(lua_State *L, const char *kind, const char *reason, const ch
  * depth over 64 are refused: returns NULL and writes a reason into err (kind "invalid").
  * With skip_functions, function-valued object members are left out instead. */
 cJSON *ss_lua_to_json(lua_State *L, int idx, int skip_functions, ss_error *err);
+/* Prints j unformatted, pushes the string and deletes j (NULL j raises out of memory). */
+int ss_push_json_string(lua_State *L, cJSON *j);
 /* cJSON -> Lua value pushed on the stack (null -> nil, integral numbers -> integers). */
 void ss_json_to_lua(lua_State *L, const cJSON *item);
 

@@ -150,3 +150,12 @@ void ss_json_to_lua(lua_State *L, const cJSON *item) {
     lua_pushnil(L);
   }
 }
+
+int ss_push_json_string(lua_State *L, cJSON *j) {
+  char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+  cJSON_Delete(j);
+  if (!s) return luaL_error(L, "out of memory");
+  lua_pushstring(L, s);
+  cJSON_free(s);
+  return 1;
+}

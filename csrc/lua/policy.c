@@ -181,13 +181,7 @@ static int l_rules(lua_State *L) {
 
 static int l_render(lua_State *L) {
   policy_ud *u = check_policy(L, 1);
-  cJSON *j = ss_policy_render(u->p);
-  char *s = j ? cJSON_PrintUnformatted(j) : NULL;
-  cJSON_Delete(j);
-  if (!s) return luaL_error(L, "out of memory");
-  lua_pushstring(L, s);
-  cJSON_free(s);
-  return 1;
+  return ss_push_json_string(L, ss_policy_render(u->p));
 }
 
 static int l_tostring(lua_State *L) {

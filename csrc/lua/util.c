@@ -57,12 +57,7 @@ static int l_json_encode(lua_State *L) {
   ss_error_init(&err);
   cJSON *j = ss_lua_to_json(L, 1, 0, &err);
   if (!j) return ss_push_error(L, &err);
-  char *s = cJSON_PrintUnformatted(j);
-  cJSON_Delete(j);
-  if (!s) return luaL_error(L, "out of memory");
-  lua_pushstring(L, s);
-  cJSON_free(s);
-  return 1;
+  return ss_push_json_string(L, j);
 }
 
 /* core.json_decode(s) -> value, or nil, err. Uses the length-bounded parser, never cJSON's
