@@ -52,22 +52,28 @@ describe("sbx runner", function()
   end)
 
   it("installs no SIGCHLD handler, and survives a host that reaps every child (nginx)", function()
-    assert.equal("default", core._sbx_test_sigchld())
+    -- test-only module (spec/support/csrc/sigchld_probe.c): the shipped module has no such hooks
+    local sigchld = require "sandstack_test.sigchld"
+    assert.equal("default", sigchld.disposition())
     run({ "true" })
-    assert.equal("default", core._sbx_test_sigchld()) -- the runner changed nothing process-wide
-    core._sbx_test_reaper(true) -- now a handler reaps with waitpid(-1, WNOHANG), as nginx's does
-    assert.equal("handler", core._sbx_test_sigchld())
-    local c0 = core._sbx_test_reaper(false)
+    assert.equal("default", sigchld.disposition()) -- the runner changed nothing process-wide
+    sigchld.install_reaper() -- now a handler reaps with waitpid(-1, WNOHANG), as nginx's does
+    assert.equal("handler", sigchld.disposition())
+    local c0 = sigchld.reaped()
     for i = 1, 20 do
       local r = run({ "sh", "-c", "exit " .. i })
       assert.equal(i, r.exit_code) -- the status was not stolen
     end
-    assert.equal(c0, core._sbx_test_reaper(false)) -- and the runner's children raised no SIGCHLD
+    assert.equal(c0, sigchld.reaped()) -- and the runner's children raised no SIGCHLD
     -- the reaper is live: an ordinary child (popen) is reaped by it
     local p = io.popen("true")
     run({ "sleep", "1" })
-    assert.is_true(core._sbx_test_reaper(false) > c0)
+    assert.is_true(sigchld.reaped() > c0)
     pcall(p.close, p)
+  end)
+
+  it("ships no test hooks in the module", function()
+    for name in pairs(core) do assert.is_nil(name:match("^_sbx_test_"), name) end
   end)
 end)
 

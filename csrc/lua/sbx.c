@@ -2,11 +2,9 @@
  * The backend's logic is in lua/sandstack/sbx.lua; this file only moves bytes. */
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "lua/binding.h"
 #include "sbx/digest.h"
@@ -158,35 +156,6 @@ static int l_sbx_rmtree(lua_State *L) {
   return 1;
 }
 
-/* Test hook: installs the SIGCHLD handler nginx installs (reap every child with
- * waitpid(-1, WNOHANG)), so a spec can show the runner still gets its own child's status.
- * Returns the number of children that handler has reaped so far. Never used by the backend. */
-static volatile sig_atomic_t test_reaped;
-static void test_reaper(int sig) {
-  (void)sig;
-  int st;
-  while (waitpid(-1, &st, WNOHANG) > 0) test_reaped = test_reaped + 1;
-}
-static int l_sbx_test_reaper(lua_State *L) {
-  if (lua_toboolean(L, 1)) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = test_reaper;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGCHLD, &sa, NULL);
-  }
-  lua_pushinteger(L, test_reaped);
-  return 1;
-}
-
-/* Test hook: the current SIGCHLD disposition: "default", "ignore" or "handler". */
-static int l_sbx_test_sigchld(lua_State *L) {
-  struct sigaction sa;
-  sigaction(SIGCHLD, NULL, &sa);
-  lua_pushstring(L, sa.sa_handler == SIG_DFL ? "default" : sa.sa_handler == SIG_IGN ? "ignore" : "handler");
-  return 1;
-}
-
 void sandstack_open_sbx(lua_State *L) {
   static const luaL_Reg fns[] = {{"sbx_run", l_sbx_run},
                                  {"sbx_base64", l_sbx_base64},
@@ -196,8 +165,6 @@ void sandstack_open_sbx(lua_State *L) {
                                  {"sbx_listdir", l_sbx_listdir},
                                  {"sbx_mkdir", l_sbx_mkdir},
                                  {"sbx_rmtree", l_sbx_rmtree},
-                                 {"_sbx_test_reaper", l_sbx_test_reaper},
-                                 {"_sbx_test_sigchld", l_sbx_test_sigchld},
                                  {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
   lua_pushstring(L, ss_sbx_wrapper_script);

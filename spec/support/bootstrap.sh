@@ -12,7 +12,7 @@ with_test=0
 packages=(
   ca-certificates openssl gcc make cmake pkg-config libc6-dev curl perl python3 iproute2 iptables
   docker.io busybox-static socat
-  lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev lua-busted luarocks
+  lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev lua-busted luarocks lua-socket
   libcurl4-openssl-dev libcjson-dev libuv1-dev
   nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache docker-compose
 )
