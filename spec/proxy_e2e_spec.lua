@@ -5,24 +5,8 @@
 -- Every object carries io.sandstack.project=sstest-proxy-<random>; only those are removed.
 local sandstack = require "sandstack"
 
-local function q(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
--- Runs a shell command; returns its output (stdout and stderr) and whether it exited 0.
-local function sh(cmd)
-  local f = assert(io.popen(cmd .. " 2>&1; echo \"__rc=$?\""))
-  local out = f:read("a")
-  f:close()
-  local body, rc = out:match("^(.-)__rc=(%d+)%s*$")
-  return body, rc == "0"
-end
-
-local function must(cmd)
-  local out, ok = sh(cmd)
-  assert(ok, "command failed: " .. cmd .. "\n" .. out)
-  return out
-end
+local h = require "helpers"
+local q, sh, must = h.q, h.sh, h.must
 
 -- Splits a raw HTTP/1.1 response: status, headers (lowercased names), body (de-chunked).
 local function parse_response(raw)
@@ -81,7 +65,7 @@ describe("egress proxy #docker", function()
   end
 
   setup(function()
-    project = "sstest-proxy-" .. sandstack.core.random_hex(4)
+    project = "sstest-proxy-" .. h.random_suffix(4)
     names = {
       internal = project .. "-int", egress = project .. "-egress", sandbox = project .. "-sandbox",
       proxy = project .. "-proxy", upstream = project .. "-upstream",
@@ -286,7 +270,7 @@ describe("egress proxy through sandstack.docker.start #docker", function()
   local api_key = "sk-ant-stack-" .. sandstack.core.random_hex(12)
 
   setup(function()
-    project = "sstest-proxy-" .. sandstack.core.random_hex(4)
+    project = "sstest-proxy-" .. h.random_suffix(4)
     upstream = project .. "-fake-api"
     must("bash examples/egress-proxy/build-image.sh")
     local err

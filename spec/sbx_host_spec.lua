@@ -7,17 +7,8 @@ local allow = { "api.github.com" }
 
 describe("sbx host checks #docker", function()
   local env, backend
-
-  setup(function()
-    env = H.setup("host")
-    backend = assert(sbx.backend(env.backend_opts))
-  end)
-
-  teardown(function()
-    backend:dispose_prefix(env.backend_opts.name_prefix)
-    H.teardown(env)
-    assert.equal(0, H.containers(env))
-  end)
+  setup(function() env, backend = H.setup_backend("host") end)
+  teardown(function() assert.equal(0, H.teardown_backend(env, backend)) end)
 
   local function owned()
     local out = H.sbx(env, "ls", "--json")

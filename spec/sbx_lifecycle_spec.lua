@@ -1,22 +1,12 @@
 -- Ownership, warm acquire, egress rules as sbx holds them, create races, disposal and its
 -- "delete only what was there before" rule.
 local core = require "sandstack.core"
-local sbx = require "sandstack.sbx"
 local H = require "sbx_helpers"
 
 describe("sbx lifecycle #docker", function()
   local env, backend
-
-  setup(function()
-    env = H.setup("life")
-    backend = assert(sbx.backend(env.backend_opts))
-  end)
-
-  teardown(function()
-    backend:dispose_prefix(env.backend_opts.name_prefix)
-    H.teardown(env)
-    assert.equal(0, H.containers(env))
-  end)
+  setup(function() env, backend = H.setup_backend("life") end)
+  teardown(function() assert.equal(0, H.teardown_backend(env, backend)) end)
 
   local function listed(name)
     local out = H.sbx(env, "ls", "--json")

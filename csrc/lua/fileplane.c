@@ -32,6 +32,28 @@ static int fail(lua_State *L, ss_error *e, const char *path) {
   return ss_push_error(L, e);
 }
 
+/* What every path method starts from: plane:method(path, ...) with the plane open, the path
+ * (argument 2, embedded NULs kept so the core can refuse them) and a fresh error. */
+typedef struct {
+  fp_plane *p;
+  const char *path;
+  size_t len;
+  ss_error e;
+} path_call;
+
+static void path_call_init(lua_State *L, path_call *c) {
+  c->p = check_plane(L);
+  c->path = luaL_checklstring(L, 2, &c->len);
+  ss_error_init(&c->e);
+}
+
+/* The end of a method that answers `true`: true, or nil, err when the core call (rc) failed. */
+static int true_or_fail(lua_State *L, path_call *c, int rc) {
+  if (rc != 0) return fail(L, &c->e, c->path);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static int l_open(lua_State *L) {
   static const char *const keys[] = {"root", "guest_root", "cwd", "max_read", "resolver", "allow_hardlinks", "sync", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -128,14 +150,11 @@ static const char *const attr_names[] = {"mode", "permissions", "size", "modific
 /* plane:attributes(path [, name]) -> table (or the one value), or nil, err. Never follows a
  * final link: it reports mode "link", like lfs.symlinkattributes. */
 static int l_attributes(lua_State *L) {
-  fp_plane *p = check_plane(L);
-  size_t len;
-  const char *path = luaL_checklstring(L, 2, &len);
+  path_call c;
+  path_call_init(L, &c);
   const char *want = luaL_optstring(L, 3, NULL);
   struct stat st;
-  ss_error e;
-  ss_error_init(&e);
-  if (fp_lstat(p, path, len, &st, &e) != 0) return fail(L, &e, path);
+  if (fp_lstat(c.p, c.path, c.len, &st, &c.e) != 0) return fail(L, &c.e, c.path);
   if (want) {
     if (!push_attr(L, &st, want)) return luaL_argerror(L, 3, "unknown attribute name");
     return 1;
@@ -149,63 +168,44 @@ static int l_attributes(lua_State *L) {
 }
 
 static int l_read(lua_State *L) {
-  fp_plane *p = check_plane(L);
-  size_t len, n = 0;
-  const char *path = luaL_checklstring(L, 2, &len);
+  path_call c;
+  path_call_init(L, &c);
+  size_t n = 0;
   char *buf = NULL;
-  ss_error e;
-  ss_error_init(&e);
-  if (fp_read(p, path, len, &buf, &n, &e) != 0) return fail(L, &e, path);
+  if (fp_read(c.p, c.path, c.len, &buf, &n, &c.e) != 0) return fail(L, &c.e, c.path);
   lua_pushlstring(L, buf, n);
   free(buf);
   return 1;
 }
 
 static int l_write(lua_State *L) {
-  fp_plane *p = check_plane(L);
-  size_t len, n;
-  const char *path = luaL_checklstring(L, 2, &len);
+  path_call c;
+  path_call_init(L, &c);
+  size_t n;
   const char *data = luaL_checklstring(L, 3, &n);
-  ss_error e;
-  ss_error_init(&e);
-  if (fp_write(p, path, len, data, n, &e) != 0) return fail(L, &e, path);
-  lua_pushboolean(L, 1);
-  return 1;
+  return true_or_fail(L, &c, fp_write(c.p, c.path, c.len, data, n, &c.e));
 }
 
 static int l_mkdir(lua_State *L) {
-  fp_plane *p = check_plane(L);
-  size_t len;
-  const char *path = luaL_checklstring(L, 2, &len);
-  ss_error e;
-  ss_error_init(&e);
-  if (fp_mkdir(p, path, len, &e) != 0) return fail(L, &e, path);
-  lua_pushboolean(L, 1);
-  return 1;
+  path_call c;
+  path_call_init(L, &c);
+  return true_or_fail(L, &c, fp_mkdir(c.p, c.path, c.len, &c.e));
 }
 
 static int l_check(lua_State *L) {
-  fp_plane *p = check_plane(L);
-  size_t len;
-  const char *path = luaL_checklstring(L, 2, &len);
+  path_call c;
+  path_call_init(L, &c);
   char guest[FP_PATH_MAX + 512];
-  ss_error e;
-  ss_error_init(&e);
-  if (fp_check(p, path, len, guest, sizeof guest, &e) != 0) return fail(L, &e, path);
-  lua_pushboolean(L, 1);
-  return 1;
+  return true_or_fail(L, &c, fp_check(c.p, c.path, c.len, guest, sizeof guest, &c.e));
 }
 
 static int l_resolve(lua_State *L) {
-  fp_plane *p = check_plane(L);
-  size_t len;
-  const char *path = luaL_checklstring(L, 2, &len);
+  path_call c;
+  path_call_init(L, &c);
   fp_path rel;
   char guest[FP_PATH_MAX + 512];
-  ss_error e;
-  ss_error_init(&e);
-  if (fp_normalize(p, path, len, &rel, &e) != 0 || fp_guest_path(p, &rel, guest, sizeof guest, &e) != 0)
-    return fail(L, &e, path);
+  if (fp_normalize(c.p, c.path, c.len, &rel, &c.e) != 0 || fp_guest_path(c.p, &rel, guest, sizeof guest, &c.e) != 0)
+    return fail(L, &c.e, c.path);
   lua_pushstring(L, guest);
   return 1;
 }
@@ -236,23 +236,20 @@ static int l_dir_next(lua_State *L) {
 }
 
 static int l_dir(lua_State *L) {
-  fp_plane *p = check_plane(L);
-  size_t len;
-  const char *path = luaL_checklstring(L, 2, &len);
-  ss_error e;
-  ss_error_init(&e);
+  path_call c;
+  path_call_init(L, &c);
   lua_pushcfunction(L, l_dir_next);
   l_dirobj *d = ss_newuserdata(L, sizeof *d);
   d->d = NULL;
   luaL_getmetatable(L, FP_DIR_MT);
   lua_setmetatable(L, -2);
-  int fd = fp_opendir(p, path, len, &e);
-  if (fd < 0) return fail(L, &e, path);
+  int fd = fp_opendir(c.p, c.path, c.len, &c.e);
+  if (fd < 0) return fail(L, &c.e, c.path);
   d->d = fdopendir(fd);
   if (!d->d) {
     int err = errno;
     close(fd);
-    return ss_return_error(L, "io", strerrorname_np(err), "cannot list '%s': %s", path, strerror(err));
+    return ss_return_error(L, "io", strerrorname_np(err), "cannot list '%s': %s", c.path, strerror(err));
   }
 #if LUA_VERSION_NUM >= 504
   lua_pushnil(L);

@@ -1,40 +1,24 @@
 -- Host-side helpers of spec/fileplane_spec.lua: scratch trees, shell, snapshots of what must stay
 -- untouched, and child processes (the "guest" that plants links, the writer that is killed).
 local core = require "sandstack.core"
+local h = require "helpers"
 
 local H = {}
 
-function H.q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+H.q = h.q
+H.spit = h.write_file
+H.slurp = h.read_file
 
--- Runs a shell command; returns its stdout (trailing newline cut) and whether it succeeded.
--- The status is printed by the shell: LuaJIT's popen close does not report it.
+local function chomp(s) return (s:gsub("\n$", "")) end
+
+-- Runs a shell command; returns its stdout and stderr (one trailing newline cut) and whether it
+-- succeeded. H.must: the same output, raising unless it succeeded.
 function H.sh(cmd)
-  local f = assert(io.popen("{ " .. cmd .. "\n} 2>&1; echo \"__rc=$?\"", "r"))
-  local out = f:read("*a")
-  f:close()
-  local body, rc = out:match("^(.-)\n?__rc=(%d+)\n?$")
-  return body or out, rc == "0"
+  local out, ok = h.sh(cmd)
+  return chomp(out), ok
 end
 
-function H.must(cmd)
-  local out, ok = H.sh(cmd)
-  assert(ok, "command failed: " .. cmd .. "\n" .. out)
-  return out
-end
-
-function H.spit(path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-end
-
-function H.slurp(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+function H.must(cmd) return chomp(h.must(cmd)) end
 
 -- A scratch tree: base/ws is the workspace root (guest /sandstack) with work/ in it,
 -- base/outside and base/sibling/ws-other hold canaries that must never be read or changed.
@@ -63,7 +47,7 @@ function H.snapshot(dir)
 end
 
 -- Probe names that an escaped write or mkdir would create in / and /etc.
-function H.probe_name() return "sstest-fileplane-probe-" .. core.random_hex(6) end
+function H.probe_name() return "sstest-fileplane-probe-" .. h.random_suffix(6) end
 
 function H.plane(t, extra)
   local opts = { root = t.root }
@@ -98,7 +82,7 @@ end
 function H.sleep(s) H.sh("sleep " .. s) end
 
 -- Docker: a container of the test image with the workspace bind-mounted at /sandstack.
-function H.project() return "sstest-fileplane-" .. core.random_hex(4) end
+function H.project() return "sstest-fileplane-" .. h.random_suffix(4) end
 
 function H.container(project, root, cmd)
   return H.must("docker run -d --label io.sandstack.project=" .. project .. " -v " .. H.q(root) .. ":/sandstack "

@@ -10,43 +10,14 @@
 --   local job = srv:spawn("POST", "/sessions?key=b"); ...; job:wait(120) -> status, body, headers
 --   srv:stop()
 local core = require "sandstack.core"
+local h = require "helpers"
 
 local H = {}
 
-local function cwd()
-  local p = assert(io.popen("pwd"))
-  local dir = p:read("l")
-  p:close()
-  return dir
-end
-
-local root = cwd() -- the specs run from the repository's top directory
+local root = h.must("pwd"):match("[^\n]+") -- the specs run from the repository's top directory
 local example = root .. "/examples/openresty-gateway"
 
-local function sh_quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  return ok, out
-end
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write_file(path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-end
+local sh_quote, read_file, write_file = h.q, h.read_file, h.write_file
 
 local function sleep(s)
   os.execute("sleep " .. s)
@@ -59,7 +30,7 @@ end
 -- A port nothing listens on right now (the kernel's pick); nginx may still lose a race for it,
 -- in which case start() tries another.
 function H.free_port()
-  local ok, out = run("python3 -c 'import socket; s = socket.socket(); "
+  local out, ok = h.sh("python3 -c 'import socket; s = socket.socket(); "
     .. "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'")
   assert(ok, "free_port: " .. out)
   return tonumber(out:match("%d+"))
@@ -172,7 +143,7 @@ end
 
 local function launch(self, values, template)
   write_file(self.prefix .. "/conf/nginx.conf", render(template, values))
-  local ok, out = run("cd " .. sh_quote(self.prefix) .. " && nginx -p " .. sh_quote(self.prefix .. "/")
+  local out, ok = h.sh("cd " .. sh_quote(self.prefix) .. " && nginx -p " .. sh_quote(self.prefix .. "/")
     .. " -c conf/nginx.conf > logs/stdout 2>&1 < /dev/null & echo $!")
   assert(ok, out)
   self.pid = tonumber(out:match("%d+"))
@@ -223,7 +194,7 @@ end
 -- whatever it had made.
 function H.start(opts)
   opts = opts or {}
-  local ok, out = run("mktemp -d /tmp/sandstack-nginx.XXXXXX")
+  local out, ok = h.sh("mktemp -d /tmp/sandstack-nginx.XXXXXX")
   assert(ok, out)
   local self = setmetatable({ prefix = out:match("[^\n]+"), seq = 0 }, Server)
   local booted, err = pcall(boot, self, opts)

@@ -1,28 +1,26 @@
 -- Shared set-up of the sbx specs: a private simulator (state dir, container label) per spec
 -- file, or the real sbx when SANDSTACK_SBX_E2E=1 (then the simulator-only switches are pending).
-local core = require "sandstack.core"
+local h = require "helpers"
 
 local H = {}
 
 H.e2e = os.getenv("SANDSTACK_SBX_E2E") == "1"
-local top = io.popen("pwd"):read("*l")
+local top = h.must("pwd"):match("[^\n]+")
 
+-- sh(cmd) -> output (stdout and stderr), exit code
 local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("*a")
-  local ok, _, code = p:close()
-  if type(ok) == "number" then code = ok; ok = code == 0 end -- LuaJIT
-  return out, code or (ok and 0 or 1)
+  local out, _, code = h.sh(cmd)
+  return out, code
 end
 H.sh = sh
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = h.q
 H.q = q
 
 -- H.setup("exec") -> env { sbx = path to the sbx command, root = scratch dir, project = label }
 function H.setup(tag, opts)
   opts = opts or {}
-  local id = tag .. "-" .. core.random_hex(3)
+  local id = tag .. "-" .. h.random_suffix(3)
   local root = "/tmp/sstest-sbx-" .. id
   sh("rm -rf " .. q(root) .. " && mkdir -p " .. q(root))
   local env = { root = root, project = "sstest-sbx-" .. id, workspace_root = root .. "/ws", id = id }
@@ -30,12 +28,10 @@ function H.setup(tag, opts)
     env.sbx = os.getenv("SANDSTACK_SBX_PATH") or "sbx"
   else
     env.sbx = root .. "/sbx"
-    local f = assert(io.open(env.sbx, "w"))
-    f:write("#!/bin/sh\n",
+    h.write_file(env.sbx, table.concat { "#!/bin/sh\n",
       "SANDSTACK_SBX_SIM_STATE=", q(root .. "/state"), " SANDSTACK_SBX_SIM_PROJECT=", q(env.project),
       " SANDSTACK_SBX_SIM_IDLE=", tostring(opts.idle or 600),
-      " exec /usr/bin/python3 ", q(top .. "/spec/support/sbx-sim"), ' "$@"\n')
-    f:close()
+      " exec /usr/bin/python3 ", q(top .. "/spec/support/sbx-sim"), ' "$@"\n' })
     sh("chmod +x " .. q(env.sbx))
     -- prepare the host the way the README says
     sh(q(env.sbx) .. " policy init deny-all")
@@ -45,6 +41,19 @@ function H.setup(tag, opts)
   env.backend_opts = { sbx_path = env.sbx, workspace_root = env.workspace_root, name_prefix = "sst-" .. id .. "-",
     exec_cleanup_timeout = 30 }
   return env
+end
+
+-- A spec file's set-up and tear-down: a private env with a backend on it, then both removed;
+-- teardown_backend returns how many containers are left (0 when clean).
+function H.setup_backend(tag)
+  local env = H.setup(tag)
+  return env, assert(require("sandstack.sbx").backend(env.backend_opts))
+end
+
+function H.teardown_backend(env, backend)
+  backend:dispose_prefix(env.backend_opts.name_prefix)
+  H.teardown(env)
+  return H.containers(env)
 end
 
 -- Runs the sbx command (simulator or real) with a shell-quoted argument list.
@@ -76,10 +85,8 @@ end
 -- handle whose :result() waits and gives the child's stdout.
 function H.spawn(code)
   local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write('package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;./spec/support/?.lua;" .. package.path\n',
-    'package.cpath = "./build/?.so;" .. package.cpath\n', code)
-  f:close()
+  h.write_file(path, 'package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;./spec/support/?.lua;" .. package.path\n'
+    .. 'package.cpath = "./build/?.so;" .. package.cpath\n' .. code)
   local p = io.popen("lua5.4 " .. q(path) .. " 2>&1")
   return { result = function() local out = p:read("*a"); p:close(); os.remove(path); return out end }
 end

@@ -1,0 +1,59 @@
+-- Small helpers shared by the specs and their support files: shell quoting, running a shell
+-- command, whole-file reads and writes, random name suffixes.
+--
+--   local h = require "helpers"
+--   local out, ok, code = h.sh("ls " .. h.q(dir))   -- stdout and stderr together
+--   local out = h.must("mktemp -d /tmp/x.XXXXXX")   -- raises with the output when it fails
+--   h.write_file(path, data); local data = h.read_file(path) -- nil when it cannot be opened
+--   local project = "sstest-proxy-" .. h.random_suffix(4)
+local core = require "sandstack.core"
+
+local h = {}
+
+-- A single-quoted shell word for any value (a ' becomes '\'').
+function h.q(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+-- Runs a shell command; returns its output (stdout and stderr of the whole command, byte for
+-- byte), whether it exited 0, and its exit code. The shell prints the status: LuaJIT's popen
+-- close does not report it. A subshell, so that an `exit` in cmd still leaves the status line;
+-- the newline before `)` lets cmd end in a comment or a here-doc.
+function h.sh(cmd)
+  local f = assert(io.popen("( " .. cmd .. "\n) 2>&1; echo \"__rc=$?\"", "r"))
+  local out = f:read("*a")
+  f:close()
+  local body, rc = out:match("^(.-)__rc=(%d+)\n?$")
+  if not body then return out, false, nil end
+  return body, rc == "0", tonumber(rc)
+end
+
+-- h.sh that raises (with the command and its output) unless the command exits 0.
+function h.must(cmd)
+  local out, ok = h.sh(cmd)
+  assert(ok, "command failed: " .. cmd .. "\n" .. out)
+  return out
+end
+
+-- The whole file, or nil when it cannot be opened.
+function h.read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+-- Replaces the file's content; raises when it cannot be written.
+function h.write_file(path, data)
+  local f = assert(io.open(path, "wb"))
+  assert(f:write(data))
+  assert(f:close())
+end
+
+-- nbytes random bytes as lowercase hex: a suffix that keeps two runs' names apart.
+function h.random_suffix(nbytes)
+  return core.random_hex(nbytes or 4)
+end
+
+return h
