@@ -57,8 +57,14 @@ local function write_file_atomic(path, data)
   local tmp = path .. ".tmp" .. core.random_hex(4)
   local f, err = io.open(tmp, "wb")
   if not f then return E.fail("sbx", "io", "cannot write " .. path .. ": " .. tostring(err)) end
-  f:write(data)
-  f:close()
+  -- A short write (disk full) must not be renamed over the previous record: the record carries
+  -- the retirement mark that other processes rely on.
+  local wok, werr = f:write(data)
+  local cok, cerr = f:close()
+  if not (wok and cok) then
+    os.remove(tmp)
+    return E.fail("sbx", "io", "cannot write " .. path .. ": " .. tostring(werr or cerr))
+  end
   local ok, rerr = os.rename(tmp, path)
   if not ok then return E.fail("sbx", "io", "cannot rename " .. path .. ": " .. tostring(rerr)) end
   return true
