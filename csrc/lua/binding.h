@@ -15,6 +15,8 @@ void sandstack_open_stack(lua_State *L);
 void sandstack_open_policy(lua_State *L);
 void sandstack_open_sbx(lua_State *L);
 void sandstack_open_fileplane(lua_State *L);
+void sandstack_open_capture(lua_State *L);
+void sandstack_open_probe(lua_State *L);
 
 /* Pushes nil and an error object built from e (then clears e); returns 2 for `return`. */
 int ss_push_error(lua_State *L, ss_error *e);

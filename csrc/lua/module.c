@@ -28,5 +28,7 @@ int luaopen_sandstack_core(lua_State *L) {
   sandstack_open_policy(L);
   sandstack_open_sbx(L);
   sandstack_open_fileplane(L);
+  sandstack_open_capture(L);
+  sandstack_open_probe(L);
   return 1;
 }
