@@ -81,6 +81,53 @@ describe("sbx host checks #docker", function()
     assert.is_nil(io.open(box.workspace, "r"))
   end)
 
+  -- issue 11, item 4: "not listed" is what a daemon without its engine says of every sandbox
+  it("Box:dispose keeps the workspace of a sandbox sbx cannot list, and reports it unreachable", function()
+    if H.e2e then pending("needs the simulator's engine-lost switch") return end
+    local box = assert(backend:acquire{ conversation = "lostbox", key = "k" })
+    assert(box:write("keep.txt", "data"))
+    H.sbx(env, "sim", "engine-lost", "on")
+    local ok, err = box:dispose()
+    H.sbx(env, "sim", "engine-lost", "off")
+    assert.is_nil(ok)
+    assert.equal("daemon_fault", err.kind)
+    assert.equal("unreachable", err.reason)
+    local found = H.sh("find " .. H.q(box.workspace) .. " -name keep.txt")
+    assert.matches("keep.txt", found, 1, true, "the live sandbox's workspace was deleted")
+    assert.is_true(owned() > 0) -- the sandbox itself is still there
+    assert.is_true(box:dispose())
+    assert.is_nil(io.open(box.workspace, "r"))
+    assert.equal(0, owned())
+  end)
+
+  it("create's rollback keeps the workspace when sbx cannot confirm the sandbox is gone", function()
+    if H.e2e then pending("needs the simulator's engine-lost switch") return end
+    -- an sbx that loses its engine right after a create succeeded
+    local wrapper = env.root .. "/sbx-loses-engine"
+    local f = assert(io.open(wrapper, "w"))
+    f:write("#!/bin/sh\n", H.q(env.sbx), ' "$@"; rc=$?\n',
+      '[ "$1" != create ] || ', H.q(env.sbx), " sim engine-lost on >/dev/null\nexit $rc\n")
+    f:close()
+    H.sh("chmod +x " .. H.q(wrapper))
+    local opts = {}
+    for k, v in pairs(env.backend_opts) do opts[k] = v end
+    opts.sbx_path = wrapper
+    local b2 = assert(sbx.backend(opts))
+    local box, err = b2:acquire{ conversation = "lostcreate", key = "k" }
+    H.sbx(env, "sim", "engine-lost", "off")
+    assert.is_nil(box)
+    assert.truthy(err.cleanup_error, tostring(err))
+    assert.equal("unreachable", err.cleanup_error.reason)
+    local name = b2:name_for("lostcreate", "k", "default")
+    local entries = require("sandstack.core").sbx_listdir(env.workspace_root .. "/" .. name) or {}
+    local ws = {}
+    for _, e in ipairs(entries) do if e:match("^ws%-") then ws[#ws + 1] = e end end
+    assert.equal(1, #ws, "the workspace under the live sandbox was deleted: " .. table.concat(entries, " "))
+    assert.is_true(owned() > 0) -- and so is the sandbox
+    assert(backend:dispose{ conversation = "lostcreate", key = "k" })
+    assert.equal(0, owned())
+  end)
+
   describe("with egress = allowlist", function()
     local function allowlist(key) return { conversation = "c", key = key, egress = "allowlist", egress_allow = allow } end
 
@@ -112,6 +159,13 @@ describe("sbx host checks #docker", function()
         "--placeholder", "sst-ph1")
       refused(allowlist("custom"), "host_not_confined", "custom_secret")
       H.sbx(env, "secret", "rm", "--placeholder", "sst-ph1", "--force")
+      -- targets are sbx patterns: a wildcard or an absolute name reaches the allowed host too
+      for i, target in ipairs({ "*.github.com", "**", "api.github.com." }) do
+        H.sbx(env, "secret", "set-custom", "-g", "--host", target, "--env", "TOK", "--value", "v",
+          "--placeholder", "sst-pw" .. i)
+        refused(allowlist("customw" .. i), "host_not_confined", "custom_secret")
+        H.sbx(env, "secret", "rm", "--placeholder", "sst-pw" .. i, "--force")
+      end
       H.sbx(env, "secret", "set-custom", "-g", "--host", "other.example", "--env", "TOK", "--value", "v",
         "--placeholder", "sst-ph2")
       local box = assert(backend:acquire(allowlist("custom2")))

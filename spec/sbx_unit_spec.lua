@@ -16,6 +16,38 @@ describe("sbx runner", function()
     assert.is_false(r.over_limit)
   end)
 
+  it("passes none of the host's inheritable descriptors to the program (issue 11, item 7)", function()
+    -- what the program holds open, by target; io.open's FILE and LuaSocket's listener are not
+    -- O_CLOEXEC, as a gateway's own files and nginx's listening sockets are not
+    local script = 'for f in /proc/$$/fd/*; do readlink "$f"; done'
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    local ok_socket, socket = pcall(require, "socket")
+    local listener = ok_socket and assert(socket.bind("127.0.0.1", 0)) or nil
+    local function inode(s) return s and s:match("socket:%[%d+%]") end
+    local lfd = listener and listener:getfd()
+    local st = assert(io.open("/proc/self/stat"))
+    local mypid = st:read("n")
+    st:close()
+    local ltarget = lfd and core.sbx_run({ "readlink", "/proc/" .. mypid .. "/fd/" .. lfd }) or nil
+    -- control: a plain popen child inherits them, so the check below can see a leak
+    local p = assert(io.popen(script))
+    local control = p:read("a")
+    p:close()
+    local res = run({ "sh", "-c", script })
+    f:close()
+    os.remove(path)
+    if listener then listener:close() end
+    assert.truthy(control:find(path, 1, true), "control: popen's child holds the file")
+    assert.is_nil(res.stdout:find(path, 1, true))
+    assert.matches("pipe:", res.stdout) -- its own stdout is there: the listing worked
+    local sock = inode(ltarget and ltarget.stdout)
+    if sock and control:find(sock, 1, true) then assert.is_nil(res.stdout:find(sock, 1, true)) end
+    local n = 0
+    for _ in res.stdout:gmatch("[^\n]+") do n = n + 1 end
+    assert.is_true(n <= 4, res.stdout) -- stdin, stdout, stderr and the directory being listed
+  end)
+
   it("passes stdin when given, else /dev/null", function()
     assert.equal("hello", run({ "cat" }, { stdin = "hello" }).stdout)
     assert.equal("", run({ "cat" }).stdout)
@@ -129,6 +161,82 @@ local function list(...)
 end
 local api = { host = "api.github.com" }
 local wild = { host = "example.com", wildcard = true }
+
+describe("durable record writes (issue 11, item 9)", function()
+  local h = require "helpers"
+  it("fsyncs the new record before renaming it over the old one, then the directory", function()
+    local _, _, has = h.sh("command -v strace")
+    if has ~= 0 then pending("strace is not installed") return end
+    local dir = h.must("mktemp -d"):match("[^\n]+")
+    local script = dir .. "/child.lua"
+    h.write_file(script, ("package.cpath = %q\nlocal core = require 'sandstack.core'\n"
+      .. "assert(core.write_file_durable(%q, 'new record', 'sbx'))\n"):format(package.cpath, dir .. "/record.json"))
+    h.must(("strace -f -qq -e trace=fsync,fdatasync,rename,renameat,renameat2 -o %s \"$(readlink /proc/$PPID/exe)\" %s")
+      :format(h.q(dir .. "/trace"), h.q(script)))
+    local trace = h.must("cat " .. h.q(dir .. "/trace"))
+    local f = assert(io.open(dir .. "/record.json"))
+    local data = f:read("a")
+    f:close()
+    h.must("rm -rf " .. h.q(dir))
+    assert.equal("new record", data)
+    local first_sync = trace:find("fsync(", 1, true)
+    local rename = trace:find("rename", 1, true)
+    assert.truthy(first_sync, trace)
+    assert.truthy(rename, trace)
+    assert.is_true(first_sync < rename, trace)
+    assert.truthy(trace:find("fsync(", rename, true), "no fsync of the directory after the rename: " .. trace)
+  end)
+
+  it("reports a record it cannot write and leaves the old one and no temporary", function()
+    local dir = require("helpers").must("mktemp -d"):match("[^\n]+")
+    local path = dir .. "/record.json"
+    assert(core.write_file_durable(path, "old", "sbx"))
+    -- a directory where the record should go cannot be replaced by rename
+    h.must("mkdir " .. h.q(dir .. "/sub"))
+    local ok, err = core.write_file_durable(dir .. "/sub", "x", "sbx")
+    assert.is_nil(ok)
+    assert.equal("sbx", err.kind)
+    assert.equal("io", err.reason)
+    local f = assert(io.open(path))
+    assert.equal("old", f:read("a"))
+    f:close()
+    local left = h.must("ls -A " .. h.q(dir))
+    h.must("rm -rf " .. h.q(dir))
+    assert.equal("record.json\nsub\n", left)
+  end)
+end)
+
+describe("sbx custom secret targets are patterns (issue 11, item 6)", function()
+  local function custom(l, target)
+    local _, r = egress.assess(l, { rules = {}, secrets = { secrets = {}, env_only_count = 0,
+      custom_secrets = { { scope = "global", env = "T", targets = { target } } } } }, "n")
+    return r
+  end
+  local exact = list({ host = "api.example.com" })
+  it("refuses every pattern that matches an allowed host", function()
+    for _, t in ipairs({ "*.example.com", "**.example.com", "**", "*", "*.com", "api.example.com.",
+      "API.Example.COM", "api.example.com:443", "**.api.example.com", "api.example.com.:443" }) do
+      assert.equal("custom_secret", custom(exact, t), t)
+    end
+  end)
+  it("refuses patterns that meet a wildcard allowlist entry", function()
+    local w = list({ host = "example.org", wildcard = true })
+    for _, t in ipairs({ "*.org", "**.org", "x.example.org", "*.a.example.org", "**.example.org",
+      "*.example.org", "deep.a.example.org." }) do
+      assert.equal("custom_secret", custom(w, t), t)
+    end
+    -- *.x never matches x itself, and a sibling apex is another host
+    assert.is_nil(custom(list({ host = "example.org" }), "*.example.org"))
+    assert.is_nil(custom(w, "example.org"))
+    assert.is_nil(custom(w, "*.example.net"))
+  end)
+  it("leaves disjoint patterns alone, so the check is not simply 'refuse everything'", function()
+    for _, t in ipairs({ "other.example.com", "*.other.example.com", "**.example.net", "*.org",
+      "example.com", "api.example.com.evil" }) do
+      assert.is_nil(custom(exact, t), t)
+    end
+  end)
+end)
 
 describe("sbx egress logic", function()
   it("classifies global allows against the allowlist", function()

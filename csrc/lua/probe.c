@@ -1,4 +1,42 @@
-/* Binding for the readiness probe (csrc/probe): placeholder until it lands. */
-#include "lua/binding.h"
+/* Binding for the readiness probe (csrc/probe):
+ *   core.http_probe(url, {timeout = s, max_bytes = n}) -> {status =, bytes =, truncated =}
+ *                                                       or nil, err (invalid, timeout, transport)
+ * Wrong types, unknown keys and a timeout that is not > 0 raise (programming errors); a URL
+ * that is not plain http:// is a returned `invalid` error, since it may come from a config. */
+#include <math.h>
 
-void sandstack_open_probe(lua_State *L) { (void)L; }
+#include "lua/binding.h"
+#include "probe/http_probe.h"
+
+/* Largest body a caller may ask to read: the bytes are dropped, so this bounds time, not memory. */
+#define PROBE_MAX_BYTES_LIMIT (16.0 * 1024 * 1024)
+
+static int l_http_probe(lua_State *L) {
+  const char *url = luaL_checkstring(L, 1);
+  static const char *const keys[] = {"timeout", "max_bytes", NULL};
+  ss_check_keys(L, 2, keys, "http_probe");
+  ss_probe_opts o;
+  o.timeout = ss_opt_number(L, 2, "timeout", 5.0);
+  double max_bytes = ss_opt_number(L, 2, "max_bytes", (double)SS_PROBE_BODY_DEFAULT);
+  luaL_argcheck(L, o.timeout > 0 && isfinite(o.timeout), 2, "timeout must be a finite number > 0");
+  luaL_argcheck(L, max_bytes >= 0 && max_bytes <= PROBE_MAX_BYTES_LIMIT && (double)(size_t)max_bytes == max_bytes, 2,
+                "max_bytes must be an integer from 0 to 16 MiB");
+  o.max_bytes = (size_t)max_bytes;
+  ss_probe_result r;
+  ss_error err;
+  ss_error_init(&err);
+  if (ss_http_probe(url, &o, &r, &err) != 0) return ss_push_error(L, &err);
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, (lua_Integer)r.status);
+  lua_setfield(L, -2, "status");
+  lua_pushinteger(L, (lua_Integer)r.bytes);
+  lua_setfield(L, -2, "bytes");
+  lua_pushboolean(L, r.truncated);
+  lua_setfield(L, -2, "truncated");
+  return 1;
+}
+
+void sandstack_open_probe(lua_State *L) {
+  static const luaL_Reg fns[] = {{"http_probe", l_http_probe}, {NULL, NULL}};
+  luaL_setfuncs(L, fns, 0);
+}

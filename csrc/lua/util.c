@@ -1,5 +1,10 @@
-/* Small functions of the module table: CSPRNG tokens, error objects made from Lua, JSON. */
+/* Small functions of the module table: CSPRNG tokens, error objects made from Lua, JSON, a
+ * sleep that needs no LuaSocket, and durable record writes. */
+#include <errno.h>
+#include <time.h>
+
 #include "lua/binding.h"
+#include "util/durable.h"
 #include "util/random.h"
 
 /* core.random_hex(nbytes) -> hex string from getrandom(2). */
@@ -74,9 +79,34 @@ static int l_json_decode(lua_State *L) {
   return 1;
 }
 
+/* core.write_file_durable(path, data[, kind]) -> true, or nil, err (kind, reason "io"). */
+static int l_write_file_durable(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  size_t len;
+  const char *data = luaL_checklstring(L, 2, &len);
+  const char *kind = luaL_optstring(L, 3, "io");
+  ss_error err;
+  ss_error_init(&err);
+  if (ss_write_durable(path, data, len, kind, &err) != 0) return ss_push_error(L, &err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* core.sleep(seconds): blocks this thread only. Replaces os.execute("sleep"), which forks a
+ * shell that inherits the host's descriptors and, inside nginx, loses its exit status. */
+static int l_sleep(lua_State *L) {
+  lua_Number s = luaL_checknumber(L, 1);
+  if (s <= 0) return 0;
+  struct timespec ts = {(time_t)s, (long)((s - (lua_Number)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+  return 0;
+}
+
 void sandstack_open_util(lua_State *L) {
   static const luaL_Reg fns[] = {{"random_hex", l_random_hex},   {"error", l_error},
                                  {"is_error", l_is_error},       {"json_encode", l_json_encode},
-                                 {"json_decode", l_json_decode}, {NULL, NULL}};
+                                 {"json_decode", l_json_decode}, {"write_file_durable", l_write_file_durable},
+                                 {"sleep", l_sleep},             {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }

@@ -48,6 +48,18 @@ static char *resolve(const char *file) {
   return NULL;
 }
 
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+/* The host's descriptors that lack O_CLOEXEC (a Lua io.open file, nginx's listening sockets)
+ * must not reach sbx or what it spawns: close everything above stderr before the exec. Kernels
+ * before 5.9 have no close_range; there a bounded loop does the same (raw calls only here). */
+static void close_above_stdio(void) {
+  if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0) return;
+  for (int fd = 3; fd < 65536; fd++) syscall(SYS_close, fd);
+}
+
 /* Runs in the cloned intermediate process, a copy of the caller's memory that never execs (an
  * exec would reset its exit signal to SIGCHLD): only system calls from here on. It drops the
  * caller's signal handlers (a host's SIGCHLD reaper must not run here), leads a new process
@@ -67,11 +79,16 @@ static void intermediate(const char *path, char *const argv[], char *const envp[
   if (g == 0) {
     for (int i = 0; i < 3; i++)
       if (syscall(SYS_dup2, io[i], i) < 0) syscall(SYS_exit_group, 127);
+    close_above_stdio();
     syscall(SYS_execve, path, argv, envp);
     syscall(SYS_exit_group, 127);
   }
+  /* The intermediate only needs its status pipe while it waits: drop the host's other
+   * descriptors too, so a listening socket is not held open by it after its owner closes it. */
   for (int i = 0; i < 4; i++)
     if (close_fds[i] >= 0) syscall(SYS_close, close_fds[i]);
+  if (status_fd > 3) syscall(SYS_close_range, 3U, (unsigned)status_fd - 1, 0U);
+  syscall(SYS_close_range, (unsigned)status_fd + 1, ~0U, 0U);
   int st = 127 << 8;
   if (g > 0)
     while (syscall(SYS_wait4, g, &st, 0, NULL) < 0 && errno == EINTR) {

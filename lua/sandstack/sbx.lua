@@ -53,21 +53,10 @@ local function read_file(path)
   return s
 end
 
+-- The record carries the retirement mark that other processes rely on: it is replaced only by
+-- a complete, fsynced file (csrc/util/durable.c), and a write that fails is reported.
 local function write_file_atomic(path, data)
-  local tmp = path .. ".tmp" .. core.random_hex(4)
-  local f, err = io.open(tmp, "wb")
-  if not f then return E.fail("sbx", "io", "cannot write " .. path .. ": " .. tostring(err)) end
-  -- A short write (disk full) must not be renamed over the previous record: the record carries
-  -- the retirement mark that other processes rely on.
-  local wok, werr = f:write(data)
-  local cok, cerr = f:close()
-  if not (wok and cok) then
-    os.remove(tmp)
-    return E.fail("sbx", "io", "cannot write " .. path .. ": " .. tostring(werr or cerr))
-  end
-  local ok, rerr = os.rename(tmp, path)
-  if not ok then return E.fail("sbx", "io", "cannot rename " .. path .. ": " .. tostring(rerr)) end
-  return true
+  return core.write_file_durable(path, data, "sbx")
 end
 
 local function dirname(p) return p:match("^(.*)/[^/]*$") end
@@ -210,13 +199,22 @@ Box.__index = Box
 local function x(s) return "x" .. core.sbx_base64(s) end
 
 -- Marks the sandbox unusable, here and in its record, so other processes replace it too.
+-- Returns true, or nil, err when the mark could not be recorded: then only this process knows,
+-- and the caller must say so (another process would go on using the sandbox).
 function Box:retire(reason)
   self.retired = reason
   local rec = self.backend:read_record(self.name)
   if rec and rec.id == self.id then
     rec.retired = reason
-    self.backend:write_record(self.name, rec)
+    local ok, err = self.backend:write_record(self.name, rec)
+    if not ok then
+      err.retired = reason
+      err.message = "the sandbox " .. self.name .. " is retired (" .. reason .. ") in this process, but its record"
+        .. " could not be written, so other processes may still use it: " .. err.message
+      return nil, err
+    end
   end
+  return true
 end
 
 function Box:usable()
@@ -242,7 +240,8 @@ function Box:check_drift()
   if not st then return nil, err end
   local reason, detail = egress.drift(self.allow, st, self.name, self.fingerprint)
   if reason then
-    self:retire("drift:" .. reason)
+    local rok, rerr = self:retire("drift:" .. reason)
+    if not rok then return nil, rerr end
     return E.fail("retired", "drift", "the host's egress state changed (" .. reason .. "): " .. detail
       .. "; the sandbox is retired and the next acquire replaces it", { drift = reason })
   end
@@ -317,7 +316,10 @@ function Box:exec_bounded(argv, opts)
   if not chatter then
     -- the wrapper never ran: this is sbx's failure, never the command's exit status
     local e = classify(res, "sbx exec")
-    if e.reason == "not_found" then self:retire("missing") end
+    if e.reason == "not_found" then
+      local rok, rerr = self:retire("missing")
+      if not rok then return nil, rerr end
+    end
     return nil, e
   end
   return { stdout = res.stdout, stderr = own, exit_code = res.exit_code or (128 + (res.signal or 0)) }
@@ -395,20 +397,42 @@ function Box:reclaim(target)
   return exec_result(self:exec({ "rm", "-rf", "--", guest }), nil, "reclaim " .. target)
 end
 
--- Removes this sandbox: only the instance this handle made (its id is checked first).
+-- `sbx rm --force name`, confirmed: true when sbx removed it or says it does not exist. A daemon
+-- that lost its engine lists no sandboxes, so "not listed" proves nothing; only rm's own answer
+-- does, and a fault is reported as unreachable (spec 001 "Disposal"), never as gone.
+function Backend:rm_confirmed(name)
+  local ok, err = self:run({ "rm", "--force", name }, { timeout = self.create_timeout })
+  if ok or err.reason == "not_found" then return true end
+  if err.kind == "daemon_fault" then
+    err.reason = "unreachable"
+    err.message = "cannot reach the sandboxes (" .. err.message .. "); " .. name .. " was not removed"
+  end
+  return nil, err
+end
+
+-- Deletes a host-side workspace tree; a failure (a tree it cannot remove) is reported.
+local function remove_tree(path)
+  local ok, err = core.sbx_rmtree(path)
+  if ok then return true end
+  return nil, err or E.new("sbx", "io", "cannot remove " .. path)
+end
+
+-- Removes this sandbox: only the instance this handle made (its id is checked first). The
+-- workspace is deleted only once sbx has confirmed the sandbox is gone.
 function Box:dispose()
   if self.disposed then return true end
   local b = self.backend
   local list, err = b:list()
   if not list then return nil, err end
   local sb = list[self.name]
-  if sb and sb.id == self.id then
-    local ok, rerr = b:run({ "rm", "--force", self.name }, { timeout = b.create_timeout })
-    if not ok and rerr.reason ~= "not_found" then return nil, rerr end
+  if not (sb and sb.id ~= self.id) then -- a replacement made by another process is not ours
+    local ok, rerr = b:rm_confirmed(self.name)
+    if not ok then return nil, rerr end
   end
   local rec = b:read_record(self.name)
   if rec and rec.id == self.id then os.remove(b:record_path(self.name)) end
-  core.sbx_rmtree(self.workspace)
+  local ok, rerr = remove_tree(self.workspace)
+  if not ok then return nil, rerr end
   os.remove(b.workspace_root .. "/" .. self.name) -- only when empty
   if self._plane then self._plane:close(); self._plane = nil end
   self.disposed = true
@@ -485,29 +509,39 @@ function Backend:create(name, spec)
   if image then args[#args + 1] = "--template"; args[#args + 1] = image end
   args[#args + 1] = ws
   local res
+  -- Undoes a create: the workspace goes only after sbx confirms the sandbox is gone (a create
+  -- that timed out may still have made it, over ws); otherwise it stays, and the error says so.
+  local function undo(e)
+    local gone, rerr = self:rm_confirmed(name)
+    if gone then gone, rerr = remove_tree(ws) end
+    if not gone then
+      e.cleanup_error = rerr
+      e.message = e.message .. "; and the rollback did not finish (" .. rerr.message .. "): dispose this key later"
+    end
+    return nil, e
+  end
   res, err = self:run(args, { timeout = self.create_timeout })
   if not res then
-    core.sbx_rmtree(ws)
-    if err.reason == "conflict" then
+    if err.reason == "conflict" then -- the name is another process's; ws was never mounted
+      remove_tree(ws)
       err.message = "another process created " .. name .. " at the same time: " .. err.message
+      return nil, err
     end
-    return nil, err
+    return undo(err)
   end
   local box = setmetatable({ backend = self, name = name, workspace = ws, mount = spec.mount, work_dir = spec.work_dir,
     egress = spec.egress, allow = spec.allow, allow_canon = spec.allow_canon, image = image,
     probe_host = spec.probe_host }, Box)
-  local function undo(e)
-    self:run({ "rm", "--force", name }, { timeout = self.create_timeout })
-    core.sbx_rmtree(ws)
-    return nil, e
-  end
   local list, lerr = self:list()
   if not list then return undo(lerr) end
   local sb = list[name]
+  if not sb then -- a daemon that lost its engine lists nothing: the sandbox may be there, on ws
+    return undo(E.new("sbx", "missing", "sbx did not list " .. name .. " right after creating it"))
+  end
   local mine = false
-  for _, w in ipairs(sb and sb.workspaces or {}) do mine = mine or w == ws end
-  if not mine then
-    core.sbx_rmtree(ws)
+  for _, w in ipairs(sb.workspaces or {}) do mine = mine or w == ws end
+  if not mine then -- another process's sandbox took the name; ours was never made
+    remove_tree(ws)
     return E.fail("sbx", "conflict", "the sandbox " .. name .. " was replaced by another process during create")
   end
   box.id = sb.id
@@ -673,18 +707,13 @@ function Backend:remove_names(names, ids, before)
       if list[n] and list[n].id ~= ids[n] then goto continue end
     end
     do
-      local res, err = self:run({ "rm", "--force", n }, { timeout = self.create_timeout })
-      if not res and err.reason ~= "not_found" then
-        if err.kind == "daemon_fault" then
-          err.reason = "unreachable"
-          err.message = "cannot reach the sandboxes (" .. err.message .. "); they were not removed"
-        end
-        return nil, err
+      local ok, err = self:rm_confirmed(n)
+      if not ok then return nil, err end
+      for _, entry in ipairs(before[n]) do
+        ok, err = remove_tree(self.workspace_root .. "/" .. n .. "/" .. entry)
+        if not ok then return nil, err end
       end
       gone[#gone + 1] = n
-      for _, entry in ipairs(before[n]) do
-        core.sbx_rmtree(self.workspace_root .. "/" .. n .. "/" .. entry)
-      end
       os.remove(self.workspace_root .. "/" .. n) -- only when nothing new appeared
     end
     ::continue::

@@ -6,11 +6,10 @@ local batch = require "sandstack.docker.batch"
 
 local A = {}
 
-local ok_socket, socket = pcall(require, "socket")
-local function now() return ok_socket and socket.gettime() or os.time() end
-local function sleep(s)
-  if ok_socket then socket.sleep(s) else os.execute(("sleep %.2f"):format(s)) end
-end
+-- The core's monotonic clock and sleep: no LuaSocket needed, no whole-second os.time deadlines,
+-- and no `sleep` child process (one would inherit a gateway's descriptors).
+local core = require "sandstack.core"
+local now, sleep = core.engine_clock, core.sleep
 A.now, A.sleep = now, sleep
 
 function A.emit(run, phase, service, extra)
@@ -299,20 +298,34 @@ end
 
 -- Readiness: GET ready_path through the forwarder answers 2xx within ready_timeout. While
 -- waiting, a service that has exited ends the wait with its exit code.
+-- The agent is an untrusted peer: by default each attempt is core.http_probe (csrc/probe), which
+-- reads the status only, under one overall deadline, follows no redirect (a 3xx is "not
+-- ready"), uses no proxy and drops the body after READY_MAX_BYTES. Each attempt gets at most
+-- the time left, so the wait ends within ready_timeout plus READY_MIN_ATTEMPT (and the exit
+-- check's Engine call). A user req_adapter gets the same per-attempt `timeout` and must honour it.
+local READY_ATTEMPT_CAP, READY_MIN_ATTEMPT, READY_MAX_BYTES = 5, 0.05, 64 * 1024
+
 function A.wait_ready(run, port)
   local plan = run.plan
-  local adapter = run.req_adapter or require("sandstack.docker.http").request
+  local adapter = run.req_adapter
   local deadline = now() + plan.ready_timeout
   local url = ("http://127.0.0.1:%d%s"):format(port, plan.ready_path)
   local last, next_check = nil, now() + 1
   A.emit(run, "waiting_ready", plan.sandbox, { url = url })
   while true do
-    local res, err = adapter { method = "GET", url = url, headers = {}, timeout = math.min(5, math.max(0.5, deadline - now())) }
-    if res and res.status and res.status >= 200 and res.status < 300 then
+    local t = math.max(READY_MIN_ATTEMPT, math.min(READY_ATTEMPT_CAP, deadline - now()))
+    local res, err
+    if adapter then
+      res, err = adapter { method = "GET", url = url, headers = {}, timeout = t }
+    else
+      res, err = core.http_probe(url, { timeout = t, max_bytes = READY_MAX_BYTES })
+    end
+    local status = type(res) == "table" and tonumber(res.status) or nil
+    if status and status >= 200 and status < 300 then
       A.emit(run, "ready", plan.sandbox, { port = port })
       return true
     end
-    last = res and ("HTTP " .. tostring(res.status)) or tostring(err)
+    last = status and ("HTTP " .. tostring(status)) or tostring(err)
     if now() >= next_check then -- once a second: has a service died meanwhile?
       next_check = now() + 1
       for _, c in ipairs(plan.containers) do
@@ -325,7 +338,7 @@ function A.wait_ready(run, port)
       return nil, E.new("timeout", nil, ("%s did not answer 2xx within %gs (last: %s)"):format(url, plan.ready_timeout, last),
         { phase = "ready", service = plan.sandbox })
     end
-    sleep(0.02)
+    sleep(math.max(0, math.min(0.02, deadline - now())))
   end
 end
 

@@ -71,10 +71,7 @@ function M.first_error(results)
   for _, r in ipairs(results) do if not r.ok then return r.err end end
 end
 
-local function sleep(s)
-  local ok, socket = pcall(require, "socket")
-  if ok then socket.sleep(s) else os.execute(("sleep %.2f"):format(s)) end
-end
+local sleep = require("sandstack.core").sleep -- no child process, no LuaSocket needed
 
 -- Deletes objects by id or name: containers (forced, with anonymous volumes), then networks
 -- (retried: an endpoint may outlive its container by a moment), then volumes. 404 is success.

@@ -1,36 +1,22 @@
--- The default req_adapter: one HTTP/1.1 request to the agent through the forwarder's port,
--- with a deadline. req = {method, url, headers, body, timeout}; res = {status, headers, body}.
+-- A req_adapter-shaped status check of an agent, over the bounded C probe (core.http_probe,
+-- csrc/probe): one plain-http GET with one overall deadline (req.timeout, default 5 s), no
+-- redirects, no proxy, the body read up to 64 KiB and dropped. It is what the conformance run
+-- and the live specs use to ask "does the agent answer?"; the readiness wait calls the probe
+-- directly. The agent is untrusted, so there is no way to follow a redirect or keep the body:
+-- res = {status =, headers = {}, body = "", bytes =, truncated =}, or nil, err.
 local E = require "sandstack.error"
 
 local M = {}
 
 function M.request(req)
-  local ok, http = pcall(require, "socket.http")
-  if not ok then
-    return E.fail("transport", "no_http_client", "the default req_adapter needs LuaSocket (lua-socket); give req_adapter instead")
+  local core = require "sandstack.core"
+  local method = req.method or "GET"
+  if method ~= "GET" or req.body ~= nil then
+    return E.fail("invalid", "unsupported_request", "sandstack.docker.http only sends a GET without a body (a status check)")
   end
-  local ltn12 = require "ltn12"
-  local chunks = {}
-  local headers = {}
-  for k, v in pairs(req.headers or {}) do headers[k] = v end
-  if req.body then headers["content-length"] = tostring(#req.body) end
-  local socket = require "socket"
-  local timeout = req.timeout or 5
-  local _, status, rheaders = http.request {
-    -- a socket of our own with the deadline: http.TIMEOUT would be process-wide state
-    create = function()
-      local s = socket.tcp()
-      s:settimeout(timeout)
-      return s
-    end,
-    url = req.url, method = req.method or "GET", headers = headers,
-    source = req.body and ltn12.source.string(req.body) or nil,
-    sink = ltn12.sink.table(chunks),
-  }
-  if type(status) ~= "number" then
-    return E.fail("transport", nil, ("%s %s: %s"):format(req.method or "GET", req.url, tostring(status)))
-  end
-  return { status = status, headers = rheaders or {}, body = table.concat(chunks) }
+  local r, err = core.http_probe(req.url, { timeout = req.timeout or 5 })
+  if not r then return nil, err end
+  return { status = r.status, headers = {}, body = "", bytes = r.bytes, truncated = r.truncated }
 end
 
 return M

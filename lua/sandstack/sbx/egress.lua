@@ -6,12 +6,16 @@ local M = {}
 
 local function lower(s) return (s or ""):lower() end
 
--- "host[:port]" -> host, port (port a number or nil). IPv6 literals keep their brackets.
+-- "host[:port]" -> host, port (port a number or nil). IPv6 literals keep their brackets. A
+-- trailing dot (an absolute DNS name) names the same host, so it is dropped: otherwise
+-- "api.example.com." would compare unequal to the host it reaches.
 local function split_port(r)
   local h, p = r:match("^(%b[]):(%d+)$")
   if not h then h, p = r:match("^([^:]+):(%d+)$") end
-  if h then return lower(h), tonumber(p) end
-  return lower(r), nil
+  if not h then h = r end
+  h = lower(h)
+  if #h > 1 and h:sub(-1) == "." then h = h:sub(1, -2) end
+  return h, tonumber(p)
 end
 
 local function is_sub(h, apex) -- h is a strict subdomain of apex
@@ -36,13 +40,44 @@ local function fully_admits(list, h)
   return false
 end
 
--- The allowlist admits h in some way (any port, method or path).
-function M.touches(list, h)
-  h = lower(h)
-  for _, e in ipairs(list) do
-    if entry_admits_host(e, h) then return true end
+-- An sbx host pattern as sandstack.policy rules, or "all". sbx reads "**" as every host, "**.x"
+-- as x and its subdomains at any depth, "*.x" as one level under x. The policy has no
+-- one-level wildcard, so "*.x" becomes every depth: wider, which can only refuse more.
+local function pattern_rules(pattern)
+  local h = split_port(pattern)
+  if h == "**" or h == "*" then return "all" end
+  if h:sub(1, 3) == "**." then return { h:sub(4), "*." .. h:sub(4) } end
+  return { h }
+end
+
+-- A host the compiled rule admits: itself, or for a wildcard one name below its apex.
+local function representative(rule)
+  return rule.wildcard and ("sandstack-probe." .. rule.host) or rule.host
+end
+
+-- Does an sbx host pattern (a custom secret's target) match any host the allowlist admits?
+-- Two sets of "exact host" and "every subdomain of an apex" meet exactly when one side admits a
+-- representative of a rule of the other, and both sides are judged by the policy's own C
+-- matcher. A pattern the matcher cannot read is taken to reach everything.
+function M.pattern_reaches(list, pattern)
+  local rules = pattern_rules(pattern)
+  if rules == "all" then return true end
+  local policy = require "sandstack.policy"
+  local target = policy.compile({ allow = rules })
+  if not target then return true end
+  local hosts = {}
+  for i, e in ipairs(list) do hosts[i] = (e.wildcard and "*." or "") .. e.host end
+  local allowed = assert(policy.compile({ allow = hosts }))
+  local reaches = false
+  for _, r in ipairs(target:rules()) do
+    reaches = reaches or allowed:admits(representative(r), nil, nil, 443)
   end
-  return false
+  for _, r in ipairs(allowed:rules()) do
+    reaches = reaches or target:admits(representative(r), nil, nil, 443)
+  end
+  target:close()
+  allowed:close()
+  return reaches and true or false
 end
 
 -- Every strict subdomain of apex is fully admitted.
@@ -116,8 +151,7 @@ function M.assess(list, state, name)
   for _, c in ipairs(sec.custom_secrets or {}) do
     if scopes[c.scope] then
       for _, t in ipairs(c.targets or {}) do
-        local h = split_port(t)
-        if M.touches(list, h) then
+        if M.pattern_reaches(list, t) then
           return nil, "custom_secret", ("a custom secret (%s) targets %s, which the allowlist reaches;"
             .. " remove it with `sbx secret rm --placeholder`"):format(tostring(c.env), t)
         end

@@ -1,0 +1,50 @@
+-- Issue 11, item 9: a retirement that cannot be recorded is an error, not a silent success.
+-- The workspace root sits on a small tmpfs that the test fills, as a full disk would.
+local sbx = require "sandstack.sbx"
+local H = require "sbx_helpers"
+
+describe("sbx record on a full disk #docker", function()
+  local env, backend, mounted
+  setup(function()
+    env = H.setup("record")
+    H.sh("mkdir -p " .. H.q(env.workspace_root))
+    local _, code = H.sh("mount -t tmpfs -o size=4m sstest-record " .. H.q(env.workspace_root))
+    mounted = code == 0
+    backend = assert(sbx.backend(env.backend_opts))
+  end)
+  teardown(function()
+    H.sh("rm -f " .. H.q(env.workspace_root .. "/fill"))
+    backend:dispose_prefix(env.backend_opts.name_prefix)
+    if mounted then H.sh("umount " .. H.q(env.workspace_root)) end
+    H.teardown(env)
+    assert.equal(0, H.containers(env))
+  end)
+
+  it("Box:retire returns an error when the record cannot be written", function()
+    if not mounted then pending("needs root to mount a tmpfs") return end
+    local box = assert(backend:acquire{ conversation = "c", key = "full" })
+    local rec = assert(backend:read_record(box.name))
+    assert.is_nil(rec.retired)
+    -- fill the disk; the control write below shows it is really full
+    H.sh("dd if=/dev/zero of=" .. H.q(env.workspace_root .. "/fill") .. " bs=64k 2>/dev/null")
+    local probe = io.open(env.workspace_root .. "/probe", "w")
+    local wrote = probe and probe:write(string.rep("x", 65536)) and probe:close()
+    os.remove(env.workspace_root .. "/probe")
+    assert.is_falsy(wrote, "control: the tmpfs is not full")
+    local ok, err = box:retire("test")
+    assert.is_nil(ok, "a retirement that was not recorded was reported as done")
+    assert.equal("sbx", err.kind)
+    assert.equal("io", err.reason)
+    assert.matches("other processes", err.message)
+    -- this process knows; the record on disk is the old one, whole
+    local _, uerr = box:usable()
+    assert.equal("retired", uerr.kind)
+    rec = assert(backend:read_record(box.name))
+    assert.is_nil(rec.retired)
+    -- with room again, the mark is written
+    H.sh("rm -f " .. H.q(env.workspace_root .. "/fill"))
+    assert.is_true(box:retire("test"))
+    assert.equal("test", backend:read_record(box.name).retired)
+    assert(box:dispose())
+  end)
+end)
