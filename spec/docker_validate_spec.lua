@@ -214,6 +214,31 @@ describe("sandstack.docker plan (no engine)", function()
     end
   end)
 
+  it("turns IPv6 off on every network, and IPv4 on explicitly where the API has EnableIPv4 (1.48+)", function()
+    for _, api in ipairs({ "1.41", "1.47", "1.48", "1.51" }) do
+      local p = assert(plan(full(), { api_version = api }))
+      for _, n in ipairs(p.networks) do
+        assert.is_false(n.body.EnableIPv6, api .. " " .. n.key)
+        if api == "1.48" or api == "1.51" then assert.is_true(n.body.EnableIPv4) else assert.is_nil(n.body.EnableIPv4) end
+      end
+    end
+  end)
+
+  it("names an unroutable DNS server for every container without egress, none for egress = allow", function()
+    local p = assert(plan(full()))
+    local seen = 0
+    for _, c in ipairs(p.containers) do
+      local dns = c.body.HostConfig.Dns
+      if c.egress then
+        assert.is_nil(dns, c.service)
+      else
+        seen = seen + 1
+        assert.same({ "192.0.2.53" }, dns, c.service)
+      end
+    end
+    assert.is_true(seen >= 3) -- sandbox, the egress = "none" sidecar, the forwarder
+  end)
+
   it("creates no egress network when no sidecar asks for one", function()
     local p = assert(plan(opts { services = { { name = "db", image = "x", egress = "none" } } }))
     assert.equal(2, #p.networks)

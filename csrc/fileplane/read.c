@@ -3,8 +3,8 @@
  * The final component is first opened with O_PATH, which never calls a driver's open and never
  * blocks on a FIFO. Only once fstat shows a regular file within the size cap is that same inode
  * reopened for reading through /proc/self/fd (a magic link to the open inode, not a path lookup
- * the guest can redirect). The read stops one byte past the cap, so a file that grows meanwhile
- * is refused rather than allocated. */
+ * the guest can redirect); without procfs the read is refused, never re-resolved. The read
+ * stops one byte past the cap, so a file that grows meanwhile is refused rather than allocated. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,24 +15,37 @@
 
 #include "fileplane/internal.h"
 
-/* A reading fd on the inode behind the O_PATH fd pfd (whose stat is st). */
-static int reopen(fp_plane *p, const fp_path *path, int pfd, const struct stat *st, ss_error *e) {
+/* A reading fd on the inode behind the O_PATH fd pfd (whose stat is st).
+ *
+ * /proc/self/fd/N is the only way to reopen an O_PATH descriptor without a new lookup: it is a
+ * magic link to the open file itself. Linux has no other form (openat(pfd, "", ...) does not
+ * take AT_EMPTY_PATH; open_by_handle_at needs CAP_DAC_READ_SEARCH and filesystem support), and
+ * opening the path again, as an older fallback did, lets a FIFO or device node swapped in after
+ * the check be opened, its driver's open run, before any comparison can refuse it (issue 11,
+ * item 10). So without procfs the plane refuses to read (io/no_procfs) rather than re-resolve.
+ * The inode comparison after the open stays as a guard against a /proc that is not procfs. */
+static int reopen(const fp_path *path, int pfd, const struct stat *st, ss_error *e) {
   char proc[64];
   snprintf(proc, sizeof proc, "/proc/self/fd/%d", pfd);
   int fd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd >= 0) return fd;
-  if (errno != ENOENT) {
-    fp_err_io(e, errno, "cannot open", path->rel);
+  if (fd < 0) {
+    int err = errno;
+    if (err != ENOENT && err != ENOTDIR) {
+      fp_err_io(e, err, "cannot open", path->rel);
+      return -1;
+    }
+    ss_error_set(e, "io", "no_procfs",
+                 "cannot read '%s': reading needs procfs mounted at /proc (/proc/self/fd reopens the checked file "
+                 "without a new path lookup), and it is not",
+                 path->rel);
+    ss_error_field_num(e, "errno", err);
+    ss_error_field_str(e, "path", path->rel);
     return -1;
   }
-  /* No procfs: open by path again (O_NONBLOCK: a FIFO swapped in cannot block) and insist on
-   * the same inode. */
-  fd = fp_open_final(p, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, e);
-  if (fd < 0) return -1;
   struct stat now;
   if (fstat(fd, &now) != 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
     close(fd);
-    fp_err_invalid(e, "changed", path->rel, "'%s' changed while it was opened", path->rel);
+    fp_err_invalid(e, "changed", path->rel, "'%s' reopened as another file: /proc is not procfs", path->rel);
     return -1;
   }
   return fd;
@@ -101,7 +114,7 @@ int fp_read(fp_plane *p, const char *gpath, size_t glen, char **out, size_t *n, 
   } else if ((unsigned long long)st.st_size > p->max_read) {
     fp_err_invalid(e, "too_large", path.rel, "'%s' is %lld bytes, over max_read (%zu)", path.rel, (long long)st.st_size,
                    p->max_read);
-  } else if ((fd = reopen(p, &path, pfd, &st, e)) >= 0) {
+  } else if ((fd = reopen(&path, pfd, &st, e)) >= 0) {
     rc = read_all(fd, (size_t)st.st_size, p->max_read, out, n, path.rel, e);
     close(fd);
   }

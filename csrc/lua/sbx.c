@@ -148,12 +148,24 @@ static int l_sbx_mkdir(lua_State *L) {
   return 1;
 }
 
-/* core.sbx_rmtree(path) -> true, or nil, err; never follows a link */
+/* core.sbx_rmtree(path) -> true (also when path does not exist), or nil, err: kind "sbx",
+ * reason "mount" (a mount point inside), "changing" (the tree kept changing under the walk) or
+ * "io", with errno. Never follows a link below path's parent (csrc/sbx/fsutil.c). */
 static int l_sbx_rmtree(lua_State *L) {
   const char *p = luaL_checkstring(L, 1);
-  if (ss_rmtree(p) != 0) return ss_return_error(L, "sbx", "io", "remove %s: %s", p, strerror(errno));
-  lua_pushboolean(L, 1);
-  return 1;
+  ss_rmtree_fail why;
+  if (ss_rmtree(p, &why) == 0) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  const char *reason = why.err == EXDEV ? "mount" : why.err == ENOTEMPTY ? "changing" : "io";
+  ss_error e;
+  ss_error_init(&e);
+  ss_error_set(&e, "sbx", reason, "remove %s: cannot %s '%s' (depth %zu below it): %s", p, why.step ? why.step : "remove",
+               why.name, why.depth, strerror(why.err));
+  ss_error_field_num(&e, "errno", why.err);
+  ss_error_field_str(&e, "path", p);
+  return ss_push_error(L, &e);
 }
 
 void sandstack_open_sbx(lua_State *L) {

@@ -250,6 +250,19 @@ static cJSON *container(const plan_ctx *p, const cJSON *hard, const char *servic
   return c;
 }
 
+/* The DNS server named to every container without egress. Docker's embedded resolver forwards
+ * a name it does not know to the container's DNS servers; a server taken from a host resolver on
+ * loopback is asked from the host's namespace (CVE-2024-29018, still so on 20.10), any other is
+ * asked from the container's own namespace. This address (TEST-NET-1, never routed) is not
+ * loopback and has no route from an internal network, so such a query dies inside the stack,
+ * while the names of the stack's services still resolve (the resolver answers those itself). */
+#define SS_NO_EGRESS_DNS "192.0.2.53"
+
+static void no_egress_dns(cJSON *hostcfg) {
+  const char *dns = SS_NO_EGRESS_DNS;
+  cJSON_AddItemToObject(hostcfg, "Dns", string_array(&dns, 1));
+}
+
 static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_svc *s) {
   cJSON *cfg = cJSON_CreateObject();
   const cJSON *spec = s->spec;
@@ -278,6 +291,7 @@ static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_s
   }
   cJSON *hostcfg = cJSON_CreateObject();
   cJSON_AddItemToObject(hostcfg, "Mounts", mounts_of(p, s));
+  if (!s->egress_allow) no_egress_dns(hostcfg);
   const char *nets[2] = {p->net_sbx, p->net_egress};
   const char *aliases[2] = {s->name, NULL};
   cJSON *c = container(p, hard, s->name, s->is_sandbox ? "sandbox" : "sidecar", s->image, cfg,
@@ -316,6 +330,7 @@ static cJSON *forwarder_container(const plan_ctx *p, const cJSON *hard) {
   cJSON_AddItemToObject(pb, port, binds);
   cJSON_AddItemToObject(hostcfg, "PortBindings", pb);
   cJSON_AddItemToObject(hostcfg, "Mounts", cJSON_CreateArray());
+  no_egress_dns(hostcfg); /* it needs no name but the sandbox's */
   /* created on -pub (which carries the published port), -sbx connected before start */
   const char *nets[2] = {p->net_pub, p->net_sbx};
   const char *aliases[2] = {NULL, m->forwarder_name};
@@ -341,6 +356,10 @@ static cJSON *network(const plan_ctx *p, const char *key, const char *name, int 
   cJSON_AddStringToObject(b, "Name", name);
   cJSON_AddStringToObject(b, "Driver", driver);
   cJSON_AddBoolToObject(b, "Internal", internal);
+  /* inhibit_ipv4 and the isolation checks cover IPv4 only: a daemon that turns IPv6 on for new
+   * networks ("ipv6": true, Engine 27+) must not give the stack a v6 path to the host. */
+  cJSON_AddBoolToObject(b, "EnableIPv6", 0);
+  if (p->api >= 148) cJSON_AddBoolToObject(b, "EnableIPv4", 1);
   cJSON *o = user_opts ? cJSON_Duplicate(user_opts, 1) : cJSON_CreateObject();
   if (strcmp(driver, "bridge") == 0) {
     if (strcmp(key, "sbx") == 0 && internal) {

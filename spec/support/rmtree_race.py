@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Trees and a racing "guest" for spec/sbx_rmtree_spec.lua (issue 11, item 3).
+
+    rmtree_race.py build ROOT OUTSIDE   ROOT/d0..d9/{f0..f19, s0..s4/f0..f19}, and OUTSIDE with
+                                        the same names one level up (s0..s4/f0..f19, f0..f19),
+                                        so a removal that goes through a link named dN deletes
+                                        OUTSIDE's file of the same name
+    rmtree_race.py race ROOT OUTSIDE SECONDS READY
+                                        until SECONDS pass (or the spec kills it): swaps every
+                                        directory dN and dN/sM with a symlink to OUTSIDE (or
+                                        OUTSIDE/sM), all of them, then all back (renameat2
+                                        RENAME_EXCHANGE), with now and then the non-atomic
+                                        rename/symlink/unlink/rename cycle, and moves dN/s0
+                                        under another dM and back; touches READY after the
+                                        first pass.
+                                        Every error is ignored: the tree vanishes under it.
+    rmtree_race.py move A B SECONDS READY
+                                        moves the directory A to B and back (recreating their
+                                        parents when the removal took them) until SECONDS
+                                        pass: a walk inside it climbs to an unexpected "..";
+                                        touches READY after the first move.
+    rmtree_race.py deep ROOT LEVELS     ROOT/d/d/.../d (LEVELS directories, far past PATH_MAX)
+                                        with a file at the bottom and every 100 levels, made
+                                        with mkdir/open relative to a directory fd.
+"""
+import ctypes
+import os
+import sys
+import time
+
+RENAME_EXCHANGE = 2
+AT_FDCWD = -100
+
+libc = ctypes.CDLL(None, use_errno=True)
+renameat2 = libc.renameat2
+renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+
+
+def build(root, outside):
+    for top in (root, outside):
+        os.makedirs(top, exist_ok=True)
+    for base in [os.path.join(root, "d%d" % i) for i in range(10)] + [outside]:
+        for s in range(5):
+            sub = os.path.join(base, "s%d" % s)
+            os.makedirs(sub, exist_ok=True)
+            for f in range(20):
+                with open(os.path.join(sub, "f%d" % f), "w") as fh:
+                    fh.write("x")
+        for f in range(20):
+            with open(os.path.join(base, "f%d" % f), "w") as fh:
+                fh.write("x")
+
+
+def quiet(fn, *args):
+    try:
+        fn(*args)
+    except OSError:
+        pass
+
+
+def race(root, outside, seconds, ready):
+    dirs = []
+    for i in range(10):
+        d = os.path.join(root, "d%d" % i)
+        dirs.append(d)
+        dirs.extend(os.path.join(d, "s%d" % s) for s in range(5))
+    # the link for dN points at OUTSIDE, for dN/sM at OUTSIDE/sM: the names below line up
+    pairs = [(d.encode(), (outside if os.path.dirname(d) == root else os.path.join(outside, os.path.basename(d))))
+             for d in dirs]
+    end = time.monotonic() + seconds
+    first = True
+    while time.monotonic() < end and os.path.isdir(root):
+        # every directory becomes the link at once, and stays so while the others swap: about
+        # half of the time each name leads outside
+        for d, target in pairs:
+            quiet(os.symlink, target, d + b".l")
+            renameat2(AT_FDCWD, d, AT_FDCWD, d + b".l", RENAME_EXCHANGE)
+        for d, _ in pairs:
+            renameat2(AT_FDCWD, d, AT_FDCWD, d + b".l", RENAME_EXCHANGE)
+        for d, target in pairs[::7]:
+            # and now and then the non-atomic cycle: no d at all, a link named d, the directory
+            tmp = d + b".t"
+            quiet(os.rename, d, tmp)
+            quiet(os.symlink, target, d)
+            quiet(os.unlink, d)
+            quiet(os.rename, tmp, d)
+        for i in range(10):
+            # a directory moved to another parent and back: a walk inside it finds another ".."
+            a = os.path.join(root, "d%d" % i, "s0").encode()
+            b = os.path.join(root, "d%d" % ((i + 1) % 10), "s0.mv").encode()
+            quiet(os.rename, a, b)
+            quiet(os.rename, b, a)
+        if first:
+            open(ready, "w").close()
+            first = False
+
+
+def move(a, b, seconds, ready):
+    end = time.monotonic() + seconds
+    first = True
+    while time.monotonic() < end:
+        for _ in range(100):
+            for d in (os.path.dirname(a), os.path.dirname(b)):
+                quiet(os.mkdir, d)
+            quiet(os.rename, a, b)
+            quiet(os.rename, b, a)
+        if first:
+            open(ready, "w").close()
+            first = False
+
+
+def deep(root, levels):
+    os.makedirs(root, exist_ok=True)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    for i in range(levels):
+        if i % 100 == 0:
+            os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+        os.mkdir("d", dir_fd=fd)
+        nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+    os.close(os.open("leaf", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+    os.close(fd)
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "build":
+        build(sys.argv[2], sys.argv[3])
+    elif cmd == "race":
+        race(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5])
+    elif cmd == "move":
+        move(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5])
+    elif cmd == "deep":
+        deep(sys.argv[2], int(sys.argv[3]))
+    else:
+        sys.exit("rmtree_race.py: unknown command " + cmd)
+
+
+if __name__ == "__main__":
+    main()
