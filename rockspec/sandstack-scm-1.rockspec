@@ -13,7 +13,7 @@ sandstack.sbx drives Docker's sbx CLI with host checks, egress allowlists, a bou
 wrapper and a symlink-proof workspace file plane.]],
   license = "MIT",
 }
--- LuaSocket is optional at run time (sub-second sleeps in the executor; `sandstack conform`'s
+-- LuaSocket is optional at run time (`sandstack conform`'s
 -- host listener); the readiness probe is in the C core. Debian: lua-socket. It is not listed
 -- as a rock dependency so that `luarocks make` stays offline with the distribution's package.
 dependencies = { "lua >= 5.1" }

@@ -5,6 +5,7 @@ local E = require "sandstack.error"
 local store = require "sandstack.store"
 local A = require "sandstack.docker.apply"
 local batch = require "sandstack.docker.batch"
+local isolation = require "sandstack.docker.isolation"
 
 local M = {}
 local Stack = {}
@@ -174,20 +175,44 @@ function Stack:status()
   return out
 end
 
--- Copies capture_path out of the sandbox into dir (a tar from the engine, unpacked there).
-function Stack:capture(dir)
-  if type(dir) ~= "string" then error("capture: dir must be a string", 2) end
+-- Copies capture_path out of the sandbox into dir, a directory it makes fresh (0700): the
+-- engine's tar is downloaded into dir and unpacked by the C core's safe extractor
+-- (csrc/capture), which writes regular files and directories only and reports the rest.
+-- Returns true and the list of skipped members ({ name =, type =, reason = }), or nil, err;
+-- on failure dir is removed again.
+local CAPTURE_KEYS = { max_bytes = true, max_entries = true, timeout = true }
+function Stack:capture(dir, opts)
+  if type(dir) ~= "string" or dir == "" then error("capture: dir must be a non-empty string", 2) end
+  if opts ~= nil and type(opts) ~= "table" then error("capture: options must be a table", 2) end
+  opts = opts or {}
+  for k, v in pairs(opts) do
+    if not CAPTURE_KEYS[k] then error("capture: unknown option '" .. tostring(k) .. "'", 2) end
+    if type(v) ~= "number" or v < 0 or (k ~= "timeout" and v ~= math.floor(v)) then
+      error("capture: option '" .. k .. "' must be a number >= 0" .. (k ~= "timeout" and " (whole)" or ""), 2)
+    end
+  end
   local path = self.plan.capture_path
   if not path then return E.fail("invalid", "no_capture_path", "this stack has no capture_path") end
-  local name = self.plan.project .. "-" .. self.plan.sandbox
-  local tarfile = dir .. "/.sandstack-capture.tar"
-  os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
-  local ok, err = self.eng:download("/containers/" .. name .. "/archive", tarfile, { query = { path = path } })
+  local max_bytes = opts.max_bytes or 1024 * 1024 * 1024
+  local max_entries = opts.max_entries or 100000
+  local ok, err = core.capture_mkdir(dir)
   if not ok then return nil, err end
-  local q = function(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-  local rc = os.execute("tar -xf " .. q(tarfile) .. " -C " .. q(dir) .. " && rm -f " .. q(tarfile))
-  if rc ~= true and rc ~= 0 then return E.fail("invalid", "untar", "could not unpack the capture into " .. dir) end
-  return true
+  -- The archive is bounded too: contents plus, per member, a header, padding and room for a
+  -- pax or long-name header; the extractor's own caps are the exact ones.
+  local tarname = ".sandstack-capture-" .. core.random_hex(8) .. ".tar"
+  local name = self.plan.project .. "-" .. self.plan.sandbox
+  ok, err = self.eng:download("/containers/" .. name .. "/archive", dir .. "/" .. tarname, {
+    query = { path = path }, timeout = opts.timeout,
+    max_bytes = max_bytes + (max_entries + 2) * 8192,
+  })
+  if not ok then
+    core.capture_remove(dir)
+    return nil, err
+  end
+  local report
+  report, err = core.capture_extract(dir, tarname, { max_bytes = max_bytes, max_entries = max_entries })
+  if not report then return nil, err end
+  return true, report.skipped
 end
 
 -- Removes containers, networks and volumes of this project; calling it again is harmless.
@@ -261,6 +286,7 @@ function M.start(session_key, opts)
   A.stamp(run)
   local steps = {
     function() return A.ensure_images(run) end,
+    function() return isolation.verify(run, function() return A.fresh_subnet(run) end) end,
     function() return A.create_networks_and_volumes(run) end,
     function() return A.create_containers(run) end,
     function() return A.start_services(run, plan.containers) end,

@@ -90,11 +90,17 @@ function A.used_subnets(eng)
 end
 
 local function pick_subnet(run, used)
-  local core = require "sandstack.core"
   local seed = tonumber(core.random_hex(3), 16)
   local s, err = core.stack_pick_subnet(run.plan.subnet_pool, used, seed, 28)
   if s then used[#used + 1] = s end
   return s, err
+end
+
+-- A fresh /28 of subnet_pool that no network of the engine uses now.
+function A.fresh_subnet(run)
+  local used, err = A.used_subnets(run.eng)
+  if not used then return nil, err end
+  return pick_subnet(run, used)
 end
 
 -- Networks and volumes: one parallel batch. With subnet_pool, each network gets a /28 of the
