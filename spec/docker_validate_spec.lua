@@ -224,19 +224,22 @@ describe("sandstack.docker plan (no engine)", function()
     end
   end)
 
-  it("names an unroutable DNS server for every container without egress, none for egress = allow", function()
+  it("names an unroutable DNS server for the internal network's containers only", function()
     local p = assert(plan(full()))
     local seen = 0
     for _, c in ipairs(p.containers) do
       local dns = c.body.HostConfig.Dns
-      if c.egress then
+      if c.egress or c.service == "forwarder" then
         assert.is_nil(dns, c.service)
       else
         seen = seen + 1
-        assert.same({ "192.0.2.53" }, dns, c.service)
+        assert.same({ "203.0.113.53" }, dns, c.service)
       end
     end
-    assert.is_true(seen >= 3) -- sandbox, the egress = "none" sidecar, the forwarder
+    assert.equal(2, seen) -- the sandbox and the egress = "none" sidecar
+    -- a sandbox network the user opened to the internet keeps the engine's resolvers
+    p = assert(plan(opts { network = { internal = false } }))
+    for _, c in ipairs(p.containers) do assert.is_nil(c.body.HostConfig.Dns, c.service) end
   end)
 
   it("creates no egress network when no sidecar asks for one", function()

@@ -1,4 +1,102 @@
-/* Binding for the capture reader (csrc/capture): placeholder until it lands. */
+/* Lua binding of the capture (csrc/capture), used by Stack:capture:
+ *   core.capture_mkdir(dir)                      -> true | nil, err ("invalid"/"exists" if it exists)
+ *   core.capture_extract(dir, archive_name, {max_bytes =, max_entries =})
+ *       -> { skipped = { {name =, type =, reason =}, ... }, files =, dirs =, bytes =, entries = }
+ *        | nil, err (dir is then removed with everything in it)
+ *   core.capture_remove(dir)                     -> true | nil, err
+ * archive_name is a plain name inside dir (the engine client's download); it is unlinked before
+ * anything is written. */
+#include <math.h>
+#include <string.h>
+
+#include "capture/capture.h"
 #include "lua/binding.h"
 
-void sandstack_open_capture(lua_State *L) { (void)L; }
+static uint64_t opt_count(lua_State *L, int idx, const char *key, uint64_t def) {
+  double v = ss_opt_number(L, idx, key, (double)def);
+  if (!(v >= 0 && v <= 9007199254740992.0) || floor(v) != v)
+    luaL_error(L, "capture_extract: option '%s' must be a whole number >= 0", key);
+  return (uint64_t)v;
+}
+
+static int l_mkdir(lua_State *L) {
+  const char *dir = luaL_checkstring(L, 1);
+  ss_error e;
+  ss_error_init(&e);
+  if (cap_fresh_dir(dir, &e) != 0) return ss_push_error(L, &e);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_remove(lua_State *L) {
+  const char *dir = luaL_checkstring(L, 1);
+  ss_error e;
+  ss_error_init(&e);
+  if (cap_remove_dir(dir, &e) != 0) return ss_push_error(L, &e);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static void set_count(lua_State *L, const char *key, uint64_t v) {
+  lua_pushinteger(L, (lua_Integer)v);
+  lua_setfield(L, -2, key);
+}
+
+#define CAP_RESULT_MT "sandstack.capture.result"
+
+/* The C report lives in a userdata while its Lua copy is built, so that an out-of-memory error
+ * raised meanwhile still frees it (through __gc). */
+static int result_gc(lua_State *L) {
+  cap_result_free(luaL_checkudata(L, 1, CAP_RESULT_MT));
+  return 0;
+}
+
+static int l_extract(lua_State *L) {
+  static const char *const keys[] = {"max_bytes", "max_entries", NULL};
+  const char *dir = luaL_checkstring(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  ss_check_keys(L, 3, keys, "capture_extract");
+  cap_options o = {opt_count(L, 3, "max_bytes", CAP_DEFAULT_MAX_BYTES),
+                   opt_count(L, 3, "max_entries", CAP_DEFAULT_MAX_ENTRIES)};
+  cap_result *res = ss_newuserdata(L, sizeof *res);
+  memset(res, 0, sizeof *res);
+  luaL_getmetatable(L, CAP_RESULT_MT);
+  lua_setmetatable(L, -2);
+  ss_error e;
+  ss_error_init(&e);
+  if (cap_extract_archive(dir, name, &o, res, &e) != 0) {
+    cap_result_free(res);
+    return ss_push_error(L, &e);
+  }
+  lua_createtable(L, 0, 5);
+  lua_createtable(L, (int)res->nskipped, 0);
+  for (size_t i = 0; i < res->nskipped; i++) {
+    lua_createtable(L, 0, 3);
+    lua_pushlstring(L, res->skipped[i].name, res->skipped[i].len);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, res->skipped[i].type);
+    lua_setfield(L, -2, "type");
+    lua_pushstring(L, res->skipped[i].reason);
+    lua_setfield(L, -2, "reason");
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  lua_setfield(L, -2, "skipped");
+  set_count(L, "files", res->files);
+  set_count(L, "dirs", res->dirs);
+  set_count(L, "bytes", res->bytes);
+  set_count(L, "entries", res->entries);
+  cap_result_free(res);
+  return 1;
+}
+
+void sandstack_open_capture(lua_State *L) {
+  static const luaL_Reg none[] = {{NULL, NULL}};
+  ss_define_class(L, CAP_RESULT_MT, none, result_gc);
+  static const luaL_Reg fns[] = {
+      {"capture_mkdir", l_mkdir},
+      {"capture_extract", l_extract},
+      {"capture_remove", l_remove},
+      {NULL, NULL},
+  };
+  luaL_setfuncs(L, fns, 0);
+}

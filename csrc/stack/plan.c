@@ -250,13 +250,16 @@ static cJSON *container(const plan_ctx *p, const cJSON *hard, const char *servic
   return c;
 }
 
-/* The DNS server named to every container without egress. Docker's embedded resolver forwards
- * a name it does not know to the container's DNS servers; a server taken from a host resolver on
- * loopback is asked from the host's namespace (CVE-2024-29018, still so on 20.10), any other is
- * asked from the container's own namespace. This address (TEST-NET-1, never routed) is not
- * loopback and has no route from an internal network, so such a query dies inside the stack,
- * while the names of the stack's services still resolve (the resolver answers those itself). */
-#define SS_NO_EGRESS_DNS "192.0.2.53"
+/* The DNS server named to every container of the internal network (the sandbox and the egress =
+ * "none" sidecars). Docker's embedded resolver forwards a name it does not know to the
+ * container's DNS servers: one taken from a host resolver on loopback is asked from the host's
+ * namespace (CVE-2024-29018, still so on 20.10), any other from the container's own namespace.
+ * This one is not loopback, and the internal network has no route to it (no default route from
+ * Engine 26; on 20.10 one via a gateway address nobody holds), so the query dies inside the
+ * stack, while the stack's own names still resolve (the resolver answers those itself). The
+ * address is TEST-NET-3 (RFC 5737), which no real resolver uses. The forwarder keeps the
+ * engine's resolvers: it is not the guest's, and it sits on a network that has a route out. */
+#define SS_NO_EGRESS_DNS "203.0.113.53"
 
 static void no_egress_dns(cJSON *hostcfg) {
   const char *dns = SS_NO_EGRESS_DNS;
@@ -291,7 +294,7 @@ static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_s
   }
   cJSON *hostcfg = cJSON_CreateObject();
   cJSON_AddItemToObject(hostcfg, "Mounts", mounts_of(p, s));
-  if (!s->egress_allow) no_egress_dns(hostcfg);
+  if (!s->egress_allow && p->m->internal) no_egress_dns(hostcfg);
   const char *nets[2] = {p->net_sbx, p->net_egress};
   const char *aliases[2] = {s->name, NULL};
   cJSON *c = container(p, hard, s->name, s->is_sandbox ? "sandbox" : "sidecar", s->image, cfg,
@@ -330,7 +333,6 @@ static cJSON *forwarder_container(const plan_ctx *p, const cJSON *hard) {
   cJSON_AddItemToObject(pb, port, binds);
   cJSON_AddItemToObject(hostcfg, "PortBindings", pb);
   cJSON_AddItemToObject(hostcfg, "Mounts", cJSON_CreateArray());
-  no_egress_dns(hostcfg); /* it needs no name but the sandbox's */
   /* created on -pub (which carries the published port), -sbx connected before start */
   const char *nets[2] = {p->net_pub, p->net_sbx};
   const char *aliases[2] = {NULL, m->forwarder_name};

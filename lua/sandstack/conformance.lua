@@ -8,7 +8,7 @@ local core = require "sandstack.core"
 
 local M = {}
 
-M.STANDIN_ADDR = "198.51.100.2"
+M.STANDIN_ADDR = require("sandstack.standin").ADDR
 M.STANDIN_PORT = 8099
 
 local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
@@ -72,27 +72,13 @@ function M.is_root()
   return id == "0"
 end
 
-local function script_dir()
-  local src = debug.getinfo(1, "S").source:gsub("^@", "")
-  return src:match("^(.*)/lua/sandstack/conformance%.lua$") or "."
-end
-
--- The "internet" stand-in (spec/support/inet_standin.sh): a netns answering only NATed traffic.
+-- The "internet" stand-in (sandstack.standin): a netns answering only NATed traffic. It ships in
+-- the module, so conform from an installed rock runs every probe.
 function M.standin_up(name)
-  local script = os.getenv("SANDSTACK_STANDIN") or (script_dir() .. "/spec/support/inet_standin.sh")
-  local f = io.open(script, "r")
-  if not f then return nil, "no stand-in script at " .. script end
-  f:close()
-  local p = io.popen(("bash %s up %s %d 2>&1"):format(sh_quote(script), sh_quote(name), M.STANDIN_PORT))
-  local out = p:read("*a")
-  local ok = p:close()
-  if not ok or not out:find(M.STANDIN_ADDR, 1, true) then
-    os.execute(("bash %s down %s >/dev/null 2>&1"):format(sh_quote(script), sh_quote(name)))
-    return nil, out
-  end
-  return function()
-    os.execute(("bash %s down %s >/dev/null 2>&1"):format(sh_quote(script), sh_quote(name)))
-  end
+  local standin = require "sandstack.standin"
+  local addr, err = standin.up(name, M.STANDIN_PORT)
+  if not addr then return nil, err end
+  return function() standin.down(name) end
 end
 
 -- The sbx network's gateway address (held by the host on engines without inhibit_ipv4).
@@ -161,6 +147,54 @@ function M.stack_opts(opts)
   }
 end
 
+-- Every IPv4 address a container has, on any network.
+function M.own_addresses(eng, container)
+  local info = eng:call("GET", "/containers/" .. container .. "/json")
+  local out = {}
+  for _, n in pairs(info and info.NetworkSettings and info.NetworkSettings.Networks or {}) do
+    if n.IPAddress and n.IPAddress ~= "" then out[n.IPAddress] = true end
+  end
+  return out
+end
+
+-- A TCP connect from this process (the engine's host side), bounded.
+function M.host_can_connect(addr, port)
+  local socket = require "socket"
+  local c = socket.tcp()
+  c:settimeout(2)
+  local ok = c:connect(addr, port)
+  c:close()
+  return ok ~= nil
+end
+
+local function in_subnet(addr, subnet)
+  local function n(a)
+    local w, x, y, z = a:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)")
+    return w and ((tonumber(w) * 256 + tonumber(x)) * 256 + tonumber(y)) * 256 + tonumber(z)
+  end
+  local base, bits = (subnet or ""):match("^([%d%.]+)/(%d+)$")
+  if not base or not n(addr) then return false end
+  local size = 2 ^ (32 - tonumber(bits))
+  return math.floor(n(addr) / size) == math.floor(n(base) / size)
+end
+
+-- One reachability attack that cannot pass vacuously: the target must not be the prober's own
+-- address, and the control (a function) must reach it first, or the probe would prove nothing.
+local function attack(t, eng, name, prober, target, port, control, control_name)
+  local own = M.own_addresses(eng, prober)
+  if own[target] then
+    t.result(false, name, ("the target %s is the probing container's own address"):format(target))
+    return
+  end
+  if not control() then
+    t.result(false, name, ("control: %s cannot reach %s:%d either, so the probe would see nothing")
+      :format(control_name, target, port))
+    return
+  end
+  local reach = M.reached(eng, prober, { { target, port } }) or { "exec failed" }
+  t.result(#reach == 0, name, table.concat(reach, " "))
+end
+
 local function probes(t, eng, stack, opts)
   local p = stack.project
   local sandbox, db, relay, fw = p .. "-sandbox", p .. "-db", p .. "-relay", p .. "-forwarder"
@@ -170,46 +204,65 @@ local function probes(t, eng, stack, opts)
   t.result(ok, "three concurrent requests through the forwarder, one a chunked stream held 3 s, all complete", out)
 
   local srv, lport = M.host_listener()
-  local gw = M.network_gateway(eng, p .. "-sbx")
-  local reach = gw and M.reached(eng, sandbox, { { gw, lport } }) or {}
-  t.result(gw and #reach == 0, ("sandbox: a host listener on 0.0.0.0 is unreachable on the sbx gateway %s"):format(tostring(gw)))
-  local targets, docker0 = {}, nil
-  for _, a in ipairs(M.host_addresses()) do
-    if a.ifname == "docker0" then docker0 = a.addr
-    elseif a.addr ~= gw then targets[#targets + 1] = { a.addr, lport } end
-  end
-  reach = M.reached(eng, sandbox, targets) or { "exec failed" }
-  t.result(#targets > 0 and #reach == 0, ("sandbox: the host listener is unreachable on the host's other %d addresses"):format(#targets),
-    table.concat(reach, " "))
-  if docker0 then
-    reach = M.reached(eng, sandbox, { { docker0, lport } }) or { "exec failed" }
-    t.result(#reach == 0, "sandbox: the host listener is unreachable on docker0 " .. docker0)
+  -- the engine host's own addresses, each a target only once the egress sidecar reaches it
+  local gw, sbxnet = M.network_gateway(eng, p .. "-sbx")
+  local subnet = sbxnet and sbxnet.IPAM and sbxnet.IPAM.Config and sbxnet.IPAM.Config[1] and sbxnet.IPAM.Config[1].Subnet
+  local on_sbx = {}
+  local hosts = M.host_addresses()
+  for _, a in ipairs(hosts) do if in_subnet(a.addr, subnet) then on_sbx[#on_sbx + 1] = a.addr end end
+  t.result(#hosts > 0 and #on_sbx == 0, ("the engine host holds no address on the sandbox network %s"):format(tostring(subnet)),
+    table.concat(on_sbx, " "))
+  -- the gateway address the engine reports: the host's on engines that keep it, else nobody's,
+  -- or (Engine 28 with inhibit_ipv4) a container's, which the probe must not mistake for the host
+  local holder
+  for _, c in ipairs({ sandbox, db, relay, fw }) do if gw and M.own_addresses(eng, c)[gw] then holder = c end end
+  if holder then
+    t.skip("sandbox: the sbx gateway " .. gw, "that address belongs to " .. holder .. ", not to the host")
+  elseif gw then
+    local reach = M.reached(eng, sandbox, { { gw, lport } }) or { "exec failed" }
+    t.result(#reach == 0, ("sandbox: a host listener on 0.0.0.0 is unreachable on the sbx gateway %s"):format(gw))
   else
-    t.skip("sandbox: docker0", "no docker0 on this host")
+    t.result(false, "sandbox: the sbx gateway", "the engine reports no subnet for the sandbox network")
   end
-  -- the control: the same listener is reachable from a container with egress, so the probe sees
-  local egw = M.network_gateway(eng, p .. "-egress")
-  reach = egw and M.reached(eng, relay, { { egw, lport } }) or {}
-  t.result(#reach == 1, "control: the egress sidecar does reach the host listener (the probe can see a reachable host)")
+  local controlled, missed = 0, {}
+  for _, a in ipairs(hosts) do
+    if not in_subnet(a.addr, subnet) then
+      if #(M.reached(eng, relay, { { a.addr, lport } }) or {}) == 1 then
+        controlled = controlled + 1
+        attack(t, eng, ("sandbox: the host listener is unreachable on %s %s"):format(a.ifname, a.addr), sandbox,
+          a.addr, lport, function() return true end, "the egress sidecar")
+      else
+        missed[#missed + 1] = a.ifname .. " " .. a.addr
+      end
+    end
+  end
+  t.result(controlled > 0, ("control: the egress sidecar reaches the host listener on %d of the host's addresses"):format(controlled),
+    "not reached by the control: " .. table.concat(missed, ", "))
+  if #missed > 0 then t.diag("host addresses the egress sidecar cannot reach either (not probed): " .. table.concat(missed, ", ")) end
   srv:close()
 
   local relay_egress_ip = M.container_ip(eng, relay, p .. "-egress")
-  reach = relay_egress_ip and M.reached(eng, sandbox, { { relay_egress_ip, 3128 } }) or { "no ip" }
-  t.result(relay_egress_ip and #reach == 0, "sandbox: a container on another network (the relay's egress address) is unreachable")
+  attack(t, eng, "sandbox: a container on another network (the relay's egress address) is unreachable", sandbox,
+    relay_egress_ip or "none", 3128, function() return relay_egress_ip and M.host_can_connect(relay_egress_ip, 3128) end,
+    "the engine host")
   local fw_pub_ip = M.container_ip(eng, fw, p .. "-pub")
-  reach = fw_pub_ip and M.reached(eng, sandbox, { { fw_pub_ip, 8080 } }) or { "no ip" }
-  t.result(fw_pub_ip and #reach == 0, "sandbox: the forwarder's address on the -pub network is unreachable")
-  reach = M.reached(eng, sandbox, { { "db", 5432 }, { "relay", 3128 }, { "forwarder", 8080 } }) or {}
+  attack(t, eng, "sandbox: the forwarder's address on the -pub network is unreachable", sandbox, fw_pub_ip or "none", 8080,
+    function() return fw_pub_ip and M.host_can_connect(fw_pub_ip, 8080) end, "the engine host")
+  local reach = M.reached(eng, sandbox, { { "db", 5432 }, { "relay", 3128 }, { "forwarder", 8080 } }) or {}
   t.result(#reach == 3, "sandbox: service names on the sandbox network resolve and answer", table.concat(reach, " "))
 
   if opts.standin_ok then
     local sa, sp = M.STANDIN_ADDR, M.STANDIN_PORT
-    t.result(#(M.reached(eng, sandbox, { { sa, sp } }) or { "x" }) == 0, "sandbox: the internet stand-in is unreachable")
-    t.result(M.can_connect(eng, relay, sa, sp) == true, "egress = allow sidecar: the internet stand-in is reachable")
-    t.result(M.can_connect(eng, db, sa, sp) == false, "egress = none sidecar: the internet stand-in is unreachable")
-    t.result(M.can_connect(eng, fw, sa, sp, { tool = "socat" }) == false, "forwarder: the internet stand-in is unreachable")
+    local relay_reaches = M.can_connect(eng, relay, sa, sp) == true
+    t.result(relay_reaches, "control: the egress = allow sidecar reaches the internet stand-in")
+    attack(t, eng, "sandbox: the internet stand-in is unreachable", sandbox, sa, sp, function() return relay_reaches end,
+      "the egress sidecar")
+    attack(t, eng, "egress = none sidecar: the internet stand-in is unreachable", db, sa, sp,
+      function() return relay_reaches end, "the egress sidecar")
+    local fw_reaches = M.can_connect(eng, fw, sa, sp, { tool = "socat" })
+    t.result(relay_reaches and fw_reaches == false, "forwarder: the internet stand-in is unreachable")
   else
-    for _, n in ipairs { "sandbox", "egress = allow sidecar", "egress = none sidecar", "forwarder" } do
+    for _, n in ipairs { "egress = allow sidecar", "sandbox", "egress = none sidecar", "forwarder" } do
       t.skip(n .. ": internet stand-in", opts.standin_why or "needs root and iproute2")
     end
   end
