@@ -162,8 +162,18 @@ describe("sandstack.docker live #docker", function()
     f:close()
     os.execute("rm -rf " .. dir)
 
-    local st = assert(stack:status())
-    assert.equal("healthy", st.services.db.health)
+    -- sandstack's own probe found db ready already; the engine's healthcheck reports it after
+    -- its first interval (0.5 s). Wait for the engine's word, and accept no other on the way.
+    local st, seen = nil, {}
+    local deadline = core.engine_clock() + 30
+    repeat
+      st = assert(stack:status())
+      seen[#seen + 1] = st.services.db.health
+      if st.services.db.health == "healthy" then break end
+      assert.equal("starting", st.services.db.health, table.concat(seen, " "))
+      core.sleep(0.1)
+    until core.engine_clock() > deadline
+    assert.equal("healthy", st.services.db.health, table.concat(seen, " "))
     assert.equal("running", st.services.forwarder.state)
 
     local p1 = stack.port

@@ -295,7 +295,8 @@ function M.run(opts)
     return false, t.results
   end
   local v = eng:version() or {}
-  t.diag(("engine %s, API %s"):format(tostring(v.Version), tostring(eng.api_version)))
+  local _, _, desc = require("sandstack.docker.isolation").describe(v)
+  t.diag(("engine %s, negotiated API %s"):format(desc, tostring(eng.api_version)))
   local o = {}
   for k, x in pairs(opts) do o[k] = x end
   o.project = (opts.project_prefix or "sandstack-conform-") .. core.random_hex(4)
@@ -307,6 +308,16 @@ function M.run(opts)
   local stack
   stack, err = sandstack.docker.start(o.project, M.stack_opts(o))
   t.result(stack ~= nil, "the reference stack comes up", err)
+  if stack then
+    local net = eng:call("GET", "/networks/" .. o.project .. "-sbx") or {}
+    local found = {}
+    for _, k in ipairs { "inhibit_ipv4", "gateway_mode_ipv4", "enable_ip_masquerade" } do
+      local val = (net.Options or {})["com.docker.network.bridge." .. k]
+      if val then found[#found + 1] = k .. "=" .. val end
+    end
+    t.diag(("isolation: Internal=%s, %s, IPv6 %s"):format(tostring(net.Internal), table.concat(found, ", "),
+      net.EnableIPv6 and "on" or "off"))
+  end
   if stack then
     local okp, perr = pcall(probes, t, eng, stack, o)
     if not okp then t.result(false, "the probes ran to the end", perr) end

@@ -147,9 +147,7 @@ function M.verify(run, pick_subnet)
   end
   cleanup()
   verified[key] = true
-  if run.on_event then
-    pcall(run.on_event, { phase = "isolation_verified", project = plan.project, engine = desc, probed = targets })
-  end
+  require("sandstack.docker.apply").emit(run, "isolation_verified", nil, { engine = desc, probed = targets })
   return true
 end
 
