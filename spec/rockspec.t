@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The rockspec builds and installs offline with Debian's luarocks, and the installed module and
-# CLI load from that tree (Lua 5.4).
-echo "1..3"
+# CLI load from that tree (Lua 5.4); `sandstack conform` from it runs every probe, the outside
+# stand-in included, with no file of the source tree (run from /, the source copy removed).
+echo "1..4"
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree=$(mktemp -d /tmp/sandstack-rocktree.XXXXXX)
 src=$(mktemp -d /tmp/sandstack-rocksrc.XXXXXX)
@@ -22,3 +23,15 @@ else echo "not ok 2 - installed module does not load: $v"; fi
 if [ -x "$tree/bin/sandstack" ] && (cd / && "$tree/bin/sandstack" --help) >/dev/null 2>&1; then
   echo "ok 3 - installed sandstack CLI runs"
 else echo "not ok 3 - installed sandstack CLI missing or failing"; fi
+rm -rf "$src"
+if [ "$(id -u)" = 0 ] && curl -sf --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/dev/null 2>&1; then
+  out=$(cd / && "$tree/bin/sandstack" conform 2>&1)
+  rc=$?
+  if [ "$rc" = 0 ] && ! grep -q "SKIP" <<<"$out" && grep -q "stand-in" <<<"$out" && grep -q "^# engine " <<<"$out"; then
+    echo "ok 4 - installed sandstack conform runs every probe ($(grep -c '^ok' <<<"$out") passed, none skipped)"
+  else
+    echo "not ok 4 - installed sandstack conform (exit $rc)"; sed 's/^/# /' <<<"$out" | tail -30
+  fi
+else
+  echo "ok 4 - installed sandstack conform # SKIP needs root and a Docker engine"
+fi
