@@ -1,15 +1,44 @@
 -- box:exec through the wrapper, in a simulator sandbox (a real container) or a real sbx:
--- byte-exact separate streams, exit codes, cwd, env, timeouts that kill the process group,
--- cancel before start, output caps, a sibling that keeps running, idle stop.
+-- byte-exact separate streams, exit codes, cwd, env, timeouts that kill the process group
+-- (checked in the container itself), cancel before start, output caps, a sibling that keeps
+-- running, idle stop, secrets kept off host command lines. Every case runs once per simulator
+-- template (Debian with dash as /bin/sh, and busybox); a real sbx has one.
 local core = require "sandstack.core"
 local sbx = require "sandstack.sbx"
 local H = require "sbx_helpers"
 
-describe("sbx exec #docker", function()
+-- The wrapper's stdin (see csrc/sbx/wrapper.h): workspace, mount, cwd, env, "--", argv, ".".
+local function wrapper_input(box, argv, envlist)
+  local function x(s) return "x" .. core.sbx_base64(s) end
+  local lines = { x(box.workspace), x(box.mount), x(box.work_dir) }
+  for _, kv in ipairs(envlist or {}) do lines[#lines + 1] = x(kv) end
+  lines[#lines + 1] = "--"
+  for _, a in ipairs(argv) do lines[#lines + 1] = x(a) end
+  lines[#lines + 1] = "."
+  return table.concat(lines, "\n") .. "\n"
+end
+
+-- The processes in the sandbox's container whose command line holds mark, read by docker
+-- itself (never through sandstack).
+local function guest_procs(env, box, mark)
+  local out = H.sh("docker exec " .. H.q(H.container(env, box.name)) .. " sh -c "
+    .. H.q("for f in /proc/[0-9]*; do s=$(cat $f/stat 2>/dev/null) || continue; s=${s##*) }; set -- $s; "
+      .. "[ \"$1\" = Z ] && continue; c=$(tr '\\0' ' ' < $f/cmdline 2>/dev/null); "
+      .. "case $c in *" .. mark .. "*) echo \"${f#/proc/} $c\" ;; esac; done"))
+  local procs = {}
+  for line in out:gmatch("[^\n]+") do
+    if not line:find("for f in", 1, true) then procs[#procs + 1] = line end
+  end
+  return procs
+end
+
+for _, tpl in ipairs(H.templates) do
+
+describe("sbx exec #docker [" .. tpl.name .. "]", function()
   local env, backend, box
 
   setup(function()
-    env = H.setup("exec")
+    env = H.setup("exec", { template = tpl.image })
     backend = assert(sbx.backend(env.backend_opts))
     local err
     box, err = backend:acquire{ conversation = "conv", key = "exec" }
@@ -81,10 +110,9 @@ describe("sbx exec #docker", function()
     local token = core.random_hex(12)
     assert.is_true(box:kill(token))
     local nonce = "n" .. core.random_hex(8)
-    local function x(s) return "x" .. core.sbx_base64(s) end
-    local res = assert(core.sbx_run({ env.sbx, "exec", box.name, "sh", "-c", core.sbx_wrapper_script, "sandstack-sbx",
-      nonce, "/tmp/.sandstack-exec", token, x(box.workspace), x(box.mount), x(box.work_dir),
-      x("touch"), x("started") }, { timeout = 60 }))
+    local res = assert(core.sbx_run({ env.sbx, "exec", "-i", box.name, "sh", "-c", core.sbx_wrapper_script,
+      "sandstack-sbx", nonce, "/tmp/.sandstack-exec", token }, { timeout = 60,
+      stdin = wrapper_input(box, { "touch", "started" }) }))
     assert.truthy(core.sbx_split_stderr(res.stderr, nonce)) -- the wrapper ran ...
     assert.equal(137, res.exit_code) -- ... and refused to start the command
     local r = assert(box:exec({ "sh", "-c", "test -e started && echo yes || echo no" }))
@@ -120,6 +148,49 @@ describe("sbx exec #docker", function()
     assert.matches("sibling%-done", child:result())
   end)
 
+  it("a timed-out sleep is really dead afterwards, as the container itself shows", function()
+    local mark = "98765" .. tostring(tonumber(core.random_hex(2), 16))
+    local _, err = box:exec({ "sleep", mark }, { timeout = 1 })
+    assert.equal("timeout", err.kind)
+    if H.e2e then pending("needs the simulator's container") return end
+    local left = guest_procs(env, box, mark)
+    assert.same({}, left)
+    assert.is_true(err.killed)
+    assert.equal(0, assert(box:exec({ "true" })).exit_code) -- the sandbox is kept
+  end)
+
+  it("a kill that cannot work (EPERM) says killed=false and retires the sandbox", function()
+    -- the command runs as root, the kill exec as the sandbox's user: kill(2) answers EPERM
+    local mark = "98764" .. tostring(tonumber(core.random_hex(2), 16))
+    local _, err = box:exec({ "sleep", mark }, { timeout = 1, user = "root" })
+    assert.equal("timeout", err.kind)
+    if not H.e2e then
+      assert.equal(1, #guest_procs(env, box, mark)) -- the kill really could not work
+    end
+    assert.is_false(err.killed)
+    assert.matches("the kill failed", err.message)
+    local _, rerr = box:exec({ "true" })
+    assert.equal("retired", rerr.kind)
+    assert.equal("kill_failed", rerr.reason)
+    -- the next acquire replaces it
+    box:dispose()
+    box = assert(backend:acquire{ conversation = "conv", key = "exec" })
+  end)
+
+  it("keeps env values and argv off every host command line", function()
+    local secret_env = "sEcReT-eNv-" .. core.random_hex(8)
+    local secret_arg = "sEcReT-aRg-" .. core.random_hex(8)
+    local watch = H.watch_cmdlines({ secret_env, secret_arg, core.sbx_base64(secret_env),
+      core.sbx_base64("TOKEN_X=" .. secret_env), core.sbx_base64(secret_arg) })
+    local r = box:exec({ "sh", "-c", 'sleep 2; printf "%s|%s" "$TOKEN_X" "$1"', "sh", secret_arg },
+      { env = { TOKEN_X = secret_env } })
+    local seen = watch.result()
+    assert(r, "exec failed")
+    assert.equal(secret_env .. "|" .. secret_arg, r.stdout) -- the command sees both
+    assert.is_true(seen.rounds > 3 and seen.wrappers > 0, "the watcher never saw sbx run")
+    assert.same({}, seen.hits)
+  end)
+
   it("refuses an empty argv", function()
     assert.has_error(function() box:exec({}) end)
     assert.has_error(function() box:exec({ "true" }, { bogus = 1 }) end)
@@ -136,11 +207,11 @@ describe("sbx exec #docker", function()
   end)
 end)
 
-describe("sbx box file methods #docker", function()
+describe("sbx box file methods #docker [" .. tpl.name .. "]", function()
   local env, backend, box
 
   setup(function()
-    env = H.setup("files")
+    env = H.setup("files", { template = tpl.image })
     backend = assert(sbx.backend(env.backend_opts))
     box = assert(backend:acquire{ conversation = "conv", key = "files" })
   end)
@@ -189,5 +260,19 @@ describe("sbx box file methods #docker", function()
     assert.equal("placement", err.reason)
     _, err = box:reclaim("/sandstack")
     assert.equal("placement", err.reason)
+  end)
+end)
+
+end
+
+describe("sbx exec input", function()
+  it("a large input to an sbx that exits without reading it does not end the host (SIGPIPE)", function()
+    -- exec's env and argv travel on sbx's stdin; sbx may fail before reading any of it
+    local out = H.spawn([[
+      local core = require "sandstack.core"
+      local r, err = core.sbx_run({ "true" }, { stdin = string.rep("x", 4 * 1024 * 1024) })
+      print(r and ("exit " .. tostring(r.exit_code)) or tostring(err))
+    ]]):result()
+    assert.equal("exit 0\n", out)
   end)
 end)

@@ -240,7 +240,18 @@ int ss_run(const ss_run_opts *o, ss_run_result *r, ss_error *e) {
     }
     if (ss_error_isset(e)) break;
     if (ii >= 0 && (pf[ii].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      /* When the child is gone without reading (sbx failed early), the write raises SIGPIPE,
+       * which would end the host: block it in this thread only and take back the one raised. */
+      sigset_t sp, old;
+      sigemptyset(&sp);
+      sigaddset(&sp, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &sp, &old);
       ssize_t w = write(pi[1], o->stdin_data + in_off, o->stdin_len - in_off);
+      int werr = errno;
+      if (w < 0 && werr == EPIPE && !sigismember(&old, SIGPIPE))
+        sigtimedwait(&sp, NULL, &(struct timespec){0, 0});
+      pthread_sigmask(SIG_SETMASK, &old, NULL);
+      errno = werr;
       if (w > 0) in_off += (size_t)w;
       if (w < 0 && errno != EAGAIN && errno != EINTR) in_off = o->stdin_len;
       if (in_off >= o->stdin_len) close(pi[1]), pi[1] = -1;

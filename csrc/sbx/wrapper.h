@@ -3,16 +3,18 @@
 /* The exec wrapper that every command runs through, and the parsers for what sbx prints. */
 #include <stddef.h>
 
-/* sh script run as `sbx exec NAME sh -c WRAPPER sandstack-sbx NONCE DIR TOKEN xWS xMNT xCWD xARG...`
- * (each x-value is "x" + base64). It prints NONCE on stderr, decodes the arguments, starts a
- * new session, records its process group in DIR/TOKEN.pgid, refuses to start when
- * DIR/TOKEN.cancel exists, then binds WS at MNT in a user+mount namespace of its own and runs
- * the command in CWD (exit 125 when CWD is missing) as the caller's uid and gid. */
+/* sh script run as `sbx exec -i NAME sh -c WRAPPER sandstack-sbx NONCE DIR TOKEN`, with stdin
+ * the lines xWS, xMNT, xCWD, xNAME=VALUE..., "--", xARG..., "." (each x-value is "x" + base64;
+ * nothing secret on any command line). It prints NONCE on stderr, decodes its input (exit 126
+ * when it is cut or malformed), starts a new session, records its process group in
+ * DIR/TOKEN.pgid, refuses to start when DIR/TOKEN.cancel exists, then binds WS at MNT in a
+ * user+mount namespace of its own and runs the command in CWD (exit 125 when CWD is missing) as
+ * the caller's uid and gid, with the env entries exported and stdin /dev/null. */
 extern const char ss_sbx_wrapper_script[];
-/* `sh -c KILL sandstack-sbx DIR TOKEN`: leaves the cancel file, then kills the recorded group. */
+/* `sh -c KILL sandstack-sbx DIR TOKEN`: leaves the cancel file, kills the recorded group, and
+ * exits 0 only when no member of it is left alive (non-zero: the caller retires the sandbox). */
 extern const char ss_sbx_kill_script[];
 
-/* Base64 (RFC 4648, padded) of in into a malloc'ed NUL-terminated string; NULL on OOM. */
 char *ss_base64(const void *in, size_t len, size_t *out_len);
 
 /* Finds the wrapper's nonce line in stderr: the first line that is exactly NONCE. Returns the

@@ -89,13 +89,14 @@ local function classify(res, what)
   return E.new("sbx", reason, what .. ": " .. msg, { stderr = se, exit_code = res.exit_code })
 end
 
--- Runs `sbx args...`; returns the result table (any exit code) or nil, err when it could not run.
+-- Runs `sbx args...` (opts: timeout, max_output, stdin); returns the result table (any exit
+-- code) or nil, err when it could not run.
 function Backend:run_raw(args, opts)
   opts = opts or {}
   local argv = { self.sbx_path }
   for _, a in ipairs(args) do argv[#argv + 1] = a end
   return core.sbx_run(argv, { timeout = opts.timeout or self.command_timeout,
-    max_output = opts.max_output or 4 * MiB })
+    max_output = opts.max_output or 4 * MiB, stdin = opts.stdin })
 end
 
 -- Runs `sbx args...` and requires exit 0 (or an allowed exit code).
@@ -248,14 +249,16 @@ function Box:check_drift()
   return true
 end
 
--- Kills a command's process group with a second exec; retires the sandbox when it cannot.
+-- Kills a command's process group with a second exec, as the sandbox's user; retires the
+-- sandbox unless the kill script saw the group gone (it exits non-zero when the kill failed,
+-- e.g. EPERM for a command run with user = "root", or a member outlived it: csrc/sbx/wrapper.c).
 function Box:kill(token)
   local b = self.backend
   local res = b:run_raw({ "exec", self.name, "sh", "-c", core.sbx_kill_script, "sandstack-sbx", EXEC_DIR, token },
     { timeout = b.exec_cleanup_timeout, max_output = 64 * 1024 })
   if not res or res.exit_code ~= 0 then
-    self:retire("kill_failed")
-    return false
+    local ok, err = self:retire("kill_failed")
+    return false, not ok and err or nil
   end
   return true
 end
@@ -277,8 +280,15 @@ function Box:exec_bounded(argv, opts)
   local cwd = opts.cwd or self.work_dir
   if cwd:sub(1, 1) ~= "/" then cwd = self.work_dir .. "/" .. cwd end
   local nonce, token = "sandstack-" .. core.random_hex(16), core.random_hex(12)
-  local args = { "exec" }
+  -- env and argv go to the wrapper on stdin (`sbx exec -i`), never on sbx's command line,
+  -- which every local user can read in /proc: only the wrapper text, the sandbox name, the
+  -- nonce and the token stay visible there (the input format: csrc/sbx/wrapper.h)
+  local args = { "exec", "-i" }
   if opts.user then args[#args + 1] = "-u"; args[#args + 1] = opts.user end
+  for _, a in ipairs({ self.name, "sh", "-c", core.sbx_wrapper_script, "sandstack-sbx", nonce, EXEC_DIR, token }) do
+    args[#args + 1] = a
+  end
+  local input = { x(self.workspace), x(self.mount), x(cwd) }
   if opts.env then
     local keys = {}
     for k in pairs(opts.env) do keys[#keys + 1] = k end
@@ -287,23 +297,21 @@ function Box:exec_bounded(argv, opts)
       if type(k) ~= "string" or not k:match("^[A-Za-z_][A-Za-z0-9_]*$") then
         return E.fail("invalid", "env", "exec: bad environment variable name " .. tostring(k))
       end
-      args[#args + 1] = "-e"
-      args[#args + 1] = k .. "=" .. tostring(opts.env[k])
+      input[#input + 1] = x(k .. "=" .. tostring(opts.env[k]))
     end
   end
-  for _, a in ipairs({ self.name, "sh", "-c", core.sbx_wrapper_script, "sandstack-sbx", nonce, EXEC_DIR, token,
-    x(self.workspace), x(self.mount), x(cwd) }) do
-    args[#args + 1] = a
-  end
+  input[#input + 1] = "--"
   for i, a in ipairs(argv) do
     if type(a) ~= "string" then error("exec: argv[" .. i .. "] is not a string", 2) end
-    args[#args + 1] = x(a)
+    input[#input + 1] = x(a)
   end
+  input[#input + 1] = ".\n"
   local timeout = opts.timeout or b.exec_timeout
-  local res, rerr = b:run_raw(args, { timeout = timeout, max_output = budget })
+  local res, rerr = b:run_raw(args, { timeout = timeout, max_output = budget, stdin = table.concat(input, "\n") })
   if not res then return nil, rerr end
   if res.timed_out or res.over_limit then
-    local killed = self:kill(token)
+    local killed, kerr = self:kill(token)
+    if kerr then return nil, kerr end -- the retirement could not be recorded: that comes first
     local extra = killed and "" or "; the kill failed, so the sandbox is retired"
     if res.timed_out then
       return E.fail("timeout", "exec", ("the command ran past %gs and its process group was killed%s"):format(timeout, extra),

@@ -15,6 +15,7 @@ packages=(
   lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev lua-busted luarocks lua-socket
   libcurl4-openssl-dev libcjson-dev libuv1-dev
   nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache docker-compose
+  debootstrap
 )
 [ "$with_test" = 1 ] && packages+=(clang libclang-rt-14-dev llvm valgrind)
 

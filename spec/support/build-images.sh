@@ -5,7 +5,11 @@
 #   sandstack-test/agent:local   busybox + the test agent (HTTP /health, /stream, /connect, /echo)
 #   sandstack-test/socat:local   busybox + socat (the forwarder)
 #   sandstack-test/base:local    busybox + bash, coreutils, util-linux tools, the agent; users root
-#                                and agent (uid 1000): a general image and the sbx template
+#                                and agent (uid 1000): a general image and the sbx-sim's second template
+#   sandstack-test/debian:local  Debian bookworm minbase (debootstrap from this machine's apt mirror):
+#                                /bin/sh is dash, bash, coreutils, util-linux, procps as the distro
+#                                ships them, user agent (uid 1000): the sbx-sim's default template,
+#                                the shape of Docker's Ubuntu-based sbx shell template
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/sandstack-images.XXXXXX)
@@ -81,3 +85,48 @@ for f in "${bins[@]}"; do
   case "$f" in /usr/bin/*) [ -e "$root/bin/$(basename "$f")" ] || ln -s "/usr/bin/$(basename "$f")" "$root/bin/$(basename "$f")" ;; esac
 done
 import base sandstack-test/base:local "${bins[@]}" /bin/busybox
+
+# The mirror debootstrap fetches from: this machine's own apt source for bookworm (one-line
+# sources.list or deb822 *.sources), so no host name is written into the repository.
+apt_mirror() {
+  local f
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -r "$f" ] || continue
+    awk '$1 == "deb" { u = $2; if ($2 ~ /^\[/) u = $3; for (i = 3; i <= NF; i++) if ($i == "bookworm") { print u; exit } }' "$f"
+  done
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -r "$f" ] || continue
+    awk 'BEGIN { RS = ""; FS = "\n" }
+      { u = ""; ok = 0
+        for (i = 1; i <= NF; i++) {
+          if ($i ~ /^URIs:/) { split($i, a, /[ \t]+/); u = a[2] }
+          if ($i ~ /^Suites:/) { n = split($i, b, /[ \t]+/); for (j = 2; j <= n; j++) if (b[j] == "bookworm") ok = 1 }
+        }
+        if (ok && u != "") { print u; exit } }' "$f"
+  done
+}
+
+# Rebuilt when this script changes (the package list is in it); debootstrap needs the mirror
+# only then.
+debian_tag=sandstack-test/debian:local
+debian_hash=$(cat "$0" | sha256sum | cut -c1-16)
+if [ "$(docker image inspect -f '{{ index .Config.Labels "io.sandstack.test.hash" }}' "$debian_tag" 2>/dev/null || true)" = "$debian_hash" ]; then
+  echo "image $debian_tag is up to date"
+else
+  mirror=$(apt_mirror | head -n 1)
+  [ -n "$mirror" ] || { echo "build-images: no bookworm source in /etc/apt for debootstrap" >&2; exit 1; }
+  command -v debootstrap >/dev/null || { echo "build-images: debootstrap is not installed" >&2; exit 1; }
+  root=$work/root-debian
+  # minbase is the Essential set (dash, bash, coreutils, util-linux); mount and procps are
+  # required/important in Debian and present in Docker's Ubuntu templates.
+  debootstrap --variant=minbase --include=mount,procps bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 \
+    || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
+  chroot "$root" /bin/sh -c 'groupadd -g 1000 agent && useradd -m -u 1000 -g 1000 -s /bin/bash agent'
+  [ "$(readlink "$root/bin/sh")" = dash ] || { echo "build-images: /bin/sh is not dash in $debian_tag" >&2; exit 1; }
+  cp "$work/agent.bin" "$root/bin/agent"
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  tar -C "$root" -c . | docker import \
+    -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    -c "LABEL io.sandstack.test.hash=$debian_hash" -c 'CMD ["/bin/sh"]' - "$debian_tag" >/dev/null
+  echo "image $debian_tag built"
+fi

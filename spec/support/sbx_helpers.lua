@@ -17,7 +17,16 @@ H.sh = sh
 local q = h.q
 H.q = q
 
--- H.setup("exec") -> env { sbx = path to the sbx command, root = scratch dir, project = label }
+-- The simulator's templates the exec and file-method specs run against: the default, Debian
+-- (dash as /bin/sh, as in sbx's Ubuntu templates), and the busybox one. A real sbx has one.
+-- SANDSTACK_SBX_SIM_TEMPLATE (read by the simulator) picks the default for the other specs.
+H.templates = H.e2e and { { name = "sbx" } } or {
+  { name = "debian", image = "sandstack-test/debian:local" },
+  { name = "busybox", image = "sandstack-test/base:local" },
+}
+
+-- H.setup("exec", { template = image }) -> env { sbx = path to the sbx command, root = scratch
+-- dir, project = label }
 function H.setup(tag, opts)
   opts = opts or {}
   local id = tag .. "-" .. h.random_suffix(3)
@@ -31,6 +40,7 @@ function H.setup(tag, opts)
     h.write_file(env.sbx, table.concat { "#!/bin/sh\n",
       "SANDSTACK_SBX_SIM_STATE=", q(root .. "/state"), " SANDSTACK_SBX_SIM_PROJECT=", q(env.project),
       " SANDSTACK_SBX_SIM_IDLE=", tostring(opts.idle or 600),
+      opts.template and (" SANDSTACK_SBX_SIM_TEMPLATE=" .. q(opts.template)) or "",
       " exec /usr/bin/python3 ", q(top .. "/spec/support/sbx-sim"), ' "$@"\n' })
     sh("chmod +x " .. q(env.sbx))
     -- prepare the host the way the README says
@@ -73,6 +83,66 @@ function H.teardown(env)
   sh("rm -rf " .. q(env.root))
 end
 
+-- The container behind a simulator sandbox (for checks that must not trust sandstack).
+function H.container(env, name)
+  return (H.sbx(env, "sim", "container", name)):match("%S+")
+end
+
+-- Watches the command lines of this host's processes (its own PID namespace: a simulator
+-- container's processes are the guest's, which a real sbx keeps in a VM) until :result() is
+-- called. The needles travel in a 0600 file, never on a command line. :result() -> { rounds =,
+-- wrappers = processes seen carrying the wrapper's "sandstack-sbx" mark, hits = { cmdline } }.
+local SCANNER = [[
+import os, sys, time
+stop, needles = sys.argv[1], open(sys.argv[2], "rb").read().split(b"\n")
+me, ns = str(os.getpid()), os.readlink("/proc/self/ns/pid")
+rounds, wrappers, hits = 0, set(), set()
+open(stop + ".ready", "w").close()
+end = time.time() + 300
+while not os.path.exists(stop) and time.time() < end:
+    rounds += 1
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or p == me:
+            continue
+        try:
+            if os.readlink("/proc/%s/ns/pid" % p) != ns:
+                continue
+            c = open("/proc/%s/cmdline" % p, "rb").read()
+        except OSError:
+            continue
+        if b"sandstack-sbx" in c:
+            wrappers.add(p)
+        for n in needles:
+            if n and n in c:
+                hits.add(c.replace(b"\0", b" ")[:300])
+print("rounds %d" % rounds)
+print("wrappers %d" % len(wrappers))
+for c in hits:
+    print("hit " + c.decode("latin-1").replace("\n", " "))
+]]
+
+function H.watch_cmdlines(needles)
+  local dir = h.must("mktemp -d /tmp/sstest-scan.XXXXXX"):match("%S+")
+  h.write_file(dir .. "/scan.py", SCANNER)
+  h.write_file(dir .. "/needles", table.concat(needles, "\n"))
+  sh("chmod 600 " .. q(dir .. "/needles"))
+  local p = io.popen("python3 " .. q(dir .. "/scan.py") .. " " .. q(dir .. "/stop") .. " " .. q(dir .. "/needles"))
+  for _ = 1, 100 do
+    local f = io.open(dir .. "/stop.ready")
+    if f then f:close() break end
+    sh("sleep 0.05")
+  end
+  return { result = function()
+    h.write_file(dir .. "/stop", "")
+    local out = p:read("*a")
+    p:close()
+    sh("rm -rf " .. q(dir))
+    local r = { rounds = tonumber(out:match("rounds (%d+)")), wrappers = tonumber(out:match("wrappers (%d+)")), hits = {} }
+    for line in out:gmatch("hit ([^\n]*)") do r.hits[#r.hits + 1] = line end
+    return r
+  end }
+end
+
 -- Containers this simulator still has (0 after a clean teardown).
 function H.containers(env)
   local out = sh("docker ps -aq --filter label=io.sandstack.project=" .. env.project)
@@ -85,9 +155,14 @@ end
 -- handle whose :result() waits and gives the child's stdout.
 function H.spawn(code)
   local path = os.tmpname()
+  -- the child loads the same build with the same interpreter (an ASan build has its own)
+  local dir = package.cpath:match("^([^;]-)/%?%.so") or "./build"
+  local asan = io.open(dir .. "/sandstack-asan-lua")
+  if asan then asan:close() end
   h.write_file(path, 'package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;./spec/support/?.lua;" .. package.path\n'
-    .. 'package.cpath = "./build/?.so;" .. package.cpath\n' .. code)
-  local p = io.popen("lua5.4 " .. q(path) .. " 2>&1")
+    .. 'package.cpath = "' .. dir .. '/?.so;" .. package.cpath\n' .. code)
+  local lua = asan and q(dir .. "/sandstack-asan-lua") or (rawget(_G, "jit") and "luajit" or "lua5.4")
+  local p = io.popen(lua .. " " .. q(path) .. " 2>&1")
   return { result = function() local out = p:read("*a"); p:close(); os.remove(path); return out end }
 end
 
