@@ -1,9 +1,12 @@
 -- The isolation probes of sandstack.conformance, run as a user would run `sandstack conform`,
 -- against the live engine (#docker): every probe must pass and print as TAP.
 local conformance = require "sandstack.conformance"
+local sandstack = require "sandstack"
+local core = sandstack.core
 
 describe("sandstack.conformance #docker", function()
   it("passes every docker isolation probe and leaves nothing behind", function()
+    local eng = assert(sandstack.engine {})
     local lines = {}
     local out = { write = function(_, ...) for _, s in ipairs { ... } do lines[#lines + 1] = s end end }
     local ok, results = conformance.run { out = out, project_prefix = "sstest-stack-conf-", subnet_pool = "10.213.0.0/16" }
@@ -13,8 +16,13 @@ describe("sandstack.conformance #docker", function()
     assert.matches("\n1%.%.%d+\n$", text)
     assert.falsy(text:find("not ok", 1, true))
     local skipped = 0
-    for _, r in ipairs(results) do if r.skip then skipped = skipped + 1 end end
-    -- the stand-in needs root; the test machines are root, so nothing may be skipped here
+    for _, r in ipairs(results) do
+      -- Engine 28 with inhibit_ipv4 gives the first container the subnet's .1: that probe is
+      -- then skipped as not the host's (the host's real addresses are all probed)
+      local dot1 = r.name:find("sbx gateway", 1, true) and core.stack_api_number(eng.api_version) >= 148
+      if r.skip and not dot1 then skipped = skipped + 1 end
+    end
+    -- the stand-in needs root; the test machines are root, so nothing else may be skipped here
     if conformance.is_root() then assert.equal(0, skipped, text) end
   end)
 

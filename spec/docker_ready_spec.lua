@@ -179,14 +179,13 @@ describe("readiness probe against hostile agents", function()
     it("ignores proxy settings from the environment", function()
       -- In a child process of the same interpreter and build, with every proxy variable
       -- pointing at the control listener: a probe that used them would log a hit there.
-      local script = srv.dir .. "/child.lua"
-      h.write_file(script, ("package.cpath = %q\nlocal core = require 'sandstack.core'\n"
+      local child = h.child_command(srv.dir .. "/child.lua", ("local core = require 'sandstack.core'\n"
         .. "local r, e = core.http_probe('http://127.0.0.1:%d/health', { timeout = 2 })\n"
-        .. "io.write(r and tostring(r.status) or tostring(e))\n"):format(package.cpath, srv.ports.ok))
+        .. "io.write(r and tostring(r.status) or tostring(e))\n"):format(srv.ports.ok))
       local proxy = ("http://127.0.0.1:%d"):format(srv.ports.control)
       local before = hits()
-      local out = h.must(("http_proxy=%s HTTP_PROXY=%s ALL_PROXY=%s all_proxy=%s \"$(readlink /proc/$PPID/exe)\" %s")
-        :format(proxy, proxy, proxy, proxy, h.q(script)))
+      local out = h.must(("http_proxy=%s HTTP_PROXY=%s ALL_PROXY=%s all_proxy=%s %s")
+        :format(proxy, proxy, proxy, proxy, child))
       assert.equal("200", out)
       assert.equal(before, hits(), "the probe went through the proxy")
     end)

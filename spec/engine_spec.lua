@@ -58,7 +58,9 @@ describe("sandstack.engine #docker", function()
   it("negotiates the API version from /version ApiVersion and honours a pin", function()
     local v = assert(eng:version())
     assert.equal(v.ApiVersion, eng.api_version)
-    assert.equal("1.41", eng.api_version) -- the engine of this machine (TEAM.md)
+    -- the host's own engine is Debian 12's 20.10 (API 1.41); spec/engines.t runs this file on
+    -- nested engines too, where /version is the only truth
+    if not os.getenv("DOCKER_HOST") then assert.equal("1.41", eng.api_version) end
     assert.not_equal(v.MinAPIVersion, eng.api_version)
     local st, _, headers = eng:request("GET", "/_ping")
     assert.equal(200, st)

@@ -14,23 +14,10 @@ local PY = select(2, h.sh("test -x /usr/bin/python3")) and "/usr/bin/python3" or
 
 local function chomp(s) return (s:gsub("\n$", "")) end
 
--- The interpreter of this test mode, and a prelude loading the same module build.
-local function child_command(script, source)
-  local dir = package.cpath:match("^([^;]*)/%?%.so")
-  local interp = "lua5.4"
-  if jit then
-    interp = "luajit"
-  elseif dir and select(2, h.sh("test -x " .. h.q(dir .. "/sandstack-asan-lua"))) then
-    interp = dir .. "/sandstack-asan-lua" -- takes a script only: the prelude goes into it
-  end
-  local prelude = ("package.cpath=%q .. package.cpath; package.path=%q .. package.path\n"):format(
-    package.cpath:match("^[^;]*;"), "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;./spec/support/?.lua;")
-  h.write_file(script, prelude .. source)
-  return h.q(interp) .. " " .. h.q(script)
-end
+local child_command = h.child_command
 
--- Runs body (Lua source; ROOT, MARKER and plane are set before it) in the child described above,
--- and returns its output.
+-- Runs body (Lua source; ROOT, MARKER and plane are set before it) in a child (h.child_command)
+-- whose /proc is an empty tmpfs, and returns its output.
 local function run_without_proc(base, root, marker, body)
   local script = base .. "/child.lua"
   local source = ("local ROOT, MARKER = %q, %q\n"):format(root, marker) .. [[

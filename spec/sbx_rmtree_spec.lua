@@ -51,21 +51,7 @@ local function stop(pid)
   error("the racer " .. pid .. " did not end")
 end
 
--- The interpreter of this test mode and a prelude that loads the same module build, for
--- children that must run under other limits.
-local function child_command(script, source)
-  local dir = package.cpath:match("^([^;]*)/%?%.so")
-  local interp = "lua5.4"
-  if jit then
-    interp = "luajit"
-  elseif dir and select(2, h.sh("test -x " .. h.q(dir .. "/sandstack-asan-lua"))) then
-    interp = dir .. "/sandstack-asan-lua" -- takes a script only: the prelude goes into it
-  end
-  local prelude = ("package.cpath=%q .. package.cpath; package.path=%q .. package.path\n"):format(
-    package.cpath:match("^[^;]*;"), "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;./spec/support/?.lua;")
-  h.write_file(script, prelude .. source)
-  return h.q(interp) .. " " .. h.q(script)
-end
+local child_command = h.child_command
 
 describe("sbx_rmtree", function()
   local base

@@ -51,6 +51,23 @@ function h.write_file(path, data)
   assert(f:close())
 end
 
+-- A shell command running Lua source in a child process with this test mode's interpreter
+-- (lua5.4, luajit, or the ASan build's sandstack-asan-lua) and the same module build, for tests
+-- that need other limits, namespaces or a process of their own. The source goes into script.
+function h.child_command(script, source)
+  local dir = package.cpath:match("^([^;]*)/%?%.so")
+  local interp = "lua5.4"
+  if jit then
+    interp = "luajit"
+  elseif dir and select(2, h.sh("test -x " .. h.q(dir .. "/sandstack-asan-lua"))) then
+    interp = dir .. "/sandstack-asan-lua" -- takes a script only: the prelude goes into it
+  end
+  local prelude = ("package.cpath=%q .. package.cpath; package.path=%q .. package.path\n"):format(
+    package.cpath:match("^[^;]*;"), "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;./spec/support/?.lua;")
+  h.write_file(script, prelude .. source)
+  return h.q(interp) .. " " .. h.q(script)
+end
+
 -- nbytes random bytes as lowercase hex: a suffix that keeps two runs' names apart.
 function h.random_suffix(nbytes)
   return core.random_hex(nbytes or 4)

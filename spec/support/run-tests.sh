@@ -15,12 +15,12 @@ if [ $# -gt 0 ]; then files=("$@"); else
   while IFS= read -r f; do files+=("$f"); done < <(ls spec/*_spec.lua spec/*.t 2>/dev/null | sort)
 fi
 modes=${SANDSTACK_TEST_MODES:-lua54 luajit asan}
-# The engine matrix (spec/engines.t) needs two debootstrapped root filesystems: build them in
+# The engine matrix (spec/engines.t) needs three debootstrapped root filesystems: build them in
 # the background now, so the downloads overlap with the other files (nested-engine.sh locks
 # each build, so engines.t waits for one still running instead of starting it again).
 case " ${files[*]} " in *" spec/engines.t "*)
   case " $modes " in *" lua54 "*)
-    [ "${SANDSTACK_ENGINES:-}" = none ] || { for e in docker26 docker28; do
+    [ "${SANDSTACK_ENGINES:-}" = none ] || { for e in docker20 docker26 docker28; do
       bash spec/support/nested-engine.sh build "$e" || true; done >/tmp/sandstack-engine-build.log 2>&1 & } ;;
   esac ;;
 esac

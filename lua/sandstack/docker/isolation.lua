@@ -128,13 +128,17 @@ function M.verify(run, pick_subnet)
   route, err = eng:exec(name, { "socat", "-u", "OPEN:/proc/net/route", "STDOUT" }, { timeout = 20 })
   if not route then cleanup(); return nil, err end
   -- the addresses that would carry traffic out: the network's gateway and any default route's
-  local targets, seen = {}, {}
+  -- (Engine 28 with inhibit_ipv4 gives the first container the gateway's .1: then it is the
+  -- probe's own, which shows the host does not hold it, and there is nothing to connect to)
+  local targets, seen, gateway_is_probe = {}, {}, false
   local function add(ip)
+    if ip == own then gateway_is_probe = true end
     if ip and ip ~= "" and ip ~= own and not seen[ip] then seen[ip] = true; targets[#targets + 1] = ip end
   end
   for _, cfg in ipairs(info.IPAM and info.IPAM.Config or {}) do add(cfg.Gateway) end
   add(ep.Gateway)
-  for _, gw in ipairs(default_gateways(route.stdout or "")) do add(gw) end
+  local routes = default_gateways(route.stdout or "")
+  for _, gw in ipairs(routes) do add(gw) end
   for _, ip in ipairs(targets) do
     local res
     res, err = eng:exec(name, { "socat", "-T1", "/dev/null", ("TCP:%s:%d,connect-timeout=1"):format(ip, PROBE_PORT) },
@@ -147,7 +151,8 @@ function M.verify(run, pick_subnet)
   end
   cleanup()
   verified[key] = true
-  require("sandstack.docker.apply").emit(run, "isolation_verified", nil, { engine = desc, probed = targets })
+  require("sandstack.docker.apply").emit(run, "isolation_verified", nil, { engine = desc, probed = targets,
+    gateway_is_probe = gateway_is_probe, default_routes = #routes })
   return true
 end
 
