@@ -86,35 +86,17 @@ for f in "${bins[@]}"; do
 done
 import base sandstack-test/base:local "${bins[@]}" /bin/busybox
 
-# The mirror debootstrap fetches from: this machine's own apt source for bookworm (one-line
-# sources.list or deb822 *.sources), so no host name is written into the repository.
-apt_mirror() {
-  local f
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    [ -r "$f" ] || continue
-    awk '$1 == "deb" { u = $2; if ($2 ~ /^\[/) u = $3; for (i = 3; i <= NF; i++) if ($i == "bookworm") { print u; exit } }' "$f"
-  done
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -r "$f" ] || continue
-    awk 'BEGIN { RS = ""; FS = "\n" }
-      { u = ""; ok = 0
-        for (i = 1; i <= NF; i++) {
-          if ($i ~ /^URIs:/) { split($i, a, /[ \t]+/); u = a[2] }
-          if ($i ~ /^Suites:/) { n = split($i, b, /[ \t]+/); for (j = 2; j <= n; j++) if (b[j] == "bookworm") ok = 1 }
-        }
-        if (ok && u != "") { print u; exit } }' "$f"
-  done
-}
+. "$here/apt-mirror.sh" # apt_mirror: the Debian mirror this machine already uses
 
 # Rebuilt when this script changes (the package list is in it); debootstrap needs the mirror
 # only then.
 debian_tag=sandstack-test/debian:local
-debian_hash=$(cat "$0" | sha256sum | cut -c1-16)
+debian_hash=$(cat "$0" "$here/apt-mirror.sh" | sha256sum | cut -c1-16)
 if [ "$(docker image inspect -f '{{ index .Config.Labels "io.sandstack.test.hash" }}' "$debian_tag" 2>/dev/null || true)" = "$debian_hash" ]; then
   echo "image $debian_tag is up to date"
 else
   mirror=$(apt_mirror | head -n 1)
-  [ -n "$mirror" ] || { echo "build-images: no bookworm source in /etc/apt for debootstrap" >&2; exit 1; }
+  [ -n "$mirror" ] || { echo "build-images: no Debian source in /etc/apt for debootstrap" >&2; exit 1; }
   command -v debootstrap >/dev/null || { echo "build-images: debootstrap is not installed" >&2; exit 1; }
   root=$work/root-debian
   # minbase is the Essential set (dash, bash, coreutils, util-linux); mount and procps are

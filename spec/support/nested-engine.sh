@@ -43,22 +43,7 @@ rootfs_packages() {
 }
 rootfs_tag() { echo "sandstack-test/engine-$1:local"; }
 
-# The mirror for debootstrap: the first URI of this machine's apt sources that serves Debian's
-# main archive (one-line sources.list or deb822 *.sources). The same mirror serves every suite;
-# no host name is written into the repository.
-apt_mirror() {
-  local f
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    [ -r "$f" ] || continue
-    awk '$1 == "deb" { u = ($2 ~ /^\[/) ? $3 : $2; if (u !~ /security/) { print u; exit } }' "$f"
-  done
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -r "$f" ] || continue
-    awk 'BEGIN { RS = ""; FS = "\n" }
-      { for (i = 1; i <= NF; i++) if ($i ~ /^URIs:/) { split($i, a, /[ \t]+/)
-          if (a[2] !~ /security/) { print a[2]; exit } } }' "$f"
-  done
-}
+. "$here/apt-mirror.sh" # apt_mirror: the Debian mirror this machine already uses
 
 cmd_build() {
   local rootfs suite tag hash work mirror t0
