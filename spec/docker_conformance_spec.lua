@@ -24,6 +24,17 @@ describe("sandstack.conformance #docker", function()
     end
     -- the stand-in needs root; the test machines are root, so nothing else may be skipped here
     if conformance.is_root() then assert.equal(0, skipped, text) end
+    -- no probe passes by aiming at a stack container: on Engine 28 the sbx gateway address is
+    -- one (measured: docs/engines.md), so that probe must say so rather than report the host
+    -- unreachable there; every host-address probe came with a control that reached it
+    local gateway
+    for _, r in ipairs(results) do if r.name:find("sbx gateway", 1, true) then gateway = r end end
+    assert.truthy(gateway, text)
+    if core.stack_api_number(eng.api_version) >= 148 then
+      assert.is_true(gateway.skip, "the gateway probe aimed at a stack container's address:\n" .. text)
+    end
+    assert.matches("ok %d+ %- control: the egress sidecar reaches the host listener on [1-9]", text)
+    assert.matches("ok %d+ %- control: the egress = allow sidecar reaches the internet stand%-in", text)
   end)
 
   it("dispatches the sbx backend to sandstack.conformance_sbx", function()

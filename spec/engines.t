@@ -157,7 +157,8 @@ for e in $engines; do
         out=$logdir/$e.$(basename "$f" .lua).tap
         "${in_ns[@]}" timeout 1200 lua5.4 /usr/bin/busted --cpath="./$build/?.so" -o TAP "$f" >"$out" 2>&1
         rc=$?
-        p=$(grep -c '^ok ' "$out") fl=$(grep -c '^not ok ' "$out")
+        # a skipped test counts as failed here: every engine of the matrix is set up for all of them
+        p=$(grep '^ok ' "$out" | grep -vc '# SKIP') fl=$(($(grep -c '^not ok ' "$out") + $(grep '^ok ' "$out" | grep -c '# SKIP')))
         failing_lines "$out" >"$out.fail"
         if [ "$rc" -eq 0 ] && [ "$fl" -eq 0 ] && [ "$p" -gt 0 ]; then
           tap OK "$e $VERSION: $f ($p passed)"

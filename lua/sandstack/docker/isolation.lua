@@ -54,7 +54,8 @@ local ADVICE = "Use a Docker Engine whose bridge driver honours these options (2
   .. " `sandstack conform` on it for the full proof"
 
 -- Runs the check on plan's engine unless it passed there before. Returns true or nil, err.
--- run: { eng =, plan = } as apply.lua makes it; pick_subnet(used) -> a /28 of subnet_pool.
+-- run: { eng =, plan =, nonce = } as docker.lua makes it; pick_subnet() -> a free /28 of
+-- subnet_pool (used only when the plan has one).
 function M.verify(run, pick_subnet)
   local eng, plan = run.eng, run.plan
   local sbx = plan.networks[1]
