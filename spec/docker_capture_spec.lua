@@ -351,6 +351,8 @@ describe("capture: a root guest's planted files #docker", function()
     local name = PREFIX .. h.random_suffix(3)
     local stack = assert(docker.start(name, { project_name = name, agent_port = 8080, forwarder_image = SOCAT,
       subnet_pool = "10.213.0.0/16", pull = "never", capture_path = "/work",
+      -- typed-out loosening of the default CapDrop ALL: the planting needs MKNOD and CHOWN
+      cap_drop = {},
       services = { { name = "sandbox", image = AGENT, command = { "agent" } } } }))
     local sb = name .. "-sandbox"
     -- the guest is root in its container, with Docker's default capabilities (MKNOD, CHOWN, ...)

@@ -571,3 +571,120 @@ describe("the executor against a scripted engine (no engine)", function()
     assert.falsy(logged(eng, "^POST /networks/sandstack%-fake%-pub/connect$"))
   end)
 end)
+
+-- Issue 13: what the original provider's own tests expect of the plan.
+describe("sandstack.docker provider fidelity (no engine)", function()
+  local store = require "sandstack.store"
+  local TOKEN = ("tok-0123456789_abcdef.ghij~KLMNOP"):rep(2)
+
+  local function with_proxy(extra)
+    local o = opts {
+      services = { { name = "proxy", image = "x", egress = "allow", port = 3128 } },
+      proxy_service = "proxy",
+    }
+    for k, v in pairs(extra or {}) do o[k] = v end
+    return o
+  end
+
+  it("overlays the agent contract: the sandbox spec's own AGENT_PORT loses to agent_port", function()
+    local p = assert(plan(opts { services = { { name = "sandbox", image = "x", env = { AGENT_PORT = "9999", KEEP = "1" } } } }))
+    local sb = env_map(by_service(p, "sandbox")) -- env_map also fails on a duplicate entry
+    assert.equal("8080", sb.AGENT_PORT)
+    assert.equal("1", sb.KEEP)
+    p = assert(plan(opts { services = { { name = "sandbox", image = "x", env = { AGENT_PORT = 9999 } } } }))
+    assert.equal("8080", env_map(by_service(p, "sandbox")).AGENT_PORT)
+  end)
+
+  it("uses a given session_token instead of minting one, for the sandbox and the proxy", function()
+    local p = assert(plan(with_proxy { session_token = TOKEN }))
+    assert.equal(TOKEN, p.session_token)
+    assert.equal(TOKEN, env_map(by_service(p, "sandbox")).ANTHROPIC_API_KEY)
+    assert.equal(TOKEN, env_map(by_service(p, "proxy")).SANDSTACK_SESSION_TOKEN)
+    -- a token the caller's context hands in still comes first
+    assert.equal("from-ctx", assert(plan(with_proxy { session_token = TOKEN }, { token = "from-ctx" })).session_token)
+    -- and none given: minted, 64 hex digits
+    assert.matches("^%x+$", assert(plan(with_proxy())).session_token)
+  end)
+
+  it("refuses a session_token that is short, unsafe, not a string or without a proxy, never quoting it", function()
+    local bad = { "", ("a"):rep(31), ("a"):rep(257), TOKEN .. " x", TOKEN .. "\n", TOKEN .. "@host", TOKEN .. ":", 42, true }
+    for _, t in ipairs(bad) do
+      local p, err = plan(with_proxy { session_token = t })
+      assert.is_nil(p, tostring(t))
+      assert.equal("compose", err.kind)
+      assert.equal("invalid_option", err.reason)
+      assert.equal("session_token", err.option)
+      if type(t) == "string" and #t > 0 then assert.falsy(err.message:find(t, 1, true)) end
+    end
+    local p, err = plan(opts { session_token = TOKEN })
+    assert.is_nil(p)
+    assert.equal("session_token", err.option)
+    assert.matches("proxy_service", err.message)
+    assert.is_true(core.stack_validate(with_proxy { session_token = ("x"):rep(32) }, "k"))
+  end)
+
+  it("keeps a given session_token out of a scrubbed record", function()
+    local p = assert(plan(with_proxy { session_token = TOKEN }))
+    local r = store.scrub(p)
+    local function walk(t)
+      for k, v in pairs(t) do
+        assert.not_equal("session_token", k)
+        if type(v) == "table" then walk(v) else assert.falsy(tostring(v):find(TOKEN, 1, true), k) end
+      end
+    end
+    -- the plan's bodies carry it in Env (they must); the record is the handle's slim view
+    r.containers = nil
+    walk(r)
+  end)
+
+  it("is secure by default: every container, the forwarder included, drops all caps, no-new-privileges, 512 pids, no restart", function()
+    local p = assert(plan(opts { services = { { name = "db", image = "x", egress = "none" },
+      { name = "out", image = "x", egress = "allow" } } }))
+    assert.equal(4, #p.containers)
+    for _, c in ipairs(p.containers) do
+      local hc = c.body.HostConfig
+      assert.same({ "ALL" }, hc.CapDrop, c.service)
+      assert.same({ "no-new-privileges" }, hc.SecurityOpt, c.service)
+      assert.equal(512, hc.PidsLimit, c.service)
+      assert.same({ Name = "no" }, hc.RestartPolicy, c.service)
+    end
+  end)
+
+  it("applies a typed-out loosening to every container, and only what is typed out", function()
+    local p = assert(plan(opts { cap_drop = {}, pids_limit = false,
+      services = { { name = "db", image = "x", egress = "none" } } }))
+    for _, c in ipairs(p.containers) do
+      local hc = c.body.HostConfig
+      assert.is_nil(hc.CapDrop, c.service)
+      assert.is_nil(hc.PidsLimit, c.service)
+      assert.same({ "no-new-privileges" }, hc.SecurityOpt, c.service)
+      assert.same({ Name = "no" }, hc.RestartPolicy, c.service)
+    end
+    p = assert(plan(opts { security_opt = {}, cap_drop = { "NET_RAW" }, pids_limit = 64 }))
+    for _, c in ipairs(p.containers) do
+      local hc = c.body.HostConfig
+      assert.is_nil(hc.SecurityOpt, c.service)
+      assert.same({ "NET_RAW" }, hc.CapDrop, c.service)
+      assert.equal(64, hc.PidsLimit, c.service)
+    end
+    for _, v in ipairs { true, 0, -1, 1.5, "512" } do
+      local q, err = plan(opts { pids_limit = v })
+      assert.is_nil(q, tostring(v))
+      assert.equal("pids_limit", err.option)
+    end
+  end)
+
+  it("refuses ready tests that can never report healthy", function()
+    local never = { { "NONE" }, { "CMD" }, { "CMD", "" }, { "CMD-SHELL" }, { "CMD-SHELL", "" }, "", { "" } }
+    for _, t in ipairs(never) do
+      local p, err = plan(opts { ready = { sandbox = { test = t } } })
+      assert.is_nil(p, core.json_encode(t))
+      assert.equal("compose", err.kind)
+      assert.equal("invalid_option", err.reason)
+      assert.equal("ready.sandbox", err.option)
+    end
+    for _, t in ipairs { { "CMD", "true" }, { "CMD-SHELL", "true" }, "true", { "true" } } do
+      assert.truthy(plan(opts { ready = { sandbox = { test = t } } }), core.json_encode(t))
+    end
+  end)
+end)

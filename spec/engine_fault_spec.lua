@@ -368,3 +368,73 @@ describe("sandstack.engine faults", function()
     end)
   end)
 end)
+
+-- Issue 13: container removal in destroy and in rollback against the engine's transient
+-- answers, as real HTTP answers from the scripted fake engine (see its header).
+describe("sandstack.docker container removal against a scripted engine", function()
+  local batch = require "sandstack.docker.batch"
+  local A = require "sandstack.docker.apply"
+  local docker = require "sandstack.docker"
+  local dir, sock, pid, eng
+
+  setup(function()
+    dir = sh("mktemp -d /tmp/sstest-engine-XXXXXX")
+    sock = dir .. "/fake.sock"
+    pid = sh("python3 spec/support/fake_engine.py '" .. sock .. "' >'" .. dir .. "/log' 2>&1 & echo $!")
+    assert(wait_for(sock), "the fake engine did not start")
+  end)
+
+  teardown(function()
+    if pid and pid:match("^%d+$") then os.execute("kill " .. pid .. " 2>/dev/null") end
+    if dir and dir:match("^/tmp/sstest%-engine%-") then os.execute("rm -rf '" .. dir .. "'") end
+  end)
+
+  before_each(function() eng = assert(sandstack.engine { host = "unix://" .. sock, timeout = 5 }) end)
+  after_each(function() eng:close() end)
+
+  local function attempts(name) return assert(eng:call("GET", "/removals"))[name] end
+
+  it("retries a removal answered 409 'in progress' or 500 until the engine says it is gone", function()
+    local ok, err = batch.remove(eng, { containers = { "rm-busy-1", "rm-flaky-1", "rm-plain-1" } })
+    assert.is_true(ok, tostring(err))
+    assert.equal(3, attempts("rm-busy-1"))
+    assert.equal(3, attempts("rm-flaky-1"))
+    assert.equal(1, attempts("rm-plain-1"))
+  end)
+
+  it("gives up within its bound and names the container that could not be removed", function()
+    local t0 = core.engine_clock()
+    local ok, err = batch.remove(eng, { containers = { "rm-plain-2", "rm-stuck-2" } })
+    assert.is_nil(ok)
+    assert.equal("engine", err.kind)
+    assert.equal("rm-stuck-2", err.container)
+    assert.equal(409, err.status)
+    assert.matches("rm%-stuck%-2", err.message)
+    assert.equal(batch.REMOVE_ATTEMPTS, attempts("rm-stuck-2"))
+    assert.is_true(core.engine_clock() - t0 < 15)
+  end)
+
+  it("destroy retries the containers it knows and reports the one that stays", function()
+    local plan = assert(docker.plan("k", { agent_port = 8080, image = "x", project_name = "sstest-busy" }))
+    local stack = assert(docker._adopt(plan, nil, { docker_host = "unix://" .. sock, timeout = 5 }))
+    assert(stack:destroy())
+    assert.equal(3, attempts("sstest-busy-sandbox"))
+    assert.equal(3, attempts("sstest-busy-forwarder"))
+    stack:close()
+    plan = assert(docker.plan("k", { agent_port = 8080, image = "x", project_name = "sstest-stuck" }))
+    stack = assert(docker._adopt(plan, nil, { docker_host = "unix://" .. sock, timeout = 5 }))
+    local ok, err = stack:destroy()
+    assert.is_nil(ok)
+    assert.matches("^sstest%-stuck%-", err.container)
+    assert.matches(err.container:gsub("%-", "%%-"), err.message)
+    stack:close()
+  end)
+
+  it("rollback retries its containers until they are gone", function()
+    local run = { eng = eng, plan = { project = "rb" }, t0 = 0,
+      created = { containers = { "rb-busy-3", "rb-flaky-3" }, networks = {}, volumes = {} } }
+    A.rollback(run)
+    assert.equal(3, attempts("rb-busy-3"))
+    assert.equal(3, attempts("rb-flaky-3"))
+  end)
+end)

@@ -15,7 +15,7 @@ static const char *const TOP_KEYS[] = {
     "forwarder_image", "network", "volumes", "ready", "project_name", "proxy_service",
     "api_key", "health_timeout", "cpus", "memory", "cap_drop", "security_opt", "pids_limit",
     "user", "readonly_rootfs", "tmpfs", "pull", "egress_policy", "on_event", "subnet_pool",
-    NULL};
+    "session_token", NULL};
 static const char *const SERVICE_KEYS[] = {"name", "image", "egress", "entrypoint", "command",
                                            "env", "volumes", "depends_on", "user", "port", NULL};
 static const char *const MOUNT_KEYS[] = {"name", "target", "read_only", NULL};
@@ -318,6 +318,21 @@ static int resolve_deps(ss_stack_model *m, ss_error *err) {
   return order_services(m, err);
 }
 
+/* A test the engine can never report healthy would only turn into a health timeout at start;
+ * refused here with the reason instead. NULL when the test can run. */
+static const char *never_healthy(const cJSON *test) {
+  if (cJSON_IsString(test)) return test->valuestring[0] ? NULL : "the command is empty";
+  const char *first = cJSON_GetArrayItem(test, 0)->valuestring;
+  const cJSON *second = cJSON_GetArrayItem(test, 1);
+  if (strcmp(first, "NONE") == 0) return "{\"NONE\"} disables the check";
+  if (strcmp(first, "CMD") == 0 && (!second || !second->valuestring[0]))
+    return "{\"CMD\"} names no program";
+  if (strcmp(first, "CMD-SHELL") == 0 && (!second || !second->valuestring[0]))
+    return "{\"CMD-SHELL\"} has no command";
+  if (!first[0]) return "the program name is empty";
+  return NULL;
+}
+
 static int check_ready(const cJSON *opts, ss_stack_model *m, ss_error *err) {
   const cJSON *ready = cJSON_GetObjectItemCaseSensitive(opts, "ready");
   if (!ready) return 0;
@@ -333,6 +348,8 @@ static int check_ready(const cJSON *opts, ss_stack_model *m, ss_error *err) {
     const cJSON *test = cJSON_GetObjectItemCaseSensitive(r, "test");
     if (!test || !(cJSON_IsString(test) || (string_list(test) && ss_list_size(test) > 0)))
       return fail_option(err, option, "%s.test must be a command string or a non-empty list%s", NULL);
+    const char *why = never_healthy(test);
+    if (why) return fail_option(err, option, "%s.test can never report healthy: %s", why);
     static const char *const durations[] = {"interval", "timeout", "start_period", NULL};
     for (int k = 0; durations[k]; k++) {
       const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, durations[k]);
@@ -356,9 +373,11 @@ static int check_hardening(const cJSON *opts, ss_error *err) {
     return fail_option(err, "cpus", "%s must be a number of CPUs above zero%s", NULL);
   if ((v = cJSON_GetObjectItemCaseSensitive(opts, "memory")) && ss_parse_size(v) < 4 * 1024 * 1024)
     return fail_option(err, "memory", "%s must be bytes or a size like \"512m\" (at least 4m)%s", NULL);
-  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "pids_limit")) &&
-      !(cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble == floor(v->valuedouble)))
-    return fail_option(err, "pids_limit", "%s must be a positive integer%s", NULL);
+  /* false is the typed-out loosening of the default 512 (no limit) */
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "pids_limit")) && !cJSON_IsFalse(v) &&
+      !(cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= 4194304 &&
+        v->valuedouble == floor(v->valuedouble)))
+    return fail_option(err, "pids_limit", "%s must be a positive integer, or false for no limit%s", NULL);
   static const char *const lists[] = {"cap_drop", "security_opt", NULL};
   for (int i = 0; lists[i]; i++)
     if ((v = cJSON_GetObjectItemCaseSensitive(opts, lists[i])) && !string_list(v))
@@ -421,6 +440,33 @@ static int check_volumes(const cJSON *opts, ss_error *err) {
   return 0;
 }
 
+/* A caller's own session token (spec 000 lists it among the secrets). It reaches the proxy's
+ * environment and may be carried as URL userinfo, so it is held to RFC 3986's unreserved
+ * characters; 32 characters at least (the minted one is 64 hex digits), 256 at most. It is the
+ * proxy's token, so it needs a proxy: given without one it would be silently unused. */
+#define SS_TOKEN_MIN 32
+#define SS_TOKEN_MAX 256
+
+static int check_session_token(const cJSON *opts, ss_error *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(opts, "session_token");
+  if (!v) return 0;
+  /* the message never quotes the value: it is a secret */
+  if (!cJSON_IsString(v))
+    return fail_option(err, "session_token", "%s must be a string%s", NULL);
+  size_t n = strlen(v->valuestring);
+  int ok = n >= SS_TOKEN_MIN && n <= SS_TOKEN_MAX;
+  for (size_t i = 0; ok && i < n; i++) {
+    unsigned char c = (unsigned char)v->valuestring[i];
+    ok = isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+  }
+  if (!ok)
+    return fail_option(err, "session_token",
+                       "%s must be 32 to 256 characters of A-Z a-z 0-9 - . _ ~%s", NULL);
+  if (!cJSON_GetObjectItemCaseSensitive(opts, "proxy_service"))
+    return fail_option(err, "session_token", "%s is the egress proxy's token: name one with proxy_service%s", NULL);
+  return 0;
+}
+
 static int check_scalars(const cJSON *opts, ss_error *err) {
   const cJSON *port = cJSON_GetObjectItemCaseSensitive(opts, "agent_port");
   if (!port_ok(port))
@@ -454,6 +500,7 @@ static int check_scalars(const cJSON *opts, ss_error *err) {
       return fail_option(err, "subnet_pool", "%s must be an IPv4 CIDR of /28 or larger, like \"10.213.0.0/16\"%s", NULL);
     }
   }
+  if (check_session_token(opts, err)) return -1;
   v = cJSON_GetObjectItemCaseSensitive(opts, "egress_policy");
   if (v && !cJSON_IsObject(v)) return fail_option(err, "egress_policy", "%s must be a table%s", NULL);
   if (v && !cJSON_GetObjectItemCaseSensitive(opts, "proxy_service"))

@@ -20,6 +20,12 @@ server does exactly that, chosen by the request path (any /vX.Y prefix is ignore
                       good, trunc (ends inside a frame), badframe (stream 9)
   /exec/C/json        {"Running": false, "ExitCode": 5}
   /archive?n=N        200 application/x-tar of N bytes; /archive?drop=1 drops mid-body
+  DELETE /containers/NAME   container removal, scripted by words in NAME, counted per NAME:
+                      "busy": 409 "removal ... already in progress" twice, then 204;
+                      "flaky": 500 twice, then 204; "stuck": 409 always; any other: 204.
+                      After a 204 the container is gone: 404.
+  GET /containers/json, /networks, /volumes   empty lists (a project with nothing left)
+  /removals           200 JSON {NAME: removal attempts so far}
 
 Usage: fake_engine.py SOCKET_PATH              (runs until killed)
        fake_engine.py --tls CERT_DIR PORT_FILE   the same over TLS on 127.0.0.1 (port written
@@ -37,7 +43,7 @@ import threading
 import time
 from urllib.parse import parse_qs, urlsplit
 
-STATE = {"connections": 0}
+STATE = {"connections": 0, "removals": {}, "removed": set()}
 LOCK = threading.Lock()
 
 
@@ -98,6 +104,24 @@ class Handler(socketserver.BaseRequestHandler):
             self.request.sendall(payload[i:i + 7])
         return False
 
+    def remove_container(self, name):
+        with LOCK:
+            n = STATE["removals"].get(name, 0) + 1
+            STATE["removals"][name] = n
+            gone = name in STATE["removed"]
+        if gone:
+            return self.send(404, json.dumps({"message": "No such container: " + name}))
+        if "stuck" in name or ("busy" in name and n <= 2):
+            return self.send(409, json.dumps(
+                {"message": f"removal of container {name} is already in progress"}))
+        if "flaky" in name and n <= 2:
+            return self.send(500, json.dumps(
+                {"message": f"driver failed to remove root filesystem for {name}: device or resource busy"}))
+        with LOCK:
+            STATE["removed"].add(name)
+        self.request.sendall(b"HTTP/1.1 204 No Content\r\nApi-Version: 1.43\r\n\r\n")
+        return None
+
     def handle(self):
         while True:
             head = self.read_until(b"\r\n\r\n")
@@ -132,7 +156,16 @@ class Handler(socketserver.BaseRequestHandler):
                                        "body": body.decode("latin-1"), "body_hex": body.hex()}))
         elif path == "/stats":
             with LOCK:
-                self.send(200, json.dumps(STATE))
+                self.send(200, json.dumps({"connections": STATE["connections"]}))
+        elif path == "/removals":
+            with LOCK:
+                self.send(200, json.dumps(STATE["removals"]))
+        elif method == "DELETE" and len(parts) >= 3 and path.startswith("/containers/"):
+            self.remove_container(path.split("/")[2])
+        elif method == "GET" and path in ("/containers/json", "/networks"):
+            self.send(200, "[]")
+        elif method == "GET" and path == "/volumes":
+            self.send(200, json.dumps({"Volumes": [], "Warnings": None}))
         elif path == "/drop":
             self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                                  b"Content-Length: 100000\r\n\r\n{\"partial\":")

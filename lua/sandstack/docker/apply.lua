@@ -359,9 +359,11 @@ function A.stamp(run)
   end
 end
 
+-- Returns nil, or the first removal that failed after its retries (it names the object), so
+-- the caller can say what is left behind.
 function A.rollback(run)
   local c = run.created
-  batch.remove(run.eng, c)
+  local _, first = batch.remove(run.eng, c)
   if run.nonce then
     local r = batch.run(run.eng, batch.list_requests("io.sandstack.run=" .. run.nonce), 60)
     local function ids(res, key)
@@ -369,9 +371,12 @@ function A.rollback(run)
       for _, o in ipairs(res.ok and type(res.body) == "table" and (res.body.Volumes or res.body) or {}) do out[#out + 1] = o[key] end
       return out
     end
-    batch.remove(run.eng, { containers = ids(r[1], "Id"), networks = ids(r[2], "Id"), volumes = ids(r[3], "Name") })
+    local _, err = batch.remove(run.eng, { containers = ids(r[1], "Id"), networks = ids(r[2], "Id"), volumes = ids(r[3], "Name") })
+    first = first or err
   end
-  A.emit(run, "rolled_back", nil, { containers = #c.containers, networks = #c.networks, volumes = #c.volumes })
+  A.emit(run, "rolled_back", nil, { containers = #c.containers, networks = #c.networks, volumes = #c.volumes,
+    error = first })
+  return first
 end
 
 return A

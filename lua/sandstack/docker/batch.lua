@@ -25,9 +25,8 @@ local function settle(req, r)
   return { ok = false, err = r.err or E.new("transport", nil, "no answer from the engine") }
 end
 
--- reqs: list of {method, path, body, opts, ok = {[status]=true}}; returns results in order.
--- deadline: seconds for the whole batch.
-function M.run(eng, reqs, deadline)
+-- One round: every request once, in parallel where the engine can.
+local function run_once(eng, reqs, deadline)
   local results = {}
   if #reqs == 0 then return results end
   if not eng.submit or #reqs == 1 then
@@ -66,20 +65,70 @@ function M.run(eng, reqs, deadline)
   return results
 end
 
+local sleep = require("sandstack.core").sleep -- no child process, no LuaSocket needed
+
+-- Container removal is done only when the engine says 2xx or 404. Its transient answers, 409
+-- ("removal of container ... is already in progress") and 500 (a driver or mount still busy),
+-- mean "not yet", whatever a caller's ok table says: the removal is asked again, with a
+-- backoff, within a bound (REMOVE_DELAYS: about 4.5 s), so a destroy or a rollback does not
+-- report success while a container still exists. One that is still there at the end is named
+-- in the error (field `container`).
+local REMOVE_DELAYS = { 0.1, 0.2, 0.4, 0.8, 1, 1, 1 }
+M.REMOVE_ATTEMPTS = #REMOVE_DELAYS + 1
+
+local function container_removal(q)
+  return q[1] == "DELETE" and q[2]:match("^/containers/([^/?]+)$")
+end
+
+local function transient(r) return r.status == 409 or r.status == 500 end
+
+local function not_removed(q, r, attempts)
+  local id = container_removal(q)
+  local msg = type(r.body) == "table" and r.body.message or (type(r.body) == "string" and r.body) or ""
+  return { ok = false, status = r.status, body = r.body,
+    err = E.new("engine", nil, ("container %s could not be removed after %d attempts: %s %s"):format(
+      id, attempts, tostring(r.status), msg),
+      { status = r.status, method = q[1], path = q[2], container = id, attempts = attempts }) }
+end
+
+-- reqs: list of {method, path, body, opts, ok = {[status]=true}}; returns results in order.
+-- deadline: seconds for the whole batch (per round).
+function M.run(eng, reqs, deadline)
+  local results = run_once(eng, reqs, deadline)
+  for attempt = 1, #REMOVE_DELAYS + 1 do
+    local again, idx = {}, {}
+    for i, q in ipairs(reqs) do
+      if container_removal(q) and transient(results[i]) then
+        if attempt > #REMOVE_DELAYS then results[i] = not_removed(q, results[i], attempt)
+        else again[#again + 1] = q; idx[#idx + 1] = i end
+      end
+    end
+    if #again == 0 then break end
+    sleep(REMOVE_DELAYS[attempt])
+    for k, r in ipairs(run_once(eng, again, deadline)) do results[idx[k]] = r end
+  end
+  for i, q in ipairs(reqs) do
+    local r = results[i]
+    if not r.ok and r.status and container_removal(q) and not (r.err and r.err.container) then
+      results[i] = not_removed(q, r, 1)
+    end
+  end
+  return results
+end
+
 -- The first failure of a batch, or nil.
 function M.first_error(results)
   for _, r in ipairs(results) do if not r.ok then return r.err end end
 end
 
-local sleep = require("sandstack.core").sleep -- no child process, no LuaSocket needed
-
--- Deletes objects by id or name: containers (forced, with anonymous volumes), then networks
--- (retried: an endpoint may outlive its container by a moment), then volumes. 404 is success.
+-- Deletes objects by id or name: containers (forced, with anonymous volumes; retried on the
+-- engine's transient answers, see M.run), then networks (retried: an endpoint may outlive its
+-- container by a moment), then volumes. 404 is success.
 -- objs = {containers = {...}, networks = {...}, volumes = {...}}; returns true or nil, err.
 function M.remove(eng, objs)
   local reqs = {}
   for i, id in ipairs(objs.containers or {}) do
-    reqs[i] = { "DELETE", "/containers/" .. id, nil, { query = { force = "1", v = "1" } }, ok = { [404] = true, [409] = true } }
+    reqs[i] = { "DELETE", "/containers/" .. id, nil, { query = { force = "1", v = "1" } }, ok = { [404] = true } }
   end
   local first = M.first_error(M.run(eng, reqs, 60))
   local nets = objs.networks or {}
