@@ -1,7 +1,7 @@
 /* The stack part of the binding: the pure planner of csrc/stack as Lua functions.
  *   core.stack_validate(opts, session_key) -> true | nil, err
  *   core.stack_plan(opts, ctx) -> plan | nil, err      ctx = {session_key=, api_version=, now=,
- *                                                            token=, egress_policy=}
+ *                                                            token=, egress_policy=, pool=}
  *   core.stack_pick_subnet(pool, used, seed[, prefix]) -> "a.b.c.d/28" | nil, err
  *   core.stack_api_number("1.41") -> 141
  * opts is a table (function values are left out: callbacks stay in Lua) or a JSON string.
@@ -59,7 +59,8 @@ static int l_stack_validate(lua_State *L) {
 static int l_stack_plan(lua_State *L) {
   cJSON *opts = opts_arg(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
-  static const char *const keys[] = {"session_key", "api_version", "now", "token", "egress_policy", NULL};
+  static const char *const keys[] = {"session_key", "api_version", "now", "token",
+                                     "egress_policy", "pool", NULL};
   ss_check_keys(L, 2, keys, "stack_plan context");
   ss_stack_ctx ctx = {0};
   ctx.session_key = ss_opt_string(L, 2, "session_key", NULL);
@@ -68,6 +69,7 @@ static int l_stack_plan(lua_State *L) {
   ctx.now = ss_opt_number(L, 2, "now", (double)time(NULL));
   ctx.token = ss_opt_string(L, 2, "token", NULL);
   ctx.egress_policy_json = ss_opt_string(L, 2, "egress_policy", NULL);
+  ctx.pool = ss_opt_string(L, 2, "pool", NULL);
   ss_error err;
   ss_error_init(&err);
   cJSON *plan = ss_stack_plan(opts, &ctx, &err);

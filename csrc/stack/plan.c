@@ -28,6 +28,9 @@ static cJSON *labels(const plan_ctx *p, const char *key, const char *value) {
   cJSON_AddStringToObject(l, "io.sandstack.session", p->m->session_key);
   cJSON_AddStringToObject(l, "io.sandstack.version", SANDSTACK_VERSION);
   cJSON_AddStringToObject(l, "io.sandstack.created", created);
+  /* Labels are fixed at create, so a warm pool's stacks carry the pool from the first object:
+   * that is how every process finds a pool's stacks (and reap{pool=} its leftovers). */
+  if (p->ctx->pool) cJSON_AddStringToObject(l, "io.sandstack.pool", p->ctx->pool);
   if (key) cJSON_AddStringToObject(l, key, value);
   return l;
 }
@@ -51,7 +54,12 @@ static cJSON *argv_of(const cJSON *v, int shell) {
 }
 
 /* The hardening overlay: built once per stack and copied into every container, so no
- * container (the forwarder included) can end up weaker than another. */
+ * container (the forwarder included) can end up weaker than another. Secure by default, as the
+ * original provider's HostConfig: an absent option is the default, never "the engine's default";
+ * loosening is typed out (`cap_drop = {}` and `security_opt = {}` become empty lists, which
+ * tidy_bodies drops; `pids_limit = false` leaves PidsLimit unset). */
+#define SS_DEFAULT_PIDS_LIMIT 512
+
 static cJSON *hardening(const cJSON *opts) {
   cJSON *hc = cJSON_CreateObject();
   const cJSON *v;
@@ -59,12 +67,21 @@ static cJSON *hardening(const cJSON *opts) {
     cJSON_AddNumberToObject(hc, "NanoCpus", floor(v->valuedouble * NS_PER_S));
   if ((v = cJSON_GetObjectItemCaseSensitive(opts, "memory")))
     cJSON_AddNumberToObject(hc, "Memory", ss_parse_size(v));
-  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "pids_limit")))
-    cJSON_AddNumberToObject(hc, "PidsLimit", v->valuedouble);
-  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "cap_drop")))
-    cJSON_AddItemToObject(hc, "CapDrop", cJSON_IsArray(v) ? cJSON_Duplicate(v, 1) : cJSON_CreateArray());
-  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "security_opt")))
-    cJSON_AddItemToObject(hc, "SecurityOpt", cJSON_IsArray(v) ? cJSON_Duplicate(v, 1) : cJSON_CreateArray());
+  v = cJSON_GetObjectItemCaseSensitive(opts, "pids_limit");
+  if (!v) cJSON_AddNumberToObject(hc, "PidsLimit", SS_DEFAULT_PIDS_LIMIT);
+  else if (cJSON_IsNumber(v)) cJSON_AddNumberToObject(hc, "PidsLimit", v->valuedouble);
+  static const char *const lists[][3] = {{"cap_drop", "CapDrop", "ALL"},
+                                         {"security_opt", "SecurityOpt", "no-new-privileges"}};
+  for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+    v = cJSON_GetObjectItemCaseSensitive(opts, lists[i][0]);
+    if (!v) cJSON_AddItemToObject(hc, lists[i][1], string_array(&lists[i][2], 1));
+    else cJSON_AddItemToObject(hc, lists[i][1], cJSON_IsArray(v) ? cJSON_Duplicate(v, 1) : cJSON_CreateArray());
+  }
+  /* a stack is one session's: a container the engine restarts by itself would outlive a
+   * destroy that raced it, and would come back without the readiness checks */
+  cJSON *restart = cJSON_CreateObject();
+  cJSON_AddStringToObject(restart, "Name", "no");
+  cJSON_AddItemToObject(hc, "RestartPolicy", restart);
   if ((v = cJSON_GetObjectItemCaseSensitive(opts, "readonly_rootfs")))
     cJSON_AddBoolToObject(hc, "ReadonlyRootfs", cJSON_IsTrue(v));
   if ((v = cJSON_GetObjectItemCaseSensitive(opts, "tmpfs"))) {
@@ -119,8 +136,8 @@ static void wire_credentials(const plan_ctx *p, const ss_svc *s, cJSON *env) {
   if (s->is_sandbox) {
     char port[16];
     snprintf(port, sizeof port, "%d", m->agent_port);
-    if (!cJSON_GetObjectItemCaseSensitive(s->spec ? cJSON_GetObjectItemCaseSensitive(s->spec, "env") : NULL, "AGENT_PORT"))
-      env_set(env, "AGENT_PORT", port);
+    /* the provider overlays the agent contract: the spec's own AGENT_PORT loses */
+    env_set(env, "AGENT_PORT", port);
     if (m->proxy_idx >= 0) {
       const ss_svc *px = &m->svc[m->proxy_idx];
       char url[160];
@@ -452,8 +469,11 @@ cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err) 
   if (p.api < 0) p.api = 141;
   char minted[65];
   if (m->proxy_idx >= 0) {
+    const cJSON *given = cJSON_GetObjectItemCaseSensitive(opts, "session_token");
     if (ctx->token) {
       p.token = ctx->token;
+    } else if (cJSON_IsString(given)) { /* validated: length and characters */
+      p.token = given->valuestring;
     } else if (ss_random_hex(minted, 32) == 0) {
       p.token = minted;
     } else {

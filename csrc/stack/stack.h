@@ -16,6 +16,7 @@ typedef struct ss_stack_ctx {
   double now;                     /* creation time written into io.sandstack.created */
   const char *token;              /* per-session token; NULL mints one with getrandom */
   const char *egress_policy_json; /* rendered policy for the proxy, or NULL */
+  const char *pool;               /* warm pool name: io.sandstack.pool on every object, or NULL */
 } ss_stack_ctx;
 
 #define SS_STACK_MAX_SERVICES 64

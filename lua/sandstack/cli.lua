@@ -1,14 +1,18 @@
--- The `sandstack` command: up, down, ls, status, reap, conform. main(argv) returns an exit code.
+-- The `sandstack` command: up, down, ls, status, reap, pool, conform. main(argv) returns an exit code.
 local M = {}
 
 local USAGE = [[
 usage: sandstack <command> [options]
   up FILE.lua [--session KEY]    start the stack FILE returns (an options table); prints the endpoint
   down PROJECT                   remove every container, network and volume of PROJECT
-  ls                             list the stacks sandstack owns on the engine
+  ls                             list the stacks sandstack owns on the engine, grouped by pool
   status PROJECT                 state and health of each service, and the forwarder's port
-  reap [--older-than S] [--project P] [--prefix P]
-                                 remove owned stacks (all, or those matching)
+  reap [--older-than S] [--project P] [--prefix P] [--pool NAME]
+                                 remove owned stacks (all, or those matching; --pool: that
+                                 pool's stacks no session holds)
+  pool fill FILE.lua [--size N]  FILE returns the pool options ({name =, size =, stack = {...}});
+                                 start stacks until N are ready; prints the pool's status
+  pool drain NAME                remove every stack of pool NAME that no session holds
   conform [--backend docker|sbx] [--image IMG] [--forwarder-image IMG] [--subnet-pool CIDR]
                                  re-check the isolation promises on this engine, as TAP
 The engine is $DOCKER_HOST or unix:///var/run/docker.sock.]]
@@ -98,12 +102,21 @@ local function services_text(services)
   return table.concat(names, " ")
 end
 
+-- Plain stacks first, then one block per warm pool (docker.list sorts by pool, then project).
 local function cmd_ls(docker)
   local stacks, err = docker.list()
   if not stacks then return fail(err) end
-  out:write(("%-36s %-20s %5s  %s\n"):format("PROJECT", "SESSION", "AGE", "SERVICES"))
+  local header = ("%-36s %-20s %5s  %s\n"):format("PROJECT", "SESSION", "AGE", "SERVICES")
+  out:write(header)
+  local pool
   for _, s in ipairs(stacks) do
-    out:write(("%-36s %-20s %5s  %s\n"):format(s.project, tostring(s.session_key), age(s.created), services_text(s.services)))
+    if s.pool and s.pool ~= pool then
+      pool = s.pool
+      out:write(("\npool %s\n"):format(pool), header)
+    end
+    local session = s.pool and (s.state == "in_use" and tostring(s.session_key) or "(" .. tostring(s.state) .. ")")
+      or tostring(s.session_key)
+    out:write(("%-36s %-20s %5s  %s\n"):format(s.project, session, age(s.created), services_text(s.services)))
   end
   return 0
 end
@@ -132,11 +145,48 @@ local function cmd_status(argv, docker)
 end
 
 local function cmd_reap(argv, docker)
-  local pos, opt = parse(argv, 2, { ["older-than"] = true, project = true, prefix = true })
+  local pos, opt = parse(argv, 2, { ["older-than"] = true, project = true, prefix = true, pool = true })
   if not pos then return fail(opt) end
-  local removed, err = docker.reap { older_than = tonumber(opt["older-than"]), project = opt.project, prefix = opt.prefix }
+  local removed, err = docker.reap { older_than = tonumber(opt["older-than"]), project = opt.project, prefix = opt.prefix,
+    pool = opt.pool }
   if not removed then return fail(err) end
   for _, p in ipairs(removed) do out:write("removed ", p, "\n") end
+  return 0
+end
+
+local function cmd_pool(argv, docker)
+  local sub = argv[2]
+  if sub == "drain" then
+    if not argv[3] then return fail("pool drain needs a NAME") end
+    local removed, err = docker.reap { pool = argv[3] }
+    if not removed then return fail(err) end
+    for _, p in ipairs(removed) do out:write("removed ", p, "\n") end
+    return 0
+  elseif sub ~= "fill" then
+    return fail("pool needs fill or drain")
+  end
+  local pos, opt = parse(argv, 3, { size = true })
+  if not pos then return fail(opt) end
+  local file = pos[1]
+  if not file then return fail("pool fill needs a FILE.lua") end
+  local chunk, lerr = loadfile(file)
+  if not chunk then return fail(lerr) end
+  local ok, opts = pcall(chunk)
+  if not ok then return fail(opts) end
+  if type(opts) ~= "table" then return fail(file .. " must return the pool options") end
+  if opt.size then
+    local n = tonumber(opt.size)
+    if not n or n < 0 or n ~= math.floor(n) then return fail("--size must be a whole number") end
+    opts.size = n
+    if opts.max and opts.max < n then opts.max = n end
+  end
+  local pool, err = docker.pool(opts)
+  if not pool then return fail(err) end
+  local n; n, err = pool:fill()
+  if not n then return fail(err) end
+  local st = pool:status() or {}
+  out:write(("started %d\nready %s starting %s in_use %s failed %s\n"):format(n, tostring(st.ready),
+    tostring(st.starting), tostring(st.in_use), tostring(st.failed)))
   return 0
 end
 
@@ -163,6 +213,7 @@ function M.main(argv, o, e)
   elseif cmd == "ls" then return cmd_ls(docker)
   elseif cmd == "status" then return cmd_status(argv, docker)
   elseif cmd == "reap" then return cmd_reap(argv, docker)
+  elseif cmd == "pool" then return cmd_pool(argv, docker)
   elseif cmd == "conform" then return cmd_conform(argv)
   elseif cmd == "-h" or cmd == "--help" or cmd == "help" then
     out:write(USAGE, "\n")

@@ -306,7 +306,8 @@ function M.run(opts)
     o.standin_ok = down ~= nil
   end
   local stack
-  stack, err = sandstack.docker.start(o.project, M.stack_opts(o))
+  -- opts.start: another way to obtain the reference stack (a warm pool's acquire, issue 16)
+  stack, err = (opts.start or sandstack.docker.start)(o.project, M.stack_opts(o))
   t.result(stack ~= nil, "the reference stack comes up", err)
   if stack then
     local net = eng:call("GET", "/networks/" .. o.project .. "-sbx") or {}

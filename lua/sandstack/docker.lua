@@ -28,11 +28,6 @@ local function listed(results)
   return { containers = results[1].body, networks = results[2].body, volumes = results[3].body.Volumes or {} }
 end
 
--- Everything of one project (or of every project), found by label: three parallel lists.
-local function owned(eng, project)
-  return listed(batch.run(eng, list_reqs(project), 60))
-end
-
 local function union(known, found, key)
   local seen, out = {}, {}
   for _, n in ipairs(known or {}) do if not seen[n] then seen[n] = true; out[#out + 1] = n end end
@@ -264,9 +259,8 @@ local function render_policy(tbl)
   return p:render()
 end
 
--- sandstack.docker.start(session_key, opts) -> stack | nil, err
-function M.start(session_key, opts)
-  local clean, hooks = split_hooks(session_key, opts)
+-- The start pipeline; pool (a warm pool's name, or nil) labels every object io.sandstack.pool.
+local function start_with(session_key, clean, hooks, pool)
   local ok, err = core.stack_validate(clean, session_key)
   if not ok then return nil, err end
   local rendered
@@ -277,7 +271,7 @@ function M.start(session_key, opts)
   local eng; eng, err = engine(clean)
   if not eng then return nil, err end
   local plan; plan, err = core.stack_plan(clean, { session_key = session_key, api_version = eng.api_version,
-    egress_policy = rendered })
+    egress_policy = rendered, pool = pool })
   if not plan then eng:close(); return nil, err end
 
   local run = { eng = eng, plan = plan, t0 = A.now(), on_event = hooks.on_event, req_adapter = hooks.req_adapter,
@@ -300,14 +294,57 @@ function M.start(session_key, opts)
   for _, step in ipairs(steps) do
     local okstep, res, e = pcall(step)
     if not okstep or not res then
-      A.rollback(run)
+      local left = A.rollback(run)
       stack:_set_port(nil)
       eng:close()
       if not okstep then error(res, 0) end -- a programming error: re-raise after cleaning up
+      if left and type(e) == "table" then -- what the rollback could not remove, by name
+        e.rollback_error = left
+        e.message = tostring(e.message) .. "; the rollback left " .. tostring(left.message)
+      end
       return nil, e
     end
   end
   return stack
+end
+
+-- sandstack.docker.start(session_key, opts) -> stack | nil, err
+function M.start(session_key, opts)
+  local clean, hooks = split_hooks(session_key, opts)
+  return start_with(session_key, clean, hooks, nil)
+end
+
+-- For sandstack.docker.pool: the same start, with every object labelled with the pool.
+function M._start_pooled(session_key, opts, pool)
+  local clean, hooks = split_hooks(session_key, opts)
+  return start_with(session_key, clean, hooks, pool)
+end
+
+-- For sandstack.docker.pool: a handle on a stack the pool has claimed, from its plan (computed
+-- for the claiming session) and the forwarder port the pool has just read.
+function M._adopt(plan, port, opts)
+  local sandstack = require "sandstack"
+  local eng, err = sandstack.engine { host = opts.docker_host, timeout = opts.timeout, api_version = opts.api_version }
+  if not eng then return nil, err end
+  local stack = new_stack(eng, plan, { on_event = opts.on_event, req_adapter = opts.req_adapter })
+  stack:_set_port(port)
+  return stack
+end
+
+-- The claim of a pooled stack: a container named <project>-claim, created and never started.
+-- The engine's name registry answers a second create of that name 409, in any process, so
+-- exactly one claimant wins. It carries the project label, so the stack's removal takes it.
+-- The same create with role "ready" is the mark a filler sets once the stack has passed
+-- readiness: only marked stacks are handed out (a half-made one never is).
+function M._mark(eng, role, project, pool, session_key, image)
+  local q = { query = { name = project .. "-" .. role } }
+  local body = { Image = image, Entrypoint = { "true" }, NetworkDisabled = true,
+    Labels = { [LABEL] = project, ["io.sandstack.pool"] = pool, ["io.sandstack.session"] = session_key,
+      ["io.sandstack.role"] = role, ["io.sandstack.version"] = core.VERSION },
+    HostConfig = { NetworkMode = "none" } }
+  local r = batch.run(eng, { { "POST", "/containers/create", body, q } }, 60)[1]
+  if r.ok then return true end
+  return nil, r.err
 end
 
 -- Rebuilds a handle from stack:record() and re-reads the forwarder's port.
@@ -332,39 +369,111 @@ function M.reconnect(record, opts)
   return stack
 end
 
--- Stacks owned by sandstack on the engine, from labels: { {project=, session_key=, created=, ...} }.
+local POOL = "io.sandstack.pool"
+
+local function check_keys(opts, allowed, what)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then error(what .. ": options must be a table", 3) end
+  for k in pairs(opts) do
+    if not allowed[k] then error(what .. ": unknown option '" .. tostring(k) .. "'", 3) end
+  end
+  return opts
+end
+
+-- A stack of a warm pool that no session holds and whose filler has not marked it ready is
+-- "starting" for this long after its creation, then "failed" (its filler died mid-start).
+M.POOL_STARTING_GRACE = 600
+
+-- The state of a pooled stack from its list entry: in_use (claimed), ready (marked, every
+-- service running), starting (unmarked, young) or failed.
+function M._pool_state(e, now, grace)
+  if e.claimed then return "in_use" end
+  if e.marked then
+    for _, st in pairs(e.services) do if st ~= "running" then return "failed" end end
+    return next(e.services) and "ready" or "failed"
+  end
+  if e.created and (now or os.time()) - e.created < (grace or M.POOL_STARTING_GRACE) then return "starting" end
+  return "failed"
+end
+
+local function is_list(x) return type(x) == "table" end
+
+-- Stacks owned by sandstack on the engine, from labels: { {project=, session_key=, created=,
+-- pool=, state=, ...} }, sorted by pool and project. Objects without the project label are not
+-- sandstack's and are skipped; an Engine answer of the wrong shape is an error.
+local LIST_KEYS = { docker_host = true, timeout = true, project = true, pool = true }
 function M.list(opts)
-  opts = opts or {}
+  opts = check_keys(opts, LIST_KEYS, "sandstack.docker.list")
   local eng, err = engine(opts)
   if not eng then return nil, err end
-  local objs; objs, err = owned(eng, opts.project)
+  local filters = { opts.project and (LABEL .. "=" .. opts.project) or LABEL }
+  if opts.pool then filters[#filters + 1] = POOL .. "=" .. opts.pool end
+  local f = { label = filters }
+  local r = batch.run(eng, {
+    { "GET", "/containers/json", nil, { query = { all = "1", filters = f } } },
+    { "GET", "/networks", nil, { query = { filters = f } } },
+    { "GET", "/volumes", nil, { query = { filters = f } } },
+  }, 60)
   eng:close()
-  if not objs then return nil, err end
+  err = batch.first_error(r)
+  if err then return nil, err end
+  local cs, ns, vb = r[1].body, r[2].body, r[3].body
+  if not is_list(cs) or not is_list(ns) or not is_list(vb) or (vb.Volumes ~= nil and not is_list(vb.Volumes)) then
+    return nil, E.new("engine", "bad_answer", "the engine's object lists are malformed")
+  end
   local by = {}
   local function entry(labels)
-    local p = labels[LABEL]
-    by[p] = by[p] or { project = p, session_key = labels["io.sandstack.session"],
+    local p = type(labels) == "table" and labels[LABEL]
+    if type(p) ~= "string" then return nil end
+    by[p] = by[p] or { project = p, session_key = labels["io.sandstack.session"], pool = labels[POOL],
       created = tonumber(labels["io.sandstack.created"]), version = labels["io.sandstack.version"],
-      services = {}, networks = 0, volumes = 0 }
+      services = {}, images = {}, networks = 0, volumes = 0 }
     return by[p]
   end
-  for _, c in ipairs(objs.containers) do
-    local e = entry(c.Labels or {})
-    e.services[(c.Labels or {})["io.sandstack.service"] or "?"] = c.State
+  for _, c in ipairs(cs) do
+    local labels = type(c) == "table" and c.Labels
+    local e = entry(labels)
+    if e then
+      local role = labels["io.sandstack.role"]
+      if role == "claim" then
+        e.claimed, e.pool, e.claim_session = true, e.pool or labels[POOL], labels["io.sandstack.session"]
+      elseif role == "ready" then
+        e.marked = true
+      else
+        local svc = labels["io.sandstack.service"] or "?"
+        e.services[svc], e.images[svc] = c.State, c.Image
+      end
+    end
   end
-  for _, n in ipairs(objs.networks) do local e = entry(n.Labels or {}); e.networks = e.networks + 1 end
-  for _, v in ipairs(objs.volumes) do local e = entry(v.Labels or {}); e.volumes = e.volumes + 1 end
-  local out = {}
-  for _, e in pairs(by) do out[#out + 1] = e end
-  table.sort(out, function(a, b) return a.project < b.project end)
+  for _, n in ipairs(ns) do local e = entry(type(n) == "table" and n.Labels); if e then e.networks = e.networks + 1 end end
+  for _, v in ipairs(vb.Volumes or {}) do local e = entry(type(v) == "table" and v.Labels); if e then e.volumes = e.volumes + 1 end end
+  local out, now = {}, os.time()
+  for _, e in pairs(by) do
+    if e.pool then
+      -- the objects' own session label is the pool's placeholder: the claim names the owner
+      e.state = M._pool_state(e, now)
+      e.session_key = e.claim_session
+    end
+    e.claim_session = nil
+    out[#out + 1] = e
+  end
+  table.sort(out, function(a, b)
+    if (a.pool or "") ~= (b.pool or "") then return (a.pool or "") < (b.pool or "") end
+    return a.project < b.project
+  end)
   return out
 end
 
 -- Removes owned stacks: all of them, or those older than older_than seconds, or one project,
--- or those whose project name starts with prefix. Returns the list of removed projects.
+-- or those whose project name starts with prefix, or (pool = name) a warm pool's leftovers:
+-- every stack of that pool no session holds, idle, starting or half-made. An idle stack is
+-- claimed before it is removed, so a concurrent acquire never receives a stack being removed.
+-- Returns the list of removed projects.
+local REAP_KEYS = { docker_host = true, timeout = true, project = true, older_than = true, prefix = true, pool = true,
+  idle_only = true }
 function M.reap(opts)
-  opts = opts or {}
-  local stacks, err = M.list { docker_host = opts.docker_host, timeout = opts.timeout, project = opts.project }
+  opts = check_keys(opts, REAP_KEYS, "sandstack.docker.reap")
+  local stacks, err = M.list { docker_host = opts.docker_host, timeout = opts.timeout, project = opts.project, pool = opts.pool }
   if not stacks then return nil, err end
   local eng; eng, err = engine(opts)
   if not eng then return nil, err end
@@ -373,7 +482,19 @@ function M.reap(opts)
   for _, s in ipairs(stacks) do
     local old = not opts.older_than or (s.created and t - s.created >= opts.older_than)
     local match = not opts.prefix or s.project:sub(1, #opts.prefix) == opts.prefix
-    if old and match then
+    local take = old and match
+    if take and opts.pool then
+      take = s.state ~= "in_use" and (not opts.idle_only or s.state == "ready" or (s.marked and s.state == "failed"))
+      if take and s.marked then
+        local image = s.images.forwarder or select(2, next(s.images))
+        local ok, e = M._mark(eng, "claim", s.project, opts.pool, "reap", image)
+        if not ok then
+          take = false
+          if e.status ~= 409 then first = first or e end -- 409: a session claimed it first
+        end
+      end
+    end
+    if take then
       local ok, e = remove_project(eng, s.project)
       if ok then removed[#removed + 1] = s.project else first = first or e end
     end
@@ -391,6 +512,11 @@ function M.down(project, opts)
   local ok; ok, err = remove_project(eng, project)
   eng:close()
   return ok, err
+end
+
+-- sandstack.docker.pool{...}: a warm pool of ready stacks (lua/sandstack/docker/pool.lua).
+function M.pool(opts)
+  return require("sandstack.docker.pool").new(opts)
 end
 
 -- The plan a start would apply, without an engine (for inspection and tests).
