@@ -58,6 +58,36 @@ def quiet(fn, *args):
         pass
 
 
+def parent_of(path):
+    """A descriptor on path's parent reached without following a link (None when a component is
+    a link or gone), and the last component. A guest inside its workspace resolves a planted
+    link in its own mount namespace, never to the host's OUTSIDE: so the racer, which runs on the
+    host, must not go through the links it plants either, or it would itself move OUTSIDE's
+    files into the tree (which the removal then rightly deletes)."""
+    parent, name = os.path.split(path)
+    try:
+        fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None, name
+    return fd, name
+
+
+def at(path, fn):
+    fd, name = parent_of(path)
+    if fd is None:
+        return
+    try:
+        fn(fd, name.encode() if isinstance(name, str) else name)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def exchange(d):
+    at(d, lambda fd, n: renameat2(fd, n, fd, n + b".l", RENAME_EXCHANGE))
+
+
 def race(root, outside, seconds, ready):
     dirs = []
     for i in range(10):
@@ -72,24 +102,32 @@ def race(root, outside, seconds, ready):
     while time.monotonic() < end and os.path.isdir(root):
         # every directory becomes the link at once, and stays so while the others swap: about
         # half of the time each name leads outside
+        # (every operation is relative to its parent reached without links: see parent_of)
         for d, target in pairs:
-            quiet(os.symlink, target, d + b".l")
-            renameat2(AT_FDCWD, d, AT_FDCWD, d + b".l", RENAME_EXCHANGE)
+            at(d, lambda fd, n, t=target: os.symlink(t, n + b".l", dir_fd=fd))
+            exchange(d)
         for d, _ in pairs:
-            renameat2(AT_FDCWD, d, AT_FDCWD, d + b".l", RENAME_EXCHANGE)
+            exchange(d)
         for d, target in pairs[::7]:
             # and now and then the non-atomic cycle: no d at all, a link named d, the directory
-            tmp = d + b".t"
-            quiet(os.rename, d, tmp)
-            quiet(os.symlink, target, d)
-            quiet(os.unlink, d)
-            quiet(os.rename, tmp, d)
+            def cycle(fd, n, t=target):
+                for step in (lambda: os.rename(n, n + b".t", src_dir_fd=fd, dst_dir_fd=fd),
+                             lambda: os.symlink(t, n, dir_fd=fd), lambda: os.unlink(n, dir_fd=fd),
+                             lambda: os.rename(n + b".t", n, src_dir_fd=fd, dst_dir_fd=fd)):
+                    quiet(step)
+            at(d, cycle)
         for i in range(10):
             # a directory moved to another parent and back: a walk inside it finds another ".."
-            a = os.path.join(root, "d%d" % i, "s0").encode()
-            b = os.path.join(root, "d%d" % ((i + 1) % 10), "s0.mv").encode()
-            quiet(os.rename, a, b)
-            quiet(os.rename, b, a)
+            a = os.path.join(root, "d%d" % i, "s0")
+            b = os.path.join(root, "d%d" % ((i + 1) % 10), "s0.mv")
+            fa, na = parent_of(a)
+            fb, nb = parent_of(b)
+            if fa is not None and fb is not None:
+                quiet(lambda: os.rename(na, nb, src_dir_fd=fa, dst_dir_fd=fb))
+                quiet(lambda: os.rename(nb, na, src_dir_fd=fb, dst_dir_fd=fa))
+            for fd in (fa, fb):
+                if fd is not None:
+                    os.close(fd)
         if first:
             open(ready, "w").close()
             first = False
