@@ -371,14 +371,7 @@ end
 
 local POOL = "io.sandstack.pool"
 
-local function check_keys(opts, allowed, what)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error(what .. ": options must be a table", 3) end
-  for k in pairs(opts) do
-    if not allowed[k] then error(what .. ": unknown option '" .. tostring(k) .. "'", 3) end
-  end
-  return opts
-end
+local check_keys = E.check_keys
 
 -- A stack of a warm pool that no session holds and whose filler has not marked it ready is
 -- "starting" for this long after its creation, then "failed" (its filler died mid-start).

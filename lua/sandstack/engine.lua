@@ -36,16 +36,7 @@ local REASONS = {
   [404] = "not_found", [409] = "conflict", [500] = "server_error", [503] = "unavailable",
 }
 
--- Raises for a key not in `allowed` (API.md: an unknown option key is an error). level 3 points
--- at the caller of the public method.
-local function check_opts(opts, allowed, what)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error(what .. ": options must be a table", 3) end
-  for k in pairs(opts) do
-    if not allowed[k] then error(what .. ": unknown option '" .. tostring(k) .. "'", 3) end
-  end
-  return opts
-end
+local check_opts = E.check_keys -- raises on an unknown key, at the public method's caller
 
 local function check_number(v, what, name)
   if v ~= nil and (type(v) ~= "number" or v ~= v or v <= 0) then
