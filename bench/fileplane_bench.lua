@@ -2,19 +2,21 @@
 -- stat, read and write of 4 KiB files at depth 1 and depth 8 below the workspace root,
 --   plane   plane:attributes / plane:read / plane:write (atomic: temp file + rename)
 --   plain   lstat / open+read+close / open(O_TRUNC)+write+close on the same host path
---           (core.fileplane_bench_plain, the same Lua-to-C call overhead as the plane)
+--           (the test-only module sandstack_test.fileplane_bench, spec/support/csrc/fileplane_bench.c:
+--           the same Lua-to-C call overhead as the plane, and never part of the shipped module)
 --   exec    `docker exec <container> cat <file>` on the same file, bind-mounted (read only)
 -- Prints the time per operation and the ratios; absolute times depend on the machine.
---   lua5.4 bench/fileplane_bench.lua [ITERATIONS] [DIR]   (from the repository root)
+--   lua5.4 bench/fileplane_bench.lua [ITERATIONS] [DIR]   (from the repository root; the build
+--   dir is $SANDSTACK_BUILD, default ./build)
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
-package.cpath = "./build/?.so;" .. package.cpath
+package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath
 local core = require "sandstack.core"
-local socket = require "socket"
+local baseline = require "sandstack_test.fileplane_bench"
 
 local N = tonumber(arg[1]) or 20000
 local DIR = arg[2] or "/tmp"
 local EXEC_N = 20
-local now = socket.gettime
+local now = core.engine_clock -- monotonic
 
 local function sh(cmd)
   local f = assert(io.popen(cmd .. " 2>&1"))
@@ -39,7 +41,7 @@ for _, rel in pairs(depths) do
 end
 
 local plane = assert(core.fileplane_open { root = root, guest_root = "/sandstack", cwd = "/sandstack" })
-local plain = core.fileplane_bench_plain
+local plain = baseline.plain
 
 -- Seconds per call of fn over n calls, best of 3 batches (the least disturbed).
 local function per_op(n, fn)

@@ -8,26 +8,16 @@ package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath -- SANDSTACK_BUILD: another build dir
 local sandstack = require "sandstack"
 local http = require "sandstack.docker.http"
-local socket = require "socket"
+local core = require "sandstack.core" -- its monotonic clock and sleep
 
 local N = tonumber(arg[1]) or 8
 local SUBNETS = "10.216.0.0/16"
-local AGENT, SOCAT = "sandstack-test/agent:local", "sandstack-test/socat:local"
-local now = socket.gettime
+local now = core.engine_clock
 local NAME = "ssbench-pool-" .. sandstack.core.random_hex(3)
 
+local anchor_stack = dofile("bench/anchor.lua")
 local function anchor()
-  return {
-    agent_port = 8080, forwarder_image = SOCAT, subnet_pool = SUBNETS, pull = "never",
-    services = {
-      { name = "sandbox", image = AGENT, command = { "agent" }, depends_on = { "db" },
-        volumes = { { name = "workspace", target = "/workspace" } } },
-      { name = "db", image = AGENT, command = { "agent" }, env = { AGENT_PORT = "5432" }, egress = "none" },
-      { name = "relay", image = AGENT, command = { "agent" }, env = { AGENT_PORT = "3128" }, egress = "allow" },
-    },
-    volumes = { { name = "workspace" } },
-    ready = { db = { test = { "agent", "connect", "127.0.0.1", "5432", "500" }, interval = 0.5, timeout = 2, retries = 20 } },
-  }
+  return anchor_stack { subnet_pool = SUBNETS }
 end
 
 local function pool_of(name, size)
@@ -85,14 +75,14 @@ local function concurrent(name, tag)
   f:write(("package.path = %q; package.cpath = %q\n"):format(package.path, package.cpath), ([[
     local sandstack = require "sandstack"
     local http = require "sandstack.docker.http"
-    local socket = require "socket"
+    local core = require "sandstack.core" -- its monotonic clock and sleep
     local pool = assert(sandstack.docker.pool { name = %q, size = 0, max = 64, stack = dofile(%q) })
-    while not io.open(%q) do socket.sleep(0.005) end
-    local t0 = socket.gettime()
+    while not io.open(%q) do core.sleep(0.005) end
+    local t0 = core.engine_clock()
     local s = assert(pool:acquire(%q .. arg[1]))
     local r = http.request { method = "GET", url = s.endpoint .. "/health", timeout = 10 }
     assert(r and r.status == 200)
-    print(("T %%.6f"):format(socket.gettime() - t0))
+    print(("T %%.6f"):format(core.engine_clock() - t0))
     io.stdout:flush()
     s:destroy()
     print("DONE")
@@ -101,7 +91,7 @@ local function concurrent(name, tag)
   local cmds = {}
   for i = 1, N do cmds[i] = ("(lua5.4 %s/child.lua %d > %s/out%d 2>&1 &)"):format(dir, i, dir, i) end
   os.execute(table.concat(cmds, "; "))
-  socket.sleep(1.0) -- every child loads and waits at the barrier
+  core.sleep(1.0) -- every child loads and waits at the barrier
   io.open(dir .. "/go", "w"):close()
   local ts = {}
   for i = 1, N do
@@ -109,7 +99,7 @@ local function concurrent(name, tag)
       local s = read(dir .. "/out" .. i)
       if s:find("DONE", 1, true) then ts[#ts + 1] = tonumber(s:match("T (%S+)")); break end
       if s:find("lua5.4:", 1, true) then error("child " .. i .. ": " .. s) end
-      socket.sleep(0.1)
+      core.sleep(0.1)
     end
   end
   os.execute("rm -rf " .. dir)
@@ -129,8 +119,14 @@ local empty = pool_of(NAME .. "-c", 0)
 for i = 1, N do cold1[i] = acquire_and_answer(empty, "cold-" .. i) end
 local pool = pool_of(NAME .. "-w", N)
 local t0 = now()
-assert(pool:fill() == N)
+assert(pool:fill() == N) -- the default: 4 starts at once
 local fill_t = now() - t0
+-- the same fill with one start at a time (the baseline of the bounded parallel fill)
+local serial = pool_of(NAME .. "-f1", N)
+t0 = now()
+assert(serial:fill { concurrency = 1 } == N)
+local fill1_t = now() - t0
+assert(sandstack.docker.reap { pool = NAME .. "-f1" })
 for i = 1, N do pooled1[i] = acquire_and_answer(pool, "warm-" .. i) end
 
 -- Fill throughput against the same N stacks started one by one.
@@ -157,5 +153,6 @@ print(("pooled/cold p99: conc 1 = 1/%.0f, conc %d = 1/%.0f"):format(pct(cold1, 9
   pct(cold8, 99) / pct(pooled8, 99)))
 print(("fill: %d stacks in %.1f s = %.1f stacks/min; one by one: %.1f stacks/min; ratio %.2f"):format(N, fill_t,
   N / fill_t * 60, N / seq_t * 60, seq_t / fill_t))
+print(("fill concurrency 4 against concurrency 1: %.2fx the throughput"):format(fill1_t / fill_t))
 
 for _, n in ipairs { NAME .. "-c", NAME .. "-w", NAME .. "-c8", NAME .. "-w8" } do sandstack.docker.reap { pool = n } end

@@ -1,9 +1,10 @@
 -- bench/sbx_exec_bench.lua: what the exec wrapper costs, as a ratio against a bare `sbx exec`
 -- of the same command in the same sandbox, and the host memory of many short execs.
 --   lua5.4 bench/sbx_exec_bench.lua [ROUNDS] [EXECS]     (defaults 20 and 1000)
--- Uses the simulator (spec/support/sbx-sim), or a real sbx with SANDSTACK_SBX_E2E=1.
+-- Uses the simulator (spec/support/sbx-sim), or a real sbx with SANDSTACK_SBX_E2E=1. The build
+-- dir is $SANDSTACK_BUILD (default ./build).
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/support/?.lua;" .. package.path
-package.cpath = "./build/?.so;" .. package.cpath
+package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath
 local core = require "sandstack.core"
 local sbx = require "sandstack.sbx"
 local H = require "sbx_helpers"
@@ -59,4 +60,5 @@ print(("%d short execs: RSS grew %d KiB (%.2f KiB per exec), Lua heap grew %.0f 
   :format(execs, rss1 - rss0, (rss1 - rss0) / execs, lua1 - lua0, status("VmHWM")))
 
 box:dispose()
+b:close()
 H.teardown(env)

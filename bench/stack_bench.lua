@@ -11,25 +11,14 @@ local core = sandstack.core
 local batch = require "sandstack.docker.batch"
 local http = require "sandstack.docker.http"
 local apply = require "sandstack.docker.apply"
-local socket = require "socket"
 
 local REPS = tonumber(arg[1]) or 3
 local POOL = "10.215.0.0/16"
-local AGENT, SOCAT = "sandstack-test/agent:local", "sandstack-test/socat:local"
-local now = socket.gettime
+local now = core.engine_clock
 
+local anchor = dofile("bench/anchor.lua")
 local function opts(project)
-  return {
-    project_name = project, agent_port = 8080, forwarder_image = SOCAT, subnet_pool = POOL, pull = "never",
-    services = {
-      { name = "sandbox", image = AGENT, command = { "agent" }, depends_on = { "db" },
-        volumes = { { name = "workspace", target = "/workspace" } } },
-      { name = "db", image = AGENT, command = { "agent" }, env = { AGENT_PORT = "5432" }, egress = "none" },
-      { name = "relay", image = AGENT, command = { "agent" }, env = { AGENT_PORT = "3128" }, egress = "allow" },
-    },
-    volumes = { { name = "workspace" } },
-    ready = { db = { test = { "agent", "connect", "127.0.0.1", "5432", "500" }, interval = 0.5, timeout = 2, retries = 20 } },
-  }
+  return anchor { project_name = project, subnet_pool = POOL }
 end
 
 local function wait_http(port)
@@ -37,7 +26,7 @@ local function wait_http(port)
   for _ = 1, 3000 do
     local r = http.request { method = "GET", url = url, timeout = 2 }
     if r and r.status == 200 then return true end
-    socket.sleep(0.01)
+    core.sleep(0.01)
   end
   error("no readiness at " .. url)
 end
@@ -85,14 +74,10 @@ end
 -- The floor: the plan's bodies sent straight, every independent call in parallel, the
 -- engine's own healthcheck awaited by polling inspect.
 local function run_floor(project, eng)
-  local plan = assert(core.stack_plan(opts(project), { session_key = project, api_version = eng.api_version }))
   local used = assert(apply.used_subnets(eng))
-  local seed = tonumber(core.random_hex(3), 16)
-  for _, n in ipairs(plan.networks) do
-    local s = assert(core.stack_pick_subnet(POOL, used, seed, 28))
-    used[#used + 1] = s
-    n.body.IPAM = { Config = { { Subnet = s } } }
-  end
+  local picked = assert(core.stack_pick_subnet(POOL, used, tonumber(core.random_hex(3), 16), 28, 3))
+  local plan = assert(sandstack.docker.plan(project, opts(project), { api_version = eng.api_version,
+    subnets = { sbx = picked[1], pub = picked[2], egress = picked[3] } }))
   local by = {}
   for _, c in ipairs(plan.containers) do by[c.service] = c end
   local function must(results)
@@ -101,15 +86,15 @@ local function run_floor(project, eng)
   end
   local t0 = now()
   local reqs = {}
-  for _, n in ipairs(plan.networks) do reqs[#reqs + 1] = { "POST", "/networks/create", n.body } end
-  for _, v in ipairs(plan.volumes) do reqs[#reqs + 1] = { "POST", "/volumes/create", v.body } end
+  for _, n in ipairs(plan.networks) do reqs[#reqs + 1] = { n.method, n.path, n.body_json } end
+  for _, v in ipairs(plan.volumes) do reqs[#reqs + 1] = { v.method, v.path, v.body_json } end
   must(batch.run(eng, reqs))
   reqs = {}
-  for _, c in ipairs(plan.containers) do reqs[#reqs + 1] = { "POST", "/containers/create", c.body, { query = { name = c.name } } } end
+  for _, c in ipairs(plan.containers) do reqs[#reqs + 1] = { c.method, c.path, c.body_json } end
   must(batch.run(eng, reqs))
   reqs = {}
   for _, c in ipairs(plan.containers) do
-    for _, cn in ipairs(c.connects) do reqs[#reqs + 1] = { "POST", "/networks/" .. cn.network .. "/connect", cn.body } end
+    for _, cn in ipairs(c.connects) do reqs[#reqs + 1] = { cn.method, cn.path, cn.body_json } end
   end
   must(batch.run(eng, reqs))
   reqs = {}
@@ -118,7 +103,7 @@ local function run_floor(project, eng)
   while true do
     local info = assert(eng:call("GET", "/containers/" .. by.db.name .. "/json"))
     if info.State.Health and info.State.Health.Status == "healthy" then break end
-    socket.sleep(0.05)
+    core.sleep(0.05)
   end
   assert(eng:call("POST", "/containers/" .. by.sandbox.name .. "/start"))
   local info = assert(eng:call("GET", "/containers/" .. by.forwarder.name .. "/json"))

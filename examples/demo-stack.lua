@@ -1,18 +1,18 @@
 -- The demo stack of examples/demo.sh (`sandstack up examples/demo-stack.lua`): a sandbox with
--- an agent, a database-like sidecar with a healthcheck, and a proxy-like sidecar with egress
--- that the sandbox's ANTHROPIC_BASE_URL points at. The images are the local test images
--- (spec/support/build-images.sh); the agent echoes requests, so it stands in for both.
+-- an agent, a database-like sidecar with a healthcheck, and the egress proxy sandstack adds for
+-- `egress_policy` (sandstack-proxy; the sandbox's ANTHROPIC_BASE_URL and HTTPS_PROXY point at
+-- it). The agent and db use the local test image (spec/support/build-images.sh); the proxy and
+-- the forwarder the default images `sandstack images` builds (bootstrap.sh runs it): no registry.
 local agent = "sandstack-test/agent:local"
 return {
   agent_port = 8080,
-  forwarder_image = "sandstack-test/socat:local",
   services = {
     { name = "sandbox", image = agent, command = { "agent" }, depends_on = { "db", "proxy" },
       volumes = { { name = "workspace", target = "/workspace" } } },
     { name = "db", image = agent, command = { "agent" }, env = { AGENT_PORT = "5432" }, egress = "none" },
-    { name = "proxy", image = agent, command = { "agent" }, env = { AGENT_PORT = "3128" }, egress = "allow", port = 3128 },
   },
-  proxy_service = "proxy",
+  -- the proxy admits exactly this: the outside stand-in of demo.sh, and the model API
+  egress_policy = { allow = { "198.51.100.2:8099", "api.anthropic.com:443" } },
   api_key = os.getenv("DEMO_API_KEY") or "sk-demo-real-key-never-in-the-sandbox",
   volumes = { { name = "workspace" } },
   ready = { db = { test = { "agent", "connect", "127.0.0.1", "5432", "500" }, interval = 0.5, retries = 20 } },

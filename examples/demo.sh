@@ -56,8 +56,16 @@ probe "$project-sandbox" 198.51.100.2 8099 "the outside stand-in"
 probe "$project-sandbox" db 5432 "the db sidecar, by name"
 probe "$project-sandbox" proxy 3128 "the proxy sidecar, by name"
 
-step "from the proxy sidecar (egress = \"allow\"), for contrast"
-probe "$project-proxy" 198.51.100.2 8099 "the outside stand-in"
+step "through the egress proxy sandstack added: a CONNECT from the sandbox with its token"
+via_proxy() { # via_proxy TARGET: the proxy's answer and what came through the tunnel
+  docker exec "$project-sandbox" sh -c 'auth=$(printf "sandstack:%s" "$ANTHROPIC_API_KEY" | base64 -w0)
+    { printf "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n" "$1" "$1" "$auth"; sleep 1; } |
+    timeout 5 nc proxy 3128' _ "$1" 2>&1 | tr -d '\r' |
+    awk -v t="$1" 'NR == 1 { printf "  %-22s %s\n", t, $0 } /inet-standin/ { print "    through the tunnel: " $0 }
+      /"decision"/ { match($0, /"decision":"[^"]*"/); print "    " substr($0, RSTART, RLENGTH) }'
+}
+via_proxy 198.51.100.2:8099            # admitted by egress_policy
+via_proxy example.com:443              # no rule admits it: refused before any lookup
 step "from the db sidecar (egress = \"none\")"
 probe "$project-db" 198.51.100.2 8099 "the outside stand-in"
 

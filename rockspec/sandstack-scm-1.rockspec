@@ -7,15 +7,15 @@ source = { url = "git+file:///dev/null" } -- `luarocks make` builds the working 
 description = {
   summary = "Per-session sandboxes for AI agents: Docker stacks over the Engine API and Docker sbx",
   detailed = [[
-A C core (libcurl, cJSON, libuv) with a Lua API: sandstack.docker builds a per-session stack
+A C core with a Lua API (the Lua module links libcurl and cJSON only; the egress
+proxy program also libuv): sandstack.docker builds a per-session stack
 (sandbox on an internal network, sidecars, a socat forwarder) straight over the Engine API;
 sandstack.sbx drives Docker's sbx CLI with host checks, egress allowlists, a bounded exec
 wrapper and a symlink-proof workspace file plane.]],
   license = "MIT",
 }
--- LuaSocket is optional at run time (`sandstack conform`'s
--- host listener); the readiness probe is in the C core. Debian: lua-socket. It is not listed
--- as a rock dependency so that `luarocks make` stays offline with the distribution's package.
+-- No Lua rock is needed at run time: the readiness probe, waits and `sandstack conform`'s host
+-- listener and connects are in the C core (LuaSocket is not used).
 dependencies = { "lua >= 5.1" }
 external_dependencies = {
   CURL = { library = "curl" },
@@ -30,7 +30,10 @@ build = {
     LUA_INCDIR = "$(LUA_INCDIR)",
     LIBDIR = "$(LIBDIR)",
     LUADIR = "$(LUADIR)",
+    BINDIR = "$(BINDIR)", -- sandstack-proxy, beside the CLI (`sandstack images` builds its image from it)
   },
+  -- CMake installs every file of lua/ into LUADIR, sandstack.gateway and sandstack/gateway/*.lua
+  -- (the OpenResty gateway, `sandstack gateway`) included; nginx needs a LuaJIT (5.1) build.
   install = { bin = { sandstack = "bin/sandstack" } },
 }
 test = { type = "command", command = "bash spec/support/run-tests.sh" }

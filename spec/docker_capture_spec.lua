@@ -298,8 +298,8 @@ describe("capture: the archive reader and writer", function()
     for _, c in ipairs(cases) do
       local rep, err, _, base = unpack_archive(c[1])
       assert.is_nil(rep, c[2])
-      assert.equal("invalid", err.kind, c[2])
-      assert.equal("archive", err.reason, c[2] .. ": " .. tostring(err.message))
+      assert.equal("engine", err.kind, c[2])
+      assert.equal("bad_archive", err.reason, c[2] .. ": " .. tostring(err.message))
       assert.same({}, tree(base), c[2])
     end
     -- a chain of metadata headers is bounded
@@ -307,7 +307,7 @@ describe("capture: the archive reader and writer", function()
     for i = 1, 20 do chain[i] = gnu_long("L", "n" .. i) end
     local rep, err = unpack_archive(table.concat(chain) .. member({ name = "f" }, "x") .. END)
     assert.is_nil(rep)
-    assert.equal("archive", err.reason)
+    assert.same({ "engine", "bad_archive" }, { err.kind, err.reason })
   end)
 
   it("makes dir fresh and 0700, and refuses one that exists (a link included)", function()

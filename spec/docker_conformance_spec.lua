@@ -4,12 +4,86 @@ local conformance = require "sandstack.conformance"
 local sandstack = require "sandstack"
 local core = sandstack.core
 
+-- The host side of the reachability probes: core.tcp_listen / core.tcp_connect (csrc/util/tcp.c),
+-- which replace LuaSocket. No engine needed; loopback only.
+describe("sandstack.conformance host TCP probes", function()
+  local h = require "helpers"
+
+  it("listens on 0.0.0.0 where a connect gets through without an accept, and is refused after close", function()
+    local srv, port = conformance.host_listener()
+    assert.is_true(port > 0 and port < 65536)
+    assert.equal(port, srv:port())
+    for _ = 1, 3 do assert.is_true(conformance.host_can_connect("127.0.0.1", port)) end
+    srv:close()
+    srv:close() -- idempotent
+    assert.is_false(conformance.host_can_connect("127.0.0.1", port))
+    local ok, err = core.tcp_connect("127.0.0.1", port, 1)
+    assert.is_nil(ok)
+    assert.same({ "transport", "refused" }, { err.kind, err.reason })
+    assert.is_number(err.errno)
+    assert.has_error(function() srv:port() end, "tcp listener: it is closed")
+  end)
+
+  it("bounds a connect that gets no answer by its timeout", function()
+    -- a listener with a full accept queue (backlog 0, nobody accepts) drops the next SYNs
+    local info = os.tmpname()
+    -- os.execute, not a popen read: the listener's process outlives the command (the port file
+    -- below says when it is up)
+    os.execute("python3 -c 'import socket,sys,time,os\n"
+      .. "s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(0)\n"
+      .. "open(sys.argv[1] + \".tmp\", \"w\").write(\"%d %d\" % (s.getsockname()[1], os.getpid()))\n"
+      .. "os.rename(sys.argv[1] + \".tmp\", sys.argv[1]); time.sleep(30)' " .. h.q(info)
+      .. " </dev/null >/dev/null 2>&1 &")
+    local port, pid
+    local deadline = core.engine_clock() + 10
+    repeat
+      core.sleep(0.02)
+      port, pid = (h.read_file(info) or ""):match("^(%d+) (%d+)$")
+    until port or core.engine_clock() > deadline
+    os.remove(info)
+    assert.truthy(port, "the python listener did not start")
+    local results = {}
+    for i = 1, 3 do
+      local t0 = core.engine_clock()
+      local ok, err = core.tcp_connect("127.0.0.1", tonumber(port), 0.4)
+      results[i] = { ok = ok, err = err, took = core.engine_clock() - t0 }
+    end
+    os.execute("kill " .. pid)
+    assert.is_true(results[1].ok) -- control: the queue had room for one
+    local last = results[3]
+    assert.is_nil(last.ok)
+    assert.same({ "transport", "timeout" }, { last.err.kind, last.err.reason })
+    assert.is_true(last.took >= 0.39 and last.took < 2, tostring(last.took))
+  end)
+
+  it("refuses what is not a numeric address or a port, and keeps IPv6 listeners IPv6 only", function()
+    local ok, err = core.tcp_connect("localhost", 80, 1)
+    assert.is_nil(ok)
+    assert.same({ "invalid", "address" }, { err.kind, err.reason })
+    ok, err = core.tcp_listen("300.1.1.1", 0)
+    assert.is_nil(ok)
+    assert.equal("invalid", err.kind)
+    assert.has_error(function() core.tcp_listen("127.0.0.1", 70000) end)
+    assert.has_error(function() core.tcp_connect("127.0.0.1", 80, 0) end)
+    local v6 = core.tcp_listen("::", 0)
+    if not v6 then pending("no IPv6 on this host") return end
+    local port = v6:port()
+    local reached6 = core.tcp_connect("::1", port, 1)
+    local reached4 = core.tcp_connect("127.0.0.1", port, 1)
+    v6:close()
+    assert.is_true(reached6)
+    assert.is_nil(reached4)
+  end)
+end)
+
 describe("sandstack.conformance #docker", function()
   it("passes every docker isolation probe and leaves nothing behind", function()
     local eng = assert(sandstack.engine {})
     local lines = {}
     local out = { write = function(_, ...) for _, s in ipairs { ... } do lines[#lines + 1] = s end end }
-    local ok, results = conformance.run { out = out, project_prefix = "sstest-stack-conf-", subnet_pool = "10.213.0.0/16" }
+    -- SSTEST_CONF_PREFIX/_POOL: a run beside the full suite (which reaps "sstest-stack-") uses its own
+    local ok, results = conformance.run { out = out, project_prefix = os.getenv("SSTEST_CONF_PREFIX") or "sstest-stack-conf-",
+      subnet_pool = os.getenv("SSTEST_CONF_POOL") or "10.213.0.0/16" }
     local text = table.concat(lines)
     assert.is_true(ok, text)
     assert.truthy(#results >= 15)

@@ -39,9 +39,8 @@ describe("IPv6 on a daemon that enables it by default #docker", function()
 
   it("gives the stack's networks no IPv6, and the sandbox reaches the host over none", function()
     if not V6 then pending("needs an engine with IPv6 on by default (spec/engines.t starts one)") return end
-    local socket = require "socket"
-    local srv = assert(socket.bind("::", 0))
-    local _, port = srv:getsockname()
+    local srv = assert(core.tcp_listen("::", 0))
+    local port = srv:port()
     local addrs = host_v6()
     assert.is_true(#addrs > 0, "the engine host has no global IPv6 address")
     -- control: a network made without saying anything gets IPv6 from this daemon, and a

@@ -277,7 +277,7 @@ describe("sandstack.docker live #docker", function()
         subnet_pool = %q, pull = "never", services = { { name = "sandbox", image = %q, command = { "agent" } } } })
       if not s then print("FAIL " .. tostring(err)) os.exit(1) end
       print("UP " .. s.port) io.stdout:flush()
-      for _ = 1, 600 do if io.open(%q) then break end require("socket").sleep(0.1) end
+      for _ = 1, 600 do if io.open(%q) then break end require("sandstack.core").sleep(0.1) end
       local ok, derr = s:destroy()
       print(ok and "DOWN" or ("FAIL " .. tostring(derr)))
     ]]):format(SOCAT, POOL, AGENT, flag)
@@ -302,7 +302,7 @@ describe("sandstack.docker live #docker", function()
       end
       assert.is_false(failed)
       if up == n then break end
-      require("socket").sleep(0.1)
+      require("sandstack.core").sleep(0.1)
     end
     assert.equal(n, up)
     local listed = assert(docker.list())
@@ -319,7 +319,7 @@ describe("sandstack.docker live #docker", function()
       down = 0
       for i = 1, n do if read(i):find("DOWN") then down = down + 1 end end
       if down == n then break end
-      require("socket").sleep(0.1)
+      require("sandstack.core").sleep(0.1)
     end
     assert.equal(n, down)
     assert.equal(0, count_labelled(tag))

@@ -122,6 +122,42 @@ describe("sandstack.docker.pool #docker", function()
     assert.equal(0, (pool_objects(name)))
   end)
 
+  it("fills in parallel, bounded by concurrency: starts overlap, never more than the bound at once", function()
+    local name = new_name()
+    local active, most, overlapped = {}, 0, false
+    local function count() local n = 0; for _ in pairs(active) do n = n + 1 end; return n end
+    -- the db is healthy at its fifth check only, so every start waits (a start that never waits
+    -- has nothing to overlap with)
+    local o = stack_opts()
+    o.ready = { db = { test = { "sh", "-c", "n=$(cat /tmp/n 2>/dev/null || echo 0); echo $((n + 1)) > /tmp/n; [ $n -ge 4 ]" }, interval = 0.5 } }
+    o.services[1].depends_on = { "db" }
+    local pool = assert(docker.pool { name = name, size = 3, max = 3, stack = o,
+      on_event = function(ev)
+        if not ev.project or ev.phase:match("^pool_") then return end
+        if ev.phase == "ready" or ev.phase == "rolled_back" then
+          active[ev.project] = nil
+        elseif not active[ev.project] then
+          active[ev.project] = true
+          if count() > 1 then overlapped = true end
+          most = math.max(most, count())
+        end
+      end })
+    finally(function() clean(name) end)
+    assert.has_error(function() pool:fill { concurrency = 0 } end)
+    assert.has_error(function() pool:fill { concurrency = 2.5 } end)
+    assert.has_error(function() pool:fill { width = 2 } end)
+    assert.equal(3, assert(pool:fill { concurrency = 2 }))
+    assert.is_true(overlapped, "two starts were under way at once")
+    assert.equal(2, most)
+    assert.same({ ready = 3, starting = 0, in_use = 0, failed = 0 }, pool:status())
+    -- control: concurrency 1 is sequential (never two at once)
+    clean(name)
+    most, overlapped, active = 0, false, {}
+    assert.equal(3, assert(pool:fill { concurrency = 1 }))
+    assert.is_false(overlapped)
+    assert.equal(1, most)
+  end)
+
   it("never hands one stack to two sessions across processes (the claim is atomic)", function()
     local name = new_name()
     local pool = assert(docker.pool { name = name, size = 3, max = 3, stack = stack_opts() })
@@ -183,7 +219,7 @@ describe("sandstack.docker.pool #docker", function()
       local sandstack = require "sandstack"
       local eng = assert(sandstack.engine {})
       while not io.open(%q) do os.execute("sleep 0.01") end
-      local ok, err = sandstack.docker._mark(eng, "claim", %q, %q, "sess-" .. arg[1], "sandstack-test/socat:local")
+      local ok, err = require("sandstack.docker.inventory").mark(eng, "claim", %q, %q, "sess-" .. arg[1], "sandstack-test/socat:local")
       print(ok and "WON" or ("LOST " .. tostring(err and err.status)))
     ]]):format(dir .. "/go", project, name)
     local cmd = h.child_command(dir .. "/child.lua", src)

@@ -8,10 +8,33 @@ local function opts(extra)
   return o
 end
 
+-- The plan through the model, as start makes it; each finished body is also decoded into .body
+-- so the posture can be read as data (the engine receives body_json, the text).
+local function decode_bodies(p)
+  for _, list in ipairs { p.networks, p.volumes, p.containers } do
+    for _, o in ipairs(list) do
+      o.body = assert(core.json_decode(o.body_json))
+      for _, cn in ipairs(o.connects or {}) do cn.body = assert(core.json_decode(cn.body_json)) end
+    end
+  end
+  return p
+end
+
 local function plan(o, ctx)
   ctx = ctx or {}
-  ctx.session_key = ctx.session_key or "unit"
-  return core.stack_plan(o, ctx)
+  local model, err = core.stack_model(o, ctx.session_key or "unit", { now = ctx.now, token = ctx.token })
+  if not model then return nil, err end
+  local p; p, err = model:plan { api_version = ctx.api_version, pool = ctx.pool }
+  model:close()
+  if not p then return nil, err end
+  return decode_bodies(p)
+end
+
+local function validate(o, key)
+  local model, err = core.stack_model(o, key)
+  if not model then return nil, err end
+  model:close()
+  return true
 end
 
 local function refuse(o, reason)
@@ -133,7 +156,7 @@ describe("sandstack.docker validation (no engine)", function()
       { { services = "db" }, "services" },
       { { subnet_pool = "10.0.0.0/29" }, "subnet_pool" },
       { { subnet_pool = "nonsense" }, "subnet_pool" },
-      { { egress_policy = { allow = { "a.example" } } }, "egress_policy" },
+      { { egress_policy = { allow = { "a.example" } } }, "api_key" }, -- the proxy sandstack adds needs the real key
       { { ready = { nosuch = { test = "true" } } }, "ready.nosuch" },
       { { ready = { sandbox = {} } }, "ready.sandbox" },
       { { ready = { sandbox = { test = "true", interval = 0 } } }, "ready.sandbox" },
@@ -164,12 +187,12 @@ describe("sandstack.docker validation (no engine)", function()
     assert.has_error(function() plan(opts { services = { { name = "db", image = "x", egress = "none", envv = {} } } }) end)
     assert.has_error(function() plan(opts { network = { internl = true } }) end)
     assert.has_error(function() plan(opts { ready = { sandbox = { test = "true", intervall = 1 } } }) end)
-    assert.has_error(function() core.stack_validate("not a table", "k") end)
+    assert.has_error(function() validate("not a table", "k") end)
   end)
 
-  it("validates without planning and accepts JSON text", function()
-    assert.is_true(core.stack_validate(opts(), "k"))
-    local ok, err = core.stack_validate('{"agent_port":1}', "k")
+  it("validates once into a model and accepts JSON text", function()
+    assert.is_true(validate(opts(), "k"))
+    local ok, err = validate('{"agent_port":1}', "k")
     assert.is_nil(ok)
     assert.equal("missing_image", err.reason)
   end)
@@ -289,12 +312,17 @@ describe("sandstack.docker plan (no engine)", function()
     assert.same({}, db.connects)
     local fw = by_service(p, "forwarder")
     assert.equal("sandstack-unit-pub", fw.body.HostConfig.NetworkMode)
-    assert.same({ { network = "sandstack-unit-sbx",
-      body = { Container = "sandstack-unit-forwarder", EndpointConfig = { Aliases = { "forwarder" } } } } }, fw.connects)
+    assert.equal(1, #fw.connects)
+    local cn = fw.connects[1]
+    assert.equal("sandstack-unit-sbx", cn.network)
+    assert.equal("POST", cn.method)
+    assert.equal("/networks/sandstack-unit-sbx/connect", cn.path)
+    assert.same({ Container = "sandstack-unit-forwarder", EndpointConfig = { Aliases = { "forwarder" } } }, cn.body)
+    assert.equal("/containers/create?name=sandstack-unit-forwarder", fw.path)
     assert.same({ "socat" }, fw.body.Entrypoint)
     assert.same({ "TCP-LISTEN:8080,fork,reuseaddr", "TCP:sandbox:8080" }, fw.body.Cmd)
     assert.same({ ["8080/tcp"] = { { HostIp = "127.0.0.1", HostPort = "" } } }, fw.body.HostConfig.PortBindings)
-    assert.equal("alpine/socat:1.8.1.3", fw.image)
+    assert.equal("sandstack/socat:" .. core.VERSION, fw.image) -- built locally by `sandstack images`
   end)
 
   it("applies one hardening overlay to every container, the forwarder included", function()
@@ -337,9 +365,11 @@ describe("sandstack.docker plan (no engine)", function()
 
   it("hands a rendered egress policy to the proxy", function()
     local o = full()
-    o.egress_policy = { allow = { "api.example.com" } }
-    local p = assert(plan(o, { egress_policy = '{"allow":["api.example.com"]}' }))
-    assert.equal('{"allow":["api.example.com"]}', env_map(by_service(p, "proxy")).SANDSTACK_EGRESS_POLICY)
+    o.egress_policy = { allow = { "API.example.com", { host = "*.pypi.org", methods = { "get" } } } }
+    local p = assert(plan(o))
+    local canonical = require("sandstack.policy").compile(o.egress_policy):render()
+    assert.truthy(canonical:find('"api.example.com"', 1, true))
+    assert.equal(canonical, env_map(by_service(p, "proxy")).SANDSTACK_EGRESS_POLICY)
   end)
 
   it("orders by dependency, maps healthchecks to nanoseconds and mounts named volumes", function()
@@ -373,17 +403,16 @@ describe("sandstack.docker plan (no engine)", function()
     end
   end)
 
-  it("carries no empty lists in Engine bodies (a Lua {} would encode as an object)", function()
-    local p = assert(plan(opts()))
-    local function walk(t, path)
-      for k, v in pairs(t) do
-        if type(v) == "table" then
-          assert.is_false(next(v) == nil and (k == "Env" or k == "Mounts" or k == "Cmd"), path .. "." .. k)
-          walk(v, path .. "." .. tostring(k))
-        end
+  it("sends lists as JSON arrays, empty ones included (the bodies never pass through a Lua table)", function()
+    local p = assert(plan(opts { cap_drop = {}, security_opt = {} }))
+    for _, c in ipairs(p.containers) do
+      for _, key in ipairs { "Env", "Mounts", "CapDrop", "SecurityOpt" } do
+        assert.falsy(c.body_json:find('"' .. key .. '":{', 1, true), c.service .. " " .. key)
       end
+      assert.truthy(c.body_json:find('"CapDrop":[]', 1, true), c.service)
+      assert.truthy(c.body_json:find('"Mounts":[', 1, true), c.service)
     end
-    for _, c in ipairs(p.containers) do walk(c.body, c.service) end
+    assert.truthy(p.containers[#p.containers].body_json:find('"Env":[]', 1, true))
   end)
 
   it("carves subnets from a pool around the used ones", function()
@@ -470,7 +499,8 @@ describe("the executor against a scripted engine (no engine)", function()
     local e = { api_version = "1.41", log = {}, q = {}, n = 0 }
     function e:request(m, p, b, o)
       self.log[#self.log + 1] = m .. " " .. p
-      return responder(m, p, b, o)
+      if type(b) == "string" then b = assert(core.json_decode(b)) end -- the plan's finished bodies
+      return responder(m, p:gsub("%?.*$", ""), b, o)
     end
     function e:call(m, p, b, o)
       local st, body = self:request(m, p, b, o)
@@ -493,8 +523,10 @@ describe("the executor against a scripted engine (no engine)", function()
     local o = { agent_port = 8080, image = "a", forwarder_image = "f", pull = "never",
       services = { { name = "relay", image = "a", egress = "allow" } }, volumes = { { name = "w" } } }
     for k, v in pairs(extra or {}) do o[k] = v end
-    local plan = assert(core.stack_plan(o, { session_key = "fake", api_version = eng.api_version }))
-    return { eng = eng, plan = plan, t0 = 0, created = { networks = {}, volumes = {}, containers = {} } }
+    local model = assert(core.stack_model(o, "fake"))
+    local run = { eng = eng, model = model, t0 = 0, created = { networks = {}, volumes = {}, containers = {} } }
+    assert(A.plan(run))
+    return run
   end
 
   local function logged(eng, pattern)
@@ -536,7 +568,6 @@ describe("the executor against a scripted engine (no engine)", function()
     assert.is_nil(ok)
     assert.equal("transport", err.kind)
     gone = false
-    A.stamp(run)
     A.rollback(run)
     -- the rollback also sweeps by this run's own label, for creates whose answer was lost
     assert.truthy(logged(eng, "^GET /networks$"))
@@ -620,7 +651,7 @@ describe("sandstack.docker provider fidelity (no engine)", function()
     assert.is_nil(p)
     assert.equal("session_token", err.option)
     assert.matches("proxy_service", err.message)
-    assert.is_true(core.stack_validate(with_proxy { session_token = ("x"):rep(32) }, "k"))
+    assert.is_true(validate(with_proxy { session_token = ("x"):rep(32) }, "k"))
   end)
 
   it("keeps a given session_token out of a scrubbed record", function()
@@ -655,7 +686,7 @@ describe("sandstack.docker provider fidelity (no engine)", function()
       services = { { name = "db", image = "x", egress = "none" } } }))
     for _, c in ipairs(p.containers) do
       local hc = c.body.HostConfig
-      assert.is_nil(hc.CapDrop, c.service)
+      assert.truthy(c.body_json:find('"CapDrop":[]', 1, true), c.service) -- an empty list: drop nothing
       assert.is_nil(hc.PidsLimit, c.service)
       assert.same({ "no-new-privileges" }, hc.SecurityOpt, c.service)
       assert.same({ Name = "no" }, hc.RestartPolicy, c.service)
@@ -663,7 +694,7 @@ describe("sandstack.docker provider fidelity (no engine)", function()
     p = assert(plan(opts { security_opt = {}, cap_drop = { "NET_RAW" }, pids_limit = 64 }))
     for _, c in ipairs(p.containers) do
       local hc = c.body.HostConfig
-      assert.is_nil(hc.SecurityOpt, c.service)
+      assert.truthy(c.body_json:find('"SecurityOpt":[]', 1, true), c.service)
       assert.same({ "NET_RAW" }, hc.CapDrop, c.service)
       assert.equal(64, hc.PidsLimit, c.service)
     end

@@ -232,7 +232,8 @@ describe("sandstack.engine faults", function()
     while true do
       local ev, why = s:read(5)
       if not ev then
-        assert.equal("closed", why)
+        assert.equal("closed", why.reason, tostring(why))
+        assert.equal("transport", why.kind)
         break
       end
       got[#got + 1] = ev.Action .. ev.n
@@ -260,7 +261,9 @@ describe("sandstack.engine faults", function()
     assert.equal("engine", err.kind)
     assert.equal(500, err.status)
     assert.equal("events broken", err.message)
-    assert.same({ nil, "closed" }, { s:read(1) })
+    ev, err = s:read(1)
+    assert.is_nil(ev)
+    assert.same({ "transport", "closed" }, { err.kind, err.reason })
   end)
 
   it("downloads under a budget and removes the partial file on failure", function()
@@ -276,21 +279,33 @@ describe("sandstack.engine faults", function()
     assert.is_nil(io.open(file))
   end)
 
+  it("fails host I/O of a download as kind io with the errno name, and never follows a link", function()
+    local _, err = eng:download("/archive", dir .. "/missing/out.tar", { query = { n = 10 } })
+    assert.same({ "io", "ENOENT", dir .. "/missing/out.tar" }, { err.kind, err.reason, err.path })
+    local target = dir .. "/target"
+    local f = assert(io.open(target, "w")); f:write("keep"); f:close()
+    os.execute("ln -s '" .. target .. "' '" .. dir .. "/link'")
+    _, err = eng:download("/archive", dir .. "/link", { query = { n = 10 } })
+    assert.same({ "io", "ELOOP" }, { err.kind, err.reason })
+    f = assert(io.open(target)); assert.equal("keep", f:read("a")); f:close()
+    -- a write that fails midway (a 1 KiB file size limit, SIGXFSZ ignored: write says EFBIG)
+    local out = require("helpers").sh("trap '' XFSZ; ulimit -f 1; " .. require("helpers").child_command(dir .. "/fsize.lua", ([[
+      local e = assert(require("sandstack").engine { host = "unix://%s", api_version = "1.43" })
+      local ok, err = e:download("/archive", "%s/big.tar", { query = { n = 5000 } })
+      io.write(tostring(ok), " ", err.kind, " ", tostring(err.reason), " ", tostring(err.errno))
+      e:close()
+    ]]):format(sock, dir)))
+    assert.equal("nil io EFBIG 27", out)
+    assert.is_nil(io.open(dir .. "/big.tar")) -- the partial file is removed
+  end)
+
   describe("over TLS", function()
     local certs, tls_pid, port
 
     -- A child interpreter of this mode's build running `script` (a file: the ASan interpreter
-    -- takes no -e), for what only the environment can set.
+    -- takes no -e), for what only the environment can set (helpers.child_command).
     local function lua_cmd(script)
-      local mode = os.getenv("SANDSTACK_TEST_MODE") or "lua54"
-      local interp = ({ lua54 = "lua5.4", luajit = "luajit", asan = "build-asan/sandstack-asan-lua" })[mode]
-      local build = ({ lua54 = "build", luajit = "build-luajit", asan = "build-asan" })[mode]
-      local file = dir .. "/child.lua"
-      local f = assert(io.open(file, "w"))
-      f:write("package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path\n",
-        "package.cpath = './" .. build .. "/?.so;' .. package.cpath\n", script)
-      f:close()
-      return interp .. " '" .. file .. "'"
+      return require("helpers").child_command(dir .. "/child.lua", script)
     end
 
     setup(function()
@@ -416,18 +431,41 @@ describe("sandstack.docker container removal against a scripted engine", functio
 
   it("destroy retries the containers it knows and reports the one that stays", function()
     local plan = assert(docker.plan("k", { agent_port = 8080, image = "x", project_name = "sstest-busy" }))
-    local stack = assert(docker._adopt(plan, nil, { docker_host = "unix://" .. sock, timeout = 5 }))
+    local stack = assert(require("sandstack.docker.handle").adopt(plan, nil, { docker_host = "unix://" .. sock, timeout = 5 }))
     assert(stack:destroy())
     assert.equal(3, attempts("sstest-busy-sandbox"))
     assert.equal(3, attempts("sstest-busy-forwarder"))
     stack:close()
     plan = assert(docker.plan("k", { agent_port = 8080, image = "x", project_name = "sstest-stuck" }))
-    stack = assert(docker._adopt(plan, nil, { docker_host = "unix://" .. sock, timeout = 5 }))
+    stack = assert(require("sandstack.docker.handle").adopt(plan, nil, { docker_host = "unix://" .. sock, timeout = 5 }))
     local ok, err = stack:destroy()
     assert.is_nil(ok)
     assert.matches("^sstest%-stuck%-", err.container)
     assert.matches(err.container:gsub("%-", "%%-"), err.message)
     stack:close()
+  end)
+
+  it("fails in one shape whether a request runs alone (request) or in a batch (submit/poll)", function()
+    local function shape(e)
+      return { kind = e.kind, reason = e.reason, message = e.message, status = e.status, method = e.method,
+        path = e.path, mt = getmetatable(e) }
+    end
+    for _, path in ipairs { "/jsonerr", "/htmlerr", "/texterr" } do
+      local alone = batch.run(eng, { { "GET", path } })[1]
+      local many = batch.run(eng, { { "GET", path }, { "GET", "/_ping" } })
+      assert.is_false(alone.ok)
+      assert.is_false(many[1].ok)
+      assert.is_true(many[2].ok)
+      assert.same(shape(alone.err), shape(many[1].err))
+      -- and in the shape of the client's own call()
+      local _, err = eng:call("GET", path)
+      assert.same(shape(err), shape(alone.err))
+    end
+    local e = batch.run(eng, { { "get", "/jsonerr" } })[1].err
+    assert.same({ "engine", "conflict", "fake conflict", 409, "GET", "/jsonerr" },
+      { e.kind, e.reason, e.message, e.status, e.method, e.path })
+    assert.equal("engine: fake conflict", tostring(e))
+    assert.equal("bad?gateway", batch.run(eng, { { "GET", "/htmlerr" } })[1].err.message:match("bad.gateway"))
   end)
 
   it("rollback retries its containers until they are gone", function()

@@ -2,6 +2,7 @@
 -- io.sandstack.project=sstest-engine-<random>; only those are removed afterwards.
 local sandstack = require "sandstack"
 local core = sandstack.core
+local E = require "sandstack.error"
 
 local IMAGE = "sandstack-test/base:local"
 
@@ -267,12 +268,19 @@ describe("sandstack.engine #docker", function()
     assert.is_true(actions.create)
     assert.is_true(actions.start)
     -- Nothing else of ours happens: the read times out instead of blocking.
+    local t0 = core.engine_clock()
     local ev, why = s:read(0.3)
     assert.is_nil(ev)
-    assert.equal("timeout", why)
+    assert.is_true(E.is(why))
+    assert.same({ "transport", "timeout", 0.3 }, { why.kind, why.reason, why.timeout })
+    assert.is_true(core.engine_clock() - t0 >= 0.3)
     s:close()
     s:close()
-    assert.same({ nil, "closed" }, { s:read(1) })
+    local none, closed = s:read(1)
+    assert.is_nil(none)
+    assert.is_true(E.is(closed))
+    assert.same({ "transport", "closed" }, { closed.kind, closed.reason })
+    assert.matches("closed", tostring(closed))
   end)
 
   it("ends an events stream bounded by until with 'closed'", function()
@@ -283,7 +291,8 @@ describe("sandstack.engine #docker", function()
     while true do
       local ev, why = s:read(20)
       if not ev then
-        assert.equal("closed", why)
+        assert.equal("closed", why.reason, tostring(why))
+        assert.equal("transport", why.kind)
         break
       end
       n = n + 1

@@ -313,6 +313,26 @@ describe("policy:render and policy.load", function()
     assert.truthy(policy.load(p:render()))
   end)
 
+  it("carries inspect = false through compile, render and load; true is the default and renders as before", function()
+    local rules = { { host = "api.example.com", methods = { "GET" } } }
+    local on = compile_ok { allow = rules }
+    assert.equal('{"version":1,"allow":[{"host":"api.example.com","methods":["GET"]}]}', on:render()) -- control
+    assert.equal(on:render(), compile_ok({ allow = rules, inspect = true }):render())
+    local off = compile_ok { allow = rules, inspect = false }
+    assert.equal('{"version":1,"allow":[{"host":"api.example.com","methods":["GET"]}],"inspect":false}', off:render())
+    assert.equal(off:render(), assert(policy.load(off:render())):render())
+    assert.same({ true, 1 }, { off:admits("api.example.com", "GET", "/", 443) }) -- matching is unchanged
+    for _, bad in ipairs { "no", 0, {} } do
+      local p, err = policy.compile { allow = rules, inspect = bad }
+      assert.is_nil(p)
+      assert.equal("invalid", err.kind)
+      assert.matches("'inspect' must be true or false", err.message, 1, true)
+    end
+    local p, err = policy.load('{"allow":[],"inspect":"false"}')
+    assert.is_nil(p)
+    assert.matches("'inspect' must be true or false", err.message, 1, true)
+  end)
+
   it("refuses JSON that is not a policy", function()
     local inputs = {
       "", "{", "[]", "null", '{"allow":{}} x', '{"allow":["a.test"],"deny":[]}',

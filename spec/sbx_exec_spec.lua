@@ -6,10 +6,12 @@
 local core = require "sandstack.core"
 local sbx = require "sandstack.sbx"
 local H = require "sbx_helpers"
+-- internal: the backend's own kill, driven directly below
+local boxes = require "sandstack.sbx.box"
 
 -- The wrapper's stdin (see csrc/sbx/wrapper.h): workspace, mount, cwd, env, "--", argv, ".".
 local function wrapper_input(box, argv, envlist)
-  local function x(s) return "x" .. core.sbx_base64(s) end
+  local function x(s) return "x" .. core.base64(s) end
   local lines = { x(box.workspace), x(box.mount), x(box.work_dir) }
   for _, kv in ipairs(envlist or {}) do lines[#lines + 1] = x(kv) end
   lines[#lines + 1] = "--"
@@ -108,7 +110,7 @@ describe("sbx exec #docker [" .. tpl.name .. "]", function()
   it("a command that has not started yet never starts after its cancel", function()
     -- the backend's own kill script and wrapper, driven with one token: cancel first, then start
     local token = core.random_hex(12)
-    assert.is_true(box:kill(token))
+    assert.is_true(boxes.kill(box, token))
     local nonce = "n" .. core.random_hex(8)
     local res = assert(core.sbx_run({ env.sbx, "exec", "-i", box.name, "sh", "-c", core.sbx_wrapper_script,
       "sandstack-sbx", nonce, "/tmp/.sandstack-exec", token }, { timeout = 60,
@@ -180,8 +182,8 @@ describe("sbx exec #docker [" .. tpl.name .. "]", function()
   it("keeps env values and argv off every host command line", function()
     local secret_env = "sEcReT-eNv-" .. core.random_hex(8)
     local secret_arg = "sEcReT-aRg-" .. core.random_hex(8)
-    local watch = H.watch_cmdlines({ secret_env, secret_arg, core.sbx_base64(secret_env),
-      core.sbx_base64("TOKEN_X=" .. secret_env), core.sbx_base64(secret_arg) })
+    local watch = H.watch_cmdlines({ secret_env, secret_arg, core.base64(secret_env),
+      core.base64("TOKEN_X=" .. secret_env), core.base64(secret_arg) })
     local r = box:exec({ "sh", "-c", 'sleep 2; printf "%s|%s" "$TOKEN_X" "$1"', "sh", secret_arg },
       { env = { TOKEN_X = secret_env } })
     local seen = watch.result()

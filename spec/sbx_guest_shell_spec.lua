@@ -11,12 +11,12 @@ local SHELLS = { "dash", "bash", "busybox" }
 local PATH_TAIL = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 -- create's SETUP script, read from the module source: the text that ships, not a copy.
+-- the backend's own set-up script (internal to sandstack.sbx, exposed there for this spec)
 local function setup_script()
-  local src = assert(h.read_file("lua/sandstack/sbx.lua"))
-  return assert(src:match("\nlocal SETUP = %[%[\n(.-)%]%]"), "SETUP not found in sbx.lua")
+  return assert(require("sandstack.sbx.create").SETUP)
 end
 
-local function x(s) return "x" .. core.sbx_base64(s) end
+local function x(s) return "x" .. core.base64(s) end
 
 -- The wrapper's stdin: ws, mount, cwd, env entries, "--", argv, "." (csrc/sbx/wrapper.h).
 local function input(ws, mnt, cwd, envlist, argv, cut)

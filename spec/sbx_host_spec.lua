@@ -118,8 +118,8 @@ describe("sbx host checks #docker", function()
     assert.is_nil(box)
     assert.truthy(err.cleanup_error, tostring(err))
     assert.equal("unreachable", err.cleanup_error.reason)
-    local name = b2:name_for("lostcreate", "k", "default")
-    local entries = require("sandstack.core").sbx_listdir(env.workspace_root .. "/" .. name) or {}
+    local name = require("sandstack.sbx.records").name_for(b2, "lostcreate", "k", "default")
+    local entries = require("sandstack.core").listdir(env.workspace_root .. "/" .. name) or {}
     local ws = {}
     for _, e in ipairs(entries) do if e:match("^ws%-") then ws[#ws + 1] = e end end
     assert.equal(1, #ws, "the workspace under the live sandbox was deleted: " .. table.concat(entries, " "))

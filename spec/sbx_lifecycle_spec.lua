@@ -88,8 +88,9 @@ describe("sbx lifecycle #docker", function()
   it("two creates racing one name give one sandbox and a conflict", function()
     local code = ([[
       local sbx = require "sandstack.sbx"
+      local create, records = require "sandstack.sbx.create", require "sandstack.sbx.records"
       local b = assert(sbx.backend(%s))
-      local box, err = b:create(b:name_for("c", "race", "default"), { egress = "closed", mount = "/sandstack",
+      local box, err = create.create(b, records.name_for(b, "c", "race", "default"), { egress = "closed", mount = "/sandstack",
         work_dir = "/sandstack/work", allow_canon = "" })
       print(box and ("id=" .. box.id) or ("err=" .. err.kind .. "/" .. tostring(err.reason)))
     ]]):format(H.opts_literal(env))
@@ -103,10 +104,10 @@ describe("sbx lifecycle #docker", function()
     end
     assert.equal(1, #ids, ra .. rb)
     assert.equal(1, conflicts, ra .. rb)
-    local name = backend:name_for("c", "race", "default")
+    local name = require("sandstack.sbx.records").name_for(backend, "c", "race", "default")
     assert.equal(ids[1], listed(name).id)
     -- the loser left no workspace behind
-    local dirs = core.sbx_listdir(env.workspace_root .. "/" .. name)
+    local dirs = core.listdir(env.workspace_root .. "/" .. name)
     local ws = 0
     for _, d in ipairs(dirs) do if d:match("^ws%-") then ws = ws + 1 end end
     assert.equal(1, ws)

@@ -2,6 +2,9 @@
 -- The workspace root sits on a small tmpfs that the test fills, as a full disk would.
 local sbx = require "sandstack.sbx"
 local H = require "sbx_helpers"
+-- internals under test: the record, and the Box's retirement and usability
+local records = require "sandstack.sbx.records"
+local boxes = require "sandstack.sbx.box"
 
 describe("sbx record on a full disk #docker", function()
   local env, backend, mounted
@@ -14,7 +17,8 @@ describe("sbx record on a full disk #docker", function()
   end)
   teardown(function()
     H.sh("rm -f " .. H.q(env.workspace_root .. "/fill"))
-    backend:dispose_prefix(env.backend_opts.name_prefix)
+    require("sandstack.sbx.dispose").prefix(backend, env.backend_opts.name_prefix)
+    backend:close()
     if not H.e2e then H.sbx(env, "sim", "cleanup") end -- no container may hold the mount
     if mounted then
       local _, code = H.sh("umount " .. H.q(env.workspace_root))
@@ -24,10 +28,10 @@ describe("sbx record on a full disk #docker", function()
     assert.equal(0, H.containers(env))
   end)
 
-  it("Box:retire returns an error when the record cannot be written", function()
+  it("a retirement returns an error when the record cannot be written", function()
     if not mounted then pending("needs root to mount a tmpfs") return end
     local box = assert(backend:acquire{ conversation = "c", key = "full" })
-    local rec = assert(backend:read_record(box.name))
+    local rec = assert(records.read(backend, box.name))
     assert.is_nil(rec.retired)
     -- fill the disk; the control write below shows it is really full
     H.sh("dd if=/dev/zero of=" .. H.q(env.workspace_root .. "/fill") .. " bs=64k 2>/dev/null")
@@ -35,20 +39,20 @@ describe("sbx record on a full disk #docker", function()
     local wrote = probe and probe:write(string.rep("x", 65536)) and probe:close()
     os.remove(env.workspace_root .. "/probe")
     assert.is_falsy(wrote, "control: the tmpfs is not full")
-    local ok, err = box:retire("test")
+    local ok, err = boxes.retire(box, "test")
     assert.is_nil(ok, "a retirement that was not recorded was reported as done")
-    assert.equal("sbx", err.kind)
-    assert.equal("io", err.reason)
+    assert.equal("io", err.kind) -- host I/O, through the records plane
+    assert.equal("ENOSPC", err.reason)
     assert.matches("other processes", err.message)
     -- this process knows; the record on disk is the old one, whole
-    local _, uerr = box:usable()
+    local _, uerr = boxes.usable(box)
     assert.equal("retired", uerr.kind)
-    rec = assert(backend:read_record(box.name))
+    rec = assert(records.read(backend, box.name))
     assert.is_nil(rec.retired)
     -- with room again, the mark is written
     H.sh("rm -f " .. H.q(env.workspace_root .. "/fill"))
-    assert.is_true(box:retire("test"))
-    assert.equal("test", backend:read_record(box.name).retired)
+    assert.is_true(boxes.retire(box, "test"))
+    assert.equal("test", records.read(backend, box.name).retired)
     assert(box:dispose())
   end)
 end)

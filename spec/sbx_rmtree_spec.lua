@@ -1,4 +1,4 @@
--- core.sbx_rmtree, the removal of a box's workspace (issue 11, item 3): a guest racing renames
+-- core.rmtree, the removal of a box's workspace (issue 11, item 3): a guest racing renames
 -- and symlinks must not make it delete anything outside the tree, trees deeper than PATH_MAX
 -- and deeper than the descriptor limit are removed, and every failure is reported. Unit specs:
 -- no sbx, no engine (they run in the lua54, luajit and asan modes). Scratch trees live in
@@ -31,7 +31,7 @@ local function listing(dir) return h.must("cd " .. h.q(dir) .. " && find . -prin
 local function count_files(dir) return tonumber(chomp(h.must("find " .. h.q(dir) .. " -type f | wc -l"))) end
 
 local function removed(path)
-  local ok, err = core.sbx_rmtree(path)
+  local ok, err = core.rmtree(path)
   assert(ok, err and tostring(err.message))
   assert.is_true(ok)
   assert.is_false(present(path), path .. " is still there")
@@ -53,14 +53,14 @@ end
 
 local child_command = h.child_command
 
-describe("sbx_rmtree", function()
+describe("rmtree", function()
   local base
   before_each(function() base = scratch() end)
   after_each(function() cleanup(base) end)
 
   it("removes files, links and plain trees, and is true for a path that does not exist", function()
-    assert.is_true(core.sbx_rmtree(base .. "/nothing-here"))
-    assert.is_true(core.sbx_rmtree(base .. "/nothing/under/here"))
+    assert.is_true(core.rmtree(base .. "/nothing-here"))
+    assert.is_true(core.rmtree(base .. "/nothing/under/here"))
     h.must("cd " .. h.q(base) .. " && echo x > file && mkdir -p t/a/b t/c && echo y > t/a/b/f && "
       .. "ln -s f t/a/l && mkfifo t/c/fifo && : > t/.hidden")
     removed(base .. "/file")
@@ -86,7 +86,7 @@ describe("sbx_rmtree", function()
   it("removes a tree deeper than PATH_MAX and returns true", function()
     local root = base .. "/deep"
     h.must(PY .. " " .. HELPER .. " deep " .. h.q(root) .. " 3000") -- 6000+ bytes of path
-    local ok, err = core.sbx_rmtree(root)
+    local ok, err = core.rmtree(root)
     assert.is_nil(err and err.message)
     assert.is_true(ok)
     assert.is_false(present(root))
@@ -97,7 +97,7 @@ describe("sbx_rmtree", function()
     h.must(PY .. " " .. HELPER .. " deep " .. h.q(root) .. " 5000")
     local script = base .. "/child.lua"
     local out = h.sh("ulimit -n 32 && " .. child_command(script, ([[
-      local ok, err = require("sandstack.core").sbx_rmtree(%q)
+      local ok, err = require("sandstack.core").rmtree(%q)
       io.write(ok and "removed" or ("failed: " .. tostring(err and err.message)))
     ]]):format(root)))
     assert.equal("removed", chomp(out))
@@ -115,11 +115,11 @@ describe("sbx_rmtree", function()
       .. " && echo keep > " .. h.q(other .. "/sub/g") .. " && echo x > " .. h.q(ws .. "/a/x"))
     local before = listing(other)
     h.must("mount --bind " .. h.q(other) .. " " .. h.q(ws .. "/a/mnt"))
-    local ok, err = core.sbx_rmtree(ws)
+    local ok, err = core.rmtree(ws)
     local after = listing(other)
     h.must("umount " .. h.q(ws .. "/a/mnt"))
     assert.is_nil(ok)
-    assert.equal("sbx", err.kind)
+    assert.equal("io", err.kind) -- host I/O
     assert.equal("mount", err.reason)
     assert.matches("mnt", err.message)
     assert.equal(before, after) -- nothing behind the mount point was removed
@@ -138,13 +138,13 @@ describe("sbx_rmtree", function()
       local pid = chomp(h.must("sh -c " .. h.q(PY .. " " .. HELPER .. " race " .. h.q(root) .. " " .. h.q(outside)
         .. " 10 " .. h.q(ready) .. " >/dev/null 2>&1 & echo $!")))
       h.must("for i in $(seq 200); do test -e " .. h.q(ready) .. " && exit 0; sleep 0.02; done; exit 1")
-      local ok, err = core.sbx_rmtree(root)
+      local ok, err = core.rmtree(root)
       stop(pid)
       results[#results + 1] = ok and "true" or (err.reason .. ": " .. err.message)
-      if not ok then assert.equal("sbx", err.kind) end
+      if not ok then assert.equal("io", err.kind) end
       gone = gone + (n0 - count_files(outside))
       -- the guest stopped: whatever the race left, the next call removes it
-      local ok2, err2 = core.sbx_rmtree(root)
+      local ok2, err2 = core.rmtree(root)
       if not ok2 or present(root) then leftovers[#leftovers + 1] = root .. ": " .. tostring(err2 and err2.message) end
     end
     assert.equal(0, gone, gone .. " files outside the tree were deleted in " .. rounds .. " rounds; "
@@ -165,11 +165,11 @@ describe("sbx_rmtree", function()
       local pid = chomp(h.must("sh -c " .. h.q(PY .. " " .. HELPER .. " move " .. h.q(root .. "/p0/m") .. " "
         .. h.q(root .. "/p1/m") .. " 10 " .. h.q(ready) .. " >/dev/null 2>&1 & echo $!")))
       h.must("for i in $(seq 200); do test -e " .. h.q(ready) .. " && exit 0; sleep 0.02; done; exit 1")
-      local ok, err = core.sbx_rmtree(root)
+      local ok, err = core.rmtree(root)
       stop(pid)
       results[#results + 1] = ok and "true" or (err.reason .. ": " .. err.message)
-      if not ok then assert.equal("sbx", err.kind) end
-      local ok2, err2 = core.sbx_rmtree(root)
+      if not ok then assert.equal("io", err.kind) end
+      local ok2, err2 = core.rmtree(root)
       if not ok2 or present(root) then leftovers[#leftovers + 1] = root .. ": " .. tostring(err2 and err2.message) end
     end
     assert.same({}, leftovers)

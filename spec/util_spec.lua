@@ -1,6 +1,7 @@
 -- The module loads, and the small shared pieces behave: errors, JSON bridge, tokens, store.
 local sandstack = require "sandstack"
 local core = sandstack.core
+local h = require "helpers"
 
 describe("sandstack module", function()
   it("loads and has a version", function()
@@ -42,6 +43,24 @@ describe("sandstack module", function()
     assert.equal(64, #a)
     assert.matches("^[0-9a-f]+$", a)
     assert.not_equal(a, b)
+  end)
+
+  it("raises a CSPRNG failure as an io/random error object, not a usage error", function()
+    -- getrandom(2) is made to fail (EIO) by a preloaded shim in a child of this test mode
+    local dir = h.must("mktemp -d /tmp/sstest-util-XXXXXX"):gsub("%s+$", "")
+    h.write_file(dir .. "/shim.c", "#include <errno.h>\n#include <sys/types.h>\n"
+      .. "ssize_t getrandom(void *b, size_t n, unsigned f) { (void)b; (void)n; (void)f; errno = EIO; return -1; }\n")
+    h.must("cc -shared -fPIC -o " .. h.q(dir .. "/shim.so") .. " " .. h.q(dir .. "/shim.c"))
+    local cmd = h.child_command(dir .. "/child.lua", [[
+      local core = require "sandstack.core"
+      local ok, e = pcall(core.random_hex, 4)
+      io.write(tostring(ok), " ", tostring(core.is_error(e)), " ", tostring(e.kind), " ", tostring(e.reason),
+        " ", tostring(e.errno), " ", tostring(e))
+    ]])
+    local out = h.must("LD_PRELOAD=" .. h.q(dir .. "/shim.so")
+      .. " ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=1 " .. cmd .. " 2>&1")
+    os.execute("rm -rf " .. h.q(dir))
+    assert.equal("false true io random 5 io: random_hex: cannot read the kernel CSPRNG: Input/output error", out)
   end)
 
   it("scrubs secrets at any depth and copies the rest", function()

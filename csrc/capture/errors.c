@@ -1,4 +1,7 @@
-/* Error objects of the capture: a malformed archive, or an OS failure named after errno. */
+/* Error objects of the capture: a malformed archive, or an OS failure named after errno.
+ * The archive is the engine's answer (GET /containers/{id}/archive), so a malformed one is
+ * kind "engine", reason "bad_archive", as an answer that is not JSON is "engine"/"bad_json":
+ * not "invalid", which names a caller's mistake. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,7 +14,7 @@ void cap_err_archive(ss_error *e, uint64_t offset, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  ss_error_set(e, "invalid", "archive", "the capture archive is malformed at byte %llu: %s",
+  ss_error_set(e, "engine", "bad_archive", "the capture archive is malformed at byte %llu: %s",
                (unsigned long long)offset, msg);
   ss_error_field_num(e, "offset", (double)offset);
 }

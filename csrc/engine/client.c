@@ -64,8 +64,9 @@ static void unlink_xfer(sse_client *c, sse_xfer *x) {
     }
 }
 
+/* A transfer holds its easy handle exactly while it is not done (reap releases it). */
 static void detach(sse_client *c, sse_xfer *x) {
-  if (x->easy && !x->r.done) {
+  if (!x->r.done) {
     curl_multi_remove_handle(c->multi, x->easy);
     c->running--;
   }
@@ -117,10 +118,9 @@ static void reap(sse_client *c) {
   while ((m = curl_multi_info_read(c->multi, &left))) {
     if (m->msg != CURLMSG_DONE) continue;
     sse_xfer *x = NULL;
-    curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+    curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x); /* set by sse_xfer_new */
     CURLcode rc = m->data.result;
     curl_multi_remove_handle(c->multi, m->easy_handle); /* m is invalid after this */
-    if (!x) continue;
     c->running--;
     sse_xfer_finish(x, rc);
     x->r.done = 1;
@@ -189,7 +189,7 @@ int sse_client_line(sse_client *c, long id, const char **line, size_t *len) {
   sse_xfer *x = find(c, id);
   if (!x || x->mode != SSE_BODY_LINES) return 0;
   if (sse_lines_next(&x->r.lines, line, len)) return 1;
-  if (x->paused && x->easy && !x->r.done) {
+  if (x->paused && !x->r.done) {
     /* Room was made by the lines taken since the pause: let curl deliver the held piece. */
     x->paused = 0;
     curl_easy_pause(x->easy, CURLPAUSE_CONT);
@@ -205,8 +205,6 @@ void sse_client_cancel(sse_client *c, long id) {
   unlink_xfer(c, x);
   sse_result_free(&x->r);
 }
-
-size_t sse_client_running(const sse_client *c) { return c->running; }
 
 size_t sse_client_finished(const sse_client *c) {
   size_t n = 0;

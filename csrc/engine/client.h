@@ -33,8 +33,8 @@ typedef enum {
 } sse_body_mode;
 
 typedef struct sse_spec {
-  const char *method;  /* GET, POST, PUT, DELETE, HEAD, ... */
-  const char *target;  /* path and query, as sent */
+  const char *method;  /* GET, POST, PUT, DELETE, HEAD, ... (never NULL) */
+  const char *target;  /* path and query, as sent (never NULL) */
   const char *body;    /* NULL: no body (a POST/PUT then sends an explicit empty one) */
   size_t body_len;
   const char *content_type; /* for a body; default application/json */
@@ -85,8 +85,7 @@ sse_result *sse_client_peek(sse_client *c, long id);
 int sse_client_line(sse_client *c, long id, const char **line, size_t *len);
 /* Stops and forgets a transfer (running or finished). */
 void sse_client_cancel(sse_client *c, long id);
-/* Transfers running, and finished but not taken. */
-size_t sse_client_running(const sse_client *c);
+/* Transfers finished but not taken. */
 size_t sse_client_finished(const sse_client *c);
 void sse_result_free(sse_result *r);
 

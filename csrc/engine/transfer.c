@@ -202,13 +202,13 @@ static sse_xfer *refuse(const sse_spec *spec) {
 }
 
 sse_xfer *sse_xfer_new(const sse_endpoint *ep, const sse_spec *spec, long id, ss_error *err) {
-  if (!spec->method || !valid_method(spec->method)) {
-    ss_error_set(err, "invalid", "bad_method", "bad HTTP method '%.32s'", spec->method ? spec->method : "");
+  if (!valid_method(spec->method)) {
+    ss_error_set(err, "invalid", "bad_method", "bad HTTP method '%.32s'", spec->method);
     return refuse(spec);
   }
-  if (!spec->target || !valid_target(spec->target)) {
+  if (!valid_target(spec->target)) {
     ss_error_set(err, "invalid", "bad_path", "bad request path '%.200s' (must start with '/', no spaces)",
-                 spec->target ? spec->target : "");
+                 spec->target);
     return refuse(spec);
   }
   sse_xfer *x = calloc(1, sizeof *x);
@@ -250,7 +250,7 @@ static void budget_error(sse_xfer *x, const char *what) {
 
 void sse_xfer_finish(sse_xfer *x, CURLcode rc) {
   long code = 0;
-  if (x->easy) curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code); /* reap releases easy only after this */
   x->r.status = code;
   switch (x->abort_why) {
     case SSE_ABORT_OVER: budget_error(x, x->mode == SSE_BODY_DEMUX ? "output" : "response body"); break;
@@ -259,9 +259,13 @@ void sse_xfer_finish(sse_xfer *x, CURLcode rc) {
                    x->method, x->path);
       break;
     case SSE_ABORT_NOMEM: ss_error_set(&x->r.err, "transport", "nomem", "%s %s: out of memory", x->method, x->path); break;
-    case SSE_ABORT_IO:
-      ss_error_set(&x->r.err, "io", NULL, "%s %s: writing the body failed: %s", x->method, x->path, strerror(x->io_errno));
+    case SSE_ABORT_IO: { /* host I/O: kind "io", reason the errno name, as everywhere */
+      const char *ename = strerrorname_np(x->io_errno);
+      ss_error_set(&x->r.err, "io", ename ? ename : "EIO", "%s %s: writing the body failed: %s", x->method, x->path,
+                   strerror(x->io_errno));
+      ss_error_field_num(&x->r.err, "errno", x->io_errno);
       break;
+    }
     default:
       switch (rc) {
         case CURLE_OK: break;

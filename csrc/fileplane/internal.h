@@ -31,15 +31,28 @@ void fp_dirfd_close(fp_dirfd *d);
 /* The directory holding p->last (root itself when the path has one component), reached with
  * no link followed and no mount crossed. For root itself (last == NULL) that is the anchor. */
 int fp_open_parent(fp_plane *p, const fp_path *path, fp_dirfd *out, ss_error *e);
+/* fp_open_parent, making the missing directories on the way (write's parents). */
+int fp_make_parent(fp_plane *p, const fp_path *path, fp_dirfd *out, ss_error *e);
 /* The final object opened with flags (O_NOFOLLOW and O_CLOEXEC added), every component
  * before it resolved like fp_open_parent. Returns the fd or -1. */
 int fp_open_final(fp_plane *p, const fp_path *path, int flags, ss_error *e);
 
 /* The component walk itself: every component of rel (not "." or "") opened relative to its
  * parent with O_NOFOLLOW, on the anchor's device, a link refused at any position.
- * FP_WALK_LISTED also requires each name to be listed verbatim by its parent. */
+ * FP_WALK_LISTED also requires each name to be listed verbatim by its parent.
+ * FP_WALK_ABSENT_OK returns FP_WALK_ABSENT (no error set) when a component does not exist.
+ * FP_WALK_CREATE makes each missing component a directory (mkdirat, then the same O_NOFOLLOW
+ * open: a link planted in between is refused, never followed); flags must then ask for a
+ * directory. */
 #define FP_WALK_LISTED 1u
+#define FP_WALK_ABSENT_OK 2u
+#define FP_WALK_CREATE 4u
+#define FP_WALK_ABSENT (-2)
 int fp_walk(fp_plane *p, const char *rel, int flags, unsigned opts, const char *shown, ss_error *e);
+
+/* After mkdirat(dirfd, name) by a host running as root: the new directory takes the owner of
+ * its parent (the guest's user), so the guest can change what the host made. Best effort. */
+void fp_adopt_dir_owner(const fp_plane *p, int dirfd, const char *name);
 
 /* Error helpers: kind "invalid" with a reason, or kind "io" named after errno. */
 void fp_err_invalid(ss_error *e, const char *reason, const char *path, const char *fmt, ...)

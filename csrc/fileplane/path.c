@@ -1,9 +1,11 @@
 /* Guest path -> path relative to the anchor, decided on the string alone.
  *
- * `..` is resolved lexically and may never climb above guest_root, not even to come back: the
- * plane refuses symlinks at every component, so a lexical `..` names the same directory the
- * kernel would reach, and nothing the guest plants can change that. The result holds no empty,
- * "." or ".." component, so the resolver only ever sees plain names. */
+ * `..` is resolved lexically and may never climb above where the path starts, not even to come
+ * back: guest_root for an absolute path, the working directory for a relative one (as the
+ * original backend refuses `../outside`). The plane refuses symlinks at every component, so a
+ * lexical `..` names the same directory the kernel would reach, and nothing the guest plants
+ * can change that. The result holds no empty, "." or ".." component, so the resolver only ever
+ * sees plain names. */
 #include <stdio.h>
 #include <string.h>
 
@@ -40,7 +42,7 @@ static void show(char *buf, size_t cap, const char *path, size_t len) {
   snprintf(buf, cap, "%.*s%s", (int)n, path, n < len ? "..." : "");
 }
 
-int fp_normalize(const fp_plane *p, const char *path, size_t len, fp_path *out, ss_error *e) {
+int fp_normalize(const fp_plane *p, const fp_path *cwd, const char *path, size_t len, fp_path *out, ss_error *e) {
   char shown[256];
   show(shown, sizeof shown, path, len);
   if (len == 0) {
@@ -51,7 +53,7 @@ int fp_normalize(const fp_plane *p, const char *path, size_t len, fp_path *out, 
     fp_err_invalid(e, "nul", shown, "path holds a NUL byte");
     return -1;
   }
-  size_t i = 0, clen = 0;
+  size_t i = 0, clen = 0, floor = 0;
   const char *c = NULL;
   if (path[0] == '/') {
     /* The leading components must be guest_root's, literally. */
@@ -69,14 +71,19 @@ int fp_normalize(const fp_plane *p, const char *path, size_t len, fp_path *out, 
     }
     out->len = 0;
   } else {
-    memcpy(out->rel, p->cwd.rel, p->cwd.len);
-    out->len = p->cwd.len;
+    const fp_path *base = cwd ? cwd : &p->cwd;
+    if (out != base) memcpy(out->rel, base->rel, base->len);
+    out->len = floor = base->len;
   }
   while (next_component(path, len, &i, &c, &clen)) {
     if (is_dot(c, clen)) continue;
     if (is_dotdot(c, clen)) {
-      if (out->len == 0) {
-        fp_err_invalid(e, "outside", shown, "'%s' climbs out of %s", shown, p->guest_root);
+      if (out->len <= floor) {
+        if (floor == 0)
+          fp_err_invalid(e, "outside", shown, "'%s' climbs out of %s", shown, p->guest_root);
+        else
+          fp_err_invalid(e, "outside", shown, "'%s' climbs above the working directory %s/%.*s", shown, p->guest_root,
+                         (int)floor, out->rel);
         return -1;
       }
       const char *slash = memrchr(out->rel, '/', out->len);

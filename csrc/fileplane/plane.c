@@ -68,7 +68,7 @@ fp_plane *fp_open(const fp_options *o, ss_error *e) {
     fp_err_invalid(e, "cwd", cwd, "cwd must be an absolute guest path");
     goto fail;
   }
-  if (fp_normalize(p, cwd, strlen(cwd), &p->cwd, e) != 0) goto fail;
+  if (fp_normalize(p, NULL, cwd, strlen(cwd), &p->cwd, e) != 0) goto fail;
   /* The host path is the host's own configuration: links in it are followed, once, here. */
   p->rootfd = open(o->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (p->rootfd < 0) {

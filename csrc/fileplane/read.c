@@ -98,11 +98,20 @@ static int read_all(int fd, size_t hint, size_t max, char **out, size_t *n, cons
   return 0;
 }
 
-int fp_read(fp_plane *p, const char *gpath, size_t glen, char **out, size_t *n, ss_error *e) {
+/* The refusal of a file over the caller's own limit: output_limit, as an exec past its budget. */
+static void over_limit(ss_error *e, const fp_path *path, size_t limit) {
+  ss_error_set(e, "output_limit", NULL, "'%s' is over the read's max_bytes (%zu bytes)", path->rel, limit);
+  ss_error_field_num(e, "limit", (double)limit);
+  ss_error_field_str(e, "path", path->rel);
+}
+
+int fp_read(fp_plane *p, const fp_path *cwd, const char *gpath, size_t glen, size_t limit, char **out, size_t *n,
+            ss_error *e) {
   fp_path path;
-  if (fp_normalize(p, gpath, glen, &path, e) != 0) return -1;
+  if (fp_normalize(p, cwd, gpath, glen, &path, e) != 0) return -1;
   int pfd = fp_open_final(p, &path, O_PATH, e);
   if (pfd < 0) return -1;
+  size_t max = limit ? limit : p->max_read;
   struct stat st;
   int rc = -1, fd = -1;
   if (fstat(pfd, &st) != 0) {
@@ -111,12 +120,19 @@ int fp_read(fp_plane *p, const char *gpath, size_t glen, char **out, size_t *n, 
     fp_err_invalid(e, S_ISLNK(st.st_mode) ? "symlink" : "not_regular", path.rel, "'%s' is not a regular file", path.rel);
   } else if (st.st_nlink > 1 && !p->allow_hardlinks) {
     fp_err_invalid(e, "hardlink", path.rel, "'%s' has %lu links", path.rel, (unsigned long)st.st_nlink);
-  } else if ((unsigned long long)st.st_size > p->max_read) {
-    fp_err_invalid(e, "too_large", path.rel, "'%s' is %lld bytes, over max_read (%zu)", path.rel, (long long)st.st_size,
-                   p->max_read);
+  } else if ((unsigned long long)st.st_size > max) {
+    if (limit) over_limit(e, &path, limit);
+    else
+      fp_err_invalid(e, "too_large", path.rel, "'%s' is %lld bytes, over max_read (%zu)", path.rel,
+                     (long long)st.st_size, p->max_read);
   } else if ((fd = reopen(&path, pfd, &st, e)) >= 0) {
-    rc = read_all(fd, (size_t)st.st_size, p->max_read, out, n, path.rel, e);
+    rc = read_all(fd, (size_t)st.st_size, max, out, n, path.rel, e);
     close(fd);
+    /* a file that grew past the caller's limit while read */
+    if (rc != 0 && limit && strcmp(e->reason, "too_large") == 0) {
+      ss_error_clear(e);
+      over_limit(e, &path, limit);
+    }
   }
   close(pfd);
   return rc;

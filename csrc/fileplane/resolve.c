@@ -51,6 +51,15 @@ static int try_openat2(fp_plane *p, const char *rel, int flags) {
   return -1;
 }
 
+/* openat of one component; with FP_WALK_CREATE a missing one is made a directory first. */
+static int open_component(fp_plane *p, int dirfd, const char *name, int fl, unsigned opts) {
+  int fd = openat(dirfd, name, fl);
+  if (fd >= 0 || errno != ENOENT || !(opts & FP_WALK_CREATE)) return fd;
+  if (mkdirat(dirfd, name, 0755) == 0) fp_adopt_dir_owner(p, dirfd, name);
+  else if (errno != EEXIST) return -1; /* EEXIST: made meanwhile; the open below judges it */
+  return openat(dirfd, name, fl);
+}
+
 int fp_walk(fp_plane *p, const char *rel, int flags, unsigned opts, const char *shown, ss_error *e) {
   int dirfd = p->rootfd;
   const char *s = rel;
@@ -63,13 +72,21 @@ int fp_walk(fp_plane *p, const char *rel, int flags, unsigned opts, const char *
     name[n] = '\0';
     int last = slash == NULL;
     int fl = last ? (flags | O_NOFOLLOW | O_CLOEXEC) : (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if ((opts & FP_WALK_LISTED) && fp_name_listed(dirfd, name, shown, e) != 0) {
+    int fd = open_component(p, dirfd, name, fl, opts);
+    if (fd < 0) {
+      int err = errno;
+      if (err == ENOENT && (opts & FP_WALK_ABSENT_OK)) {
+        if (dirfd != p->rootfd) close(dirfd);
+        return FP_WALK_ABSENT;
+      }
+      fp_err_lookup(e, err, dirfd, name, shown);
       if (dirfd != p->rootfd) close(dirfd);
       return -1;
     }
-    int fd = openat(dirfd, name, fl);
-    if (fd < 0) {
-      fp_err_lookup(e, errno, dirfd, name, shown);
+    /* After the open, so that a missing name reads as missing: a name that opens but is not
+     * listed verbatim is an alias (a case variant in a casefold directory). */
+    if ((opts & FP_WALK_LISTED) && fp_name_listed(dirfd, name, shown, e) != 0) {
+      close(fd);
       if (dirfd != p->rootfd) close(dirfd);
       return -1;
     }
@@ -139,4 +156,20 @@ int fp_open_parent(fp_plane *p, const fp_path *path, fp_dirfd *out, ss_error *e)
 
 int fp_open_final(fp_plane *p, const fp_path *path, int flags, ss_error *e) {
   return open_rel(p, path->len ? path->rel : ".", flags, path->len ? path->rel : ".", e);
+}
+
+int fp_make_parent(fp_plane *p, const fp_path *path, fp_dirfd *out, ss_error *e) {
+  if (fp_open_parent(p, path, out, e) == 0) return 0;
+  if (strcmp(e->reason, "ENOENT") != 0) return -1;
+  /* Some directory on the way is missing: walk again, making each missing one. */
+  ss_error_clear(e);
+  char parent[FP_PATH_MAX];
+  size_t n = (size_t)(path->last - path->rel) - 1;
+  memcpy(parent, path->rel, n);
+  parent[n] = '\0';
+  int fd = fp_walk(p, parent, O_PATH | O_DIRECTORY, FP_WALK_CREATE, path->rel, e);
+  if (fd < 0) return -1;
+  out->fd = fd;
+  out->owned = 1;
+  return 0;
 }

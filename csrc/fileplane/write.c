@@ -4,7 +4,10 @@
  * guest planted is ever opened for writing; rename(2) then replaces whatever name stood at the
  * destination (a file, a link, a FIFO) without writing through it, and a reader sees either the
  * old file or the whole new one. A process killed mid-write leaves the old file and a stray
- * ".sandstack-tmp-*" file, never a half-written destination. */
+ * ".sandstack-tmp-*" file, never a half-written destination. With the plane's `sync` the file
+ * is fsynced before the rename and its directory after it, so a success is on disk (the sbx
+ * backend's records rely on that). Missing parent directories are made first, by the same
+ * descriptor-relative walk that refuses a link at every component (fp_make_parent). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,6 +32,16 @@ static void adopt_owner(const fp_plane *p, int fd, int dirfd, const struct stat 
   if (old->st_uid == p->euid && old->st_gid == p->egid) return;
   int rc = fchown(fd, old->st_uid, old->st_gid);
   (void)rc; /* best effort: a failure leaves the file ours */
+}
+
+/* fsync of the directory itself, so that the rename survives a crash too. dirfd is O_PATH,
+ * which fsync refuses: "." beneath it is opened for reading (no lookup that could move). */
+static int sync_dir(int dirfd) {
+  int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int rc = fd < 0 ? -1 : fsync(fd), err = errno;
+  if (fd >= 0) close(fd);
+  errno = err; /* fsync's, not close's */
+  return rc;
 }
 
 static int write_all(int fd, const char *data, size_t n) {
@@ -56,15 +69,16 @@ static int create_tmp(fp_plane *p, int dirfd, mode_t mode, char *tmp, size_t cap
   return -1;
 }
 
-int fp_write(fp_plane *p, const char *gpath, size_t glen, const void *data, size_t n, ss_error *e) {
+int fp_write(fp_plane *p, const fp_path *cwd, const char *gpath, size_t glen, const void *data, size_t n,
+             ss_error *e) {
   fp_path path;
-  if (fp_normalize(p, gpath, glen, &path, e) != 0) return -1;
+  if (fp_normalize(p, cwd, gpath, glen, &path, e) != 0) return -1;
   if (!path.last) {
     fp_err_io(e, EISDIR, "cannot write", p->guest_root);
     return -1;
   }
   fp_dirfd dir;
-  if (fp_open_parent(p, &path, &dir, e) != 0) return -1;
+  if (fp_make_parent(p, &path, &dir, e) != 0) return -1;
   /* A link at the destination is refused like one anywhere else; one planted after this check
    * is replaced by the rename, never written through. A regular file there lends the new one
    * its permission bits (set-id bits dropped) and owner. */
@@ -102,6 +116,9 @@ int fp_write(fp_plane *p, const char *gpath, size_t glen, const void *data, size
   if (rc != 0) {
     unlinkat(dir.fd, tmp, 0);
     fp_err_io(e, err, "cannot write", path.rel);
+  } else if (p->sync && sync_dir(dir.fd) != 0) {
+    rc = -1;
+    fp_err_io(e, errno, "wrote, but cannot sync the directory of", path.rel);
   }
   fp_dirfd_close(&dir);
   return rc;

@@ -1,11 +1,16 @@
 /* libFuzzer target: guest paths driven through the file plane against a real temporary tree.
  *
  * The tree holds links to /, /etc, a directory outside the workspace, a sibling workspace and a
- * relative link climbing out. Every input runs one operation (stat, read, write, mkdir, opendir,
- * check or normalize) with either resolver, then asserts that nothing outside the workspace was
- * read, written or created: the canaries' contents never come back, and the outside directories'
- * change times never move. Input: byte 0 picks the operation and resolver, byte 1 a prefix that
- * steers into the links, the rest is the path (NUL bytes included). */
+ * relative link climbing out. Every input runs one operation (stat, read with or without a
+ * per-call limit, write (which makes missing parents), mkdir, opendir, check with or without
+ * the child rule, or normalize) with either resolver and one of several per-call working
+ * directories, then asserts that nothing outside the workspace was read, written or created:
+ * the canaries' contents never come back, the outside directories' change times never move, a
+ * relative path never normalizes above its working directory, and check never clears the
+ * workspace root or a working directory (or an ancestor of one) for removal. Input: byte 0 picks
+ * the resolver (bit 0), the operation (bits 1-3), the per-call cwd (bits 4-5) and the check
+ * rule or read limit (bit 6); byte 1 a prefix that steers into the links; the rest is the path
+ * (NUL bytes included). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -19,7 +24,6 @@
 /* The plane's sources are compiled into this target rather than taken from sandstack_core:
  * the core library is built without -fsanitize=fuzzer-no-link, so only code in this file gives
  * the fuzzer coverage feedback. The archive's copies are then never pulled in. */
-#include "fileplane/bench.c"
 #include "fileplane/errors.c"
 #include "fileplane/names.c"
 #include "fileplane/ops.c"
@@ -124,10 +128,31 @@ static const char *const prefixes[] = {
     "../",       "../../",   "/sandstack/", "/sandstack/work/a/b/", "/etc/",  "a/./b//",  "/sandstack/../", "a/b/file",
 };
 
+/* The per-call working directories: the plane's own, a relative and an absolute one below it,
+ * and one reached through a link (every operation through it must be refused). */
+static const char *const cwds[] = {NULL, "a", "/sandstack/work/a/b", "l_root"};
+
+/* p is the guest path g (absolute, normalized) or one of its ancestors. */
+static int holds(const char *p, const char *g) {
+  size_t n = strlen(p);
+  return strncmp(p, g, n) == 0 && (g[n] == '\0' || g[n] == '/');
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   fp_plane *p = planes[data[0] & 1];
-  int op = (data[0] >> 1) % 7;
+  int op = (data[0] >> 1) % 8;
+  const char *cwd_text = cwds[(data[0] >> 4) & 3];
+  int variant = (data[0] >> 6) & 1;
+  fp_path cwd_buf, *cwd = NULL;
+  char cwd_guest[FP_PATH_MAX + 512] = "/sandstack/work";
+  if (cwd_text) {
+    ss_error ce;
+    ss_error_init(&ce);
+    if (fp_normalize(p, NULL, cwd_text, strlen(cwd_text), &cwd_buf, &ce) != 0) abort();
+    if (fp_guest_path(p, &cwd_buf, cwd_guest, sizeof cwd_guest, &ce) != 0) abort();
+    cwd = &cwd_buf;
+  }
   const char *pre = prefixes[data[1] % (sizeof prefixes / sizeof *prefixes)];
   size_t plen = strlen(pre), n = plen + size - 2;
   char *path = malloc(n + 1);
@@ -143,7 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fp_path rel;
   switch (op) {
     case 0:
-      if (fp_lstat(p, path, n, &st, &e) == 0 && S_ISREG(st.st_mode) && st.st_size == (off_t)strlen(canary) &&
+      if (fp_lstat(p, cwd, path, n, &st, &e) == 0 && S_ISREG(st.st_mode) && st.st_size == (off_t)strlen(canary) &&
           st.st_nlink == 1) {
         /* a regular canary-sized file: must be one the fuzzer wrote inside, never the canary */
         struct stat c;
@@ -152,15 +177,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       break;
     case 1:
-      if (fp_read(p, path, n, &buf, &got, &e) == 0) {
+      if (fp_read(p, cwd, path, n, variant ? 5 : 0, &buf, &got, &e) == 0) {
         if (got >= strlen(canary) && memmem(buf, got, canary, strlen(canary))) abort();
+        if (variant && got > 5) abort(); /* past the call's own limit */
         free(buf);
       }
       break;
-    case 2: fp_write(p, path, n, "fuzz", 4, &e); break;
-    case 3: fp_mkdir(p, path, n, &e); break;
+    case 2: fp_write(p, cwd, path, n, "fuzz", 4, &e); break;
+    case 3: fp_mkdir(p, cwd, path, n, &e); break;
     case 4: {
-      int fd = fp_opendir(p, path, n, &e);
+      int fd = fp_opendir(p, cwd, path, n, &e);
       if (fd >= 0) {
         /* nothing outside may be listed: the canaries' directories hold a "canary" entry,
          * which no path inside has unless the fuzzer wrote one (then it is not outside) */
@@ -171,11 +197,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       break;
     }
-    case 5: fp_check(p, path, n, guest, sizeof guest, &e); break;
+    case 5:
+    case 6:
+      if (fp_check(p, cwd, path, n, variant ? FP_CHECK_CHILD : 0, guest, sizeof guest, &e) >= 0) {
+        /* cleared for removal: never the root, nor a working directory or what holds one */
+        if (holds(guest, "/sandstack/work") || holds(guest, cwd_guest)) abort();
+        if (variant && path[0] != '/') {
+          size_t cl = strlen(cwd_guest);
+          if (strncmp(guest, cwd_guest, cl) != 0 || guest[cl] != '/' || strchr(guest + cl + 1, '/')) abort();
+        }
+      }
+      break;
     default:
-      if (fp_normalize(p, path, n, &rel, &e) == 0) {
+      if (fp_normalize(p, cwd, path, n, &rel, &e) == 0) {
         if (fp_guest_path(p, &rel, guest, sizeof guest, &e) == 0) {
           if (strncmp(guest, "/sandstack", 10) != 0 || (guest[10] != '\0' && guest[10] != '/')) abort();
+          /* a relative path stays at or below its working directory */
+          if (path[0] != '/' && !holds(cwd_guest, guest)) abort();
           if (strstr(guest, "/../") || strstr(guest, "/./") || strstr(guest, "//")) abort();
           size_t gl = strlen(guest);
           if (gl >= 3 && strcmp(guest + gl - 3, "/..") == 0) abort();

@@ -8,22 +8,20 @@
  *   h:await_headers(id, timeout) -> bool (the response headers came, or the transfer ended)
  *   h:take(id) -> result | nil   (id 0: the oldest finished)
  *   h:line(id) -> string | nil   h:state(id) -> "running"|"done"|nil
- *   h:cancel(id)  h:running() h:finished()  h:close()
- *   core.engine_error_message(body) -> the daemon's message from an error body
+ *   h:cancel(id)  h:finished()  h:close()
  *   core.engine_clock() -> monotonic seconds
  * A result is {id=, status=, body=, headers={lowercased=value}, content_type=, stdout=,
  * stderr=, file_bytes=, message= (status >= 300), err= (transfer failed)}. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <float.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "engine/client.h"
 #include "engine/errmsg.h"
 #include "lua/binding.h"
+#include "lua/engine_handle.h"
 
 #define ENGINE_HANDLE_MT "sandstack.engine.handle"
 #define MAX_HEADERS 64
@@ -61,7 +59,6 @@ static int l_engine_client(lua_State *L) {
       .cert = opt_str(L, 1, "cert"),
       .key = opt_str(L, 1, "key"),
   };
-  if (!cfg.host) return ss_return_error(L, "invalid", "bad_host", "engine host missing");
   ss_error err;
   ss_error_init(&err);
   handle *h = ss_newuserdata(L, sizeof *h);
@@ -89,13 +86,23 @@ static size_t opt_size(lua_State *L, int idx, const char *key, size_t def) {
   return (size_t)v;
 }
 
+/* Host I/O fails as kind "io", reason the errno name, as the capture and the file plane do. */
+static int open_error(lua_State *L, const char *path, int e) {
+  ss_error err;
+  ss_error_init(&err);
+  const char *ename = strerrorname_np(e);
+  ss_error_set(&err, "io", ename ? ename : "EIO", "cannot open '%.200s' for writing: %s", path, strerror(e));
+  ss_error_field_str(&err, "path", path);
+  ss_error_field_num(&err, "errno", e);
+  return ss_push_error(L, &err);
+}
+
 static int h_submit(lua_State *L) {
   handle *h = check_handle(L);
   const char *method = luaL_checkstring(L, 2);
   const char *target = luaL_checkstring(L, 3);
   size_t body_len = 0;
   const char *body = lua_isnoneornil(L, 4) ? NULL : luaL_checklstring(L, 4, &body_len);
-  if (!lua_isnoneornil(L, 5)) luaL_checktype(L, 5, LUA_TTABLE);
   static const char *const keys[] = {"content_type", "headers", "timeout", "connect_timeout",
                                      "max_bytes", "mode", "file", NULL};
   ss_check_keys(L, 5, keys, "submit");
@@ -137,7 +144,7 @@ static int h_submit(lua_State *L) {
     const char *path = opt_str(L, 5, "file");
     if (!path) luaL_error(L, "submit: mode 'file' needs option 'file'");
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return ss_return_error(L, "io", NULL, "cannot open '%s' for writing: %s", path, strerror(errno));
+    if (fd < 0) return open_error(L, path, errno);
     spec.fd = fd;
     spec.close_fd = 1;
   }
@@ -231,6 +238,14 @@ static int h_await_headers(lua_State *L) {
   return 1;
 }
 
+sse_client *ss_check_engine_client(lua_State *L, int idx) {
+  handle *h = luaL_checkudata(L, idx, ENGINE_HANDLE_MT);
+  if (!h->c) luaL_error(L, "the engine client is closed");
+  return h->c;
+}
+
+void ss_push_engine_result(lua_State *L, sse_result *r) { push_result(L, r); }
+
 static int h_take(lua_State *L) {
   handle *h = check_handle(L);
   sse_result *r = sse_client_take(h->c, (long)luaL_optinteger(L, 2, 0));
@@ -263,19 +278,8 @@ static int h_cancel(lua_State *L) {
   return 0;
 }
 
-static int h_running(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)sse_client_running(check_handle(L)->c));
-  return 1;
-}
-
 static int h_finished(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)sse_client_finished(check_handle(L)->c));
-  return 1;
-}
-
-static int h_closed(lua_State *L) {
-  handle *h = luaL_checkudata(L, 1, ENGINE_HANDLE_MT);
-  lua_pushboolean(L, h->c == NULL);
   return 1;
 }
 
@@ -287,26 +291,16 @@ static int l_engine_clock(lua_State *L) {
   return 1;
 }
 
-static int l_engine_error_message(lua_State *L) {
-  size_t len;
-  const char *body = luaL_checklstring(L, 1, &len);
-  char msg[1024];
-  size_t n = sse_error_message(body, len, msg, sizeof msg);
-  lua_pushlstring(L, msg, n);
-  return 1;
-}
-
 void sandstack_open_engine(lua_State *L) {
   static const luaL_Reg methods[] = {
-      {"submit", h_submit}, {"run", h_run}, {"await_headers", h_await_headers},         {"take", h_take},
-      {"line", h_line},     {"state", h_state},     {"cancel", h_cancel},
-      {"running", h_running}, {"finished", h_finished}, {"closed", h_closed},
-      {"close", h_close},   {NULL, NULL},
+      {"submit", h_submit}, {"run", h_run},       {"await_headers", h_await_headers},
+      {"take", h_take},     {"perform", ss_engine_perform},     {"line", h_line},     {"state", h_state},
+      {"cancel", h_cancel}, {"finished", h_finished}, {"close", h_close},
+      {NULL, NULL},
   };
   ss_define_class(L, ENGINE_HANDLE_MT, methods, h_close);
   static const luaL_Reg fns[] = {
       {"engine_client", l_engine_client},
-      {"engine_error_message", l_engine_error_message},
       {"engine_clock", l_engine_clock},
       {NULL, NULL},
   };

@@ -32,19 +32,68 @@ static int fail(lua_State *L, ss_error *e, const char *path) {
   return ss_push_error(L, e);
 }
 
-/* What every path method starts from: plane:method(path, ...) with the plane open, the path
- * (argument 2, embedded NULs kept so the core can refuse them) and a fresh error. */
+/* What every path method starts from: plane:method(path, ..., opts) with the plane open, the
+ * path (argument 2, embedded NULs kept so the core can refuse them), the call's own working
+ * directory (opts.cwd, normalized like any guest path from the plane's) and a fresh error. */
 typedef struct {
   fp_plane *p;
   const char *path;
   size_t len;
+  fp_path cwd_buf;
+  const fp_path *cwd; /* NULL: the plane's */
+  size_t max_bytes;   /* read's opts.max_bytes; 0 when not given */
+  int child;          /* check's opts.child */
   ss_error e;
 } path_call;
 
-static void path_call_init(lua_State *L, path_call *c) {
+/* Reads the options table at idx (nil or absent: none). A bad value is an error object, like a
+ * refused path: returns -1 with c->e set. An unknown key raises (a programming error). */
+static int read_opts(lua_State *L, path_call *c, int idx, const char *const keys[], const char *what) {
+  if (lua_isnoneornil(L, idx)) return 0;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  ss_check_keys(L, idx, keys, what);
+  lua_getfield(L, idx, "max_bytes");
+  if (!lua_isnil(L, -1)) {
+    /* a byte budget: a positive integer, never a string that looks like one */
+    double v = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+    if (!(v >= 1 && v <= 1e15 && v == (double)(long long)v)) {
+      lua_pop(L, 1);
+      ss_error_set(&c->e, "invalid", "option", "%s: max_bytes must be a positive integer", what);
+      ss_error_field_str(&c->e, "option", "max_bytes");
+      return -1;
+    }
+    c->max_bytes = (size_t)v;
+  }
+  lua_pop(L, 1);
+  c->child = ss_opt_boolean(L, idx, "child", 0);
+  lua_getfield(L, idx, "cwd");
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "%s: cwd must be a string", what);
+    size_t n;
+    const char *cwd = lua_tolstring(L, -1, &n);
+    int rc = fp_normalize(c->p, NULL, cwd, n, &c->cwd_buf, &c->e);
+    if (rc != 0) ss_error_field_str(&c->e, "cwd", cwd);
+    lua_pop(L, 1);
+    if (rc != 0) return -1;
+    c->cwd = &c->cwd_buf;
+    return 0;
+  }
+  lua_pop(L, 1);
+  return 0;
+}
+
+static const char *const cwd_keys[] = {"cwd", NULL};
+
+/* Starts a path method; opts_idx is where its options table may be (0: none). Returns -1 with
+ * c->e set when the options were refused. */
+static int path_call_init(lua_State *L, path_call *c, int opts_idx, const char *const keys[], const char *what) {
   c->p = check_plane(L);
   c->path = luaL_checklstring(L, 2, &c->len);
+  c->cwd = NULL;
+  c->max_bytes = 0;
+  c->child = 0;
   ss_error_init(&c->e);
+  return opts_idx ? read_opts(L, c, opts_idx, keys, what) : 0;
 }
 
 /* The end of a method that answers `true`: true, or nil, err when the core call (rc) failed. */
@@ -151,10 +200,12 @@ static const char *const attr_names[] = {"mode", "permissions", "size", "modific
  * final link: it reports mode "link", like lfs.symlinkattributes. */
 static int l_attributes(lua_State *L) {
   path_call c;
-  path_call_init(L, &c);
-  const char *want = luaL_optstring(L, 3, NULL);
+  /* attributes(path [, name] [, opts]): the name is a string, the options a table */
+  int named = lua_type(L, 3) == LUA_TSTRING;
+  const char *want = named ? lua_tostring(L, 3) : NULL;
+  if (path_call_init(L, &c, named ? 4 : 3, cwd_keys, "attributes") != 0) return fail(L, &c.e, c.path);
   struct stat st;
-  if (fp_lstat(c.p, c.path, c.len, &st, &c.e) != 0) return fail(L, &c.e, c.path);
+  if (fp_lstat(c.p, c.cwd, c.path, c.len, &st, &c.e) != 0) return fail(L, &c.e, c.path);
   if (want) {
     if (!push_attr(L, &st, want)) return luaL_argerror(L, 3, "unknown attribute name");
     return 1;
@@ -168,11 +219,12 @@ static int l_attributes(lua_State *L) {
 }
 
 static int l_read(lua_State *L) {
+  static const char *const keys[] = {"cwd", "max_bytes", NULL};
   path_call c;
-  path_call_init(L, &c);
+  if (path_call_init(L, &c, 3, keys, "read") != 0) return fail(L, &c.e, c.path);
   size_t n = 0;
   char *buf = NULL;
-  if (fp_read(c.p, c.path, c.len, &buf, &n, &c.e) != 0) return fail(L, &c.e, c.path);
+  if (fp_read(c.p, c.cwd, c.path, c.len, c.max_bytes, &buf, &n, &c.e) != 0) return fail(L, &c.e, c.path);
   lua_pushlstring(L, buf, n);
   free(buf);
   return 1;
@@ -180,38 +232,54 @@ static int l_read(lua_State *L) {
 
 static int l_write(lua_State *L) {
   path_call c;
-  path_call_init(L, &c);
   size_t n;
   const char *data = luaL_checklstring(L, 3, &n);
-  return true_or_fail(L, &c, fp_write(c.p, c.path, c.len, data, n, &c.e));
+  if (path_call_init(L, &c, 4, cwd_keys, "write") != 0) return fail(L, &c.e, c.path);
+  return true_or_fail(L, &c, fp_write(c.p, c.cwd, c.path, c.len, data, n, &c.e));
 }
 
 static int l_mkdir(lua_State *L) {
   path_call c;
-  path_call_init(L, &c);
-  return true_or_fail(L, &c, fp_mkdir(c.p, c.path, c.len, &c.e));
+  if (path_call_init(L, &c, 3, cwd_keys, "mkdir") != 0) return fail(L, &c.e, c.path);
+  return true_or_fail(L, &c, fp_mkdir(c.p, c.cwd, c.path, c.len, &c.e));
 }
 
+/* plane:check(path [, {cwd =, child =}]) -> the guest path of a target that is there, false
+ * when there is nothing to remove, or nil, err when the removal is refused. */
 static int l_check(lua_State *L) {
+  static const char *const keys[] = {"cwd", "child", NULL};
   path_call c;
-  path_call_init(L, &c);
+  if (path_call_init(L, &c, 3, keys, "check") != 0) return fail(L, &c.e, c.path);
   char guest[FP_PATH_MAX + 512];
-  return true_or_fail(L, &c, fp_check(c.p, c.path, c.len, guest, sizeof guest, &c.e));
+  int rc = fp_check(c.p, c.cwd, c.path, c.len, c.child ? FP_CHECK_CHILD : 0, guest, sizeof guest, &c.e);
+  if (rc < 0) return fail(L, &c.e, c.path);
+  if (rc == FP_MISSING) lua_pushboolean(L, 0);
+  else lua_pushstring(L, guest);
+  return 1;
 }
 
 static int l_resolve(lua_State *L) {
   path_call c;
-  path_call_init(L, &c);
+  if (path_call_init(L, &c, 3, cwd_keys, "resolve") != 0) return fail(L, &c.e, c.path);
   fp_path rel;
   char guest[FP_PATH_MAX + 512];
-  if (fp_normalize(c.p, c.path, c.len, &rel, &c.e) != 0 || fp_guest_path(c.p, &rel, guest, sizeof guest, &c.e) != 0)
+  if (fp_normalize(c.p, c.cwd, c.path, c.len, &rel, &c.e) != 0 || fp_guest_path(c.p, &rel, guest, sizeof guest, &c.e) != 0)
     return fail(L, &c.e, c.path);
   lua_pushstring(L, guest);
   return 1;
 }
 
+/* Raises the error object (as lfs.dir raises): an iterator has no `nil, err` to return, since
+ * `for name in plane:dir(x)` would call the nil. */
+static int raise(lua_State *L, ss_error *e, const char *path) {
+  if (path) ss_error_field_str(e, "path", path);
+  ss_push_error_object(L, e);
+  return lua_error(L);
+}
+
 /* Directory iteration: the iterator, the dir object as state, and (5.4) the dir object again
- * as the to-be-closed value, so `break` out of a generic for closes it. */
+ * as the to-be-closed value, so `break` out of a generic for closes it. A path that cannot be
+ * listed raises. */
 static int l_dir_close(lua_State *L) {
   l_dirobj *d = luaL_checkudata(L, 1, FP_DIR_MT);
   if (d->d) closedir(d->d);
@@ -231,25 +299,31 @@ static int l_dir_next(lua_State *L) {
   int err = errno;
   closedir(d->d);
   d->d = NULL;
-  if (err) return luaL_error(L, "fileplane: cannot list directory: %s", strerror(err));
+  if (err) {
+    ss_error e;
+    ss_error_init(&e);
+    ss_error_set(&e, "io", strerrorname_np(err), "cannot list a directory: %s", strerror(err));
+    return raise(L, &e, NULL);
+  }
   return 0;
 }
 
 static int l_dir(lua_State *L) {
   path_call c;
-  path_call_init(L, &c);
+  if (path_call_init(L, &c, 3, cwd_keys, "dir") != 0) return raise(L, &c.e, c.path);
   lua_pushcfunction(L, l_dir_next);
   l_dirobj *d = ss_newuserdata(L, sizeof *d);
   d->d = NULL;
   luaL_getmetatable(L, FP_DIR_MT);
   lua_setmetatable(L, -2);
-  int fd = fp_opendir(c.p, c.path, c.len, &c.e);
-  if (fd < 0) return fail(L, &c.e, c.path);
+  int fd = fp_opendir(c.p, c.cwd, c.path, c.len, &c.e);
+  if (fd < 0) return raise(L, &c.e, c.path);
   d->d = fdopendir(fd);
   if (!d->d) {
     int err = errno;
     close(fd);
-    return ss_return_error(L, "io", strerrorname_np(err), "cannot list '%s': %s", c.path, strerror(err));
+    ss_error_set(&c.e, "io", strerrorname_np(err), "cannot list '%s': %s", c.path, strerror(err));
+    return raise(L, &c.e, c.path);
   }
 #if LUA_VERSION_NUM >= 504
   lua_pushnil(L);
@@ -260,40 +334,13 @@ static int l_dir(lua_State *L) {
 #endif
 }
 
-/* core.fileplane_bench_plain(op, host_path [, data_or_size]): the benchmark's baseline, plain
- * lstat ("stat"), open+read+close ("read", returns the bytes) or open+write+close ("write"). */
-static int l_bench_plain(lua_State *L) {
-  const char *op = luaL_checkstring(L, 1);
-  const char *path = luaL_checkstring(L, 2);
-  if (strcmp(op, "stat") == 0) {
-    lua_pushboolean(L, fp_bench_plain('s', path, NULL, 0) == 0);
-    return 1;
-  }
-  if (strcmp(op, "write") == 0) {
-    size_t n;
-    const char *data = luaL_checklstring(L, 3, &n);
-    lua_pushboolean(L, fp_bench_plain('w', path, (char *)data, n) == (long)n);
-    return 1;
-  }
-  if (strcmp(op, "read") != 0) return luaL_argerror(L, 1, "stat, read or write");
-  lua_Integer n = luaL_optinteger(L, 3, 65536);
-  luaL_argcheck(L, n > 0 && n <= 16 * 1024 * 1024, 3, "size out of range");
-  char *buf = malloc((size_t)n);
-  if (!buf) return luaL_error(L, "out of memory");
-  long r = fp_bench_plain('r', path, buf, (size_t)n);
-  if (r >= 0) lua_pushlstring(L, buf, (size_t)r);
-  else lua_pushnil(L);
-  free(buf);
-  return 1;
-}
-
 void sandstack_open_fileplane(lua_State *L) {
   static const luaL_Reg methods[] = {
       {"attributes", l_attributes}, {"dir", l_dir},         {"read", l_read},       {"write", l_write},
       {"mkdir", l_mkdir},           {"check", l_check},     {"resolve", l_resolve}, {"resolver", l_resolver},
       {"close", l_close},           {NULL, NULL}};
   static const luaL_Reg dir_methods[] = {{"next", l_dir_next}, {"close", l_dir_close}, {NULL, NULL}};
-  static const luaL_Reg fns[] = {{"fileplane_open", l_open}, {"fileplane_bench_plain", l_bench_plain}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"fileplane_open", l_open}, {NULL, NULL}};
   ss_define_class(L, FP_MT, methods, l_close);
   ss_define_class(L, FP_DIR_MT, dir_methods, l_dir_close);
   luaL_setfuncs(L, fns, 0);

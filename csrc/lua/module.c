@@ -30,5 +30,6 @@ int luaopen_sandstack_core(lua_State *L) {
   sandstack_open_fileplane(L);
   sandstack_open_capture(L);
   sandstack_open_probe(L);
+  sandstack_open_net(L);
   return 1;
 }

@@ -81,11 +81,18 @@ static int l_compile(lua_State *L) {
   lua_pushnil(L);
   while (lua_next(L, 1)) {
     lua_pop(L, 1);
-    if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "allow") != 0) {
+    if (lua_type(L, -1) != LUA_TSTRING ||
+        (strcmp(lua_tostring(L, -1), "allow") != 0 && strcmp(lua_tostring(L, -1), "inspect") != 0)) {
       lua_pop(L, 1);
-      return invalid(L, root, 0, "a policy is { allow = {...} } and has no other keys");
+      return invalid(L, root, 0, "a policy is { allow = {...}, inspect = true|false } and has no other keys");
     }
   }
+  lua_getfield(L, 1, "inspect");
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TBOOLEAN) return invalid(L, root, 0, "'inspect' must be true or false");
+    cJSON_AddBoolToObject(root, "inspect", lua_toboolean(L, -1));
+  }
+  lua_pop(L, 1);
   lua_getfield(L, 1, "allow");
   int idx = lua_gettop(L);
   if (!lua_isnil(L, idx)) {
@@ -184,6 +191,26 @@ static int l_render(lua_State *L) {
   return ss_push_json_string(L, ss_policy_render(u->p));
 }
 
+/* policy:coverage(resource) -> "all" | "covered" | "wider" | "disjoint": an sbx host resource
+ * (a global allow rule) against this policy. */
+static int l_coverage(lua_State *L) {
+  policy_ud *u = check_policy(L, 1);
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  lua_pushstring(L, ss_coverage_name(ss_policy_coverage(u->p, s, n)));
+  return 1;
+}
+
+/* policy:reaches(pattern) -> boolean: an sbx host pattern (a secret's target) matches a host
+ * this policy names; true for a pattern the policy language cannot read. */
+static int l_reaches(lua_State *L) {
+  policy_ud *u = check_policy(L, 1);
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  lua_pushboolean(L, ss_policy_pattern_reaches(u->p, s, n));
+  return 1;
+}
+
 static int l_tostring(lua_State *L) {
   policy_ud *u = luaL_checkudata(L, 1, POLICY_MT);
   if (u->p) lua_pushfstring(L, "sandstack.policy (%d rules)", u->p->n);
@@ -200,7 +227,8 @@ static int l_close(lua_State *L) {
 
 void sandstack_open_policy(lua_State *L) {
   static const luaL_Reg methods[] = {{"admits", l_admits}, {"explain", l_explain}, {"rules", l_rules},
-                                     {"render", l_render}, {"close", l_close},     {NULL, NULL}};
+                                     {"render", l_render}, {"coverage", l_coverage}, {"reaches", l_reaches},
+                                     {"close", l_close},   {NULL, NULL}};
   ss_define_class(L, POLICY_MT, methods, l_close);
   luaL_getmetatable(L, POLICY_MT);
   lua_pushcfunction(L, l_tostring);

@@ -1,14 +1,7 @@
-/* The sbx part of the binding: the subprocess runner, the wrapper's texts and parsers, digests.
- * The backend's logic is in lua/sandstack/sbx.lua; this file only moves bytes. */
-#include <dirent.h>
-#include <errno.h>
-#include <sys/stat.h>
-#include <stdlib.h>
-#include <string.h>
-
+/* The sbx part of the binding: the subprocess runner and the wrapper's texts and parsers. The
+ * backend's logic is in lua/sandstack/sbx/; the generic host helpers it uses (base64, SHA-256,
+ * directories) are in the util binding. This file only moves bytes. */
 #include "lua/binding.h"
-#include "sbx/digest.h"
-#include "sbx/fsutil.h"
 #include "sbx/runner.h"
 #include "sbx/wrapper.h"
 
@@ -73,17 +66,6 @@ static int l_sbx_run(lua_State *L) {
   return 1;
 }
 
-/* core.sbx_base64(s) -> base64 text */
-static int l_sbx_base64(lua_State *L) {
-  size_t n, on;
-  const char *s = luaL_checklstring(L, 1, &n);
-  char *b = ss_base64(s, n, &on);
-  if (!b) return luaL_error(L, "out of memory");
-  lua_pushlstring(L, b, on);
-  free(b);
-  return 1;
-}
-
 /* core.sbx_split_stderr(stderr, nonce) -> chatter, own_stderr  (nil when the nonce is absent) */
 static int l_sbx_split_stderr(lua_State *L) {
   size_t n, nn;
@@ -109,74 +91,10 @@ static int l_sbx_json_start(lua_State *L) {
   return 1;
 }
 
-/* core.sbx_digest(s, nbytes) -> lowercase hex of the first nbytes of SHA-256(s) */
-static int l_sbx_digest(lua_State *L) {
-  size_t n;
-  const char *s = luaL_checklstring(L, 1, &n);
-  lua_Integer nb = luaL_optinteger(L, 2, 32);
-  luaL_argcheck(L, nb >= 1 && nb <= 32, 2, "between 1 and 32");
-  char out[65];
-  ss_sha256_hex(s, n, (size_t)nb, out);
-  lua_pushstring(L, out);
-  return 1;
-}
-
-/* core.sbx_listdir(path) -> array of names (without . and ..), or nil, err */
-static int l_sbx_listdir(lua_State *L) {
-  const char *p = luaL_checkstring(L, 1);
-  DIR *d = opendir(p);
-  if (!d) return ss_return_error(L, "sbx", errno == ENOENT ? "not_found" : "io", "%s: %s", p, strerror(errno));
-  lua_newtable(L);
-  int i = 0;
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-    lua_pushstring(L, de->d_name);
-    lua_rawseti(L, -2, ++i);
-  }
-  closedir(d);
-  return 1;
-}
-
-/* core.sbx_mkdir(path, mode) -> true, or nil, err (an existing directory is an error: "exists") */
-static int l_sbx_mkdir(lua_State *L) {
-  const char *p = luaL_checkstring(L, 1);
-  lua_Integer mode = luaL_optinteger(L, 2, 0700);
-  if (mkdir(p, (mode_t)mode) != 0)
-    return ss_return_error(L, "sbx", errno == EEXIST ? "exists" : "io", "mkdir %s: %s", p, strerror(errno));
-  lua_pushboolean(L, 1);
-  return 1;
-}
-
-/* core.sbx_rmtree(path) -> true (also when path does not exist), or nil, err: kind "sbx",
- * reason "mount" (a mount point inside), "changing" (the tree kept changing under the walk) or
- * "io", with errno. Never follows a link below path's parent (csrc/sbx/fsutil.c). */
-static int l_sbx_rmtree(lua_State *L) {
-  const char *p = luaL_checkstring(L, 1);
-  ss_rmtree_fail why;
-  if (ss_rmtree(p, &why) == 0) {
-    lua_pushboolean(L, 1);
-    return 1;
-  }
-  const char *reason = why.err == EXDEV ? "mount" : why.err == ENOTEMPTY ? "changing" : "io";
-  ss_error e;
-  ss_error_init(&e);
-  ss_error_set(&e, "sbx", reason, "remove %s: cannot %s '%s' (depth %zu below it): %s", p, why.step ? why.step : "remove",
-               why.name, why.depth, strerror(why.err));
-  ss_error_field_num(&e, "errno", why.err);
-  ss_error_field_str(&e, "path", p);
-  return ss_push_error(L, &e);
-}
-
 void sandstack_open_sbx(lua_State *L) {
   static const luaL_Reg fns[] = {{"sbx_run", l_sbx_run},
-                                 {"sbx_base64", l_sbx_base64},
                                  {"sbx_split_stderr", l_sbx_split_stderr},
                                  {"sbx_json_start", l_sbx_json_start},
-                                 {"sbx_digest", l_sbx_digest},
-                                 {"sbx_listdir", l_sbx_listdir},
-                                 {"sbx_mkdir", l_sbx_mkdir},
-                                 {"sbx_rmtree", l_sbx_rmtree},
                                  {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
   lua_pushstring(L, ss_sbx_wrapper_script);

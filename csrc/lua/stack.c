@@ -1,16 +1,37 @@
-/* The stack part of the binding: the pure planner of csrc/stack as Lua functions.
- *   core.stack_validate(opts, session_key) -> true | nil, err
- *   core.stack_plan(opts, ctx) -> plan | nil, err      ctx = {session_key=, api_version=, now=,
- *                                                            token=, egress_policy=, pool=}
- *   core.stack_pick_subnet(pool, used, seed[, prefix]) -> "a.b.c.d/28" | nil, err
+/* The stack part of the binding: the pure planner of csrc/stack as one Lua object.
+ *   core.stack_model(opts, session_key[, fixed]) -> model | nil, err
+ *       Validates the options once, compiles egress_policy, mints the session token (when the
+ *       stack has a proxy) and the run label. fixed = {now=, token=, run=} pins what is
+ *       otherwise taken from the clock and the CSPRNG (for a plan shown to a user or a test).
+ *   model:plan{api_version=, pool=, subnets={sbx=, pub=, egress=, isocheck=}} -> plan | nil, err
+ *       Every create as a finished request {method, path, body_json}; the same model gives the
+ *       same token, label and names to every plan (a retry with new subnets plans again).
+ *   model:close()
+ *   core.stack_pick_subnet(pool, used, seed[, prefix[, count]]) -> "a.b.c.d/28" | {count of them} | nil, err
  *   core.stack_api_number("1.41") -> 141
  * opts is a table (function values are left out: callbacks stay in Lua) or a JSON string.
  * An unknown option key raises; every other refusal is a returned error object. */
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "lua/binding.h"
-#include "stack/stack.h"
+#include "stack/model.h"
+#include "util/random.h"
+
+#define STACK_MODEL_MT "sandstack.stack.model"
+#define TOKEN_MAX 256
+#define RUN_LABEL_HEX 8
+
+typedef struct {
+  cJSON *opts;            /* owned: the model borrows its strings */
+  ss_stack_model *model;  /* NULL once closed */
+  char *session_key;
+  char *policy_json;      /* rendered egress policy, or NULL */
+  char token[TOKEN_MAX + 1];
+  char run_label[2 * RUN_LABEL_HEX + 1];
+  double now;
+} model_ud;
 
 /* Converts argument idx to cJSON; raises on what can never be an options table. */
 static cJSON *opts_arg(lua_State *L, int idx) {
@@ -34,10 +55,22 @@ static cJSON *opts_arg(lua_State *L, int idx) {
   return j;
 }
 
-/* Unknown keys and non-table options are programming errors: raise them. */
-static int finish_error(lua_State *L, cJSON *opts, ss_error *err) {
-  cJSON_Delete(opts);
-  if (strcmp(err->kind, "usage") == 0) {
+static int m_close(lua_State *L) {
+  model_ud *u = luaL_checkudata(L, 1, STACK_MODEL_MT);
+  free(u->model);
+  u->model = NULL;
+  cJSON_Delete(u->opts);
+  u->opts = NULL;
+  free(u->session_key);
+  u->session_key = NULL;
+  cJSON_free(u->policy_json);
+  u->policy_json = NULL;
+  return 0;
+}
+
+/* Unknown keys and non-table options are programming errors: raise them (after freeing). */
+static int fail(lua_State *L, ss_error *err) {
+  if (strcmp(err->kind, "usage") == 0 && strcmp(err->reason, "oom") != 0) {
     lua_pushstring(L, err->message);
     ss_error_clear(err);
     return lua_error(L);
@@ -45,60 +78,136 @@ static int finish_error(lua_State *L, cJSON *opts, ss_error *err) {
   return ss_push_error(L, err);
 }
 
-static int l_stack_validate(lua_State *L) {
-  cJSON *opts = opts_arg(L, 1);
+static int pick_token(model_ud *u, const char *fixed, ss_error *err) {
+  if (u->model->proxy_idx < 0) return 0;
+  const cJSON *given = cJSON_GetObjectItemCaseSensitive(u->opts, "session_token");
+  const char *t = fixed ? fixed : cJSON_IsString(given) ? given->valuestring : NULL; /* validated */
+  if (t) {
+    snprintf(u->token, sizeof u->token, "%s", t);
+    return 0;
+  }
+  if (ss_random_hex(u->token, 32) == 0) return 0;
+  ss_error_set(err, "io", "random", "could not read the kernel CSPRNG for the session token");
+  return -1;
+}
+
+static int l_stack_model(lua_State *L) {
   const char *key = luaL_checkstring(L, 2);
+  const char *fixed_token = NULL, *fixed_run = NULL;
+  double now = (double)time(NULL);
+  if (!lua_isnoneornil(L, 3)) {
+    luaL_checktype(L, 3, LUA_TTABLE);
+    static const char *const keys[] = {"now", "token", "run", NULL};
+    ss_check_keys(L, 3, keys, "stack_model fixed values");
+    now = ss_opt_number(L, 3, "now", now);
+    fixed_token = ss_opt_string(L, 3, "token", NULL);
+    fixed_run = ss_opt_string(L, 3, "run", NULL);
+  }
+  model_ud *u = ss_newuserdata(L, sizeof *u);
+  memset(u, 0, sizeof *u);
+  luaL_getmetatable(L, STACK_MODEL_MT);
+  lua_setmetatable(L, -2);
+  int ud = lua_gettop(L);
+  u->opts = opts_arg(L, 1); /* raises before anything is owned but the (empty) userdata */
+  u->now = now;
+  u->session_key = strdup(key);
+  u->model = calloc(1, sizeof *u->model);
   ss_error err;
   ss_error_init(&err);
-  if (ss_stack_validate(opts, key, &err) != 0) return finish_error(L, opts, &err);
-  cJSON_Delete(opts);
-  lua_pushboolean(L, 1);
+  if (!u->session_key || !u->model) {
+    ss_error_set(&err, "usage", "oom", "out of memory");
+  } else if (ss_stack_model_build(u->opts, u->session_key, u->model, &err) == 0 &&
+             pick_token(u, fixed_token, &err) == 0) {
+    u->policy_json = ss_stack_egress_policy(u->opts, &err);
+    if (!ss_error_isset(&err)) {
+      if (fixed_run) snprintf(u->run_label, sizeof u->run_label, "%s", fixed_run);
+      else if (ss_random_hex(u->run_label, RUN_LABEL_HEX) != 0)
+        ss_error_set(&err, "io", "random", "could not read the kernel CSPRNG for the run label");
+    }
+  }
+  if (ss_error_isset(&err)) {
+    lua_pushcfunction(L, m_close);
+    lua_pushvalue(L, ud);
+    lua_call(L, 1, 0);
+    return fail(L, &err);
+  }
+  lua_settop(L, ud);
   return 1;
 }
 
-static int l_stack_plan(lua_State *L) {
-  cJSON *opts = opts_arg(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  static const char *const keys[] = {"session_key", "api_version", "now", "token",
-                                     "egress_policy", "pool", NULL};
-  ss_check_keys(L, 2, keys, "stack_plan context");
+static const char *subnet_field(lua_State *L, int idx, const char *key) {
+  lua_getfield(L, idx, key);
+  const char *s = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
+  lua_pop(L, 1); /* the string stays referenced by the subnets table */
+  return s;
+}
+
+static int m_plan(lua_State *L) {
+  model_ud *u = luaL_checkudata(L, 1, STACK_MODEL_MT);
+  if (!u->model) return luaL_error(L, "the stack model is closed");
   ss_stack_ctx ctx = {0};
-  ctx.session_key = ss_opt_string(L, 2, "session_key", NULL);
-  if (!ctx.session_key) luaL_argerror(L, 2, "session_key is required");
-  ctx.api_version = ss_opt_string(L, 2, "api_version", NULL);
-  ctx.now = ss_opt_number(L, 2, "now", (double)time(NULL));
-  ctx.token = ss_opt_string(L, 2, "token", NULL);
-  ctx.egress_policy_json = ss_opt_string(L, 2, "egress_policy", NULL);
-  ctx.pool = ss_opt_string(L, 2, "pool", NULL);
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    static const char *const keys[] = {"api_version", "pool", "subnets", NULL};
+    ss_check_keys(L, 2, keys, "model:plan");
+    ctx.api_version = ss_opt_string(L, 2, "api_version", NULL);
+    ctx.pool = ss_opt_string(L, 2, "pool", NULL);
+    lua_getfield(L, 2, "subnets");
+    if (!lua_isnil(L, -1)) {
+      int sidx = lua_gettop(L);
+      luaL_checktype(L, sidx, LUA_TTABLE);
+      static const char *const nets[] = {"sbx", "pub", "egress", "isocheck", NULL};
+      ss_check_keys(L, sidx, nets, "model:plan subnets");
+      ctx.subnets.sbx = subnet_field(L, sidx, "sbx");
+      ctx.subnets.pub = subnet_field(L, sidx, "pub");
+      ctx.subnets.egress = subnet_field(L, sidx, "egress");
+      ctx.subnets.isocheck = subnet_field(L, sidx, "isocheck");
+    }
+  }
+  ctx.session_key = u->session_key;
+  ctx.now = u->now;
+  ctx.token = u->token[0] ? u->token : NULL;
+  ctx.egress_policy_json = u->policy_json;
+  ctx.run_label = u->run_label;
   ss_error err;
   ss_error_init(&err);
-  cJSON *plan = ss_stack_plan(opts, &ctx, &err);
-  if (!plan) return finish_error(L, opts, &err);
-  cJSON_Delete(opts);
+  cJSON *plan = ss_stack_plan_model(u->model, &ctx, &err);
+  if (!plan) return fail(L, &err);
   ss_json_to_lua(L, plan);
   cJSON_Delete(plan);
   return 1;
 }
 
+/* With count, returns a list of count distinct subnets (each pick is avoided by the next). */
 static int l_stack_pick_subnet(lua_State *L) {
   const char *pool = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_Integer seed = luaL_optinteger(L, 3, 0);
   lua_Integer prefix = luaL_optinteger(L, 4, 28);
+  int as_list = !lua_isnoneornil(L, 5);
+  lua_Integer count = luaL_optinteger(L, 5, 1);
+  if (count < 1 || count > 16) return luaL_argerror(L, 5, "count must be 1 to 16");
   size_t n = ss_rawlen(L, 2);
   if (n > 100000) return luaL_argerror(L, 2, "too many subnets");
-  const char **used = lua_newuserdata(L, (n + 1) * sizeof *used); /* freed by the GC */
+  const char **used = lua_newuserdata(L, (n + (size_t)count) * sizeof *used); /* freed by the GC */
   for (size_t i = 0; i < n; i++) {
     lua_rawgeti(L, 2, (int)i + 1);
     used[i] = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
     lua_pop(L, 1); /* the strings stay referenced by the table */
   }
+  lua_createtable(L, (int)count, 0);
+  int out_idx = lua_gettop(L);
   char out[64];
   ss_error err;
   ss_error_init(&err);
-  if (ss_stack_pick_subnet(pool, (int)prefix, used, n, (uint32_t)seed, out, sizeof out, &err) != 0)
-    return ss_push_error(L, &err);
-  lua_pushstring(L, out);
+  for (lua_Integer k = 0; k < count; k++) {
+    if (ss_stack_pick_subnet(pool, (int)prefix, used, n + (size_t)k, (uint32_t)seed, out, sizeof out, &err) != 0)
+      return ss_push_error(L, &err);
+    lua_pushstring(L, out);
+    used[n + (size_t)k] = lua_tostring(L, -1);
+    lua_rawseti(L, out_idx, (int)k + 1); /* the list keeps the string alive */
+  }
+  if (!as_list) lua_rawgeti(L, out_idx, 1);
   return 1;
 }
 
@@ -108,8 +217,9 @@ static int l_stack_api_number(lua_State *L) {
 }
 
 void sandstack_open_stack(lua_State *L) {
-  static const luaL_Reg fns[] = {{"stack_validate", l_stack_validate},
-                                 {"stack_plan", l_stack_plan},
+  static const luaL_Reg methods[] = {{"plan", m_plan}, {"close", m_close}, {NULL, NULL}};
+  ss_define_class(L, STACK_MODEL_MT, methods, m_close);
+  static const luaL_Reg fns[] = {{"stack_model", l_stack_model},
                                  {"stack_pick_subnet", l_stack_pick_subnet},
                                  {"stack_api_number", l_stack_api_number},
                                  {NULL, NULL}};

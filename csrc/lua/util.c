@@ -1,18 +1,35 @@
 /* Small functions of the module table: CSPRNG tokens, error objects made from Lua, JSON, a
- * sleep that needs no LuaSocket, and durable record writes. */
+ * sleep that needs no LuaSocket, durable record writes, base64, SHA-256, and host directories
+ * (list, make, remove a tree; their failures are kind "io"). */
+#include <dirent.h>
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "lua/binding.h"
 #include "util/durable.h"
 #include "util/random.h"
+/* the implementations of base64, SHA-256 and rmtree sit with their first user, the sbx backend */
+#include "sbx/digest.h"
+#include "sbx/fsutil.h"
+#include "sbx/wrapper.h"
 
-/* core.random_hex(nbytes) -> hex string from getrandom(2). */
+/* core.random_hex(nbytes) -> hex string from getrandom(2). A CSPRNG failure (the kernel's, not
+ * the caller's) raises an error object of kind "io", reason "random": no caller could go on
+ * without the token, and every name and secret is minted this way. */
 static int l_random_hex(lua_State *L) {
   lua_Integer n = luaL_optinteger(L, 1, 32);
   luaL_argcheck(L, n >= 1 && n <= 64, 1, "between 1 and 64 bytes");
   char out[129];
-  if (ss_random_hex(out, (size_t)n) != 0) return luaL_error(L, "getrandom failed");
+  if (ss_random_hex(out, (size_t)n) != 0) {
+    ss_error e;
+    ss_error_init(&e);
+    ss_random_error(&e, errno, "random_hex");
+    ss_push_error_object(L, &e);
+    return lua_error(L);
+  }
   lua_pushstring(L, out);
   return 1;
 }
@@ -103,10 +120,93 @@ static int l_sleep(lua_State *L) {
   return 0;
 }
 
+/* core.base64(s) -> base64 text (RFC 4648, with padding). */
+static int l_base64(lua_State *L) {
+  size_t n, on;
+  const char *s = luaL_checklstring(L, 1, &n);
+  char *b = ss_base64(s, n, &on);
+  if (!b) return luaL_error(L, "out of memory");
+  lua_pushlstring(L, b, on);
+  free(b);
+  return 1;
+}
+
+/* core.sha256_hex(s[, nbytes]) -> lowercase hex of the first nbytes (default 32) of SHA-256(s). */
+static int l_sha256_hex(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  lua_Integer nb = luaL_optinteger(L, 2, 32);
+  luaL_argcheck(L, nb >= 1 && nb <= 32, 2, "between 1 and 32");
+  char out[65];
+  ss_sha256_hex(s, n, (size_t)nb, out);
+  lua_pushstring(L, out);
+  return 1;
+}
+
+/* nil, err of kind "io" for host I/O: reason "not_found", "exists" or "failed", with errno. */
+static int host_io_error(lua_State *L, int err, const char *what, const char *path) {
+  ss_error e;
+  ss_error_init(&e);
+  const char *reason = err == ENOENT ? "not_found" : err == EEXIST ? "exists" : "failed";
+  ss_error_set(&e, "io", reason, "%s %s: %s", what, path, strerror(err));
+  ss_error_field_num(&e, "errno", err);
+  ss_error_field_str(&e, "path", path);
+  return ss_push_error(L, &e);
+}
+
+/* core.listdir(path) -> array of names (without . and ..), or nil, err (kind "io"). */
+static int l_listdir(lua_State *L) {
+  const char *p = luaL_checkstring(L, 1);
+  DIR *d = opendir(p);
+  if (!d) return host_io_error(L, errno, "list", p);
+  lua_newtable(L);
+  int i = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    lua_pushstring(L, de->d_name);
+    lua_rawseti(L, -2, ++i);
+  }
+  closedir(d);
+  return 1;
+}
+
+/* core.mkdir(path[, mode]) -> true, or nil, err (kind "io"; an existing entry is reason "exists"). */
+static int l_mkdir(lua_State *L) {
+  const char *p = luaL_checkstring(L, 1);
+  lua_Integer mode = luaL_optinteger(L, 2, 0700);
+  if (mkdir(p, (mode_t)mode) != 0) return host_io_error(L, errno, "mkdir", p);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* core.rmtree(path) -> true (also when path does not exist), or nil, err: kind "io", reason
+ * "mount" (a mount point inside), "changing" (the tree kept changing under the walk) or
+ * "failed", with errno. Never follows a link below path's parent (csrc/sbx/fsutil.c). */
+static int l_rmtree(lua_State *L) {
+  const char *p = luaL_checkstring(L, 1);
+  ss_rmtree_fail why;
+  if (ss_rmtree(p, &why) == 0) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  const char *reason = why.err == EXDEV ? "mount" : why.err == ENOTEMPTY ? "changing" : "failed";
+  ss_error e;
+  ss_error_init(&e);
+  ss_error_set(&e, "io", reason, "remove %s: cannot %s '%s' (depth %zu below it): %s", p, why.step ? why.step : "remove",
+               why.name, why.depth, strerror(why.err));
+  ss_error_field_num(&e, "errno", why.err);
+  ss_error_field_str(&e, "path", p);
+  return ss_push_error(L, &e);
+}
+
 void sandstack_open_util(lua_State *L) {
   static const luaL_Reg fns[] = {{"random_hex", l_random_hex},   {"error", l_error},
                                  {"is_error", l_is_error},       {"json_encode", l_json_encode},
                                  {"json_decode", l_json_decode}, {"write_file_durable", l_write_file_durable},
-                                 {"sleep", l_sleep},             {NULL, NULL}};
+                                 {"sleep", l_sleep},             {"base64", l_base64},
+                                 {"sha256_hex", l_sha256_hex},   {"listdir", l_listdir},
+                                 {"mkdir", l_mkdir},             {"rmtree", l_rmtree},
+                                 {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }

@@ -105,5 +105,6 @@ cJSON *ss_policy_render(const ss_policy *p) {
   cJSON_AddNumberToObject(root, "version", 1);
   cJSON *allow = cJSON_AddArrayToObject(root, "allow");
   for (int i = 0; allow && i < p->n; i++) cJSON_AddItemToArray(allow, ss_policy_rule_json(&p->rules[i]));
+  if (p->no_inspect) cJSON_AddFalseToObject(root, "inspect"); /* absent: on, so old renders stay as they were */
   return root;
 }

@@ -6,7 +6,7 @@
 
 #include "policy/policy.h"
 
-static int is_digits(const char *s, size_t n) {
+int ss_all_digits(const char *s, size_t n) {
   if (n == 0) return 0;
   for (size_t i = 0; i < n; i++)
     if (s[i] < '0' || s[i] > '9') return 0;
@@ -16,7 +16,7 @@ static int is_digits(const char *s, size_t n) {
 /* inet_aton also reads hex ("0x7f") and octal parts: a last label of digits or 0x-hex makes
  * the name an address to the resolver, so such names must be a canonical dotted quad. */
 static int looks_numeric(const char *label, size_t n) {
-  if (is_digits(label, n)) return 1;
+  if (ss_all_digits(label, n)) return 1;
   if (n >= 2 && label[0] == '0' && label[1] == 'x') return 1;
   return 0;
 }
@@ -28,7 +28,7 @@ static int canonical_ipv4(const char *s, size_t len) {
     size_t j = i;
     while (j < len && s[j] != '.') j++;
     size_t n = j - i;
-    if (!is_digits(s + i, n) || n > 3 || (n > 1 && s[i] == '0')) return 0;
+    if (!ss_all_digits(s + i, n) || n > 3 || (n > 1 && s[i] == '0')) return 0;
     int v = 0;
     for (size_t k = i; k < j; k++) v = v * 10 + (s[k] - '0');
     if (v > 255) return 0;

@@ -124,9 +124,12 @@ ss_policy *ss_policy_from_json(const cJSON *root, ss_error *err) {
   if (!cJSON_IsObject(root)) return fail(p, err, 0, "a policy is a table { allow = {...} }%s", "");
   const cJSON *it;
   cJSON_ArrayForEach(it, root) {
-    if (strcmp(it->string, "allow") && strcmp(it->string, "version"))
-      return fail(p, err, 0, "unknown key '%s' in the policy (only 'allow')", it->string);
+    if (strcmp(it->string, "allow") && strcmp(it->string, "version") && strcmp(it->string, "inspect"))
+      return fail(p, err, 0, "unknown key '%s' in the policy (only 'allow' and 'inspect')", it->string);
   }
+  const cJSON *inspect = cJSON_GetObjectItemCaseSensitive(root, "inspect");
+  if (inspect && !cJSON_IsBool(inspect)) return fail(p, err, 0, "'inspect' must be true or false%s", "");
+  p->no_inspect = cJSON_IsFalse(inspect);
   const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
   if (version && !(cJSON_IsNumber(version) && version->valuedouble == 1))
     return fail(p, err, 0, "unsupported policy version%s", "");

@@ -42,6 +42,8 @@ typedef struct ss_policy_rule {
 typedef struct ss_policy {
   int n;
   ss_policy_rule *rules;
+  int no_inspect; /* "inspect": false: a proxy never terminates TLS, so method and path rules
+                     cannot be enforced on HTTPS and such hosts are refused over CONNECT */
 } ss_policy;
 
 /* Why a query was refused (or SS_DENY_NONE when admitted). */
@@ -61,7 +63,8 @@ typedef struct ss_policy_verdict {
   ss_deny_reason reason;
 } ss_policy_verdict;
 
-/* Builds a policy from {"allow": [rule...]} (optional "version": 1). A rule is a string
+/* Builds a policy from {"allow": [rule...]} (optional "version": 1, optional "inspect": bool,
+ * default true: whether a proxy may terminate TLS to enforce method and path rules). A rule is a string
  * "host", "host:port", "*.apex[:port]" or an object {host, port?, methods?, paths?}.
  * On failure returns NULL with err kind "invalid" and field "rule" (1-based) when one rule
  * is at fault. */
@@ -77,17 +80,36 @@ void ss_policy_check(const ss_policy *p, const char *host, size_t host_len, cons
                      ss_policy_verdict *out);
 const char *ss_deny_reason_name(ss_deny_reason r);
 
-/* The canonical JSON form: {"version":1,"allow":[{"host","port"?,"methods"?,"paths"?}...]}.
+/* The canonical JSON form: {"version":1,"allow":[{"host","port"?,"methods"?,"paths"?}...]},
+ * plus "inspect":false when inspection is off (absent means on).
  * ss_policy_parse of it builds an equal policy. */
 cJSON *ss_policy_render(const ss_policy *p);
 /* One rule as a JSON object (host with "*." for a wildcard). */
 cJSON *ss_policy_rule_json(const ss_policy_rule *r);
+
+/* How an sbx host resource ("x", "*.x" one level below x, "**.x" x and every depth below it,
+ * "**", each with an optional ":port"; any case, a trailing dot ignored) relates to what p
+ * admits (csrc/policy/coverage.c): */
+typedef enum {
+  SS_COVER_ALL,      /* "**" (or "*"): every host */
+  SS_COVER_COVERED,  /* only hosts that plain rules of p admit on every port, method and path */
+  SS_COVER_WIDER,    /* a host p names, and more (or less than every request to it) */
+  SS_COVER_DISJOINT, /* no host p names */
+  SS_COVER_GLOB,     /* a glob beyond those forms ("api?.x", "api[!1].x", "a*.x"): no exact deny exists */
+} ss_coverage;
+ss_coverage ss_policy_coverage(const ss_policy *p, const char *resource, size_t len);
+const char *ss_coverage_name(ss_coverage c);
+/* Whether an sbx host pattern (as above) matches any host p names, on any port, method or
+ * path. A pattern the policy language cannot read reaches everything (1). */
+int ss_policy_pattern_reaches(const ss_policy *p, const char *pattern, size_t len);
 
 /* Pieces, exposed for the tests and the fuzz target. */
 /* Lowercases src into out (SS_HOST_MAX+1 bytes); returns 0 when src is a valid DNS name or
  * canonical IPv4 address, else -1 with a reason in *why. */
 int ss_host_normalize(const char *src, size_t len, char *out, const char **why);
 int ss_host_covered(const ss_policy_rule *r, const char *host);
+/* s holds n >= 1 bytes, each a decimal digit. */
+int ss_all_digits(const char *s, size_t n);
 unsigned ss_method_bit(const char *m, size_t len);
 const char *ss_method_name(unsigned bit);
 int ss_path_rule_valid(const char *p, const char **why);

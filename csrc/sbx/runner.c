@@ -227,7 +227,8 @@ int ss_run(const ss_run_opts *o, ss_run_result *r, ss_error *e) {
         break;
       }
       total += keep;
-      if (keep < (size_t)got || total >= cap) {
+      /* Exactly cap bytes are a whole answer; only a byte past it is over the budget. */
+      if (keep < (size_t)got) {
         if (!killed) {
           r->over_limit = 1;
           kill_group(pid);

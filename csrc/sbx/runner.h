@@ -27,7 +27,7 @@ typedef struct ss_run_result {
   int exit_code;   /* valid when exited */
   int term_signal; /* the signal that ended it, else 0 */
   int timed_out;   /* the deadline passed; the child's group was killed */
-  int over_limit;  /* the output cap was reached; the child's group was killed */
+  int over_limit;  /* more than the output cap arrived; the child's group was killed */
 } ss_run_result;
 
 /* 0 on a completed run (whatever the child's status), -1 with e set when it could not start. */

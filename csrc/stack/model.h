@@ -3,6 +3,7 @@
 /* The validated options, normalised: what validate.c hands to plan.c. Strings and cJSON
  * pointers are borrowed from the options tree, which must outlive the model. */
 #include "stack/stack.h"
+#include "util/version.h"
 
 typedef struct ss_svc {
   const char *name;
@@ -12,9 +13,23 @@ typedef struct ss_svc {
   int is_sandbox;
   int port;           /* proxy port, 0 when not the proxy */
   const cJSON *ready; /* healthcheck table from `ready`, or NULL */
+  const cJSON *hosts; /* name -> address map (ExtraHosts), or NULL */
+  int added;          /* the egress proxy sandstack adds for egress_policy (no spec of its own) */
   int ndeps;
   int deps[SS_STACK_MAX_SERVICES];
 } ss_svc;
+
+/* The stack-wide hardening, as validated: every container's HostConfig starts from it. */
+typedef struct ss_hardening {
+  double nano_cpus;          /* 0: no limit */
+  double memory;             /* bytes; 0: no limit */
+  double pids_limit;         /* 0: no limit (pids_limit = false) */
+  const cJSON *cap_drop;     /* list (possibly empty); NULL: the default, ALL */
+  const cJSON *security_opt; /* list (possibly empty); NULL: the default, no-new-privileges */
+  int readonly_rootfs;       /* -1 unset, 0, 1 */
+  const cJSON *tmpfs;        /* a list of paths or a map path -> options; NULL: none */
+  const char *user;          /* NULL: the image's */
+} ss_hardening;
 
 typedef struct ss_stack_model {
   const cJSON *opts;
@@ -23,14 +38,34 @@ typedef struct ss_stack_model {
   const char *sandbox_name, *forwarder_name, *forwarder_image;
   int agent_port;
   int internal; /* the sandbox network is Internal (default) */
+  const char *runtime; /* engine runtime for every container ("runsc"), NULL for the default */
+  ss_hardening hard;
   int nsvc;
   ss_svc svc[SS_STACK_MAX_SERVICES];
   int order[SS_STACK_MAX_SERVICES]; /* dependencies first */
   int sandbox_idx, proxy_idx;       /* proxy_idx -1 without a proxy */
+  const char *proxy_upstream;       /* the added proxy's SANDSTACK_UPSTREAM, or NULL (its default) */
 } ss_stack_model;
+
+/* The proxy sandstack adds when egress_policy comes without a proxy_service. */
+#define SS_PROXY_NAME "proxy"
+#define SS_PROXY_PORT 3128
+/* The default images: built locally by `sandstack images` (lua/sandstack/docker/images.lua),
+ * so a stack needs no registry. */
+#define SS_DEFAULT_PROXY_IMAGE "sandstack/proxy:" SANDSTACK_VERSION
+#define SS_DEFAULT_FORWARDER_IMAGE "sandstack/socat:" SANDSTACK_VERSION
+
+/* Builds the plan of a model built by ss_stack_model_build (no second validation). NULL with err
+ * set on failure. Caller owns the result. */
+cJSON *ss_stack_plan_model(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_error *err);
 
 int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_model *m,
                          ss_error *err);
+
+/* hosts.c: a `hosts`/`proxy_hosts` map checked (0, or -1 with invalid_option naming option),
+ * and turned into sorted ExtraHosts lines (NULL when absent or empty). */
+int ss_stack_check_hosts(const cJSON *v, const char *option, ss_error *err);
+cJSON *ss_stack_extra_hosts(const cJSON *v);
 
 /* Small readers shared by validate.c and plan.c. */
 int ss_is_list(const cJSON *v); /* an array, or {} (how an empty Lua table arrives) */

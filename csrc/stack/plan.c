@@ -1,5 +1,8 @@
-/* The plan: every Engine body of one stack, built from the validated model. Pure data, so the
- * unit specs can check posture (networks, hardening, credentials) without a daemon. */
+/* The plan: every Engine request of one stack, built from the validated model. Each create is
+ * a finished request (method, path, body_json): the executor in Lua orders and sends them and
+ * never edits a body, so the plan a user inspects is byte for byte what the engine receives.
+ * Pure data, so the unit specs can check posture (networks, hardening, credentials) without a
+ * daemon. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +34,9 @@ static cJSON *labels(const plan_ctx *p, const char *key, const char *value) {
   /* Labels are fixed at create, so a warm pool's stacks carry the pool from the first object:
    * that is how every process finds a pool's stacks (and reap{pool=} its leftovers). */
   if (p->ctx->pool) cJSON_AddStringToObject(l, "io.sandstack.pool", p->ctx->pool);
+  /* unique to one start: a create whose answer was lost (a timeout) may still have happened,
+   * and the rollback finds it by this label */
+  if (p->ctx->run_label) cJSON_AddStringToObject(l, "io.sandstack.run", p->ctx->run_label);
   if (key) cJSON_AddStringToObject(l, key, value);
   return l;
 }
@@ -53,46 +59,44 @@ static cJSON *argv_of(const cJSON *v, int shell) {
   return cJSON_IsArray(v) ? cJSON_Duplicate(v, 1) : cJSON_CreateArray();
 }
 
-/* The hardening overlay: built once per stack and copied into every container, so no
- * container (the forwarder included) can end up weaker than another. Secure by default, as the
- * original provider's HostConfig: an absent option is the default, never "the engine's default";
- * loosening is typed out (`cap_drop = {}` and `security_opt = {}` become empty lists, which
- * tidy_bodies drops; `pids_limit = false` leaves PidsLimit unset). */
-#define SS_DEFAULT_PIDS_LIMIT 512
-
-static cJSON *hardening(const cJSON *opts) {
-  cJSON *hc = cJSON_CreateObject();
-  const cJSON *v;
-  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "cpus")))
-    cJSON_AddNumberToObject(hc, "NanoCpus", floor(v->valuedouble * NS_PER_S));
-  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "memory")))
-    cJSON_AddNumberToObject(hc, "Memory", ss_parse_size(v));
-  v = cJSON_GetObjectItemCaseSensitive(opts, "pids_limit");
-  if (!v) cJSON_AddNumberToObject(hc, "PidsLimit", SS_DEFAULT_PIDS_LIMIT);
-  else if (cJSON_IsNumber(v)) cJSON_AddNumberToObject(hc, "PidsLimit", v->valuedouble);
-  static const char *const lists[][3] = {{"cap_drop", "CapDrop", "ALL"},
-                                         {"security_opt", "SecurityOpt", "no-new-privileges"}};
-  for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
-    v = cJSON_GetObjectItemCaseSensitive(opts, lists[i][0]);
-    if (!v) cJSON_AddItemToObject(hc, lists[i][1], string_array(&lists[i][2], 1));
-    else cJSON_AddItemToObject(hc, lists[i][1], cJSON_IsArray(v) ? cJSON_Duplicate(v, 1) : cJSON_CreateArray());
+/* The hardening overlay: built once per stack from the validated model and copied into every
+ * container, so no container (the forwarder included) can end up weaker than another. Secure by
+ * default, as the original provider's HostConfig (validate.c fills the defaults); loosening is
+ * typed out (`cap_drop = {}` and `security_opt = {}` send empty lists, `pids_limit = false`
+ * leaves PidsLimit unset). A Lua {} arrives as an empty object: it is sent as the empty list. */
+static cJSON *list_or_default(const cJSON *given, const char *def) {
+  if (!given) {
+    cJSON *a = cJSON_CreateArray();
+    cJSON_AddItemToArray(a, cJSON_CreateString(def));
+    return a;
   }
+  return cJSON_IsArray(given) ? cJSON_Duplicate(given, 1) : cJSON_CreateArray();
+}
+
+static cJSON *hardening(const ss_hardening *h, const char *runtime) {
+  cJSON *hc = cJSON_CreateObject();
+  if (h->nano_cpus > 0) cJSON_AddNumberToObject(hc, "NanoCpus", h->nano_cpus);
+  if (h->memory > 0) cJSON_AddNumberToObject(hc, "Memory", h->memory);
+  if (h->pids_limit > 0) cJSON_AddNumberToObject(hc, "PidsLimit", h->pids_limit);
+  cJSON_AddItemToObject(hc, "CapDrop", list_or_default(h->cap_drop, "ALL"));
+  cJSON_AddItemToObject(hc, "SecurityOpt", list_or_default(h->security_opt, "no-new-privileges"));
   /* a stack is one session's: a container the engine restarts by itself would outlive a
    * destroy that raced it, and would come back without the readiness checks */
   cJSON *restart = cJSON_CreateObject();
   cJSON_AddStringToObject(restart, "Name", "no");
   cJSON_AddItemToObject(hc, "RestartPolicy", restart);
-  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "readonly_rootfs")))
-    cJSON_AddBoolToObject(hc, "ReadonlyRootfs", cJSON_IsTrue(v));
-  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "tmpfs"))) {
+  if (h->readonly_rootfs >= 0) cJSON_AddBoolToObject(hc, "ReadonlyRootfs", h->readonly_rootfs);
+  if (h->tmpfs) {
     cJSON *t = cJSON_CreateObject();
     const cJSON *c;
-    cJSON_ArrayForEach(c, v) {
-      if (cJSON_IsArray(v)) cJSON_AddStringToObject(t, c->valuestring, "");
+    cJSON_ArrayForEach(c, h->tmpfs) {
+      if (cJSON_IsArray(h->tmpfs)) cJSON_AddStringToObject(t, c->valuestring, "");
       else cJSON_AddStringToObject(t, c->string, c->valuestring);
     }
     cJSON_AddItemToObject(hc, "Tmpfs", t);
   }
+  /* in the overlay, so every container (the forwarder and the isolation probe too) runs under it */
+  if (runtime) cJSON_AddStringToObject(hc, "Runtime", runtime);
   return hc;
 }
 
@@ -129,6 +133,35 @@ static cJSON *env_of(const ss_svc *s) {
   return env;
 }
 
+/* The client side of the proxy sandstack adds: every HTTP client in the sandbox (curl, pip, git,
+ * npm, Python) goes through it with the token as the proxy password, and talks to the stack's
+ * own services directly (the proxy would refuse their private addresses). */
+static void wire_proxy_clients(const plan_ctx *p, const ss_svc *px, cJSON *env) {
+  const ss_stack_model *m = p->m;
+  char url[400];
+  snprintf(url, sizeof url, "http://sandstack:%s@%s:%d", p->token, px->name, px->port);
+  static const char *const vars[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) env_set(env, vars[i], url);
+  size_t cap = 64 + (size_t)(m->nsvc + 1) * 65, len;
+  char *list = malloc(cap);
+  if (!list) return;
+  len = (size_t)snprintf(list, cap, "localhost,127.0.0.1,::1,%s", m->forwarder_name);
+  for (int i = 0; i < m->nsvc && len < cap; i++)
+    len += (size_t)snprintf(list + len, cap - len, ",%s", m->svc[i].name);
+  env_set(env, "NO_PROXY", list);
+  env_set(env, "no_proxy", list);
+  free(list);
+}
+
+/* The added proxy's own settings (docs/proxy.md); the user's proxy_service configures itself. */
+static void wire_added_proxy(const plan_ctx *p, const ss_svc *px, cJSON *env) {
+  char port[16];
+  snprintf(port, sizeof port, "%d", px->port);
+  env_set(env, "SANDSTACK_PROXY_PORT", port);
+  env_set(env, "SANDSTACK_SESSION", p->m->session_key);
+  if (p->m->proxy_upstream) env_set(env, "SANDSTACK_UPSTREAM", p->m->proxy_upstream);
+}
+
 /* Spec 000's credential wiring. With a proxy the sandbox holds only the per-session token. */
 static void wire_credentials(const plan_ctx *p, const ss_svc *s, cJSON *env) {
   const ss_stack_model *m = p->m;
@@ -144,6 +177,7 @@ static void wire_credentials(const plan_ctx *p, const ss_svc *s, cJSON *env) {
       snprintf(url, sizeof url, "http://%s:%d", px->name, px->port);
       env_set(env, "ANTHROPIC_BASE_URL", url);
       env_set(env, "ANTHROPIC_API_KEY", p->token);
+      if (px->added) wire_proxy_clients(p, px, env);
     } else if (key) {
       env_set(env, "ANTHROPIC_API_KEY", key->valuestring);
     }
@@ -151,6 +185,7 @@ static void wire_credentials(const plan_ctx *p, const ss_svc *s, cJSON *env) {
     env_set(env, "SANDSTACK_SESSION_TOKEN", p->token);
     env_set(env, "ANTHROPIC_API_KEY", key ? key->valuestring : NULL);
     if (p->ctx->egress_policy_json) env_set(env, "SANDSTACK_EGRESS_POLICY", p->ctx->egress_policy_json);
+    if (s->added) wire_added_proxy(p, s, env);
   }
 }
 
@@ -233,9 +268,8 @@ static cJSON *container(const plan_ctx *p, const cJSON *hard, const char *servic
   cJSON *l = labels(p, "io.sandstack.service", service);
   cJSON_AddStringToObject(l, "io.sandstack.role", role);
   cJSON_AddItemToObject(config, "Labels", l);
-  const cJSON *user = cJSON_GetObjectItemCaseSensitive(p->m->opts, "user");
-  if (user && !cJSON_GetObjectItemCaseSensitive(config, "User"))
-    cJSON_AddStringToObject(config, "User", user->valuestring);
+  if (p->m->hard.user && !cJSON_GetObjectItemCaseSensitive(config, "User"))
+    cJSON_AddStringToObject(config, "User", p->m->hard.user);
 
   cJSON *hc = cJSON_Duplicate(hard, 1);
   for (cJSON *it = hostcfg ? hostcfg->child : NULL; it; it = it->next)
@@ -311,6 +345,8 @@ static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_s
   }
   cJSON *hostcfg = cJSON_CreateObject();
   cJSON_AddItemToObject(hostcfg, "Mounts", mounts_of(p, s));
+  cJSON *extra = ss_stack_extra_hosts(s->hosts);
+  if (extra) cJSON_AddItemToObject(hostcfg, "ExtraHosts", extra);
   if (!s->egress_allow && p->m->internal) no_egress_dns(hostcfg);
   const char *nets[2] = {p->net_sbx, p->net_egress};
   const char *aliases[2] = {s->name, NULL};
@@ -321,7 +357,11 @@ static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_s
     cJSON_AddItemToArray(deps, cJSON_CreateString(p->m->svc[s->deps[k]].name));
   cJSON_AddItemToObject(c, "depends_on", deps);
   cJSON_AddBoolToObject(c, "egress", s->egress_allow);
-  if (check) cJSON_AddItemToObject(c, "check", check);
+  if (check) {
+    cJSON_AddItemToObject(c, "check", check);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(s->ready, "timeout");
+    cJSON_AddNumberToObject(c, "check_timeout", t ? t->valuedouble : 5);
+  }
   cJSON_AddBoolToObject(c, "healthcheck", s->ready != NULL);
   return c;
 }
@@ -366,8 +406,17 @@ static cJSON *forwarder_container(const plan_ctx *p, const cJSON *hard) {
   return c;
 }
 
+static void add_ipam(cJSON *body, const char *subnet) {
+  if (!subnet) return;
+  cJSON *ipam = cJSON_AddObjectToObject(body, "IPAM");
+  cJSON_AddStringToObject(ipam, "Driver", "default");
+  cJSON *cfg = cJSON_CreateObject();
+  cJSON_AddStringToObject(cfg, "Subnet", subnet);
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(ipam, "Config"), cfg);
+}
+
 static cJSON *network(const plan_ctx *p, const char *key, const char *name, int internal,
-                      const cJSON *user_opts, const char *driver) {
+                      const cJSON *user_opts, const char *driver, const char *subnet) {
   cJSON *n = cJSON_CreateObject();
   cJSON_AddStringToObject(n, "key", key);
   cJSON_AddStringToObject(n, "name", name);
@@ -398,6 +447,8 @@ static cJSON *network(const plan_ctx *p, const char *key, const char *name, int 
   cJSON_AddItemToObject(b, "Labels", labels(p, "io.sandstack.network", key));
   /* below 1.44 a duplicate name silently makes a second network unless asked to refuse */
   if (p->api < 144) cJSON_AddBoolToObject(b, "CheckDuplicate", 1);
+  add_ipam(b, subnet);
+  if (subnet) cJSON_AddStringToObject(n, "subnet", subnet);
   cJSON_AddItemToObject(n, "body", b);
   return n;
 }
@@ -408,9 +459,47 @@ static void add_networks(cJSON *plan, plan_ctx *p) {
   const cJSON *drv = net ? cJSON_GetObjectItemCaseSensitive(net, "driver") : NULL;
   const cJSON *uo = net ? cJSON_GetObjectItemCaseSensitive(net, "options") : NULL;
   cJSON *nets = cJSON_AddArrayToObject(plan, "networks");
-  cJSON_AddItemToArray(nets, network(p, "sbx", p->net_sbx, m->internal, uo, drv ? drv->valuestring : "bridge"));
-  cJSON_AddItemToArray(nets, network(p, "pub", p->net_pub, 0, NULL, "bridge"));
-  if (p->has_egress) cJSON_AddItemToArray(nets, network(p, "egress", p->net_egress, 0, NULL, "bridge"));
+  const ss_stack_subnets *sn = &p->ctx->subnets;
+  cJSON_AddItemToArray(nets, network(p, "sbx", p->net_sbx, m->internal, uo, drv ? drv->valuestring : "bridge", sn->sbx));
+  cJSON_AddItemToArray(nets, network(p, "pub", p->net_pub, 0, NULL, "bridge", sn->pub));
+  if (p->has_egress) cJSON_AddItemToArray(nets, network(p, "egress", p->net_egress, 0, NULL, "bridge", sn->egress));
+}
+
+/* The isolation self-check's objects (lua/sandstack/docker/isolation.lua): a network made with
+ * the sandbox network's own body under another name, and a probe container on it. Planned only
+ * when there is something to check: an internal bridge. */
+static void add_isolation_check(cJSON *plan, const plan_ctx *p, const cJSON *sbx_net, const cJSON *hard) {
+  const cJSON *sbody = cJSON_GetObjectItemCaseSensitive(sbx_net, "body");
+  const cJSON *driver = cJSON_GetObjectItemCaseSensitive(sbody, "Driver");
+  if (!p->m->internal || !cJSON_IsString(driver) || strcmp(driver->valuestring, "bridge") != 0) return;
+  char name[160];
+  snprintf(name, sizeof name, "%s-isocheck", p->m->project);
+  cJSON *chk = cJSON_AddObjectToObject(plan, "isolation_check");
+  cJSON_AddStringToObject(chk, "name", name);
+  cJSON *nbody = cJSON_Duplicate(sbody, 1);
+  cJSON_ReplaceItemInObjectCaseSensitive(nbody, "Name", cJSON_CreateString(name));
+  cJSON_DeleteItemFromObjectCaseSensitive(nbody, "IPAM");
+  add_ipam(nbody, p->ctx->subnets.isocheck);
+  cJSON *l = labels(p, "io.sandstack.role", "isolation-check");
+  cJSON_ReplaceItemInObjectCaseSensitive(nbody, "Labels", l);
+  const cJSON *gm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sbody, "Options"),
+                                                     "com.docker.network.bridge.gateway_mode_ipv4");
+  if (cJSON_IsString(gm)) cJSON_AddStringToObject(chk, "gateway_mode", gm->valuestring);
+  cJSON *net = cJSON_AddObjectToObject(chk, "network");
+  cJSON_AddItemToObject(net, "body", nbody);
+  /* the probe: socat is what the forwarder image must have anyway; it runs under the stack's
+   * hardening overlay (runtime included), as every container of the stack does */
+  cJSON *cbody = cJSON_CreateObject();
+  cJSON_AddStringToObject(cbody, "Image", p->m->forwarder_image);
+  const char *ep[] = {"socat", "-u", "STDIN", "STDOUT"};
+  cJSON_AddItemToObject(cbody, "Entrypoint", string_array(ep, 4));
+  cJSON_AddBoolToObject(cbody, "OpenStdin", 1);
+  cJSON_AddItemToObject(cbody, "Labels", labels(p, "io.sandstack.role", "isolation-check"));
+  cJSON *hc = cJSON_Duplicate(hard, 1);
+  cJSON_AddStringToObject(hc, "NetworkMode", name);
+  cJSON_AddItemToObject(cbody, "HostConfig", hc);
+  cJSON *ctr = cJSON_AddObjectToObject(chk, "container");
+  cJSON_AddItemToObject(ctr, "body", cbody);
 }
 
 static void add_volumes(cJSON *plan, const plan_ctx *p) {
@@ -437,21 +526,38 @@ static void copy_opt(cJSON *plan, const cJSON *opts, const char *key, const char
   else if (!isnan(def)) cJSON_AddNumberToObject(plan, as, def);
 }
 
-/* A Lua table cannot tell an empty list from an empty map, and the engine refuses `{}` where
- * it wants a list (Env, Mounts, CapDrop): bodies carry no empty lists at all. */
-static void drop_empty_lists(cJSON *o) {
-  cJSON *c = o ? o->child : NULL;
-  while (c) {
-    cJSON *next = c->next;
-    if (cJSON_IsArray(c) && c->child == NULL && cJSON_IsObject(o)) cJSON_DeleteItemFromObjectCaseSensitive(o, c->string);
-    else if (cJSON_IsObject(c)) drop_empty_lists(c);
-    c = next;
-  }
+/* Turns an entry's "body" into a finished request: method, path and body_json (the JSON text the
+ * engine receives). name_query: the create takes the object's name in the query. */
+static void finish_request(cJSON *entry, const char *path, int name_query) {
+  cJSON *body = cJSON_DetachItemFromObjectCaseSensitive(entry, "body");
+  char full[320];
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(entry, "name");
+  if (name_query && cJSON_IsString(name)) snprintf(full, sizeof full, "%s?name=%s", path, name->valuestring);
+  else snprintf(full, sizeof full, "%s", path);
+  cJSON_AddStringToObject(entry, "method", "POST");
+  cJSON_AddStringToObject(entry, "path", full);
+  char *text = cJSON_PrintUnformatted(body);
+  cJSON_AddStringToObject(entry, "body_json", text ? text : "{}");
+  cJSON_free(text);
+  cJSON_Delete(body);
 }
 
-static void tidy_bodies(cJSON *list) {
+static void finish_requests(cJSON *list, const char *path, int name_query) {
   cJSON *c;
-  cJSON_ArrayForEach(c, list) drop_empty_lists(cJSON_GetObjectItemCaseSensitive(c, "body"));
+  cJSON_ArrayForEach(c, list) finish_request(c, path, name_query);
+}
+
+/* A connect's path names its network; the names are validated object names, safe in a path. */
+static void finish_connects(cJSON *containers) {
+  cJSON *c, *cn;
+  char path[256];
+  cJSON_ArrayForEach(c, containers) {
+    cJSON_ArrayForEach(cn, cJSON_GetObjectItemCaseSensitive(c, "connects")) {
+      snprintf(path, sizeof path, "/networks/%s/connect",
+               cJSON_GetObjectItemCaseSensitive(cn, "network")->valuestring);
+      finish_request(cn, path, 0);
+    }
+  }
 }
 
 cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err) {
@@ -460,10 +566,14 @@ cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err) 
     ss_error_set(err, "usage", "oom", "out of memory");
     return NULL;
   }
-  if (ss_stack_model_build(opts, ctx->session_key, m, err) != 0) {
-    free(m);
-    return NULL;
-  }
+  cJSON *plan = NULL;
+  if (ss_stack_model_build(opts, ctx->session_key, m, err) == 0) plan = ss_stack_plan_model(m, ctx, err);
+  free(m);
+  return plan;
+}
+
+cJSON *ss_stack_plan_model(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_error *err) {
+  const cJSON *opts = m->opts;
   plan_ctx p = {.m = m, .ctx = ctx};
   p.api = ctx->api_version ? ss_stack_api_number(ctx->api_version) : 141;
   if (p.api < 0) p.api = 141;
@@ -477,8 +587,7 @@ cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err) 
     } else if (ss_random_hex(minted, 32) == 0) {
       p.token = minted;
     } else {
-      ss_error_set(err, "usage", "random", "could not read the kernel CSPRNG for the session token");
-      free(m);
+      ss_error_set(err, "io", "random", "could not read the kernel CSPRNG for the session token");
       return NULL;
     }
   }
@@ -496,6 +605,7 @@ cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err) 
   cJSON_AddBoolToObject(plan, "dual_attach_at_create", p.api >= 144);
   cJSON_AddStringToObject(plan, "version", SANDSTACK_VERSION);
   cJSON_AddNumberToObject(plan, "created", ctx->now);
+  if (ctx->run_label) cJSON_AddStringToObject(plan, "run", ctx->run_label);
   cJSON_AddNumberToObject(plan, "agent_port", m->agent_port);
   cJSON_AddStringToObject(plan, "sandbox", m->sandbox_name);
   cJSON_AddStringToObject(plan, "forwarder", m->forwarder_name);
@@ -504,6 +614,8 @@ cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err) 
     cJSON *px = cJSON_AddObjectToObject(plan, "proxy");
     cJSON_AddStringToObject(px, "service", m->svc[m->proxy_idx].name);
     cJSON_AddNumberToObject(px, "port", m->svc[m->proxy_idx].port);
+    cJSON_AddStringToObject(px, "image", m->svc[m->proxy_idx].image);
+    cJSON_AddBoolToObject(px, "added", m->svc[m->proxy_idx].added); /* by egress_policy, not a proxy_service */
     cJSON_AddStringToObject(plan, "session_token", p.token);
   }
   const cJSON *rp = cJSON_GetObjectItemCaseSensitive(opts, "ready_path");
@@ -514,13 +626,14 @@ cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err) 
   copy_opt(plan, opts, "capture_path", "capture_path", NAN);
   copy_opt(plan, opts, "subnet_pool", "subnet_pool", NAN);
   copy_opt(plan, opts, "docker_host", "docker_host", NAN);
+  copy_opt(plan, opts, "runtime", "runtime", NAN);
   const cJSON *pull = cJSON_GetObjectItemCaseSensitive(opts, "pull");
   cJSON_AddStringToObject(plan, "pull", pull ? pull->valuestring : "missing");
   cJSON_AddItemToObject(plan, "labels", labels(&p, NULL, NULL));
 
   add_networks(plan, &p);
   add_volumes(plan, &p);
-  cJSON *hard = hardening(opts);
+  cJSON *hard = hardening(&m->hard, m->runtime);
   cJSON *cs = cJSON_AddArrayToObject(plan, "containers");
   cJSON *order = cJSON_AddArrayToObject(plan, "order");
   for (int k = 0; k < m->nsvc; k++) {
@@ -539,10 +652,21 @@ cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err) 
     cJSON_ArrayForEach(i, images) seen |= strcmp(i->valuestring, img) == 0;
     if (!seen) cJSON_AddItemToArray(images, cJSON_CreateString(img));
   }
+  cJSON *networks = cJSON_GetObjectItemCaseSensitive(plan, "networks");
+  add_isolation_check(plan, &p, cJSON_GetArrayItem(networks, 0), hard);
   cJSON_AddItemToObject(plan, "hardening", hard);
-  tidy_bodies(cs);
-  tidy_bodies(cJSON_GetObjectItemCaseSensitive(plan, "networks"));
-  tidy_bodies(cJSON_GetObjectItemCaseSensitive(plan, "volumes"));
-  free(m);
+  finish_connects(cs);
+  finish_requests(cs, "/containers/create", 1);
+  finish_requests(networks, "/networks/create", 0);
+  finish_requests(cJSON_GetObjectItemCaseSensitive(plan, "volumes"), "/volumes/create", 0);
+  cJSON *chk = cJSON_GetObjectItemCaseSensitive(plan, "isolation_check");
+  if (chk) {
+    cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(chk, "network"), "name",
+                            cJSON_GetObjectItemCaseSensitive(chk, "name")->valuestring);
+    cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(chk, "container"), "name",
+                            cJSON_GetObjectItemCaseSensitive(chk, "name")->valuestring);
+    finish_request(cJSON_GetObjectItemCaseSensitive(chk, "network"), "/networks/create", 0);
+    finish_request(cJSON_GetObjectItemCaseSensitive(chk, "container"), "/containers/create", 1);
+  }
   return plan;
 }

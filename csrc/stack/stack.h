@@ -9,6 +9,13 @@
 
 #include "util/error.h"
 
+/* Subnets for the networks' IPAM (CIDR strings, borrowed); NULL lets the engine pick. The
+ * executor chooses them (from subnet_pool, against what the engine already uses) and plans
+ * again when another process took one first. */
+typedef struct ss_stack_subnets {
+  const char *sbx, *pub, *egress, *isocheck;
+} ss_stack_subnets;
+
 /* What the plan needs besides the options. All strings are borrowed. */
 typedef struct ss_stack_ctx {
   const char *session_key;        /* required */
@@ -17,6 +24,8 @@ typedef struct ss_stack_ctx {
   const char *token;              /* per-session token; NULL mints one with getrandom */
   const char *egress_policy_json; /* rendered policy for the proxy, or NULL */
   const char *pool;               /* warm pool name: io.sandstack.pool on every object, or NULL */
+  const char *run_label;          /* io.sandstack.run on every object, or NULL */
+  ss_stack_subnets subnets;
 } ss_stack_ctx;
 
 #define SS_STACK_MAX_SERVICES 64
@@ -28,6 +37,11 @@ int ss_stack_validate(const cJSON *opts, const char *session_key, ss_error *err)
 
 /* Validates, then builds the plan. NULL with err set on failure. Caller owns the result. */
 cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err);
+
+/* The egress_policy option compiled and rendered in canonical form (free with cJSON_free), or
+ * NULL: without err set when there is none, with err (compose/invalid_option, field cause) when
+ * it is not a valid policy. */
+char *ss_stack_egress_policy(const cJSON *opts, ss_error *err);
 
 /* API version "1.41" -> 141 (major*100+minor); -1 when unparsable. */
 int ss_stack_api_number(const char *v);

@@ -15,9 +15,10 @@ static const char *const TOP_KEYS[] = {
     "forwarder_image", "network", "volumes", "ready", "project_name", "proxy_service",
     "api_key", "health_timeout", "cpus", "memory", "cap_drop", "security_opt", "pids_limit",
     "user", "readonly_rootfs", "tmpfs", "pull", "egress_policy", "on_event", "subnet_pool",
-    "session_token", NULL};
+    "session_token", "runtime", "proxy_image", "proxy_hosts", "proxy_upstream", NULL};
 static const char *const SERVICE_KEYS[] = {"name", "image", "egress", "entrypoint", "command",
-                                           "env", "volumes", "depends_on", "user", "port", NULL};
+                                           "env", "volumes", "depends_on", "user", "port",
+                                           "hosts", NULL};
 static const char *const MOUNT_KEYS[] = {"name", "target", "read_only", NULL};
 static const char *const VOLUME_KEYS[] = {"name", NULL};
 static const char *const READY_KEYS[] = {"test", "interval", "timeout", "retries",
@@ -258,7 +259,60 @@ static int check_service(const cJSON *opts, const cJSON *spec, ss_stack_model *m
   snprintf(option, sizeof option, "services.%s.port", sname);
   if (port && !port_ok(port)) return fail_option(err, option, "%s must be a port number%s", NULL);
   if (check_mounts(opts, spec, sname, err)) return -1;
+  snprintf(option, sizeof option, "services.%s.hosts", sname);
+  s->hosts = cJSON_GetObjectItemCaseSensitive(spec, "hosts");
+  if (ss_stack_check_hosts(s->hosts, option, err)) return -1;
   m->nsvc++;
+  return 0;
+}
+
+/* egress_policy without a proxy_service: sandstack adds the proxy (csrc/proxy, the image
+ * `sandstack images` builds) as one more sidecar, with egress, and the sandbox starts after it.
+ * The options that shape that proxy are refused anywhere else: they would be silently unused. */
+static int add_proxy(const cJSON *opts, ss_stack_model *m, ss_error *err) {
+  static const char *const own[] = {"proxy_image", "proxy_hosts", "proxy_upstream", NULL};
+  int adds = cJSON_GetObjectItemCaseSensitive(opts, "egress_policy") &&
+             !cJSON_GetObjectItemCaseSensitive(opts, "proxy_service");
+  if (!adds) {
+    for (int i = 0; own[i]; i++)
+      if (cJSON_GetObjectItemCaseSensitive(opts, own[i]))
+        return fail_option(err, own[i], "%s shapes the proxy sandstack adds for an egress_policy without a "
+                           "proxy_service; %s", cJSON_GetObjectItemCaseSensitive(opts, "proxy_service")
+                           ? "configure the proxy_service's own service instead" : "give an egress_policy");
+    return 0;
+  }
+  const cJSON *key = cJSON_GetObjectItemCaseSensitive(opts, "api_key");
+  if (!key) /* the proxy refuses to start without the real key: say so before any create */
+    return fail_option(err, "api_key", "%s is required with an egress_policy: the proxy sandstack adds "
+                       "holds the real key (the sandbox gets a token)%s", NULL);
+  const cJSON *up = cJSON_GetObjectItemCaseSensitive(opts, "proxy_upstream");
+  if (up && strncmp(up->valuestring, "http://", 7) != 0 && strncmp(up->valuestring, "https://", 8) != 0)
+    return fail_option(err, "proxy_upstream", "%s must be an origin http(s)://host[:port]%s", NULL);
+  const cJSON *hosts = cJSON_GetObjectItemCaseSensitive(opts, "proxy_hosts");
+  if (ss_stack_check_hosts(hosts, "proxy_hosts", err)) return -1;
+  if (find_service(m, SS_PROXY_NAME) >= 0 || strcmp(m->forwarder_name, SS_PROXY_NAME) == 0) {
+    ss_error_set(err, "compose", "duplicate_service",
+                 "egress_policy adds a proxy service named '%s', and the stack already has one: "
+                 "name your proxy with proxy_service, or rename the service", SS_PROXY_NAME);
+    ss_error_field_str(err, "service", SS_PROXY_NAME);
+    return -1;
+  }
+  if (m->nsvc >= SS_STACK_MAX_SERVICES)
+    return fail_option(err, "services", "%s: too many services%s", NULL);
+  ss_svc *s = &m->svc[m->nsvc];
+  memset(s, 0, sizeof *s);
+  s->name = SS_PROXY_NAME;
+  const cJSON *img = cJSON_GetObjectItemCaseSensitive(opts, "proxy_image");
+  s->image = img ? img->valuestring : SS_DEFAULT_PROXY_IMAGE;
+  if (!s->image[0]) return fail_option(err, "proxy_image", "%s must name an image%s", NULL);
+  s->egress_allow = 1;
+  s->port = SS_PROXY_PORT;
+  s->hosts = hosts;
+  s->added = 1;
+  m->proxy_idx = m->nsvc++;
+  m->proxy_upstream = up ? up->valuestring : NULL;
+  ss_svc *sb = &m->svc[m->sandbox_idx];
+  sb->deps[sb->ndeps++] = m->proxy_idx; /* resolve_deps appends the spec's own after it */
   return 0;
 }
 
@@ -366,8 +420,13 @@ static int check_ready(const cJSON *opts, ss_stack_model *m, ss_error *err) {
   return 0;
 }
 
-static int check_hardening(const cJSON *opts, ss_error *err) {
+/* Validates the hardening options and records them in the model (plan.c reads only the model). */
+#define SS_DEFAULT_PIDS_LIMIT 512
+#define NS_PER_CPU 1e9
+
+static int check_hardening(const cJSON *opts, ss_stack_model *m, ss_error *err) {
   const cJSON *v;
+  ss_hardening *h = &m->hard;
   if ((v = cJSON_GetObjectItemCaseSensitive(opts, "cpus")) &&
       !(cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e6))
     return fail_option(err, "cpus", "%s must be a number of CPUs above zero%s", NULL);
@@ -394,6 +453,34 @@ static int check_hardening(const cJSON *opts, ss_error *err) {
     }
     if (!ok) return fail_option(err, "tmpfs", "%s must list paths or map paths to mount options%s", NULL);
   }
+  /* secure by default: an absent option is sandstack's default, never "the engine's" */
+  h->nano_cpus = (v = cJSON_GetObjectItemCaseSensitive(opts, "cpus")) ? floor(v->valuedouble * NS_PER_CPU) : 0;
+  h->memory = (v = cJSON_GetObjectItemCaseSensitive(opts, "memory")) ? ss_parse_size(v) : 0;
+  v = cJSON_GetObjectItemCaseSensitive(opts, "pids_limit");
+  h->pids_limit = !v ? SS_DEFAULT_PIDS_LIMIT : cJSON_IsNumber(v) ? v->valuedouble : 0;
+  h->cap_drop = cJSON_GetObjectItemCaseSensitive(opts, "cap_drop");
+  h->security_opt = cJSON_GetObjectItemCaseSensitive(opts, "security_opt");
+  v = cJSON_GetObjectItemCaseSensitive(opts, "readonly_rootfs");
+  h->readonly_rootfs = v ? cJSON_IsTrue(v) : -1;
+  h->tmpfs = cJSON_GetObjectItemCaseSensitive(opts, "tmpfs");
+  h->user = user;
+  return 0;
+}
+
+/* The engine runtime every container of the stack runs under (hardening: no per-service
+ * override). Only the name's shape is checked here; whether the engine has registered it is a
+ * question for the engine's /info, asked before any create (sandstack.docker.runtime). The
+ * charset is the engine's object-name rule, which covers "runc", "runsc" and
+ * "io.containerd.runc.v2" and keeps paths, spaces and flags out. */
+static int check_runtime(const cJSON *opts, ss_stack_model *m, ss_error *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(opts, "runtime");
+  if (!v) return 0;
+  if (!cJSON_IsString(v) || !object_name_ok(v->valuestring, 64))
+    return fail_option(err, "runtime",
+                       "%s must be the name of a runtime registered with the engine, like "
+                       "\"runsc\" (letters, digits, '_', '.', '-'; at most 64 characters)%s",
+                       NULL);
+  m->runtime = v->valuestring;
   return 0;
 }
 
@@ -462,8 +549,10 @@ static int check_session_token(const cJSON *opts, ss_error *err) {
   if (!ok)
     return fail_option(err, "session_token",
                        "%s must be 32 to 256 characters of A-Z a-z 0-9 - . _ ~%s", NULL);
-  if (!cJSON_GetObjectItemCaseSensitive(opts, "proxy_service"))
-    return fail_option(err, "session_token", "%s is the egress proxy's token: name one with proxy_service%s", NULL);
+  if (!cJSON_GetObjectItemCaseSensitive(opts, "proxy_service") &&
+      !cJSON_GetObjectItemCaseSensitive(opts, "egress_policy"))
+    return fail_option(err, "session_token", "%s is the egress proxy's token: name one with proxy_service, "
+                       "or give an egress_policy (sandstack then adds the proxy)%s", NULL);
   return 0;
 }
 
@@ -474,7 +563,7 @@ static int check_scalars(const cJSON *opts, ss_error *err) {
   static const char *const strings[] = {"image", "ready_path", "capture_path", "docker_host",
                                         "sandbox_service", "forwarder_service", "forwarder_image",
                                         "project_name", "proxy_service", "api_key", "pull",
-                                        "subnet_pool", NULL};
+                                        "subnet_pool", "proxy_image", "proxy_upstream", NULL};
   const char *s = NULL;
   for (int i = 0; strings[i]; i++)
     if (opt_string(opts, strings[i], strings[i], &s, err)) return -1;
@@ -503,8 +592,6 @@ static int check_scalars(const cJSON *opts, ss_error *err) {
   if (check_session_token(opts, err)) return -1;
   v = cJSON_GetObjectItemCaseSensitive(opts, "egress_policy");
   if (v && !cJSON_IsObject(v)) return fail_option(err, "egress_policy", "%s must be a table%s", NULL);
-  if (v && !cJSON_GetObjectItemCaseSensitive(opts, "proxy_service"))
-    return fail_option(err, "egress_policy", "%s is enforced by the egress proxy: name one with proxy_service%s", NULL);
   return 0;
 }
 
@@ -520,8 +607,8 @@ int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_mo
   }
   if (check_keys(opts, TOP_KEYS, "sandstack.docker.start", err)) return -1;
   if (!session_key || !object_name_ok(session_key, 200)) return bad_name(err, "session_key", session_key ? session_key : "");
-  if (check_scalars(opts, err) || check_hardening(opts, err) || check_network(opts, m, err) ||
-      check_volumes(opts, err))
+  if (check_scalars(opts, err) || check_hardening(opts, m, err) || check_runtime(opts, m, err) ||
+      check_network(opts, m, err) || check_volumes(opts, err))
     return -1;
   m->agent_port = (int)cJSON_GetObjectItemCaseSensitive(opts, "agent_port")->valuedouble;
 
@@ -545,7 +632,7 @@ int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_mo
     return -1;
   }
   v = cJSON_GetObjectItemCaseSensitive(opts, "forwarder_image");
-  m->forwarder_image = v ? v->valuestring : "alpine/socat:1.8.1.3";
+  m->forwarder_image = v ? v->valuestring : SS_DEFAULT_FORWARDER_IMAGE;
 
   const cJSON *services = cJSON_GetObjectItemCaseSensitive(opts, "services");
   if (services && !ss_is_list(services))
@@ -575,7 +662,7 @@ int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_mo
     ss_error_field_str(err, "service", m->svc[i].name);
     return -1;
   }
-  if (resolve_deps(m, err) || check_ready(opts, m, err)) return -1;
+  if (add_proxy(opts, m, err) || resolve_deps(m, err) || check_ready(opts, m, err)) return -1;
 
   v = cJSON_GetObjectItemCaseSensitive(opts, "proxy_service");
   if (v) {

@@ -1,6 +1,7 @@
 #include "util/random.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/random.h>
 
 int ss_random_bytes(void *buf, size_t n) {
@@ -31,4 +32,9 @@ int ss_random_hex(char *out, size_t nbytes) {
   }
   out[2 * nbytes] = '\0';
   return 0;
+}
+
+void ss_random_error(ss_error *e, int err, const char *what) {
+  ss_error_set(e, "io", "random", "%s: cannot read the kernel CSPRNG: %s", what, strerror(err));
+  ss_error_field_num(e, "errno", err);
 }

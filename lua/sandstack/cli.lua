@@ -10,11 +10,21 @@ usage: sandstack <command> [options]
   reap [--older-than S] [--project P] [--prefix P] [--pool NAME]
                                  remove owned stacks (all, or those matching; --pool: that
                                  pool's stacks no session holds)
-  pool fill FILE.lua [--size N]  FILE returns the pool options ({name =, size =, stack = {...}});
-                                 start stacks until N are ready; prints the pool's status
+  pool fill FILE.lua [--size N] [--concurrency C]
+                                 FILE returns the pool options ({name =, size =, stack = {...}});
+                                 start stacks (C at once, default 4) until N are ready; prints
+                                 the pool's status
   pool drain NAME                remove every stack of pool NAME that no session holds
+  gateway --config FILE.lua [--prefix DIR] [--render]
+                                 render nginx.conf for the OpenResty gateway from FILE (docs/
+                                 gateway.md) into DIR/conf (default ./sandstack-gateway) and
+                                 run nginx in the foreground (--render: only write it)
+  images [--proxy-binary PATH] [--force 1]
+                                 build the default proxy and forwarder images on this engine
+                                 from this machine's binaries (no registry is needed)
   conform [--backend docker|sbx] [--image IMG] [--forwarder-image IMG] [--subnet-pool CIDR]
-                                 re-check the isolation promises on this engine, as TAP
+          [--runtime NAME]       re-check the isolation promises on this engine, as TAP
+                                 (--runtime: every container under that engine runtime, e.g. runsc)
 The engine is $DOCKER_HOST or unix:///var/run/docker.sock.]]
 
 local function parse(argv, from, flags)
@@ -165,7 +175,7 @@ local function cmd_pool(argv, docker)
   elseif sub ~= "fill" then
     return fail("pool needs fill or drain")
   end
-  local pos, opt = parse(argv, 3, { size = true })
+  local pos, opt = parse(argv, 3, { size = true, concurrency = true })
   if not pos then return fail(opt) end
   local file = pos[1]
   if not file then return fail("pool fill needs a FILE.lua") end
@@ -182,7 +192,14 @@ local function cmd_pool(argv, docker)
   end
   local pool, err = docker.pool(opts)
   if not pool then return fail(err) end
-  local n; n, err = pool:fill()
+  local width
+  if opt.concurrency then
+    width = tonumber(opt.concurrency)
+    if not width or width < 1 or width > 16 or width ~= math.floor(width) then
+      return fail("--concurrency must be a whole number from 1 to 16")
+    end
+  end
+  local n; n, err = pool:fill { concurrency = width }
   if not n then return fail(err) end
   local st = pool:status() or {}
   out:write(("started %d\nready %s starting %s in_use %s failed %s\n"):format(n, tostring(st.ready),
@@ -190,12 +207,63 @@ local function cmd_pool(argv, docker)
   return 0
 end
 
-local function cmd_conform(argv)
-  local pos, opt = parse(argv, 2, { backend = true, image = true, ["forwarder-image"] = true, ["subnet-pool"] = true })
+local function cmd_images(argv, docker)
+  local pos, opt = parse(argv, 2, { ["proxy-binary"] = true, force = true })
   if not pos then return fail(opt) end
+  local res, err = docker.build_images { proxy_binary = opt["proxy-binary"], force = opt.force ~= nil and opt.force ~= "0" }
+  if not res then return fail(err) end
+  for _, r in ipairs(res) do out:write(("%-26s %s (from %s)\n"):format(r.image, r.built and "built" or "up to date", r.source)) end
+  return 0
+end
+
+local function cmd_conform(argv)
+  local pos, opt = parse(argv, 2, { backend = true, image = true, ["forwarder-image"] = true, ["subnet-pool"] = true,
+    runtime = true })
+  if not pos then return fail(opt) end
+  -- a runtime is the Docker engine's: sbx has its own microVMs, and silently ignoring it would lie
+  if opt.runtime and opt.backend == "sbx" then return fail("--runtime applies to the docker backend only") end
   local ok = require("sandstack.conformance").run { backend = opt.backend, image = opt.image,
-    forwarder_image = opt["forwarder-image"], subnet_pool = opt["subnet-pool"] }
+    forwarder_image = opt["forwarder-image"], subnet_pool = opt["subnet-pool"], runtime = opt.runtime }
   return ok and 0 or 1
+end
+
+-- `sandstack gateway`: the checked config as JSON and nginx.conf in PREFIX/conf, then nginx.
+local function cmd_gateway(argv)
+  local args, render_only = {}, false
+  for _, a in ipairs(argv) do
+    if a == "--render" then render_only = true else args[#args + 1] = a end
+  end
+  local pos, opt = parse(args, 2, { config = true, prefix = true })
+  if not pos then return fail(opt) end
+  if not opt.config then return fail("gateway needs --config FILE.lua") end
+  local c, err = require("sandstack.gateway.config").load(opt.config)
+  if not c then return fail(err) end
+  local prefix = (opt.prefix or "sandstack-gateway"):gsub("/+$", "")
+  if not prefix:match("^/") then prefix = os.getenv("PWD") .. "/" .. prefix end
+  for _, d in ipairs { "conf", "logs", "tmp" } do
+    if not os.execute("mkdir -p '" .. (prefix .. "/" .. d):gsub("'", "'\\''") .. "'") then
+      return fail("cannot create " .. prefix .. "/" .. d)
+    end
+  end
+  -- nginx's LuaJIT needs this module's Lua files and a LuaJIT build of sandstack/core.so
+  local here = (package.searchpath("sandstack.gateway", package.path) or ""):match("^(.*)/sandstack/gateway%.lua$")
+  local top = here and here:match("^(.*)/lua$")
+  local cpath = c.lua_cpath or ((top and (top .. "/build-luajit/?.so;") or "") .. ";")
+  local lpath = c.lua_path or ((here and (here .. "/?.lua;" .. here .. "/?/init.lua;") or "") .. ";")
+  local core = require "sandstack.core"
+  local ok, werr = core.write_file_durable(prefix .. "/conf/gateway.json", core.json_encode(c))
+  if not ok then return fail(werr) end
+  local text = require("sandstack.gateway.nginx_conf").render(c, { config = prefix .. "/conf/gateway.json",
+    source = opt.config, lua_path = lpath, lua_cpath = cpath })
+  ok, werr = core.write_file_durable(prefix .. "/conf/nginx.conf", text)
+  if not ok then return fail(werr) end
+  out:write("rendered ", prefix, "/conf/nginx.conf\n")
+  if render_only then return 0 end
+  out:flush()
+  local q = "'" .. prefix:gsub("'", "'\\''") .. "/'"
+  local r1, _, code = os.execute("nginx -p " .. q .. " -c conf/nginx.conf")
+  if r1 == true or r1 == 0 then return 0 end
+  return fail("nginx exited with " .. tostring(code))
 end
 
 -- main(argv[, out[, errout]]) -> exit code; out/errout default to io.stdout/io.stderr.
@@ -214,7 +282,9 @@ function M.main(argv, o, e)
   elseif cmd == "status" then return cmd_status(argv, docker)
   elseif cmd == "reap" then return cmd_reap(argv, docker)
   elseif cmd == "pool" then return cmd_pool(argv, docker)
+  elseif cmd == "images" then return cmd_images(argv, docker)
   elseif cmd == "conform" then return cmd_conform(argv)
+  elseif cmd == "gateway" then return cmd_gateway(argv)
   elseif cmd == "-h" or cmd == "--help" or cmd == "help" then
     out:write(USAGE, "\n")
     return 0

@@ -1,7 +1,8 @@
 -- sandstack.conformance: re-checks spec 000's isolation on the engine at hand by attempting
 -- each attack, printing TAP. Run it after every engine upgrade (`sandstack conform`).
 --   require("sandstack.conformance").run{ backend = "docker"|"sbx", out = io.stdout,
---     image =, forwarder_image =, subnet_pool =, project_prefix =, docker_host =, standin = true }
+--     image =, forwarder_image =, subnet_pool =, project_prefix =, docker_host =, standin = true,
+--     runtime = nil|"runsc" (every container of the reference stack under that engine runtime) }
 -- -> ok (every probe passed), results ({ {ok=, name=, skip=}, ... })
 -- The probes are also exported for the live specs.
 local core = require "sandstack.core"
@@ -10,8 +11,6 @@ local M = {}
 
 M.STANDIN_ADDR = require("sandstack.standin").ADDR
 M.STANDIN_PORT = 8099
-
-local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 -- A TCP connect attempted from inside a container; true when it succeeded. The default tool
 -- is `agent connect HOST PORT MS` of the test image; the forwarder image has only socat.
@@ -57,12 +56,11 @@ function M.host_addresses()
   return out
 end
 
--- A TCP listener on the host bound to 0.0.0.0; a connect succeeds once the kernel answers.
+-- A TCP listener on the host bound to 0.0.0.0 (core.tcp_listen); a connect succeeds once the
+-- kernel answers. Returns the listener (close it) and its port.
 function M.host_listener()
-  local socket = require "socket"
-  local srv = assert(socket.bind("0.0.0.0", 0))
-  local _, port = srv:getsockname()
-  return srv, tonumber(port)
+  local srv = assert(core.tcp_listen("0.0.0.0", 0))
+  return srv, srv:port()
 end
 
 function M.is_root()
@@ -144,6 +142,7 @@ function M.stack_opts(opts)
     },
     ready = { db = { test = { "agent", "connect", "127.0.0.1", "5432", "500" }, interval = 0.5 } },
     cap_drop = { "ALL" }, security_opt = { "no-new-privileges" }, pids_limit = 256,
+    runtime = opts.runtime,
   }
 end
 
@@ -157,14 +156,9 @@ function M.own_addresses(eng, container)
   return out
 end
 
--- A TCP connect from this process (the engine's host side), bounded.
+-- A TCP connect from this process (the engine's host side), bounded (core.tcp_connect).
 function M.host_can_connect(addr, port)
-  local socket = require "socket"
-  local c = socket.tcp()
-  c:settimeout(2)
-  local ok = c:connect(addr, port)
-  c:close()
-  return ok ~= nil
+  return core.tcp_connect(addr, port, 2) == true
 end
 
 local function in_subnet(addr, subnet)
@@ -307,7 +301,13 @@ function M.run(opts)
   end
   local stack
   -- opts.start: another way to obtain the reference stack (a warm pool's acquire, issue 16)
-  stack, err = (opts.start or sandstack.docker.start)(o.project, M.stack_opts(o))
+  local started
+  started, stack, err = pcall(opts.start or sandstack.docker.start, o.project, M.stack_opts(o))
+  if not started then -- a raise must not leave the stand-in behind
+    if down then down() end
+    eng:close()
+    error(stack, 0)
+  end
   t.result(stack ~= nil, "the reference stack comes up", err)
   if stack then
     local net = eng:call("GET", "/networks/" .. o.project .. "-sbx") or {}
@@ -318,6 +318,16 @@ function M.run(opts)
     end
     t.diag(("isolation: Internal=%s, %s, IPv6 %s"):format(tostring(net.Internal), table.concat(found, ", "),
       net.EnableIPv6 and "on" or "off"))
+    if o.runtime then -- the probes below prove something about the runtime only if it is in use
+      local wrong = {}
+      for _, c in ipairs(stack.plan.containers) do
+        local info = eng:call("GET", "/containers/" .. c.name .. "/json") or {}
+        local rt = info.HostConfig and info.HostConfig.Runtime
+        if rt ~= o.runtime then wrong[#wrong + 1] = c.service .. "=" .. tostring(rt) end
+      end
+      t.result(#wrong == 0, ("every container of the stack runs under the runtime %s"):format(o.runtime),
+        table.concat(wrong, " "))
+    end
   end
   if stack then
     local okp, perr = pcall(probes, t, eng, stack, o)

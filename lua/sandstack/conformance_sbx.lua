@@ -7,6 +7,9 @@
 -- the same decisions its proxy enforces; no test sends traffic to any outside address.
 local core = require "sandstack.core"
 local sbx = require "sandstack.sbx"
+-- the suites ask sbx itself what it holds, through the backend's own CLI runner
+local cli = require "sandstack.sbx.cli"
+local dispose = require "sandstack.sbx.dispose"
 
 local M = {}
 
@@ -27,7 +30,7 @@ local function tap(out)
 end
 
 local function check_network(backend, name, target)
-  local v = backend:json({ "policy", "check", "network", "--json", "--sandbox", name, target }, { ok_codes = { [1] = true } })
+  local v = cli.json(backend, { "policy", "check", "network", "--json", "--sandbox", name, target }, { ok_codes = { [1] = true } })
   return v and v.allowed
 end
 
@@ -80,7 +83,7 @@ local function suite_methods(t, b)
   local box, err = b:acquire{ conversation = "conform", key = "methods", egress = "allowlist",
     egress_allow = { { host = "api.example.com", methods = { "GET" }, paths = { "/v1/*" } } } }
   if not t.ok(box, "EGRESS_METHODS: acquire with a method and path rule", err) then return end
-  local pol = b:json({ "policy", "ls", box.name, "--json" })
+  local pol = cli.json(b, { "policy", "ls", box.name, "--json" })
   local targets = {}
   for _, r in ipairs(pol and pol.rules or {}) do
     if r.scope == "sandbox:" .. box.name and r.decision == "allow" then
@@ -139,7 +142,8 @@ function M.run(opts)
     local ok, perr = pcall(fn, t, b)
     if not ok then t.ok(false, name .. ": raised", perr) end
   end
-  b:dispose_prefix(bopts.name_prefix)
+  dispose.prefix(b, bopts.name_prefix)
+  b:close()
   out("1.." .. t.n .. "\n")
   return t.failed == 0, t.n - t.failed, t.failed
 end

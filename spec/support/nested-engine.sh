@@ -6,6 +6,10 @@
 #   nested-engine.sh start NAME   starts it contained; prints PID= SOCK= VERSION= API= ENGINE=
 #   nested-engine.sh stop NAME    removes its container, its network and its state directory
 #   nested-engine.sh stop-all     the same for every nested engine (by label)
+#   nested-engine.sh start NAME KIND   an instance of engine KIND under a name of the caller's
+#                                 (several engines of one kind at once, e.g. the scale-out
+#                                 spec's sstest-h8-gw1..3); its container and network are NAME
+#   nested-engine.sh stop-prefix P   stops the instances whose names start with P, and only those
 # NAME: docker20 (bookworm docker.io, the host's own engine, nested so that its host resolver
 # can be a loopback address a test controls), docker26 (trixie docker.io), docker28 (sid
 # docker.io), docker28-v6 (the same with IPv6 on by default for new networks), podman (trixie
@@ -116,29 +120,42 @@ EOF
 
 ping_ok() { curl -sf --max-time 2 --unix-socket "$1" http://d/_ping >/dev/null 2>&1; }
 
+# An instance name: lowercase words and dashes, never one of the engine kinds' own names (whose
+# objects are ssne-KIND), so that stopping an instance cannot touch the matrix's engines.
+instance_name() {
+  case "$1" in
+    "" | *[!a-z0-9-]* | -*) echo "nested-engine: instance name '$1' must be [a-z0-9-]+" >&2; return 2 ;;
+  esac
+  if engine_rootfs "$1" >/dev/null 2>&1; then
+    echo "nested-engine: '$1' is an engine kind, not an instance name" >&2; return 2
+  fi
+}
+
 cmd_start() {
-  local name=$1 rootfs dir ctr net pid sock ver api extra=()
-  rootfs=$(engine_rootfs "$name")
-  cmd_build "$name"
+  local name=$1 kind=${2:-$1} rootfs dir ctr net pid sock ver api extra=()
+  rootfs=$(engine_rootfs "$kind")
+  ctr=ssne-$name net=ssne-$name
+  if [ "$kind" != "$name" ]; then instance_name "$name"; ctr=$name net=$name; fi
+  cmd_build "$kind"
   cmd_stop "$name" >/dev/null 2>&1 || true
-  dir=$state_root/$name ctr=ssne-$name net=ssne-$name
+  dir=$state_root/$name
   mkdir -p "$dir/lib" "$dir/run"
-  daemon_json "$name" >"$dir/run/daemon.json"
+  daemon_json "$kind" >"$dir/run/daemon.json"
   # The engine host's resolver is 127.0.0.1 in its own namespace, where nothing listens unless
   # a test starts a logging resolver there (spec/docker_dns_spec.lua); mounted, because on a
   # user-defined network the host engine would write its own 127.0.0.11 into resolv.conf.
   printf 'nameserver 127.0.0.1\n' >"$dir/resolv.conf"
   docker network create --internal --label "$label" --label "io.sandstack.nested=$name" "$net" >/dev/null
   local lib=/var/lib/docker
-  [ "$name" = podman ] && lib=/var/lib/containers
-  [ "$name" = docker28-v6 ] && extra+=(--sysctl net.ipv6.conf.all.disable_ipv6=0 --sysctl net.ipv6.conf.default.disable_ipv6=0)
+  [ "$kind" = podman ] && lib=/var/lib/containers
+  [ "$kind" = docker28-v6 ] && extra+=(--sysctl net.ipv6.conf.all.disable_ipv6=0 --sysctl net.ipv6.conf.default.disable_ipv6=0)
   docker run -d --name "$ctr" --hostname "$ctr" --label "$label" --label "io.sandstack.nested=$name" \
     --network "$net" --dns 127.0.0.1 \
     --cap-add ALL --cap-drop SYS_RESOURCE \
     --security-opt seccomp=unconfined --security-opt systempaths=unconfined \
     --device-cgroup-rule 'a *:* rwm' --cgroupns private \
     -v "$dir/lib:$lib" -v "$dir/run:/run/ext" -v "$dir/resolv.conf:/etc/resolv.conf:ro" "${extra[@]}" \
-    "$(rootfs_tag "$rootfs")" /bin/sh -c "$entry" sh "$name" >/dev/null
+    "$(rootfs_tag "$rootfs")" /bin/sh -c "$entry" sh "$kind" >/dev/null
   pid=$(docker inspect -f '{{.State.Pid}}' "$ctr")
   # The host engine (20.10) gives internal networks a default route; the nested engine must
   # have none, so nothing it or its containers send can leave this machine.
@@ -185,10 +202,24 @@ cmd_stop_all() {
   for n in docker20 docker26 docker28 docker28-v6 podman; do rm -rf "${state_root:?}/$n"; done
 }
 
+# The instances named P..., found by their io.sandstack.nested label (the engine kinds' are
+# never matched: instance_name refuses those names).
+cmd_stop_prefix() {
+  local prefix=$1 n
+  case "$prefix" in ??*) instance_name "$prefix" ;; *) echo "nested-engine: prefix too short" >&2; return 2 ;; esac
+  for n in $( { docker ps -a --filter "label=$label" --format '{{.Label "io.sandstack.nested"}}'
+                docker network ls --filter "label=$label" --format '{{.Label "io.sandstack.nested"}}'
+                ls "$state_root" 2>/dev/null; } | sort -u); do
+    case "$n" in "$prefix"*) instance_name "$n" 2>/dev/null && cmd_stop "$n" ;; esac
+  done
+  return 0
+}
+
 case "${1:-}" in
   build) cmd_build "${2:?engine}" ;;
-  start) cmd_start "${2:?engine}" ;;
-  stop) engine_rootfs "${2:?engine}" >/dev/null && cmd_stop "$2" ;;
+  start) cmd_start "${2:?engine}" "${3:-$2}" ;;
+  stop) { engine_rootfs "${2:?engine}" >/dev/null 2>&1 || instance_name "$2"; } && cmd_stop "$2" ;;
+  stop-prefix) cmd_stop_prefix "${2:?prefix}" ;;
   stop-all) cmd_stop_all ;;
-  *) echo "usage: $0 build|start|stop NAME | stop-all" >&2; exit 2 ;;
+  *) echo "usage: $0 build|start|stop NAME | start NAME KIND | stop-prefix PREFIX | stop-all" >&2; exit 2 ;;
 esac

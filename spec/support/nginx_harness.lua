@@ -1,13 +1,14 @@
--- A real nginx for the specs: Debian's nginx with lua-nginx-module, running the gateway example
--- (examples/openresty-gateway) in the foreground on a free loopback port, from a prefix dir of
--- its own under /tmp. Lua comes from ./lua and ./examples/openresty-gateway, the C module from
--- ./build-luajit (nginx's Lua is LuaJIT). HTTP goes through curl, so requests can also run in
--- the background while others are made.
+-- A real nginx for the specs: Debian's nginx with lua-nginx-module, running an nginx.conf
+-- template in the foreground on a free loopback port, from a prefix dir of its own under /tmp.
+-- The gateway specs render their template from the production module's configuration
+-- (spec/support/gateway_harness.lua); this file only fills the placeholders left in it, starts
+-- and stops nginx, and speaks HTTP through curl, so requests can also run in the background
+-- while others are made.
 --
 --   local harness = require "nginx_harness"
---   local srv = harness.start{ config = {...gateway.json as a table...}, threads = 8 }
---   local status, body, headers = srv:request("POST", "/sessions?key=a", { timeout = 120 })
---   local job = srv:spawn("POST", "/sessions?key=b"); ...; job:wait(120) -> status, body, headers
+--   local srv = harness.start{ template = text_with_placeholders, config = {...} }
+--   local status, body, headers = srv:request("POST", "/sessions/a", { timeout = 120 })
+--   local job = srv:spawn("POST", "/sessions/b"); ...; job:wait(120) -> status, body, headers
 --   srv:stop()
 local core = require "sandstack.core"
 local h = require "helpers"
@@ -15,7 +16,7 @@ local h = require "helpers"
 local H = {}
 
 local root = h.must("pwd"):match("[^\n]+") -- the specs run from the repository's top directory
-local example = root .. "/examples/openresty-gateway"
+local build = os.getenv("SANDSTACK_NGINX_BUILD") or (root .. "/build-luajit") -- nginx's Lua is LuaJIT
 
 local sh_quote, read_file, write_file = h.q, h.read_file, h.write_file
 
@@ -157,21 +158,18 @@ local function launch(self, values, template)
 end
 
 local function boot(self, opts)
+  local template = assert(opts.template, "nginx_harness.start: a template is needed")
   for _, d in ipairs({ "conf", "logs", "tmp", "client" }) do
     assert(os.execute("mkdir -p " .. sh_quote(self.prefix .. "/" .. d)))
   end
   write_file(self.prefix .. "/conf/gateway.json", assert(core.json_encode(opts.config or {})))
-  write_file(self.prefix .. "/conf/sandstack_proxy.conf",
-    assert(read_file(example .. "/sandstack_proxy.conf")))
-  local template = opts.template or assert(read_file(example .. "/nginx.conf"))
   local values = {
     user = "root", -- the Docker socket is root:docker 0660
     workers = opts.workers or 1,
     threads = opts.threads or 8,
     vms = opts.vms or 2 * (opts.threads or 8),
-    lua_path = (opts.lua_path_prefix or "") .. root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;"
-      .. example .. "/?.lua;;",
-    lua_cpath = root .. "/build-luajit/?.so;;",
+    lua_path = (opts.lua_path_prefix or "") .. root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;;",
+    lua_cpath = build .. "/?.so;;",
     config = self.prefix .. "/conf/gateway.json",
   }
   for _ = 1, 5 do
@@ -187,11 +185,12 @@ local function boot(self, opts)
   error("nginx: no free port after 5 attempts", 0)
 end
 
--- start(opts) -> server. opts: config (the gateway's configuration table), workers (1),
--- threads (8), vms (2 * threads), lua_path_prefix (searched before ./lua: test doubles),
--- template (an nginx.conf text with the same placeholders instead of the example's; it must
--- serve GET /ping). Raises with nginx's own output when it does not come up, after removing
--- whatever it had made.
+-- start(opts) -> server. opts: template (an nginx.conf text; it must serve GET /ping and may
+-- hold the placeholders {{listen}}, {{config}}, {{user}}, {{workers}}, {{threads}}, {{vms}},
+-- {{lua_path}}, {{lua_cpath}}), config (a table, written as JSON to the file {{config}} names),
+-- workers (1), threads (8), vms (2 * threads), lua_path_prefix (searched before ./lua: test
+-- doubles). Raises with nginx's own output when it does not come up, after removing whatever
+-- it had made.
 function H.start(opts)
   opts = opts or {}
   local out, ok = h.sh("mktemp -d /tmp/sandstack-nginx.XXXXXX")

@@ -61,9 +61,33 @@ function H.setup_backend(tag)
 end
 
 function H.teardown_backend(env, backend)
-  backend:dispose_prefix(env.backend_opts.name_prefix)
+  require("sandstack.sbx.dispose").prefix(backend, env.backend_opts.name_prefix)
+  backend:close()
   H.teardown(env)
   return H.containers(env)
+end
+
+-- Runs the Lua source in a child under strace (fsync and rename calls only) and returns the
+-- trace from the first line holding `from` on (everything when nil). Scratch files go in dir.
+function H.strace_writes(dir, source, from)
+  local child = h.child_command(dir .. "/child.lua", source)
+  -- LeakSanitizer cannot run under ptrace
+  h.must(("ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:detect_leaks=0\" strace -f -qq -e trace=write,fsync,fdatasync,rename,renameat,renameat2 -o %s %s")
+    :format(q(dir .. "/trace"), child))
+  local trace = h.must("cat " .. q(dir .. "/trace"))
+  return from and trace:sub((assert(trace:find(from, 1, true), trace))) or trace
+end
+
+-- A durable replacement in a trace: the new file fsynced before the rename, and the directory
+-- fsynced after it.
+function H.assert_synced_rename(trace)
+  local check = require "luassert" -- a support module does not see busted's global assert
+  local first_sync = trace:find("fsync(", 1, true)
+  local rename = trace:find("rename", 1, true)
+  check.truthy(first_sync, trace)
+  check.truthy(rename, trace)
+  check.is_true(first_sync < rename, trace)
+  check.truthy(trace:find("fsync(", rename, true), "no fsync of the directory after the rename: " .. trace)
 end
 
 -- Runs the sbx command (simulator or real) with a shell-quoted argument list.
@@ -78,7 +102,8 @@ function H.teardown(env)
     H.sbx(env, "sim", "cleanup")
   else
     local backend = require("sandstack.sbx").backend(env.backend_opts)
-    backend:dispose_prefix(env.backend_opts.name_prefix)
+    require("sandstack.sbx.dispose").prefix(backend, env.backend_opts.name_prefix)
+    backend:close()
   end
   sh("rm -rf " .. q(env.root))
 end

@@ -1,15 +1,12 @@
--- Independent Engine calls in parallel: submit them all, poll until every one has answered.
--- Starting a stack should cost its critical path, not the sum of its calls.
+-- Independent Engine calls in parallel: one batch, every request submitted before any is waited
+-- for. Starting a stack should cost its critical path, not the sum of its calls.
 local E = require "sandstack.error"
 
 local M = {}
 
-local function engine_error(method, path, status, body)
-  local msg = type(body) == "table" and body.message or (type(body) == "string" and body) or ""
-  return E.new("engine", nil, ("%s %s: %s %s"):format(method, path, tostring(status), msg),
-    { status = status, method = method, path = path })
-end
-M.engine_error = engine_error
+-- The engine client's constructor: a batch of one (request) fails in the shape of a batch of
+-- many (submit/poll), which the client builds with it.
+local engine_error = require("sandstack.engine").engine_error
 
 -- One result shape for both paths: {ok=, status=, body=, err=}. A status in ok_status counts
 -- as success (304 on start/stop, 404 on delete, ...).
@@ -20,47 +17,26 @@ local function settle(req, r)
   end
   if r.status then
     return { ok = false, status = r.status, body = r.body,
-      err = r.err or engine_error(req[1], req[2], r.status, r.body) }
+      err = r.err or engine_error(r.status, req[1]:upper(), req[2], r.body) }
   end
   return { ok = false, err = r.err or E.new("transport", nil, "no answer from the engine") }
 end
 
--- One round: every request once, in parallel where the engine can.
+-- One round: every request once. The engine client runs a batch in one call into the C core
+-- (perform: all submitted together, each with its own deadline on the monotonic clock). An
+-- engine object without it (a test's scripted engine) is asked one request at a time.
 local function run_once(eng, reqs, deadline)
   local results = {}
   if #reqs == 0 then return results end
-  if not eng.submit or #reqs == 1 then
-    for i, q in ipairs(reqs) do
-      local status, body, _ = eng:request(q[1], q[2], q[3], q[4])
-      if status then results[i] = settle(q, { status = status, body = body })
-      else results[i] = settle(q, { err = body }) end
-    end
+  if eng.perform then
+    local done, err = eng:perform(reqs, deadline)
+    for i, q in ipairs(reqs) do results[i] = done and settle(q, done[i]) or settle(q, { err = err }) end
     return results
   end
-  local by_id, left = {}, 0
   for i, q in ipairs(reqs) do
-    local id, err = eng:submit(q[1], q[2], q[3], q[4])
-    if id then by_id[id] = i; left = left + 1
-    else results[i] = settle(q, { err = err }) end
-  end
-  local t_end = os.time() + (deadline or 120) + 1
-  while left > 0 do
-    local done = eng:poll(1)
-    for _, r in ipairs(done or {}) do
-      local i = by_id[r.id]
-      if i then
-        by_id[r.id] = nil
-        left = left - 1
-        if r.status then results[i] = settle(reqs[i], r)
-        else results[i] = settle(reqs[i], { err = r.err }) end
-      end
-    end
-    if left > 0 and os.time() > t_end then
-      for _, i in pairs(by_id) do
-        results[i] = { ok = false, err = E.new("transport", nil, "the engine did not answer in time") }
-      end
-      break
-    end
+    local status, body = eng:request(q[1], q[2], q[3], q[4])
+    if status then results[i] = settle(q, { status = status, body = body })
+    else results[i] = settle(q, { err = body }) end
   end
   return results
 end

@@ -54,30 +54,21 @@ local ADVICE = "Use a Docker Engine whose bridge driver honours these options (2
   .. " `sandstack conform` on it for the full proof"
 
 -- Runs the check on plan's engine unless it passed there before. Returns true or nil, err.
--- run: { eng =, plan =, nonce = } as docker.lua makes it; pick_subnet() -> a free /28 of
--- subnet_pool (used only when the plan has one).
-function M.verify(run, pick_subnet)
+-- run: { eng =, plan = } as docker.lua makes it; the plan's isolation_check holds the two
+-- finished create requests (a network with the sandbox network's own body under another name,
+-- and a probe container on it), or is absent when nothing is promised (no internal bridge).
+function M.verify(run)
   local eng, plan = run.eng, run.plan
-  local sbx = plan.networks[1]
-  if not plan.internal or not sbx or sbx.body.Driver ~= "bridge" then return true end -- nothing promised
+  local check = plan.isolation_check
+  if not check then return true end
   local v, err = eng:call("GET", "/version")
   if not v then return nil, err end
   local product, version, desc = describe(v)
-  local key = table.concat({ eng.host or "", product, version }, "|")
+  -- the probe runs under the stack's runtime (runsc has its own network stack): one pass per runtime
+  local key = table.concat({ eng.host or "", product, version, plan.runtime or "" }, "|")
   if verified[key] then return true end
   local advice = product:find("Podman", 1, true) and ADVICE_PODMAN or ADVICE
-
-  local name = plan.project .. "-isocheck"
-  local labels = { ["io.sandstack.project"] = plan.project, ["io.sandstack.run"] = run.nonce,
-    ["io.sandstack.role"] = "isolation-check" }
-  local body = {}
-  for k, val in pairs(sbx.body) do body[k] = val end
-  body.Name, body.Labels = name, labels
-  if plan.subnet_pool then
-    local s, serr = pick_subnet()
-    if not s then return nil, serr end
-    body.IPAM = { Driver = "default", Config = { { Subnet = s } } }
-  end
+  local name = check.name
   local created = {}
   local function cleanup()
     if created.container then eng:call("DELETE", "/containers/" .. name, nil, { query = { force = "1" }, ok = { [404] = true } }) end
@@ -89,7 +80,7 @@ function M.verify(run, pick_subnet)
   end
 
   local net
-  net, err = eng:call("POST", "/networks/create", body)
+  net, err = eng:call(check.network.method, check.network.path, check.network.body_json)
   if not net then return nil, err end
   created.network = true
   local info
@@ -102,19 +93,16 @@ function M.verify(run, pick_subnet)
   if opts[INHIBIT] ~= "true" then
     return fail(desc, product, version, "the network dropped " .. INHIBIT .. "=true", advice)
   end
-  if body.Options and body.Options[GATEWAY_MODE] and opts[GATEWAY_MODE] ~= body.Options[GATEWAY_MODE] then
-    return fail(desc, product, version, "the network dropped " .. GATEWAY_MODE .. "=" .. body.Options[GATEWAY_MODE], advice)
+  if check.gateway_mode and opts[GATEWAY_MODE] ~= check.gateway_mode then
+    return fail(desc, product, version, "the network dropped " .. GATEWAY_MODE .. "=" .. check.gateway_mode, advice)
   end
   if info.EnableIPv6 == true then
     return fail(desc, product, version, "the network has IPv6 on although EnableIPv6 = false was sent", advice)
   end
 
-  -- a probe on the network: socat is what the forwarder image must have anyway
-  local image = plan.containers[#plan.containers].image
-  local cbody = { Image = image, Entrypoint = { "socat", "-u", "STDIN", "STDOUT" }, OpenStdin = true,
-    Labels = labels, HostConfig = { NetworkMode = name } }
+  -- a probe on the network (socat: what the forwarder image must have anyway)
   local c
-  c, err = eng:call("POST", "/containers/create", cbody, { query = { name = name } })
+  c, err = eng:call(check.container.method, check.container.path, check.container.body_json)
   if not c then cleanup(); return nil, err end
   created.container = true
   local started

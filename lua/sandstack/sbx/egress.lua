@@ -1,122 +1,12 @@
 -- The sbx backend's egress logic, pure (no CLI calls): what the host's global rules, secrets
 -- and governance mean for one allowlist, and which sbx rules express the allowlist.
--- The allowlist comes from sandstack.policy (policy:rules() -> {host, port, wildcard, methods,
--- paths}); "*.x" there means subdomains of x at any depth, never x itself.
+-- The allowlist is a compiled sandstack.policy; "*.x" there means subdomains of x at any depth,
+-- never x itself. Every question about hosts (does an sbx resource or pattern meet what the
+-- allowlist admits?) is answered by the policy's C matcher (csrc/policy/coverage.c:
+-- policy:coverage, policy:reaches); this file only sequences the answers.
 local M = {}
 
 local function lower(s) return (s or ""):lower() end
-
--- "host[:port]" -> host, port (port a number or nil). IPv6 literals keep their brackets. A
--- trailing dot (an absolute DNS name) names the same host, so it is dropped: otherwise
--- "api.example.com." would compare unequal to the host it reaches.
-local function split_port(r)
-  local h, p = r:match("^(%b[]):(%d+)$")
-  if not h then h, p = r:match("^([^:]+):(%d+)$") end
-  if not h then h = r end
-  h = lower(h)
-  if #h > 1 and h:sub(-1) == "." then h = h:sub(1, -2) end
-  return h, tonumber(p)
-end
-
-local function is_sub(h, apex) -- h is a strict subdomain of apex
-  return #h > #apex + 1 and h:sub(-(#apex + 1)) == "." .. apex
-end
-
-local function plain(e) -- an allowlist entry that opens every method, path and port of its hosts
-  return (e.port == nil or e.port == 0) and (e.methods == nil or #e.methods == 0)
-    and (e.paths == nil or #e.paths == 0)
-end
-
-local function entry_admits_host(e, h)
-  if e.wildcard then return is_sub(h, e.host) end
-  return h == e.host
-end
-
--- The allowlist admits host h on every port, method and path.
-local function fully_admits(list, h)
-  for _, e in ipairs(list) do
-    if plain(e) and entry_admits_host(e, h) then return true end
-  end
-  return false
-end
-
--- An sbx host pattern as sandstack.policy rules, or "all". sbx reads "**" as every host, "**.x"
--- as x and its subdomains at any depth, "*.x" as one level under x. The policy has no
--- one-level wildcard, so "*.x" becomes every depth: wider, which can only refuse more.
-local function pattern_rules(pattern)
-  local h = split_port(pattern)
-  if h == "**" or h == "*" then return "all" end
-  if h:sub(1, 3) == "**." then return { h:sub(4), "*." .. h:sub(4) } end
-  return { h }
-end
-
--- A host the compiled rule admits: itself, or for a wildcard one name below its apex.
-local function representative(rule)
-  return rule.wildcard and ("sandstack-probe." .. rule.host) or rule.host
-end
-
--- Does an sbx host pattern (a custom secret's target) match any host the allowlist admits?
--- Two sets of "exact host" and "every subdomain of an apex" meet exactly when one side admits a
--- representative of a rule of the other, and both sides are judged by the policy's own C
--- matcher. A pattern the matcher cannot read is taken to reach everything.
-function M.pattern_reaches(list, pattern)
-  local rules = pattern_rules(pattern)
-  if rules == "all" then return true end
-  local policy = require "sandstack.policy"
-  local target = policy.compile({ allow = rules })
-  if not target then return true end
-  local hosts = {}
-  for i, e in ipairs(list) do hosts[i] = (e.wildcard and "*." or "") .. e.host end
-  local allowed = assert(policy.compile({ allow = hosts }))
-  local reaches = false
-  for _, r in ipairs(target:rules()) do
-    reaches = reaches or allowed:admits(representative(r), nil, nil, 443)
-  end
-  for _, r in ipairs(allowed:rules()) do
-    reaches = reaches or target:admits(representative(r), nil, nil, 443)
-  end
-  target:close()
-  allowed:close()
-  return reaches and true or false
-end
-
--- Every strict subdomain of apex is fully admitted.
-local function subs_covered(list, apex)
-  for _, e in ipairs(list) do
-    if plain(e) and e.wildcard and (apex == e.host or is_sub(apex, e.host)) then return true end
-  end
-  return false
-end
-
--- Classifies one global allow resource against the allowlist:
---   "all"      the ** rule (always refused)
---   "covered"  it admits only hosts the allowlist already admits for every request: left alone
---   "wider"    it admits a requested host and more: refused (denying it would deny that host)
---   "disjoint" it admits no requested host: denied for the sandbox
-function M.classify_global(list, resource)
-  local h, port = split_port(resource)
-  if h == "**" or h == "*" then return "all" end
-  local kind, apex = "exact", h
-  if h:sub(1, 3) == "**." then kind, apex = "deep", h:sub(4)
-  elseif h:sub(1, 2) == "*." then kind, apex = "one", h:sub(3) end
-  local covered
-  if kind == "exact" then covered = fully_admits(list, h)
-  elseif kind == "one" then covered = subs_covered(list, apex)
-  else covered = subs_covered(list, apex) and fully_admits(list, apex) end
-  if covered then return "covered" end
-  local overlap = false
-  for _, e in ipairs(list) do
-    if kind == "exact" then
-      overlap = overlap or entry_admits_host(e, h)
-    elseif e.wildcard then
-      overlap = overlap or e.host == apex or is_sub(e.host, apex) or is_sub(apex, e.host)
-    else
-      overlap = overlap or e.host == apex and kind == "deep" or is_sub(e.host, apex)
-    end
-  end
-  local _ = port -- a port only narrows the rule; the host decides
-  return overlap and "wider" or "disjoint"
-end
 
 -- The resources of a rule from `sbx policy ls --json` (network rules and http targets).
 function M.resources(rule)
@@ -128,11 +18,11 @@ function M.resources(rule)
   return out
 end
 
--- Reads what the host's egress state means for an allowlist.
+-- Reads what the host's egress state means for an allowlist (a compiled policy).
 --   state = { rules = <policy ls json>.rules, secrets = <secret ls json>, governance = bool }
 --   name: the sandbox name (its own scope counts for secrets)
 -- Returns { deny = {resources to deny for the sandbox} } or nil, reason, detail.
-function M.assess(list, state, name)
+function M.assess(allow, state, name)
   if state.governance then
     return nil, "governance", "organization governance is active: this host's rules do not apply"
   end
@@ -151,7 +41,7 @@ function M.assess(list, state, name)
   for _, c in ipairs(sec.custom_secrets or {}) do
     if scopes[c.scope] then
       for _, t in ipairs(c.targets or {}) do
-        if M.pattern_reaches(list, t) then
+        if allow:reaches(t) then
           return nil, "custom_secret", ("a custom secret (%s) targets %s, which the allowlist reaches;"
             .. " remove it with `sbx secret rm --placeholder`"):format(tostring(c.env), t)
         end
@@ -162,10 +52,13 @@ function M.assess(list, state, name)
   for _, r in ipairs(state.rules or {}) do
     if r.scope == "global" and r.decision == "allow" and r.status ~= "inactive" then
       for _, res in ipairs(M.resources(r)) do
-        local c = M.classify_global(list, res)
+        local c = allow:coverage(res)
         if c == "all" then
           return nil, "global_allow_all", "the global ** allow rule (sbx policy init allow-all) opens"
             .. " every host; run `sbx policy reset` then `sbx policy init deny-all`"
+        elseif c == "glob" then
+          return nil, "global_allow_glob", ("the global allow %q is a glob sbx matches in ways a deny cannot"
+            .. " mirror exactly; remove it with `sbx policy rm network --resource %s`"):format(res, res)
         elseif c == "wider" then
           return nil, "global_allow", ("the global allow %q admits a requested host and more;"
             .. " remove it with `sbx policy rm network --resource %s`"):format(res, res)
@@ -188,9 +81,15 @@ local function sbx_paths(p)
   return { p }
 end
 
+-- A rule that opens every method, path and port of its hosts.
+local function plain(r)
+  return r.port == nil and r.methods == nil and r.paths == nil
+end
+
 -- The sbx allow/deny commands (argument lists after `sbx policy`) that express the allowlist
--- for sandbox `name`.
-function M.commands(list, name)
+-- (a compiled policy) for sandbox `name`.
+function M.commands(allow, name)
+  local list = allow:rules()
   local cmds, plain_res, listed = {}, {}, {}
   for _, e in ipairs(list) do
     if not e.wildcard and plain(e) then listed[e.host] = true end
@@ -242,7 +141,7 @@ function M.fingerprint(rules, name)
 end
 
 -- Drift: what changed since the sandbox opened. Returns nil when nothing did, else reason, detail.
-function M.drift(list, state, name, fingerprint)
+function M.drift(allow, state, name, fingerprint)
   if M.fingerprint(state.rules, name) ~= fingerprint then
     return "rules_changed", "the sandbox's own sbx rules differ from what sbx reported when it opened"
   end
@@ -265,7 +164,7 @@ function M.drift(list, state, name, fingerprint)
     end
   end
   local st = { rules = filtered, secrets = state.secrets, governance = state.governance }
-  local res, reason, detail = M.assess(list, st, name)
+  local res, reason, detail = M.assess(allow, st, name)
   if not res then return reason, detail end
   if #res.deny > 0 then
     return "global_allow", ("a new global allow (%s) admits hosts beyond the allowlist"):format(table.concat(res.deny, ","))

@@ -1,0 +1,85 @@
+-- Lua/C crossings per `sandstack.docker.start` + `destroy` of the anchor stack (issue 12).
+-- A call hook counts every call of a C function that sandstack's core module provides (its
+-- functions and the methods of every userdata it makes), and every call back into Lua from one of
+-- them (a hook, req_adapter). The standard library is not counted. The result is the ratio
+-- against the count of the first version (below). The count does not depend on timing but for
+-- the loops that poll (health, the forwarder's port, readiness): it varies by a few.
+--   lua5.4 bench/crossings_bench.lua     (from the repository root; needs the engine)
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.cpath = (os.getenv("SANDSTACK_CPATH") or "./build/?.so;") .. package.cpath
+local sandstack = require "sandstack"
+local core = require "sandstack.core"
+
+-- Measured with this script on the tree of commit 8d9d017 (before the plan object and the batch
+-- call), same stack, engine 20.10: every request was submit + run + take (+ finished) and a
+-- json_decode, every body a json_encode. Override to compare against another tree.
+local BASELINE = { start = tonumber(os.getenv("CROSSINGS_BASELINE_START")) or 216,
+  destroy = tonumber(os.getenv("CROSSINGS_BASELINE_DESTROY")) or 59 }
+
+local anchor = dofile("bench/anchor.lua")
+local function opts(project)
+  -- the anchor stack with its egress sidecar as the proxy of an egress policy (the policy is
+  -- compiled in the model: one more thing the old layout crossed back and forth for)
+  local o = anchor { project_name = project, subnet_pool = "10.217.0.0/16", proxy_service = "relay",
+    egress_policy = { allow = { "api.anthropic.com", "*.pypi.org" } } }
+  o.services[3].port = 3128
+  return o
+end
+
+-- Every C function of the core: the module's, and those in any metatable the core registered.
+local function core_functions()
+  local set, n = {}, 0
+  local function add(t, prefix)
+    for k, v in pairs(t) do
+      if type(v) == "function" and not set[v] then set[v] = prefix .. tostring(k); n = n + 1 end
+    end
+  end
+  add(core, "core.")
+  for k, v in pairs(debug.getregistry()) do
+    if type(k) == "string" and k:find("sandstack", 1, true) and type(v) == "table" then
+      add(v, k .. ":")
+      if type(v.__index) == "table" then add(v.__index, k .. ":") end
+    end
+  end
+  return set, n
+end
+
+local by_name = {}
+local function counted(fn)
+  by_name = {}
+  local set = core_functions()
+  local into_c, back_to_lua, depth_in_c = 0, 0, 0
+  local stack = {}
+  debug.sethook(function(ev)
+    local info = debug.getinfo(2, "fS")
+    if ev == "call" or ev == "tail call" then
+      local is_core = info and set[info.func] or false
+      if is_core then
+        into_c = into_c + 1; depth_in_c = depth_in_c + 1
+        by_name[is_core] = (by_name[is_core] or 0) + 1
+      end
+      if info and info.what == "Lua" and depth_in_c > 0 and stack[#stack] then back_to_lua = back_to_lua + 1 end
+      if ev == "call" then stack[#stack + 1] = is_core end
+    else
+      local was = table.remove(stack)
+      if was then depth_in_c = depth_in_c - 1 end
+    end
+  end, "cr")
+  local ok, a, b = pcall(fn)
+  debug.sethook()
+  assert(ok, a)
+  if os.getenv("CROSSINGS_DETAIL") then
+    for name, c in pairs(by_name) do io.stderr:write(("  %4d %s\n"):format(c, name)) end
+    io.stderr:write(("  %4d back into Lua\n"):format(back_to_lua))
+  end
+  return into_c + back_to_lua, a, b
+end
+
+local project = "sstest-xing-" .. core.random_hex(3)
+local n_start, stack, err = counted(function() return sandstack.docker.start(project, opts(project)) end)
+assert(stack, err and err.message)
+local n_destroy = counted(function() return assert(stack:destroy()) end)
+stack:close()
+local function ratio(n, base) return base > 0 and ("%.2fx of the baseline %d"):format(n / base, base) or "no baseline given" end
+print(("crossings per start:   %d (%s)"):format(n_start, ratio(n_start, BASELINE.start)))
+print(("crossings per destroy: %d (%s)"):format(n_destroy, ratio(n_destroy, BASELINE.destroy)))

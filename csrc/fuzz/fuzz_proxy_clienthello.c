@@ -1,0 +1,30 @@
+/* libFuzzer target for the ClientHello/SNI reader (csrc/proxy/clienthello.c). Checks: no
+ * crash or out-of-bounds read; a name is returned only as CH_SNI and is 1..255 bytes of
+ * [a-z0-9._-]; every prefix of an input that yields an answer yields CH_NEED_MORE or the same
+ * answer (a longer read never contradicts a shorter one that already decided), and a decided
+ * prefix decides identically when more bytes follow. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/clienthello.h"
+
+static uint8_t scratch[CH_MAX_HELLO];
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char sni[CH_MAX_NAME + 1], first_sni[CH_MAX_NAME + 1];
+  ch_status whole = ch_parse(data, size, scratch, sni);
+  if (whole == CH_SNI) {
+    size_t l = strlen(sni);
+    if (l == 0 || l > CH_MAX_NAME || strspn(sni, "abcdefghijklmnopqrstuvwxyz0123456789._-") != l) abort();
+  }
+  /* the first prefix that decides must decide as the whole input does */
+  for (size_t k = 0; k <= size; k++) {
+    ch_status st = ch_parse(data, k, scratch, first_sni);
+    if (st == CH_NEED_MORE) continue;
+    if (st != whole) abort();
+    if (st == CH_SNI && strcmp(first_sni, sni) != 0) abort();
+    break;
+  }
+  return 0;
+}

@@ -1,0 +1,367 @@
+/* A client connection from accept to free: reading the request head under the handshake
+ * deadline, choosing the route (CONNECT, plain-HTTP forward, credential), checking the proxy
+ * token, and closing every handle exactly once. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/auth.h"
+#include "proxy/proxy.h"
+
+#define READ_CHUNK 65536
+
+typedef struct write_req {
+  uv_write_t req;
+  proxy_conn *c;
+  char *base;
+  void (*on_done)(proxy_conn *, int);
+} write_req;
+
+typedef struct {
+  uv_shutdown_t req;
+  proxy_conn *c;
+} linger_req;
+
+void conn_hold(proxy_conn *c) { c->refs++; }
+
+static void conn_free(proxy_conn *c) {
+  proxy_server *s = c->srv;
+  if (c->prev) c->prev->next = c->next;
+  else s->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  if (c->counted) s->active--;
+  free(c->buf);
+  free(c->hello_scratch);
+  inspect_free(c);
+  free(c);
+  server_conn_gone(s);
+}
+
+void conn_release(proxy_conn *c) {
+  if (--c->refs == 0) conn_free(c);
+}
+
+static void on_handle_closed(uv_handle_t *h) { conn_release(h->data); }
+
+void conn_close(proxy_conn *c) {
+  if (c->state == ST_CLOSING) return;
+  c->state = ST_CLOSING;
+  if (!c->end) c->end = "closed";
+  audit_conn(c);
+  if (c->cred) credential_abort(c);
+  if (c->gai_pending) uv_cancel((uv_req_t *)&c->gai); /* its callback still runs and releases */
+  uv_close((uv_handle_t *)&c->client, on_handle_closed);
+  uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+  if (c->upstream_open) uv_close((uv_handle_t *)&c->upstream, on_handle_closed);
+}
+
+static void on_deadline(uv_timer_t *t) {
+  proxy_conn *c = t->data;
+  switch (c->state) {
+  case ST_HEAD:
+    c->decision = "timeout";
+    c->end = "handshake_timeout";
+    reply_error(c, 408, "timeout_error", "the request head did not arrive in time");
+    break;
+  case ST_DIAL:
+    c->decision = "upstream_error";
+    c->reason = "connect_timeout";
+    reply_error(c, 504, "api_error", "the destination did not accept the connection in time");
+    break;
+  case ST_HELLO:
+    c->decision = "timeout";
+    c->reason = "tls_hello_timeout";
+    c->end = "handshake_timeout";
+    conn_close(c);
+    break;
+  case ST_RELAY:
+    c->end = "idle_timeout";
+    conn_close(c);
+    break;
+  case ST_INSPECT: inspect_deadline(c); break;
+  default:
+    conn_close(c);
+  }
+}
+
+void conn_set_deadline(proxy_conn *c, unsigned ms) {
+  if (c->state != ST_CLOSING) uv_timer_start(&c->timer, on_deadline, ms, 0);
+}
+
+static void on_written(uv_write_t *req, int status) {
+  write_req *w = (write_req *)req;
+  proxy_conn *c = w->c;
+  free(w->base);
+  if (c->state != ST_CLOSING) {
+    if (status < 0) {
+      if (!c->end) c->end = "write_error";
+      conn_close(c);
+    } else if (w->on_done) {
+      w->on_done(c, status);
+    }
+  }
+  free(w);
+  conn_release(c);
+}
+
+int conn_write_owned(proxy_conn *c, uv_stream_t *to, char *base, size_t len,
+                     void (*on_done)(proxy_conn *, int)) {
+  write_req *w = malloc(sizeof *w);
+  if (!w || c->state == ST_CLOSING) {
+    free(base);
+    free(w);
+    return -1;
+  }
+  w->c = c;
+  w->base = base;
+  w->on_done = on_done;
+  uv_buf_t b = uv_buf_init(base, (unsigned)len);
+  if (uv_write(&w->req, to, &b, 1, on_written) != 0) {
+    free(base);
+    free(w);
+    conn_close(c);
+    return -1;
+  }
+  conn_hold(c);
+  return 0;
+}
+
+int conn_write(proxy_conn *c, uv_stream_t *to, const char *data, size_t len, void (*on_done)(proxy_conn *, int)) {
+  char *copy = malloc(len ? len : 1);
+  if (!copy) {
+    conn_close(c);
+    return -1;
+  }
+  memcpy(copy, data, len);
+  return conn_write_owned(c, to, copy, len, on_done);
+}
+
+/* Lingering close: after the answer, send FIN and read (discarding) until the client closes
+ * or a short deadline passes, so unread request bytes do not turn the close into a reset
+ * that destroys the answer before the client read it. */
+static void on_linger_shutdown(uv_shutdown_t *req, int status) {
+  linger_req *l = (linger_req *)req;
+  proxy_conn *c = l->c;
+  (void)status;
+  free(l);
+  conn_release(c);
+}
+
+static void after_reply(proxy_conn *c, int status) {
+  (void)status;
+  linger_req *l = malloc(sizeof *l);
+  if (!l || uv_shutdown(&l->req, (uv_stream_t *)&c->client, on_linger_shutdown) != 0) {
+    free(l);
+    conn_close(c);
+    return;
+  }
+  l->c = c;
+  conn_hold(c);
+  conn_set_deadline(c, 2000);
+}
+
+void conn_reply_and_linger(proxy_conn *c, const char *data, size_t len) {
+  if (c->state == ST_CLOSING) return;
+  /* inside an inspected connection the answer goes into the TLS session */
+  char *sealed = NULL;
+  size_t sealed_len = 0;
+  int in_tls = c->insp && inspect_seal(c, data, len, &sealed, &sealed_len) == 0;
+  c->state = ST_REPLY;
+  if (c->upstream_open) { /* nothing more goes to the destination */
+    uv_read_stop((uv_stream_t *)&c->upstream);
+  }
+  conn_set_deadline(c, 5000); /* the answer itself must go out in time too */
+  conn_read_client(c);         /* to see the client's close (what it still sends is dropped) */
+  if (!in_tls) conn_write(c, (uv_stream_t *)&c->client, data, len, after_reply);
+  else if (sealed) conn_write_owned(c, (uv_stream_t *)&c->client, sealed, sealed_len, after_reply);
+  else after_reply(c, 0);
+}
+
+int policy_names_literal(const ss_policy *p, const char *address) {
+  for (int i = 0; i < p->n; i++)
+    if (!p->rules[i].wildcard && strcmp(p->rules[i].host, address) == 0) return 1;
+  return 0;
+}
+
+/* The proxy token in Proxy-Authorization (forward and CONNECT). */
+static int proxy_authorized(proxy_conn *c) {
+  const proxy_config *cfg = c->srv->cfg;
+  int n = 0;
+  const ph_header *h = ph_find(&c->req, "proxy-authorization", &n);
+  return n == 1 && auth_proxy_value(h->value, h->value_len, cfg->token, cfg->token_len);
+}
+
+static void dispatch(proxy_conn *c) {
+  ph_request *r = &c->req;
+  memcpy(c->method, r->method, r->method_len);
+  c->method[r->method_len] = '\0';
+  char host[256];
+  const char *why = NULL;
+  if (r->method_len == 7 && memcmp(r->method, "CONNECT", 7) == 0) {
+    c->kind = KIND_CONNECT;
+    if (ph_authority(r->target, r->target_len, host, &c->port) != 0) {
+      c->decision = "bad_request";
+      return reply_error(c, 400, "invalid_request_error", "CONNECT needs host:port (no IPv6 literal, no userinfo)");
+    }
+  } else if (r->target_len > 0 && r->target[0] == '/') {
+    c->kind = KIND_CREDENTIAL;
+    return credential_begin(c);
+  } else {
+    c->kind = KIND_FORWARD;
+    const char *path;
+    size_t pl;
+    if (ph_absolute(r->target, r->target_len, host, &c->port, &path, &pl) != 0) {
+      c->decision = "bad_request";
+      return reply_error(c, 400, "invalid_request_error",
+                         "only origin-form requests, CONNECT host:port and http:// absolute URIs are served "
+                         "(https goes through CONNECT)");
+    }
+    size_t q = 0;
+    while (q < pl && path[q] != '?') q++;
+    if (q > SS_PATH_MAX) {
+      c->decision = "bad_request";
+      return reply_error(c, 414, "invalid_request_error", "the request path is too long");
+    }
+    memcpy(c->path, path, q); /* the audit line keeps the path without its query */
+    c->path[q] = '\0';
+  }
+  if (!proxy_authorized(c)) {
+    c->decision = "unauthenticated";
+    snprintf(c->host, sizeof c->host, "%.253s", host);
+    return reply_error(c, 407, "authentication_error",
+                       "proxy authentication required: send this session's token in Proxy-Authorization "
+                       "(Basic with the token as password, or Bearer)");
+  }
+  if (ss_host_normalize(host, strlen(host), c->host, &why) != 0) {
+    snprintf(c->host, sizeof c->host, "%.253s", host);
+    return reply_policy(c, "deny", "bad_host", 0, why);
+  }
+  if (c->kind == KIND_CONNECT) tunnel_begin(c);
+  else forward_begin(c);
+}
+
+static void head_data(proxy_conn *c, const char *data, size_t n) {
+  const proxy_config *cfg = c->srv->cfg;
+  size_t limit = cfg->max_head + READ_CHUNK;
+  if (c->len + n > limit) n = limit - c->len; /* past the head limit a 431 is decided anyway */
+  if (c->len + n > c->cap) {
+    size_t cap = c->cap ? c->cap : 4096;
+    while (cap < c->len + n) cap *= 2;
+    char *nb = realloc(c->buf, cap);
+    if (!nb) return conn_close(c);
+    c->buf = nb;
+    c->cap = cap;
+  }
+  memcpy(c->buf + c->len, data, n);
+  c->len += n;
+  ph_limits lim = {cfg->max_line, cfg->max_head, cfg->max_headers};
+  switch (ph_parse(c->buf, c->len, &lim, &c->scanned, &c->req)) {
+  case PH_INCOMPLETE: return;
+  case PH_DONE:
+    uv_read_stop((uv_stream_t *)&c->client); /* the route reads on when it is ready */
+    return dispatch(c);
+  case PH_BAD: c->decision = "bad_request"; return reply_error(c, 400, "invalid_request_error", "malformed request head");
+  case PH_LINE_TOO_LONG:
+    c->decision = "too_large";
+    return reply_error(c, 414, "invalid_request_error", "the request line is longer than the proxy accepts");
+  case PH_HEAD_TOO_LARGE:
+    c->decision = "too_large";
+    return reply_error(c, 431, "invalid_request_error", "the request headers are larger than the proxy accepts");
+  case PH_BAD_VERSION:
+    c->decision = "bad_request";
+    return reply_error(c, 505, "invalid_request_error", "only HTTP/1.0 and HTTP/1.1 are served");
+  }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)h;
+  (void)suggested;
+  buf->base = malloc(READ_CHUNK);
+  buf->len = buf->base ? READ_CHUNK : 0;
+}
+
+static void on_client_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  proxy_conn *c = s->data;
+  if (nread <= 0 || c->state == ST_CLOSING) {
+    free(buf->base);
+    if (nread == 0 || c->state == ST_CLOSING) return;
+    if (nread != UV_EOF) {
+      c->end = "client_error";
+      return conn_close(c);
+    }
+    switch (c->state) {
+    case ST_RELAY: return relay_client_eof(c);
+    case ST_CREDENTIAL: return credential_client_eof(c);
+    case ST_INSPECT: return inspect_client_eof(c);
+    default: c->end = "client_closed"; return conn_close(c);
+    }
+  }
+  switch (c->state) {
+  case ST_HEAD: head_data(c, buf->base, (size_t)nread); break;
+  case ST_HELLO: tunnel_client_data(c, buf->base, (size_t)nread); break;
+  case ST_RELAY: relay_client_data(c, buf->base, (size_t)nread); return; /* took the buffer */
+  case ST_CREDENTIAL: credential_client_data(c, buf->base, (size_t)nread); break;
+  case ST_INSPECT: inspect_client_data(c, buf->base, (size_t)nread); break;
+  default: break; /* ST_REPLY: what the client still sends is discarded */
+  }
+  free(buf->base);
+}
+
+static void on_upstream_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  proxy_conn *c = s->data;
+  if (nread <= 0 || c->state == ST_CLOSING || c->state == ST_REPLY) {
+    free(buf->base);
+    if (nread == 0 || c->state == ST_CLOSING || c->state == ST_REPLY) return;
+    if (nread != UV_EOF) {
+      c->end = "upstream_error";
+      return conn_close(c);
+    }
+    return c->state == ST_INSPECT ? inspect_upstream_eof(c) : relay_upstream_eof(c);
+  }
+  if (c->state == ST_INSPECT) {
+    inspect_upstream_data(c, buf->base, (size_t)nread);
+    free(buf->base);
+    return;
+  }
+  relay_upstream_data(c, buf->base, (size_t)nread);
+}
+
+void conn_read_client(proxy_conn *c) { uv_read_start((uv_stream_t *)&c->client, on_alloc, on_client_read); }
+void conn_read_upstream(proxy_conn *c) { uv_read_start((uv_stream_t *)&c->upstream, on_alloc, on_upstream_read); }
+
+void conn_accept(proxy_server *s, uv_stream_t *listener) {
+  proxy_conn *c = calloc(1, sizeof *c);
+  if (!c) return;
+  c->srv = s;
+  c->id = ++s->next_id;
+  c->up_left = UINT64_MAX;
+  c->started_ms = uv_now(s->loop);
+  uv_tcp_init(s->loop, &c->client);
+  uv_timer_init(s->loop, &c->timer);
+  c->client.data = c->timer.data = c;
+  c->refs = 2;
+  c->next = s->conns;
+  if (s->conns) s->conns->prev = c;
+  s->conns = c;
+  if (uv_accept(listener, (uv_stream_t *)&c->client) != 0) {
+    c->end = "accept_failed";
+    return conn_close(c);
+  }
+  struct sockaddr_storage peer;
+  int plen = sizeof peer;
+  if (uv_tcp_getpeername(&c->client, (struct sockaddr *)&peer, &plen) == 0) {
+    char ip[48];
+    int port = ntohs(((struct sockaddr_in *)&peer)->sin_port);
+    uv_ip_name((struct sockaddr *)&peer, ip, sizeof ip);
+    snprintf(c->peer, sizeof c->peer, "%s:%d", ip, port);
+  }
+  uv_tcp_nodelay(&c->client, 1);
+  conn_read_client(c);
+  if (s->active >= s->cfg->max_conns || s->draining) {
+    c->decision = "overloaded";
+    return reply_error(c, 503, "overloaded_error",
+                       s->draining ? "the proxy is shutting down" : "the proxy holds its maximum number of connections");
+  }
+  c->counted = 1;
+  s->active++;
+  conn_set_deadline(c, s->cfg->handshake_ms);
+}

@@ -1,0 +1,87 @@
+/* Plain-HTTP forwarding (absolute-form requests, what clients honouring HTTP_PROXY send for
+ * http:// URLs). The policy is checked on host, port, method and path; the request goes out
+ * in origin form with Host set from the URL (so a Host header cannot name another site at the
+ * same address), without the proxy credentials or any header carrying the token, and with
+ * "Connection: close": one request per connection, so a second request could never follow the
+ * first unchecked. The body is passed for exactly its Content-Length. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/proxy.h"
+
+static int hop_by_hop(const ph_header *h) {
+  static const char *const names[] = {"host",    "proxy-authorization", "proxy-connection", "connection",
+                                      "keep-alive", "te",              "trailer",          "upgrade",
+                                      "transfer-encoding"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (ph_name_is(h, names[i])) return 1;
+  return 0;
+}
+
+/* the token in the name counts too (found by fuzz_proxy_inspect on the same rewrite) */
+static int carries(const ph_header *h, const char *token, size_t tl) {
+  return (h->value_len >= tl && memmem(h->value, h->value_len, token, tl) != NULL) ||
+         (h->name_len >= tl && memmem(h->name, h->name_len, token, tl) != NULL);
+}
+
+static void connected(proxy_conn *c) {
+  const proxy_config *cfg = c->srv->cfg;
+  const ph_request *r = &c->req;
+  const char *path;
+  size_t pl;
+  char host[256];
+  int port;
+  ph_absolute(r->target, r->target_len, host, &port, &path, &pl); /* checked in conn.c */
+  size_t cap = r->head_len + 512, n = 0;
+  char *head = malloc(cap);
+  if (!head) return conn_close(c);
+  n += (size_t)snprintf(head, cap, "%s %.*s HTTP/1.1\r\nHost: %s", c->method, (int)pl, path, c->host);
+  if (c->port != 80) n += (size_t)snprintf(head + n, cap - n, ":%d", c->port);
+  n += (size_t)snprintf(head + n, cap - n, "\r\n");
+  for (size_t i = 0; i < r->nheaders; i++) {
+    const ph_header *h = &r->headers[i];
+    if (hop_by_hop(h) || carries(h, cfg->token, cfg->token_len)) continue;
+    n += (size_t)snprintf(head + n, cap - n, "%.*s: %.*s\r\n", (int)h->name_len, h->name, (int)h->value_len, h->value);
+  }
+  n += (size_t)snprintf(head + n, cap - n, "Connection: close\r\n\r\n");
+  if (conn_write_owned(c, (uv_stream_t *)&c->upstream, head, n, NULL) != 0) return;
+  /* body bytes that arrived with the head */
+  size_t early = c->len - r->head_len;
+  if (early > c->up_left) early = (size_t)c->up_left;
+  if (early) {
+    if (conn_write(c, (uv_stream_t *)&c->upstream, c->buf + r->head_len, early, NULL) != 0) return;
+    c->bytes_up += early;
+    c->up_left -= early;
+  }
+  free(c->buf);
+  c->buf = NULL;
+  c->len = c->cap = 0;
+  relay_start(c);
+}
+
+void forward_begin(proxy_conn *c) {
+  const ph_request *r = &c->req;
+  if (ph_find(r, "transfer-encoding", NULL)) {
+    c->decision = "bad_request";
+    return reply_error(c, 411, "invalid_request_error",
+                       "request bodies are forwarded with Content-Length only (no Transfer-Encoding)");
+  }
+  unsigned long long cl;
+  if (ph_content_length(r, &cl) < 0) {
+    c->decision = "bad_request";
+    return reply_error(c, 400, "invalid_request_error", "malformed or repeated Content-Length");
+  }
+  c->up_left = cl;
+  const char *path;
+  size_t pl;
+  char host[256];
+  int port;
+  ph_absolute(r->target, r->target_len, host, &port, &path, &pl);
+  ss_policy_verdict v;
+  ss_policy_check(c->srv->cfg->policy, c->host, strlen(c->host), c->method, strlen(c->method), path, pl, c->port, &v);
+  if (!v.admitted) return reply_policy(c, "deny", ss_deny_reason_name(v.reason), v.rule, NULL);
+  c->decision = "allow";
+  c->rule = v.rule;
+  dial_start(c, connected);
+}

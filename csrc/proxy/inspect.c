@@ -1,0 +1,417 @@
+/* Inspected CONNECT tunnels (issue 15). When the policy's rule for the CONNECT host names
+ * methods or paths, the proxy terminates the sandbox's TLS with a leaf for that host signed by
+ * the stack CA, reads the HTTP/1.1 request, checks its method and path with the same matcher
+ * as plain HTTP, and re-originates an admitted request over its own TLS connection to the
+ * real host (the pinned address dial.c checked), verifying that host's certificate. A refusal
+ * is the usual JSON 403, inside the TLS session; a certificate the proxy will not trust is a
+ * JSON 502 naming why. One request per connection, as on the plain-HTTP route: the request
+ * goes out with "Connection: close" and exactly its Content-Length of body, so nothing
+ * unchecked can follow it; the client opens a new tunnel for the next request.
+ *
+ * Both TLS endpoints run over memory BIOs (tls.c): bytes libuv read are fed in, and what
+ * OpenSSL produced is written out with uv_write, so the loop never blocks. The origin
+ * handshake starts at once, beside the client's, so an admitted request rarely waits for it.
+ * Backpressure as in relay.c: a write queue over buffer_bytes stops reading the other side. */
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/inspect_request.h"
+#include "proxy/proxy.h"
+#include "proxy/tls.h"
+
+#define PLAIN_CHUNK 16384
+
+typedef enum {
+  IN_HANDSHAKE,   /* the sandbox's TLS handshake */
+  IN_HEAD,        /* reading the request head */
+  IN_WAIT_ORIGIN, /* admitted; waiting for the origin's handshake */
+  IN_BODY,        /* the request went out; body up, response down */
+} in_phase;
+
+struct inspect_session {
+  tls_end client, origin;
+  in_phase phase;
+  int origin_state; /* 0: handshaking, 1: ready, -1: failed (origin_reason says why) */
+  const char *origin_reason;
+  char origin_detail[256];
+  char *plain; /* decrypted request bytes: the head, then body bytes that came with it */
+  size_t plain_len, plain_cap, scanned;
+  ir_request req;
+};
+
+static size_t queued(uv_tcp_t *t) { return uv_stream_get_write_queue_size((uv_stream_t *)t); }
+static int live(proxy_conn *c) { return c->state == ST_INSPECT; }
+
+static void client_drained(proxy_conn *c, int status) {
+  (void)status;
+  if (live(c) && c->upstream_paused && queued(&c->client) <= c->srv->cfg->buffer_bytes / 2) {
+    c->upstream_paused = 0;
+    if (c->insp->origin_state >= 0) conn_read_upstream(c);
+  }
+}
+
+static int wants_client(proxy_conn *c) {
+  in_phase p = c->insp->phase;
+  return p == IN_HANDSHAKE || p == IN_HEAD || (p == IN_BODY && c->up_left > 0);
+}
+
+static void origin_drained(proxy_conn *c, int status) {
+  (void)status;
+  if (live(c) && c->client_paused && queued(&c->upstream) <= c->srv->cfg->buffer_bytes / 2) {
+    c->client_paused = 0;
+    if (wants_client(c)) conn_read_client(c);
+  }
+}
+
+/* Writes out what an endpoint produced; stops reading the other side when the queue is full. */
+static void flush(proxy_conn *c, tls_end *e, uv_tcp_t *to, uv_tcp_t *other, int *other_paused,
+                  void (*drained)(proxy_conn *, int)) {
+  size_t n;
+  char *b = tls_end_take(e, &n);
+  if (!b || !live(c)) {
+    free(b);
+    return;
+  }
+  if (conn_write_owned(c, (uv_stream_t *)to, b, n, drained) != 0) return;
+  if (queued(to) > c->srv->cfg->buffer_bytes) {
+    uv_read_stop((uv_stream_t *)other);
+    *other_paused = 1;
+  }
+}
+
+static void flush_client(proxy_conn *c) {
+  flush(c, &c->insp->client, &c->client, &c->upstream, &c->upstream_paused, client_drained);
+}
+static void flush_origin(proxy_conn *c) {
+  flush(c, &c->insp->origin, &c->upstream, &c->client, &c->client_paused, origin_drained);
+}
+
+static int seal_to(tls_end *e, const char *data, size_t len) {
+  ERR_clear_error();
+  return len == 0 || SSL_write(e->ssl, data, (int)len) == (int)len ? 0 : -1;
+}
+
+/* A certificate (or handshake) the proxy will not accept from the origin: JSON 502. */
+static void origin_refused(proxy_conn *c) {
+  inspect_session *s = c->insp;
+  char msg[700];
+  snprintf(msg, sizeof msg,
+           "the TLS connection to %s:%d was refused (%s: %s), so the request was not sent; the proxy trusts the "
+           "system roots and SANDSTACK_UPSTREAM_CA",
+           c->host, c->port, s->origin_reason, s->origin_detail);
+  c->decision = "upstream_error";
+  reply_upstream(c, 502, s->origin_reason, msg);
+}
+
+static void origin_failed(proxy_conn *c, const char *reason, const char *detail) {
+  inspect_session *s = c->insp;
+  s->origin_state = -1;
+  s->origin_reason = reason;
+  snprintf(s->origin_detail, sizeof s->origin_detail, "%s", detail);
+  uv_read_stop((uv_stream_t *)&c->upstream);
+  if (s->phase == IN_WAIT_ORIGIN) origin_refused(c);
+}
+
+static void send_request(proxy_conn *c) {
+  inspect_session *s = c->insp;
+  const proxy_config *cfg = c->srv->cfg;
+  size_t hn;
+  char *head = ir_outbound_head(&s->req, c->host, c->port, cfg->token, cfg->token_len, &hn);
+  size_t early = s->plain_len - s->req.head.head_len;
+  if (early > c->up_left) early = (size_t)c->up_left;
+  int rc = head ? seal_to(&s->origin, head, hn) : -1;
+  if (rc == 0) rc = seal_to(&s->origin, s->plain + s->req.head.head_len, early);
+  free(head);
+  if (rc != 0) {
+    c->end = "origin_tls_error";
+    return conn_close(c);
+  }
+  c->bytes_up += hn + early;
+  c->up_left -= early;
+  free(s->plain); /* the head was read; s->req points into it no more */
+  s->plain = NULL;
+  s->plain_len = s->plain_cap = 0;
+  memset(&s->req, 0, sizeof s->req);
+  s->phase = IN_BODY;
+  flush_origin(c);
+  if (!live(c)) return;
+  conn_set_deadline(c, cfg->idle_ms);
+  if (c->up_left > 0 && !c->client_paused) conn_read_client(c);
+}
+
+/* The head is complete: method and path against the policy, as on the plain-HTTP route. */
+static void decide(proxy_conn *c) {
+  inspect_session *s = c->insp;
+  const ir_request *r = &s->req;
+  memcpy(c->method, r->head.method, r->head.method_len);
+  c->method[r->head.method_len] = '\0';
+  if (r->path_noquery_len > SS_PATH_MAX) {
+    c->decision = "bad_request";
+    return reply_error(c, 414, "invalid_request_error", "the request path is too long");
+  }
+  memcpy(c->path, r->path, r->path_noquery_len); /* the audit line keeps the path without its query */
+  c->path[r->path_noquery_len] = '\0';
+  ss_policy_verdict v;
+  ss_policy_check(c->srv->cfg->policy, c->host, strlen(c->host), c->method, strlen(c->method), r->path, r->path_len,
+                  c->port, &v);
+  if (!v.admitted) return reply_policy(c, "deny", ss_deny_reason_name(v.reason), v.rule, NULL);
+  c->decision = "allow";
+  c->rule = v.rule;
+  c->up_left = r->body_len;
+  s->phase = IN_WAIT_ORIGIN;
+  uv_read_stop((uv_stream_t *)&c->client); /* nothing more is read until the request went out */
+  if (s->origin_state < 0) return origin_refused(c);
+  if (s->origin_state > 0) return send_request(c);
+  conn_set_deadline(c, c->srv->cfg->connect_ms); /* the origin's handshake must finish in time */
+}
+
+static int keep_plain(inspect_session *s, const char *data, size_t n, size_t limit) {
+  if (s->plain_len + n > limit) n = limit > s->plain_len ? limit - s->plain_len : 0;
+  if (s->plain_len + n > s->plain_cap) {
+    size_t cap = s->plain_cap ? s->plain_cap : 4096;
+    while (cap < s->plain_len + n) cap *= 2;
+    char *nb = realloc(s->plain, cap);
+    if (!nb) return -1;
+    s->plain = nb;
+    s->plain_cap = cap;
+  }
+  memcpy(s->plain + s->plain_len, data, n);
+  s->plain_len += n;
+  return 0;
+}
+
+static void head_bytes(proxy_conn *c, const char *data, size_t n) {
+  inspect_session *s = c->insp;
+  const proxy_config *cfg = c->srv->cfg;
+  /* past max_head the parser answers 431 anyway; a little more keeps body bytes of a full head */
+  if (keep_plain(s, data, n, cfg->max_head + PLAIN_CHUNK) != 0) return conn_close(c);
+  ph_limits lim = {cfg->max_line, cfg->max_head, cfg->max_headers};
+  ir_status st = ir_read(s->plain, s->plain_len, &lim, &s->scanned, &s->req);
+  int status = 400;
+  switch (st) {
+  case IR_INCOMPLETE: return;
+  case IR_READY: return decide(c);
+  case IR_LINE_TOO_LONG: status = 414; break;
+  case IR_HEAD_TOO_LARGE: status = 431; break;
+  case IR_BAD_VERSION: status = 505; break;
+  case IR_CHUNKED: status = 411; break;
+  default: break;
+  }
+  c->decision = status == 414 || status == 431 ? "too_large" : "bad_request";
+  reply_error(c, status, "invalid_request_error", ir_status_text(st));
+}
+
+static void client_plain(proxy_conn *c, const char *data, size_t n) {
+  inspect_session *s = c->insp;
+  switch (s->phase) {
+  case IN_HEAD: return head_bytes(c, data, n);
+  case IN_WAIT_ORIGIN: { /* body bytes decrypted before reading stopped: keep what the body needs */
+    size_t need = s->req.head.head_len + (size_t)s->req.body_len;
+    if (keep_plain(s, data, n, need) != 0) conn_close(c);
+    return;
+  }
+  case IN_BODY: {
+    size_t k = n < c->up_left ? n : (size_t)c->up_left; /* never more than Content-Length */
+    if (k && seal_to(&s->origin, data, k) != 0) {
+      c->end = "origin_tls_error";
+      return conn_close(c);
+    }
+    c->up_left -= k;
+    c->bytes_up += k;
+    if (c->up_left == 0) uv_read_stop((uv_stream_t *)&c->client);
+    conn_set_deadline(c, c->srv->cfg->idle_ms);
+    return flush_origin(c);
+  }
+  case IN_HANDSHAKE: return;
+  }
+}
+
+static void client_progress(proxy_conn *c) {
+  inspect_session *s = c->insp;
+  SSL *ssl = s->client.ssl;
+  if (s->phase == IN_HANDSHAKE) {
+    ERR_clear_error();
+    int r = SSL_do_handshake(ssl);
+    if (r != 1) {
+      int e = SSL_get_error(ssl, r);
+      flush_client(c); /* the server flight, or the alert saying why */
+      if (e == SSL_ERROR_WANT_READ) return;
+      /* typically: the sandbox does not trust the stack CA (its bundle is not in use) */
+      c->decision = "tls_error";
+      c->reason = "client_handshake_failed";
+      c->end = "tls_handshake_failed";
+      return conn_reply_and_linger(c, NULL, 0);
+    }
+    s->phase = IN_HEAD;
+    conn_set_deadline(c, c->srv->cfg->handshake_ms); /* the head must come in time too */
+  }
+  char buf[PLAIN_CHUNK];
+  while (live(c)) {
+    ERR_clear_error();
+    int n = SSL_read(ssl, buf, sizeof buf);
+    if (n > 0) {
+      client_plain(c, buf, (size_t)n);
+      continue;
+    }
+    int e = SSL_get_error(ssl, n);
+    if (e == SSL_ERROR_WANT_READ) break;
+    if (e == SSL_ERROR_ZERO_RETURN) return inspect_client_eof(c); /* close_notify */
+    c->end = "client_tls_error";
+    return conn_close(c);
+  }
+  if (live(c)) flush_client(c); /* session tickets and the like */
+}
+
+static void response_bytes(proxy_conn *c, const char *data, size_t n) {
+  if (!c->status && n >= 12 && memcmp(data, "HTTP/1.", 7) == 0) { /* for the audit line */
+    int st = 0;
+    for (int i = 9; i < 12; i++) st = st * 10 + (data[i] >= '0' && data[i] <= '9' ? data[i] - '0' : 0);
+    c->status = st;
+  }
+  if (seal_to(&c->insp->client, data, n) != 0) {
+    c->end = "client_tls_error";
+    return conn_close(c);
+  }
+  c->bytes_down += n;
+}
+
+static void origin_progress(proxy_conn *c) {
+  inspect_session *s = c->insp;
+  SSL *ssl = s->origin.ssl;
+  if (s->origin_state == 0) {
+    ERR_clear_error();
+    int r = SSL_do_handshake(ssl);
+    if (r != 1) {
+      int e = SSL_get_error(ssl, r);
+      flush_origin(c);
+      if (e == SSL_ERROR_WANT_READ || !live(c)) return;
+      long vr = SSL_get_verify_result(ssl);
+      if (vr != X509_V_OK) return origin_failed(c, tls_verify_reason(vr), X509_verify_cert_error_string(vr));
+      char detail[256];
+      ERR_error_string_n(ERR_peek_last_error(), detail, sizeof detail);
+      return origin_failed(c, "tls_handshake_failed", detail);
+    }
+    s->origin_state = 1;
+    if (s->phase == IN_WAIT_ORIGIN) send_request(c);
+  }
+  char buf[PLAIN_CHUNK];
+  while (live(c)) {
+    ERR_clear_error();
+    int n = SSL_read(ssl, buf, sizeof buf);
+    if (n > 0) {
+      if (s->phase == IN_BODY) response_bytes(c, buf, (size_t)n); /* before a request: nothing to answer */
+      continue;
+    }
+    int e = SSL_get_error(ssl, n);
+    if (e == SSL_ERROR_WANT_READ) break;
+    if (e == SSL_ERROR_ZERO_RETURN) return inspect_upstream_eof(c); /* close_notify: the response ended */
+    c->end = "origin_tls_error";
+    flush_client(c);
+    return conn_close(c);
+  }
+  if (!live(c)) return;
+  flush_client(c);
+  flush_origin(c);
+  if (s->phase == IN_BODY) conn_set_deadline(c, c->srv->cfg->idle_ms);
+}
+
+void inspect_start(proxy_conn *c) {
+  inspect_session *s = calloc(1, sizeof *s);
+  if (!s) return conn_close(c);
+  c->insp = s;
+  int fresh = 0;
+  if (tls_end_serve(&s->client, c->srv->tls, c->host, &fresh) != 0 || tls_end_origin(&s->origin, c->srv->tls, c->host) != 0) {
+    c->end = "tls_setup_failed";
+    return conn_close(c);
+  }
+  c->leaf = fresh ? "fresh" : "cached";
+  c->state = ST_INSPECT;
+  free(c->hello_scratch);
+  c->hello_scratch = NULL;
+  int fed = tls_end_feed(&s->client, c->buf, c->len); /* the ClientHello tunnel.c read */
+  free(c->buf);
+  c->buf = NULL;
+  c->len = c->cap = 0;
+  if (fed != 0) return conn_close(c);
+  conn_set_deadline(c, c->srv->cfg->handshake_ms);
+  origin_progress(c); /* sends the proxy's own ClientHello to the origin */
+  if (live(c)) client_progress(c);
+  if (!live(c)) return;
+  conn_read_client(c);
+  conn_read_upstream(c);
+}
+
+void inspect_client_data(proxy_conn *c, const char *data, size_t len) {
+  if (tls_end_feed(&c->insp->client, data, len) != 0) return conn_close(c);
+  client_progress(c);
+}
+
+void inspect_upstream_data(proxy_conn *c, const char *data, size_t len) {
+  if (tls_end_feed(&c->insp->origin, data, len) != 0) return conn_close(c);
+  origin_progress(c);
+}
+
+void inspect_client_eof(proxy_conn *c) {
+  inspect_session *s = c->insp;
+  /* the request is whole: the response may still come */
+  if (s->phase == IN_BODY && c->up_left == 0) return;
+  if (s->phase == IN_WAIT_ORIGIN && s->plain_len >= s->req.head.head_len + s->req.body_len) return;
+  c->end = "client_closed";
+  conn_close(c);
+}
+
+void inspect_upstream_eof(proxy_conn *c) {
+  inspect_session *s = c->insp;
+  if (s->phase == IN_BODY) { /* the response ended: close_notify toward the sandbox, then close */
+    flush_client(c);
+    return conn_reply_and_linger(c, NULL, 0);
+  }
+  if (s->origin_state >= 0) origin_failed(c, "origin_closed", "the origin closed the connection before the request");
+}
+
+void inspect_deadline(proxy_conn *c) {
+  inspect_session *s = c->insp;
+  switch (s->phase) {
+  case IN_HANDSHAKE:
+    c->end = "handshake_timeout";
+    c->reason = "tls_handshake_timeout";
+    return conn_close(c);
+  case IN_HEAD:
+    c->decision = "timeout";
+    c->end = "handshake_timeout";
+    return reply_error(c, 408, "timeout_error", "the request head did not arrive in time");
+  case IN_WAIT_ORIGIN:
+    s->origin_reason = "origin_tls_timeout";
+    snprintf(s->origin_detail, sizeof s->origin_detail, "the origin's TLS handshake did not finish in time");
+    return origin_refused(c);
+  case IN_BODY:
+    c->end = "idle_timeout";
+    return conn_close(c);
+  }
+}
+
+int inspect_seal(proxy_conn *c, const char *data, size_t len, char **out, size_t *out_len) {
+  inspect_session *s = c->insp;
+  *out = NULL;
+  *out_len = 0;
+  if (!s || s->phase == IN_HANDSHAKE) { /* no session to write into: only what the handshake produced */
+    return s ? 0 : -1;
+  }
+  if (seal_to(&s->client, data, len) == 0) SSL_shutdown(s->client.ssl); /* close_notify */
+  ERR_clear_error();
+  *out = tls_end_take(&s->client, out_len);
+  return 0;
+}
+
+void inspect_free(proxy_conn *c) {
+  inspect_session *s = c->insp;
+  if (!s) return;
+  if (s->client.ssl) tls_end_free(&s->client);
+  if (s->origin.ssl) tls_end_free(&s->origin);
+  free(s->plain);
+  free(s);
+  c->insp = NULL;
+}

@@ -1,0 +1,75 @@
+/* Reading a request inside an inspected connection, and rewriting its head (see the header). */
+#include "proxy/inspect_request.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ir_status ir_read(const char *buf, size_t len, const ph_limits *lim, size_t *scanned, ir_request *out) {
+  memset(out, 0, sizeof *out);
+  switch (ph_parse(buf, len, lim, scanned, &out->head)) {
+  case PH_INCOMPLETE: return IR_INCOMPLETE;
+  case PH_BAD: return IR_BAD;
+  case PH_LINE_TOO_LONG: return IR_LINE_TOO_LONG;
+  case PH_HEAD_TOO_LARGE: return IR_HEAD_TOO_LARGE;
+  case PH_BAD_VERSION: return IR_BAD_VERSION;
+  case PH_DONE: break;
+  }
+  const ph_request *h = &out->head;
+  if (h->target_len == 0 || h->target[0] != '/') return IR_NOT_ORIGIN;
+  if (memchr(h->target, '#', h->target_len)) return IR_BAD;
+  if (ph_find(h, "transfer-encoding", NULL)) return IR_CHUNKED;
+  if (ph_content_length(h, &out->body_len) < 0) return IR_BAD_LENGTH;
+  out->path = h->target;
+  out->path_len = h->target_len;
+  const char *q = memchr(h->target, '?', h->target_len);
+  out->path_noquery_len = q ? (size_t)(q - h->target) : h->target_len;
+  return IR_READY;
+}
+
+const char *ir_status_text(ir_status s) {
+  switch (s) {
+  case IR_INCOMPLETE: return "incomplete";
+  case IR_READY: return "ready";
+  case IR_BAD: return "malformed request head";
+  case IR_LINE_TOO_LONG: return "the request line is longer than the proxy accepts";
+  case IR_HEAD_TOO_LARGE: return "the request headers are larger than the proxy accepts";
+  case IR_BAD_VERSION: return "only HTTP/1.0 and HTTP/1.1 are served";
+  case IR_NOT_ORIGIN: return "inside an inspected connection only origin-form targets (\"/path\") are served";
+  case IR_CHUNKED: return "request bodies are forwarded with Content-Length only (no Transfer-Encoding)";
+  case IR_BAD_LENGTH: return "malformed or repeated Content-Length";
+  }
+  return "unknown";
+}
+
+static int dropped(const ph_header *h, const char *token, size_t tl) {
+  static const char *const hop[] = {"host",    "proxy-authorization", "proxy-connection", "connection",
+                                    "keep-alive", "te",              "trailer",          "upgrade",
+                                    "transfer-encoding"};
+  for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
+    if (ph_name_is(h, hop[i])) return 1;
+  /* the token in a name counts too: "X-<token>: 1" must not carry it upstream either */
+  return tl > 0 && ((h->value_len >= tl && memmem(h->value, h->value_len, token, tl) != NULL) ||
+                    (h->name_len >= tl && memmem(h->name, h->name_len, token, tl) != NULL));
+}
+
+char *ir_outbound_head(const ir_request *r, const char *host, int port, const char *token, size_t token_len,
+                       size_t *out_len) {
+  const ph_request *h = &r->head;
+  /* each line is at most its input plus one blank after the colon; then Host and Connection */
+  size_t cap = h->head_len + h->nheaders + strlen(host) + 128, n = 0;
+  char *out = malloc(cap);
+  if (!out) return NULL;
+  n += (size_t)snprintf(out, cap, "%.*s %.*s HTTP/1.1\r\nHost: %s", (int)h->method_len, h->method, (int)r->path_len,
+                        r->path, host);
+  if (port != 443) n += (size_t)snprintf(out + n, cap - n, ":%d", port);
+  n += (size_t)snprintf(out + n, cap - n, "\r\n");
+  for (size_t i = 0; i < h->nheaders; i++) {
+    const ph_header *x = &h->headers[i];
+    if (dropped(x, token, token_len)) continue;
+    n += (size_t)snprintf(out + n, cap - n, "%.*s: %.*s\r\n", (int)x->name_len, x->name, (int)x->value_len, x->value);
+  }
+  n += (size_t)snprintf(out + n, cap - n, "Connection: close\r\n\r\n");
+  *out_len = n;
+  return out;
+}

@@ -1,0 +1,45 @@
+#ifndef SANDSTACK_PROXY_INSPECT_REQUEST_H
+#define SANDSTACK_PROXY_INSPECT_REQUEST_H
+/* The HTTP/1.1 request read inside an inspected TLS connection, and the head the proxy sends
+ * on to the real host. Pure (no allocation but the outbound head, no I/O), so the fuzz target
+ * csrc/fuzz/fuzz_proxy_inspect.c links exactly what the proxy runs. The head is parsed by
+ * http_head.c, as strictly as a plain-HTTP request; on top of that, an inspected request must
+ * be origin-form ("/path", the CONNECT named the host), and its body must have a
+ * Content-Length (no Transfer-Encoding), so the proxy knows where the request ends and can
+ * pass exactly that many bytes: nothing unchecked can follow it. */
+#include <stddef.h>
+
+#include "proxy/http_head.h"
+
+typedef enum {
+  IR_INCOMPLETE = 0, /* read more */
+  IR_READY,          /* a request; *out describes it */
+  IR_BAD,            /* malformed head: 400 */
+  IR_LINE_TOO_LONG,  /* 414 */
+  IR_HEAD_TOO_LARGE, /* 431 */
+  IR_BAD_VERSION,    /* 505 */
+  IR_NOT_ORIGIN,     /* an absolute-form, authority-form or "*" target: 400 */
+  IR_CHUNKED,        /* Transfer-Encoding: 411 */
+  IR_BAD_LENGTH,     /* malformed or repeated Content-Length: 400 */
+} ir_status;
+
+typedef struct ir_request {
+  ph_request head;
+  const char *path;         /* the target, query included (points into the buffer) */
+  size_t path_len;          /* of the target */
+  size_t path_noquery_len;  /* of the path before any '?' */
+  unsigned long long body_len;
+} ir_request;
+
+/* buf[0..len) holds the decrypted bytes so far; *scanned as for ph_parse. */
+ir_status ir_read(const char *buf, size_t len, const ph_limits *lim, size_t *scanned, ir_request *out);
+const char *ir_status_text(ir_status s);
+
+/* The head sent to the real host: "METHOD target HTTP/1.1", Host from the CONNECT (host, with
+ * ":port" unless 443), the client's headers without hop-by-hop ones, the proxy credentials
+ * or any header whose name or value holds the token, then "Connection: close" (one request per
+ * connection). malloc'd, NULL when out of memory. */
+char *ir_outbound_head(const ir_request *r, const char *host, int port, const char *token, size_t token_len,
+                       size_t *out_len);
+
+#endif

@@ -1,0 +1,104 @@
+/* The listening socket, the connection cap (conn.c answers 503 over it) and the SIGTERM drain:
+ * stop accepting, end connections that have not been admitted yet, let tunnels and streams
+ * finish until the drain deadline, then end the rest. uv_signal delivers the signal on the
+ * loop, so no handler state lives outside the server. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/proxy.h"
+
+static void on_handle_closed(uv_handle_t *h) { (void)h; }
+
+static void server_stop(proxy_server *s) {
+  if (s->stopped) return;
+  s->stopped = 1;
+  uv_close((uv_handle_t *)&s->sigterm, on_handle_closed);
+  uv_close((uv_handle_t *)&s->sigint, on_handle_closed);
+  uv_close((uv_handle_t *)&s->drain_timer, on_handle_closed);
+  if (!s->draining) uv_close((uv_handle_t *)&s->listener, on_handle_closed);
+  curl_loop_close(s->curl);
+  s->curl = NULL;
+  printf("{\"event\":\"stopped\"}\n");
+  fflush(stdout);
+}
+
+void server_conn_gone(proxy_server *s) {
+  if (s->draining && !s->conns) server_stop(s);
+}
+
+static void on_drain_deadline(uv_timer_t *t) {
+  proxy_server *s = t->data;
+  for (proxy_conn *c = s->conns, *next; c; c = next) {
+    next = c->next;
+    if (!c->end) c->end = "drain_deadline";
+    conn_close(c);
+  }
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  proxy_server *s = h->data;
+  if (s->draining) return;
+  s->draining = 1;
+  uv_close((uv_handle_t *)&s->listener, on_handle_closed);
+  size_t open = 0;
+  for (proxy_conn *c = s->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->state == ST_HEAD) { /* not admitted yet: nothing to finish */
+      c->end = "draining";
+      conn_close(c);
+    } else if (c->state != ST_CLOSING) {
+      open++;
+    }
+  }
+  printf("{\"event\":\"draining\",\"signal\":%d,\"open\":%zu,\"deadline_ms\":%u}\n", signum, open, s->cfg->drain_ms);
+  fflush(stdout);
+  if (!s->conns) return server_stop(s);
+  uv_timer_start(&s->drain_timer, on_drain_deadline, s->cfg->drain_ms, 0);
+}
+
+static void on_connection(uv_stream_t *l, int status) {
+  proxy_server *s = l->data;
+  if (status < 0 || s->draining) return;
+  conn_accept(s, l);
+}
+
+int server_start(proxy_server *s, uv_loop_t *loop, const proxy_config *cfg) {
+  memset(s, 0, sizeof *s);
+  s->loop = loop;
+  s->cfg = cfg;
+  struct sockaddr_storage addr;
+  if (uv_ip4_addr(cfg->listen, cfg->port, (struct sockaddr_in *)&addr) != 0 &&
+      uv_ip6_addr(cfg->listen, cfg->port, (struct sockaddr_in6 *)&addr) != 0) {
+    fprintf(stderr, "sandstack-proxy: SANDSTACK_PROXY_LISTEN is not an IP address: %s\n", cfg->listen);
+    return -1;
+  }
+  uv_tcp_init(loop, &s->listener);
+  s->listener.data = s;
+  int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&s->listener, 1024, on_connection);
+  if (rc != 0) {
+    fprintf(stderr, "sandstack-proxy: cannot listen on %s:%d: %s\n", cfg->listen, cfg->port, uv_strerror(rc));
+    uv_close((uv_handle_t *)&s->listener, NULL);
+    return -1;
+  }
+  s->curl = curl_loop_new(loop, credential_done);
+  if (!s->curl) {
+    fprintf(stderr, "sandstack-proxy: cannot set up libcurl\n");
+    return -1;
+  }
+  uv_signal_init(loop, &s->sigterm);
+  uv_signal_init(loop, &s->sigint);
+  uv_timer_init(loop, &s->drain_timer);
+  s->sigterm.data = s->sigint.data = s->drain_timer.data = s;
+  uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+  uv_signal_start(&s->sigint, on_signal, SIGINT);
+  return 0;
+}
+
+int server_port(proxy_server *s) {
+  struct sockaddr_storage a;
+  int len = sizeof a;
+  if (uv_tcp_getsockname(&s->listener, (struct sockaddr *)&a, &len) != 0) return -1;
+  return ntohs(((struct sockaddr_in *)&a)->sin_port); /* sin_port and sin6_port share the offset */
+}

@@ -1,0 +1,62 @@
+/* sandstack-proxy: the egress proxy a Docker stack's sandbox reaches the outside through.
+ * One port serves CONNECT tunnels, plain-HTTP forwarding and the credential route, all checked
+ * against the stack's egress policy with the same C matcher as sandstack.policy. Configuration
+ * comes from the environment (docs/proxy.md); every decision is a JSON line on stdout. */
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "proxy/proxy.h"
+#include "proxy/tls.h"
+
+int main(int argc, char **argv) {
+  char why[512];
+  proxy_config cfg;
+  if (proxy_config_load(&cfg, argc, argv, why, sizeof why) != 0) {
+    fprintf(stderr, "sandstack-proxy: %s\n", why);
+    proxy_config_free(&cfg);
+    return 2;
+  }
+  if (cfg.check_only) {
+    char *summary = proxy_config_summary(&cfg);
+    printf("%s\n", summary ? summary : "{}");
+    free(summary);
+    proxy_config_free(&cfg);
+    return 0;
+  }
+  signal(SIGPIPE, SIG_IGN); /* a peer that went away is an error return, not a death */
+  /* the inspection CA and its published files exist before the proxy says it listens */
+  proxy_tls *tls = tls_new(&cfg, why, sizeof why);
+  if (!tls) {
+    fprintf(stderr, "sandstack-proxy: %s\n", why);
+    proxy_config_free(&cfg);
+    return 2;
+  }
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+    fprintf(stderr, "sandstack-proxy: libcurl did not initialise\n");
+    return 1;
+  }
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  proxy_server srv;
+  int rc = 1;
+  if (server_start(&srv, &loop, &cfg) == 0) {
+    srv.tls = tls;
+    char *summary = proxy_config_summary(&cfg);
+    if (summary) { /* the start line, with the port actually bound (for --port 0) */
+      printf("{\"event\":\"listening\",\"port\":%d,\"inspect\":%s,\"config\":%s}\n", server_port(&srv),
+             tls->ca ? "true" : "false", summary);
+      fflush(stdout);
+    }
+    free(summary);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    rc = 0;
+  }
+  uv_run(&loop, UV_RUN_DEFAULT); /* let every close callback run */
+  uv_loop_close(&loop);
+  curl_global_cleanup();
+  tls_free(tls);
+  proxy_config_free(&cfg);
+  return rc;
+}

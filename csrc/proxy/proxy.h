@@ -1,0 +1,153 @@
+#ifndef SANDSTACK_PROXY_PROXY_H
+#define SANDSTACK_PROXY_PROXY_H
+/* The proxy's runtime: one server (listener, signals, the curl multi handle) and its
+ * connections, all on one libuv loop. No globals: every callback finds its state through the
+ * handle's data pointer. A connection lives until its last handle has closed and its last
+ * request (write, resolve, connect, shutdown) has called back: `refs` counts them. */
+#include <curl/curl.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "proxy/config.h"
+#include "proxy/http_head.h"
+
+typedef struct proxy_conn proxy_conn;
+typedef struct curl_loop curl_loop;
+typedef struct cred_req cred_req;
+typedef struct inspect_session inspect_session;
+typedef struct proxy_tls proxy_tls;
+
+typedef struct proxy_server {
+  uv_loop_t *loop;
+  const proxy_config *cfg;
+  uv_tcp_t listener;
+  uv_signal_t sigterm, sigint;
+  uv_timer_t drain_timer;
+  int draining, stopped;
+  size_t active;    /* connections counted against the cap */
+  uint64_t next_id;
+  proxy_conn *conns; /* every live connection (the drain walks it) */
+  curl_loop *curl;
+  proxy_tls *tls; /* OpenSSL contexts and the inspection CA (tls.h) */
+} proxy_server;
+
+typedef enum { KIND_NONE, KIND_CONNECT, KIND_FORWARD, KIND_CREDENTIAL, KIND_INSPECT } conn_kind;
+typedef enum { ST_HEAD, ST_DIAL, ST_HELLO, ST_RELAY, ST_CREDENTIAL, ST_INSPECT, ST_REPLY, ST_CLOSING } conn_state;
+
+struct proxy_conn {
+  proxy_server *srv;
+  proxy_conn *prev, *next;
+  uint64_t id;
+  int refs;
+  conn_state state;
+  conn_kind kind;
+  uv_tcp_t client, upstream;
+  int upstream_open;
+  uv_timer_t timer; /* the one deadline of the current state */
+  uint64_t started_ms;
+  char peer[64];
+
+  /* bytes read from the client and not yet passed on: the head, then early body/hello bytes */
+  char *buf;
+  size_t len, cap, scanned;
+  ph_request req;
+
+  /* what was asked and decided (the audit line) */
+  char method[33], host[SS_HOST_MAX + 1], path[SS_PATH_MAX + 1], address[64];
+  int port, status, rule;
+  const char *decision, *reason;
+  uint64_t bytes_up, bytes_down;
+
+  /* relaying */
+  uint64_t up_left; /* request body bytes still to pass upstream (forward); UINT64_MAX: unbounded */
+  int client_eof, upstream_eof, client_paused, upstream_paused, shutdowns;
+  uint8_t *hello_scratch;
+  uv_getaddrinfo_t gai;
+  uv_connect_t connect_req;
+  struct sockaddr_storage dest;
+
+  void (*on_connected)(proxy_conn *c);
+  int counted, gai_pending;
+  char sni[256];
+  const char *end; /* why the connection ended, for the audit line */
+
+  cred_req *cred;
+  inspect_session *insp; /* an inspected CONNECT (inspect.c) */
+  const char *leaf;      /* its leaf certificate: "cached" or "fresh" (the audit line) */
+};
+
+/* listener.c */
+int server_start(proxy_server *s, uv_loop_t *loop, const proxy_config *cfg);
+int server_port(proxy_server *s); /* the bound port (for --port 0) */
+void server_conn_gone(proxy_server *s); /* a connection was freed: finish a drain when it was the last */
+
+/* conn.c: lifecycle */
+void conn_accept(proxy_server *s, uv_stream_t *listener);
+void conn_close(proxy_conn *c);
+void conn_hold(proxy_conn *c);
+void conn_release(proxy_conn *c);
+void conn_set_deadline(proxy_conn *c, unsigned ms);
+void conn_read_client(proxy_conn *c);   /* (re)start reading; idempotent */
+void conn_read_upstream(proxy_conn *c);
+/* Writes len bytes (copied) to the stream; on_done is called after the write (may be NULL). */
+int conn_write(proxy_conn *c, uv_stream_t *to, const char *data, size_t len, void (*on_done)(proxy_conn *, int status));
+/* The same, taking ownership of base (malloc'd). */
+int conn_write_owned(proxy_conn *c, uv_stream_t *to, char *base, size_t len, void (*on_done)(proxy_conn *, int status));
+/* Writes then ends the connection without a reset: shutdown, drain what the client still sends. */
+void conn_reply_and_linger(proxy_conn *c, const char *data, size_t len);
+
+/* reply.c: JSON answers, then a lingering close */
+void reply_error(proxy_conn *c, int status, const char *error_type, const char *message);
+/* A policy refusal: 403 with {"policy":{decision, reason, rule, host, port, method, path}}. */
+void reply_policy(proxy_conn *c, const char *decision, const char *reason, int rule, const char *message);
+/* An answer about the destination (502/504) with "upstream":{"reason","host","port"} in the body. */
+void reply_upstream(proxy_conn *c, int status, const char *reason, const char *message);
+const char *reply_status_text(int status);
+
+/* dial.c: resolve (pinned), classify, connect; then on_connected(c) */
+void dial_start(proxy_conn *c, void (*on_connected)(proxy_conn *c));
+
+/* relay.c: both directions with backpressure */
+void relay_start(proxy_conn *c);
+void relay_client_data(proxy_conn *c, char *base, size_t len);   /* takes base */
+void relay_upstream_data(proxy_conn *c, char *base, size_t len); /* takes base */
+void relay_client_eof(proxy_conn *c);
+void relay_upstream_eof(proxy_conn *c);
+
+/* tunnel.c / forward.c / credential.c: the three routes, after the head is read */
+void tunnel_begin(proxy_conn *c);
+void tunnel_client_data(proxy_conn *c, const char *data, size_t len);
+void tunnel_upstream_spoke(proxy_conn *c);
+void forward_begin(proxy_conn *c);
+void credential_begin(proxy_conn *c);
+void credential_client_data(proxy_conn *c, const char *data, size_t len);
+void credential_client_eof(proxy_conn *c);
+void credential_client_drained(proxy_conn *c);
+void credential_abort(proxy_conn *c);
+void credential_done(CURL *easy, CURLcode rc); /* curl_loop: a transfer ended */
+
+/* curl_loop.c: libcurl's multi-socket API driven by this loop */
+curl_loop *curl_loop_new(uv_loop_t *loop, void (*done)(CURL *easy, CURLcode rc));
+CURLM *curl_loop_multi(curl_loop *cl);
+void curl_loop_kick(curl_loop *cl); /* after adding a handle: let curl start it */
+void curl_loop_close(curl_loop *cl);
+
+/* inspect.c: an inspected CONNECT (TLS terminated, each request checked on method and path) */
+void inspect_start(proxy_conn *c); /* after the ClientHello in c->buf passed tunnel.c's SNI check */
+void inspect_client_data(proxy_conn *c, const char *data, size_t len);
+void inspect_upstream_data(proxy_conn *c, const char *data, size_t len);
+void inspect_client_eof(proxy_conn *c);
+void inspect_upstream_eof(proxy_conn *c);
+void inspect_deadline(proxy_conn *c);
+/* The answer data (may be empty) sealed into the sandbox's TLS session, then close_notify:
+ * 0 with the ciphertext in *out (NULL when none), or -1 when c has no TLS session. */
+int inspect_seal(proxy_conn *c, const char *data, size_t len, char **out, size_t *out_len);
+void inspect_free(proxy_conn *c);
+
+/* audit.c */
+void audit_conn(const proxy_conn *c);
+
+/* policy helpers (conn.c) */
+int policy_names_literal(const ss_policy *p, const char *address);
+
+#endif

@@ -1,0 +1,220 @@
+-- What sandstack owns on an engine, read from labels: list, reap, down, and the marks of warm
+-- pools (internal to sandstack.docker; the public functions are re-exported there).
+local core = require "sandstack.core"
+local E = require "sandstack.error"
+local batch = require "sandstack.docker.batch"
+
+local M = {}
+
+local LABEL = "io.sandstack.project"
+
+local function engine(opts)
+  local sandstack = require "sandstack"
+  return sandstack.engine { host = opts.docker_host, timeout = opts.timeout, api_version = opts.api_version }
+end
+
+local function list_reqs(project)
+  return batch.list_requests(project and (LABEL .. "=" .. project) or LABEL)
+end
+
+local function listed(results)
+  local err = batch.first_error(results)
+  if err then return nil, err end
+  return { containers = results[1].body, networks = results[2].body, volumes = results[3].body.Volumes or {} }
+end
+
+local function union(known, found, key)
+  local seen, out = {}, {}
+  for _, n in ipairs(known or {}) do if not seen[n] then seen[n] = true; out[#out + 1] = n end end
+  for _, o in ipairs(found) do
+    local n = o[key]
+    if not seen[n] then seen[n] = true; out[#out + 1] = n end
+  end
+  return out
+end
+
+-- Removes every object labelled with the project: containers, then networks, then volumes.
+-- Objects the handle knows by name are deleted while the label lists are being read, so a
+-- teardown costs the same three rounds as the shortest raw sequence.
+function M.remove_project(eng, project, known)
+  known = known or {}
+  local reqs = list_reqs(project)
+  local function del_container(name)
+    return { "DELETE", "/containers/" .. name, nil, { query = { force = "1", v = "1" } }, ok = { [404] = true, [409] = true } }
+  end
+  for _, n in ipairs(known.containers or {}) do reqs[#reqs + 1] = del_container(n) end
+  local r = batch.run(eng, reqs, 60)
+  local objs, err = listed(r)
+  if not objs then return nil, err end
+  local deleted = {}
+  for i = 4, #r do deleted[#deleted + 1] = r[i] end
+  local first = batch.first_error(deleted)
+  local done, extra = {}, {}
+  for _, n in ipairs(known.containers or {}) do done[n] = true end
+  for _, c in ipairs(objs.containers) do
+    local name = (c.Names and c.Names[1] or ""):gsub("^/", "")
+    if not done[name] then extra[#extra + 1] = c.Id end
+  end
+  local ok, rerr = batch.remove(eng, { containers = extra, networks = union(known.networks, objs.networks, "Name"),
+    volumes = union(known.volumes, objs.volumes, "Name") })
+  first = first or (not ok and rerr) or nil
+  if first then return nil, first end
+  return true
+end
+
+-- The claim of a pooled stack: a container named <project>-claim, created and never started.
+-- The engine's name registry answers a second create of that name 409, in any process, so
+-- exactly one claimant wins. It carries the project label, so the stack's removal takes it.
+-- The same create with role "ready" is the mark a filler sets once the stack has passed
+-- readiness: only marked stacks are handed out (a half-made one never is).
+function M.mark(eng, role, project, pool, session_key, image)
+  local q = { query = { name = project .. "-" .. role } }
+  local body = { Image = image, Entrypoint = { "true" }, NetworkDisabled = true,
+    Labels = { [LABEL] = project, ["io.sandstack.pool"] = pool, ["io.sandstack.session"] = session_key,
+      ["io.sandstack.role"] = role, ["io.sandstack.version"] = core.VERSION },
+    HostConfig = { NetworkMode = "none" } }
+  local r = batch.run(eng, { { "POST", "/containers/create", body, q } }, 60)[1]
+  if r.ok then return true end
+  return nil, r.err
+end
+
+local POOL = "io.sandstack.pool"
+
+local check_keys = E.check_keys
+
+-- A stack of a warm pool that no session holds and whose filler has not marked it ready is
+-- "starting" for this long after its creation, then "failed" (its filler died mid-start).
+M.POOL_STARTING_GRACE = 600
+
+-- The state of a pooled stack from its list entry: in_use (claimed), ready (marked, every
+-- service running), starting (unmarked, young) or failed.
+function M.pool_state(e, now, grace)
+  if e.claimed then return "in_use" end
+  if e.marked then
+    for _, st in pairs(e.services) do if st ~= "running" then return "failed" end end
+    return next(e.services) and "ready" or "failed"
+  end
+  if e.created and (now or os.time()) - e.created < (grace or M.POOL_STARTING_GRACE) then return "starting" end
+  return "failed"
+end
+
+local function is_list(x) return type(x) == "table" end
+
+-- Stacks owned by sandstack on the engine, from labels: { {project=, session_key=, created=,
+-- pool=, state=, ...} }, sorted by pool and project. Objects without the project label are not
+-- sandstack's and are skipped; an Engine answer of the wrong shape is an error.
+local LIST_KEYS = { docker_host = true, timeout = true, project = true, pool = true }
+function M.list(opts)
+  opts = check_keys(opts, LIST_KEYS, "sandstack.docker.list")
+  local eng, err = engine(opts)
+  if not eng then return nil, err end
+  local filters = { opts.project and (LABEL .. "=" .. opts.project) or LABEL }
+  if opts.pool then filters[#filters + 1] = POOL .. "=" .. opts.pool end
+  local f = { label = filters }
+  local r = batch.run(eng, {
+    { "GET", "/containers/json", nil, { query = { all = "1", filters = f } } },
+    { "GET", "/networks", nil, { query = { filters = f } } },
+    { "GET", "/volumes", nil, { query = { filters = f } } },
+  }, 60)
+  eng:close()
+  err = batch.first_error(r)
+  if err then return nil, err end
+  local cs, ns, vb = r[1].body, r[2].body, r[3].body
+  if not is_list(cs) or not is_list(ns) or not is_list(vb) or (vb.Volumes ~= nil and not is_list(vb.Volumes)) then
+    return nil, E.new("engine", "bad_answer", "the engine's object lists are malformed")
+  end
+  local by = {}
+  local function entry(labels)
+    local p = type(labels) == "table" and labels[LABEL]
+    if type(p) ~= "string" then return nil end
+    by[p] = by[p] or { project = p, session_key = labels["io.sandstack.session"], pool = labels[POOL],
+      created = tonumber(labels["io.sandstack.created"]), version = labels["io.sandstack.version"],
+      services = {}, images = {}, networks = 0, volumes = 0 }
+    return by[p]
+  end
+  for _, c in ipairs(cs) do
+    local labels = type(c) == "table" and c.Labels
+    local e = entry(labels)
+    if e then
+      local role = labels["io.sandstack.role"]
+      if role == "claim" then
+        e.claimed, e.pool, e.claim_session = true, e.pool or labels[POOL], labels["io.sandstack.session"]
+      elseif role == "ready" then
+        e.marked = true
+      else
+        local svc = labels["io.sandstack.service"] or "?"
+        e.services[svc], e.images[svc] = c.State, c.Image
+      end
+    end
+  end
+  for _, n in ipairs(ns) do local e = entry(type(n) == "table" and n.Labels); if e then e.networks = e.networks + 1 end end
+  for _, v in ipairs(vb.Volumes or {}) do local e = entry(type(v) == "table" and v.Labels); if e then e.volumes = e.volumes + 1 end end
+  local out, now = {}, os.time()
+  for _, e in pairs(by) do
+    if e.pool then
+      -- the objects' own session label is the pool's placeholder: the claim names the owner
+      e.state = M.pool_state(e, now)
+      e.session_key = e.claim_session
+    end
+    e.claim_session = nil
+    out[#out + 1] = e
+  end
+  table.sort(out, function(a, b)
+    if (a.pool or "") ~= (b.pool or "") then return (a.pool or "") < (b.pool or "") end
+    return a.project < b.project
+  end)
+  return out
+end
+
+-- Removes owned stacks: all of them, or those older than older_than seconds, or one project,
+-- or those whose project name starts with prefix, or (pool = name) a warm pool's leftovers:
+-- every stack of that pool no session holds, idle, starting or half-made. An idle stack is
+-- claimed before it is removed, so a concurrent acquire never receives a stack being removed.
+-- Returns the list of removed projects.
+local REAP_KEYS = { docker_host = true, timeout = true, project = true, older_than = true, prefix = true, pool = true,
+  idle_only = true }
+function M.reap(opts)
+  opts = check_keys(opts, REAP_KEYS, "sandstack.docker.reap")
+  local stacks, err = M.list { docker_host = opts.docker_host, timeout = opts.timeout, project = opts.project, pool = opts.pool }
+  if not stacks then return nil, err end
+  local eng; eng, err = engine(opts)
+  if not eng then return nil, err end
+  local removed, first = {}, nil
+  local t = os.time()
+  for _, s in ipairs(stacks) do
+    local old = not opts.older_than or (s.created and t - s.created >= opts.older_than)
+    local match = not opts.prefix or s.project:sub(1, #opts.prefix) == opts.prefix
+    local take = old and match
+    if take and opts.pool then
+      take = s.state ~= "in_use" and (not opts.idle_only or s.state == "ready" or (s.marked and s.state == "failed"))
+      if take and s.marked then
+        local image = s.images.forwarder or select(2, next(s.images))
+        local ok, e = M.mark(eng, "claim", s.project, opts.pool, "reap", image)
+        if not ok then
+          take = false
+          if e.status ~= 409 then first = first or e end -- 409: a session claimed it first
+        end
+      end
+    end
+    if take then
+      local ok, e = M.remove_project(eng, s.project)
+      if ok then removed[#removed + 1] = s.project else first = first or e end
+    end
+  end
+  eng:close()
+  if first then return nil, first end
+  return removed
+end
+
+-- Destroys one project by name without a handle (the CLI's `down`).
+function M.down(project, opts)
+  opts = opts or {}
+  local eng, err = engine(opts)
+  if not eng then return nil, err end
+  local ok; ok, err = M.remove_project(eng, project)
+  eng:close()
+  return ok, err
+end
+
+
+return M

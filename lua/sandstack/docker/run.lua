@@ -1,0 +1,32 @@
+-- The context a start runs in (internal to sandstack.docker): the core's monotonic clock and
+-- sleep, the hook calls, and the cooperative waits of a warm pool's fill.
+local core = require "sandstack.core"
+
+local M = {}
+
+-- The core's monotonic clock and sleep: no LuaSocket needed, no whole-second os.time deadlines,
+-- and no `sleep` child process (one would inherit a gateway's descriptors).
+local now, sleep = core.engine_clock, core.sleep
+M.now, M.sleep = now, sleep
+
+-- A start driven by a warm pool's fill runs in a coroutine that the pool resumes: its waits
+-- (health, the forwarder's port, readiness) yield the seconds they would sleep instead, so
+-- several stacks wait at once. Any other caller sleeps as before.
+local cooperative = setmetatable({}, { __mode = "k" })
+function M.cooperate(co) cooperative[co] = true end
+function M.pause(seconds)
+  local co = coroutine.running()
+  if co and cooperative[co] then coroutine.yield(seconds) else sleep(seconds) end
+end
+
+function M.emit(run, phase, service, extra)
+  if not run.on_event then return end
+  local ev = { phase = phase, service = service, project = run.plan.project,
+    elapsed = now() - run.t0 }
+  for k, v in pairs(extra or {}) do ev[k] = v end
+  -- a failing callback must not leave half a stack behind: report it, carry on
+  local ok, err = pcall(run.on_event, ev)
+  if not ok then io.stderr:write("sandstack: on_event failed: ", tostring(err), "\n") end
+end
+
+return M

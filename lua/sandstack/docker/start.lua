@@ -1,0 +1,98 @@
+-- The start pipeline of sandstack.docker (internal; sandstack.docker.start and the warm pools
+-- call it). The model (core.stack_model) validates the options once, compiles the egress policy
+-- and mints the token and the run label; every body comes finished from its plan, and this file
+-- only orders the steps, settles their answers and calls the hooks.
+local core = require "sandstack.core"
+local E = require "sandstack.error"
+local A = require "sandstack.docker.apply"
+local isolation = require "sandstack.docker.isolation"
+local handle = require "sandstack.docker.handle"
+
+local M = {}
+
+local function engine(opts)
+  local sandstack = require "sandstack"
+  return sandstack.engine { host = opts.docker_host, timeout = opts.timeout, api_version = opts.api_version }
+end
+
+local function split_hooks(session_key, opts)
+  if type(session_key) ~= "string" then error("sandstack.docker.start: session_key must be a string", 3) end
+  if type(opts) ~= "table" then error("sandstack.docker.start: options must be a table", 3) end
+  local clean, hooks = {}, {}
+  for k, v in pairs(opts) do
+    if k == "on_event" or k == "req_adapter" then
+      if type(v) ~= "function" then error("sandstack.docker.start: " .. k .. " must be a function", 3) end
+      hooks[k] = v
+    else
+      clean[k] = v
+    end
+  end
+  return clean, hooks
+end
+
+-- pool (a warm pool's name, or nil) labels every object io.sandstack.pool.
+local function start_with(session_key, clean, hooks, pool)
+  local model, err = core.stack_model(clean, session_key)
+  if not model then return nil, err end
+  local eng; eng, err = engine(clean)
+  if not eng then model:close(); return nil, err end
+  local run = { eng = eng, model = model, pool = pool, subnet_pool = clean.subnet_pool, t0 = A.now(),
+    on_event = hooks.on_event, req_adapter = hooks.req_adapter, created = { networks = {}, volumes = {}, containers = {} } }
+  local plan; plan, err = A.plan(run)
+  if not plan then model:close(); eng:close(); return nil, err end
+  local stack = handle.new(eng, plan, hooks)
+  local steps = {
+    function() return require("sandstack.docker.runtime").check(eng, plan.runtime) end, -- before any pull or create
+    function() return A.ensure_images(run) end,
+    function() return isolation.verify(run) end,
+    function() return A.create_networks_and_volumes(run) end,
+    function() return A.create_containers(run) end,
+    function() return A.start_services(run, run.plan.containers) end,
+    function()
+      local port, e = A.read_port(run)
+      handle.set_port(stack, port)
+      return port, e
+    end,
+    function() return A.wait_ready(run, stack.port) end,
+  }
+  for _, step in ipairs(steps) do
+    local okstep, res, e = pcall(step)
+    if not okstep or not res then
+      model:close()
+      local left = A.rollback(run)
+      handle.set_port(stack, nil)
+      eng:close()
+      if not okstep then error(res, 0) end -- a programming error: re-raise after cleaning up
+      if left and type(e) == "table" then -- what the rollback could not remove, by name
+        e.rollback_error = left
+        e.message = tostring(e.message) .. "; the rollback left " .. tostring(left.message)
+      end
+      return nil, e
+    end
+  end
+  model:close()
+  return stack
+end
+
+-- start(session_key, opts[, pool]) -> stack | nil, err
+function M.start(session_key, opts, pool)
+  local clean, hooks = split_hooks(session_key, opts)
+  return start_with(session_key, clean, hooks, pool)
+end
+
+-- The plan a start would apply, without an engine (for inspection and tests): the same model and
+-- the same bodies. ctx: api_version (the engine's, default 1.41), pool, subnets = {sbx=, pub=,
+-- egress=, isocheck=}, and now/token/run to pin what a start takes from the clock and the CSPRNG.
+local PLAN_CTX = { api_version = true, pool = true, subnets = true, now = true, token = true, run = true }
+function M.plan(session_key, opts, ctx)
+  local clean = split_hooks(session_key, opts)
+  ctx = ctx or {}
+  E.check_keys(ctx, PLAN_CTX, "sandstack.docker.plan")
+  local model, err = core.stack_model(clean, session_key, { now = ctx.now, token = ctx.token, run = ctx.run })
+  if not model then return nil, err end
+  local plan; plan, err = model:plan { api_version = ctx.api_version, pool = ctx.pool, subnets = ctx.subnets }
+  model:close()
+  return plan, err
+end
+
+return M

@@ -1,0 +1,124 @@
+-- The streaming answers of the engine client (internal to sandstack.engine): download (a body
+-- written to a file by the C core) and events (a line stream on its own connection).
+local core = require "sandstack.core"
+local E = require "sandstack.error"
+local O = require "sandstack.engine.options"
+local R = require "sandstack.engine.requests"
+local X = require "sandstack.engine.errors"
+
+local DOWNLOAD_KEYS = { max_bytes = true, timeout = true, query = true, headers = true }
+local EVENTS_KEYS = { filters = true, since = true, ["until"] = true, max_bytes = true,
+  timeout = true }
+local EVENTS = "/events"
+
+local now = core.engine_clock
+
+local M = {}
+
+-- download: a GET whose 2xx body streams to a file (mode 0600), bounded by max_bytes. On any
+-- failure the partial file is removed.
+function M.download(eng, path, filename, opts)
+  R.check_open(eng, 2)
+  if type(filename) ~= "string" or filename == "" then error("download: filename must be a string", 2) end
+  opts = E.check_keys(opts, DOWNLOAD_KEYS, "download")
+  O.check_number(opts.timeout, "download", "timeout", 2)
+  O.check_number(opts.max_bytes, "download", "max_bytes", 2)
+  local target = O.target(eng.api_version, path, opts.query, "download", 2)
+  local tid, err = eng._h:submit("GET", target, nil, {
+    headers = O.header_lines(opts.headers, "download", 2), timeout = opts.timeout or eng.timeout,
+    mode = "file", file = filename, max_bytes = opts.max_bytes or O.DEFAULTS.DEFAULT_DOWNLOAD_MAX_BYTES,
+  })
+  if not tid then return nil, err end
+  local r = R.wait(eng, tid)
+  if r.err or r.status < 200 or r.status >= 300 then
+    os.remove(filename)
+    if r.err then return nil, X.with_path(r.err, "GET", path) end
+    return nil, X.engine_error(r.status, "GET", path, r.message)
+  end
+  return true, r.file_bytes
+end
+
+local Events = {}
+local events_mt = { __index = Events, __name = "sandstack.engine.events" }
+
+-- events: a stream on its own connection (a second transport handle), read line by line.
+function M.events(eng, opts)
+  R.check_open(eng, 2)
+  opts = E.check_keys(opts, EVENTS_KEYS, "events")
+  O.check_number(opts.max_bytes, "events", "max_bytes", 2)
+  O.check_number(opts.timeout, "events", "timeout", 2)
+  if opts.filters ~= nil and type(opts.filters) ~= "table" then
+    error("events: option 'filters' must be a table", 2)
+  end
+  local q = { filters = opts.filters, since = opts.since, ["until"] = opts["until"] }
+  local target = O.target(eng.api_version, EVENTS, q, "events", 2)
+  local h, err = core.engine_client(eng._cfg)
+  if not h then return nil, err end
+  local max = math.max(opts.max_bytes or O.DEFAULTS.DEFAULT_EVENTS_MAX_BYTES, O.DEFAULTS.MIN_EVENTS_MAX_BYTES)
+  local tid
+  tid, err = h:submit("GET", target, nil, {
+    timeout = 0, connect_timeout = eng.timeout, mode = "lines", max_bytes = max,
+  })
+  if not tid then h:close() return nil, err end
+  -- The request only goes out while transfers are driven: wait for the answer's headers so the
+  -- daemon has subscribed before events() returns (events after that are not missed).
+  if not h:await_headers(tid, eng.timeout) then
+    h:close()
+    return nil, E.new("transport", "timeout", "GET /events: no answer in time", { method = "GET", path = EVENTS })
+  end
+  return setmetatable({ _h = h, _id = tid, timeout = opts.timeout or eng.timeout }, events_mt)
+end
+
+-- The stream's transfer is done: its error, or the daemon's refusal, or the plain end.
+local function ended(self)
+  local r = self._h:take(self._id)
+  self:close()
+  if r.err then return X.with_path(r.err, "GET", EVENTS) end
+  if r.status < 200 or r.status >= 300 then return X.engine_error(r.status, "GET", EVENTS, r.message) end
+  return X.stream_closed(EVENTS, "the daemon ended the stream")
+end
+
+-- s:read(timeout) -> event | nil, err. err.reason "timeout": nothing came in time (read again);
+-- "closed": the stream is over (ended by the daemon, e.g. `until` passed, or closed here).
+function Events:read(timeout)
+  if self._closed then return nil, X.stream_closed(EVENTS, "the stream is closed") end
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
+    error("read: timeout must be a number of seconds", 2)
+  end
+  local h, id = self._h, self._id
+  local wait = timeout or self.timeout
+  local deadline = now() + wait
+  local drove = false
+  while true do
+    local line = h:line(id)
+    if line then
+      if line:find("%S") then
+        local ev = core.json_decode(line)
+        if type(ev) ~= "table" then
+          return nil, X.bad_json("GET", EVENTS, "events: a line is not a JSON object")
+        end
+        return ev
+      end
+    elseif h:state(id) == "done" then
+      return nil, ended(self)
+    else
+      local left = deadline - now()
+      if left <= 0 and drove then return nil, X.stream_timeout(EVENTS, wait) end
+      h:run(id, math.max(left, 0)) -- read(0) still collects what already arrived
+      drove = true
+    end
+  end
+end
+
+-- Idempotent. The transport handle is a userdata with its own __gc, so a stream dropped
+-- without close (a plain table has no __gc in LuaJIT) still releases its connection.
+function Events:close()
+  if self._closed then return end
+  self._closed = true
+  self._h:close()
+end
+
+events_mt.__close = Events.close
+events_mt.__gc = Events.close
+
+return { methods = M }

@@ -1,0 +1,338 @@
+-- sandstack.gateway: the production OpenResty gateway (docs/gateway.md). One stack per agent
+-- session, created by an authenticated tenant, reached with the session's secret, limited,
+-- expired, adopted again after a restart, optionally handed out from a warm pool. These are the
+-- nginx handlers; they run in the event loop and never block: every Engine call goes to the
+-- thread pool (ngx.run_worker_thread, gateway/worker.lua). Policy is split by concept:
+--   gateway/config.lua     the operator's configuration, checked
+--   gateway/auth.lua       tenant tokens and session secrets (digests, constant-time compare)
+--   gateway/limits.lua     per-tenant and global caps
+--   gateway/sessions.lua   the session table in the shared dict
+--   gateway/expiry.lua     idle and max-age expiry (a timer)
+--   gateway/adoption.lua   re-adopting the engine's stacks after a restart
+--   gateway/metrics.lua    Prometheus text
+--   gateway/nginx_conf.lua nginx.conf from the configuration (`sandstack gateway`)
+local core = require "sandstack.core"
+local auth = require "sandstack.gateway.auth"
+local limits = require "sandstack.gateway.limits"
+local S = require "sandstack.gateway.sessions"
+local metrics = require "sandstack.gateway.metrics"
+
+local M = {}
+
+local WORKER = "sandstack.gateway.worker"
+local KEY_PATTERN = "^[a-z0-9][a-z0-9_-]*$"
+local KEY_MAX = 48
+
+-- Set once by init() in the master and inherited by every worker; read-only afterwards.
+local conf
+-- The context the timers' modules (expiry, adoption) share with the handlers.
+local G = {}
+
+function M.init(path)
+  local f = assert(io.open(path, "rb"))
+  local text = f:read("*a")
+  f:close()
+  conf = assert(core.json_decode(text), "gateway: the rendered config is not JSON")
+  G.conf = conf
+end
+
+local function reply(status, doc)
+  ngx.status = status
+  ngx.header["Content-Type"] = "application/json"
+  ngx.say(core.json_encode(doc))
+  return ngx.exit(status)
+end
+
+local function fail(status, kind, message, extra)
+  local e = { kind = kind, message = message }
+  for k, v in pairs(extra or {}) do e[k] = v end
+  return reply(status, { error = e })
+end
+
+-- run(fn, ...) -> true, value | false, err: one worker function in the thread pool.
+local function run(fn, ...)
+  local ok, res, val = ngx.run_worker_thread("sandstack", WORKER, fn, ...)
+  if not ok then
+    if res == "no available Lua vm" then return false, { kind = "busy", message = res } end
+    return false, { kind = "gateway", message = tostring(res) }
+  end
+  return res, val
+end
+G.run = run
+
+local function failure_status(err)
+  if err.kind == "busy" then ngx.header["Retry-After"] = "1"; return 503 end
+  if err.kind == "timeout" then return 504 end
+  return 502
+end
+
+local function dicts()
+  G.dict = G.dict or ngx.shared.sandstack_sessions
+  G.metrics = G.metrics or ngx.shared.sandstack_metrics
+  return G.dict, G.metrics
+end
+
+-- Options of one cold start: the configured ones plus the session's own project, and the key
+-- in the sandbox's env (SANDSTACK_SESSION) so that operators can tell stacks apart.
+local function stack_options(key)
+  local opts = core.json_decode(core.json_encode(conf.stack))
+  opts.project_name = conf.project_prefix .. key
+  local sandbox = opts.sandbox_service or "sandbox"
+  for _, svc in ipairs(opts.services or {}) do
+    if svc.name == sandbox then
+      svc.env = svc.env or {}
+      svc.env.SANDSTACK_SESSION = key
+    end
+  end
+  return opts
+end
+
+local function pool_options()
+  return { name = conf.project_prefix .. "pool", size = conf.pool.size, max = conf.pool.max, stack = conf.stack }
+end
+
+-- destroy(key, entry, reason) -> true | nil, err: used by DELETE and by expiry.
+function G.destroy(key, entry, reason)
+  local dict, mdict = dicts()
+  local marked, merr = S.mark(dict, key, entry, "stopping")
+  if not marked then return nil, { kind = "gateway", message = "session table: " .. tostring(merr) } end
+  local ok, err = run("destroy", entry.record)
+  if not ok then
+    S.ready(dict, key, entry)
+    metrics.failure(mdict, err.kind)
+    return nil, err
+  end
+  S.remove(dict, key, entry)
+  limits.release(dict, entry.tenant)
+  metrics.inc(mdict, "sandstack_gateway_destroyed_total", 'reason="' .. reason .. '"')
+  ngx.log(ngx.NOTICE, "sandstack gateway: session ", key, " destroyed (", reason, ")")
+  return true
+end
+
+local function valid_key(key)
+  return type(key) == "string" and #key <= KEY_MAX and key:match(KEY_PATTERN) ~= nil and not key:match("^pool%-")
+end
+
+local function tenant_of_request()
+  return auth.tenant(conf.tenants, auth.bearer(ngx.var.http_authorization))
+end
+
+-- POST /sessions[/<key>]
+local function create(tenant, key)
+  local dict, mdict = dicts()
+  if not key then key = core.random_hex(8) end
+  if not valid_key(key) then
+    return fail(400, "invalid", "session key must match [a-z0-9][a-z0-9_-]* (at most 48, not pool-...)")
+  end
+  local ok, which = limits.claim(dict, tenant.name, tenant.max_sessions, conf.max_sessions)
+  if not ok then
+    ngx.header["Retry-After"] = "30"
+    metrics.failure(mdict, "limit_" .. which)
+    return fail(429, "limit", which == "tenant" and "tenant session limit reached" or "gateway session limit reached")
+  end
+  local secret, digest = auth.new_secret()
+  local entry = { tenant = tenant.name, digest = digest, created = ngx.time() }
+  local claimed, err = S.claim(dict, key, entry)
+  if not claimed then
+    limits.release(dict, tenant.name)
+    if err == "exists" then return fail(409, "conflict", "session exists", { key = key }) end
+    return fail(503, "gateway", "session table: " .. tostring(err))
+  end
+  local meta = { node = conf.name, key = key, tenant = tenant.name, digest = digest, created = entry.created }
+  local t0 = ngx.now()
+  local started, res
+  if conf.pool then
+    started, res = run("acquire", key, pool_options(), meta)
+  else
+    started, res = run("start", key, stack_options(key), meta)
+  end
+  ngx.update_time()
+  if not started then
+    S.remove(dict, key, entry)
+    limits.release(dict, tenant.name)
+    metrics.failure(mdict, res.kind)
+    return fail(failure_status(res), res.kind or "gateway", res.message or "start failed", { reason = res.reason })
+  end
+  local how = conf.pool and "pool" or "cold"
+  metrics.observe(mdict, conf.pool and "sandstack_gateway_acquire_seconds" or "sandstack_gateway_start_seconds",
+    ngx.now() - t0)
+  metrics.inc(mdict, "sandstack_gateway_starts_total", 'how="' .. how .. '"')
+  if conf.pool then
+    -- the pool gauges until the next refill counts them: one ready stack fewer, one more in use
+    if (mdict:get("gauge:pool_ready") or 0) > 0 then mdict:incr("gauge:pool_ready", -1, 0) end
+    mdict:incr("gauge:pool_in_use", 1, 0)
+  end
+  entry.record = res
+  local stored, serr = S.ready(dict, key, entry)
+  if not stored then
+    run("destroy", res) -- nowhere to keep it: do not leak the stack
+    S.remove(dict, key, entry)
+    limits.release(dict, tenant.name)
+    return fail(503, "gateway", "cannot keep the session: " .. tostring(serr))
+  end
+  return reply(201, { key = key, secret = secret, endpoint_path = "/sessions/" .. key .. "/" })
+end
+
+-- The session of a request that carries its secret, or an answer already sent.
+local function authorized(key, tenant)
+  local dict = dicts()
+  local entry = S.get(dict, key)
+  if not entry then
+    if not require("sandstack.gateway.adoption").done(dict) then
+      ngx.header["Retry-After"] = "1"
+      return nil, fail(503, "unavailable", "the gateway is still adopting its sessions")
+    end
+    return nil, fail(404, "not_found", "no such session", { key = key })
+  end
+  -- Another tenant's session is not there, as far as this tenant can tell.
+  if tenant and entry.tenant ~= tenant.name then
+    return nil, fail(404, "not_found", "no such session", { key = key })
+  end
+  if not auth.session_ok(entry, ngx.var.http_x_sandstack_session_secret) then
+    return nil, fail(401, "unauthorized", "wrong or missing " .. auth.SECRET_HEADER)
+  end
+  return entry
+end
+
+-- content of /sessions and /sessions/<key>: POST creates; GET and DELETE need the tenant's
+-- token and the session's secret.
+function M.api()
+  local method = ngx.req.get_method()
+  local key = ngx.var.sandstack_key
+  if key == "" then key = nil end
+  local tenant = tenant_of_request()
+  if not tenant then
+    ngx.header["WWW-Authenticate"] = 'Bearer realm="sandstack"'
+    return fail(401, "unauthorized", "a tenant token is needed: Authorization: Bearer <token>")
+  end
+  if method == "POST" then return create(tenant, key) end
+  if not key or (method ~= "GET" and method ~= "DELETE") then
+    ngx.header["Allow"] = key and "GET, DELETE, POST" or "POST"
+    return fail(405, "gateway", "method not allowed")
+  end
+  if not valid_key(key) then return fail(404, "not_found", "no such session") end
+  local entry, sent = authorized(key, tenant)
+  if not entry then return sent end
+  if method == "GET" then return reply(200, S.view(key, entry)) end
+  if entry.state ~= "ready" then
+    return fail(409, "conflict", "session is " .. tostring(entry.state), { key = key })
+  end
+  local ok, err = G.destroy(key, entry, "deleted")
+  if not ok then
+    return fail(failure_status(err), err.kind or "gateway", err.message or "destroy failed", { reason = err.reason })
+  end
+  return reply(200, { key = key, destroyed = true })
+end
+
+-- The upstream URI: the normalised path after /sessions/<key>, re-escaped segment by segment
+-- (an encoded "?" or "%" stays data), plus the query string.
+local function upstream_uri()
+  local parts = {}
+  for seg in (ngx.var.sandstack_path .. "/"):gmatch("([^/]*)/") do parts[#parts + 1] = ngx.escape_uri(seg) end
+  local uri = table.concat(parts, "/")
+  local args = ngx.var.args
+  if args and args ~= "" then uri = uri .. "?" .. args end
+  return uri
+end
+
+-- The forwarder's port re-read (the stack restarted) and stored, unless the session went away.
+local function refresh(key, entry)
+  local ok, res = run("reconnect", entry.record)
+  if not ok then return nil, res end
+  if type(res.port) ~= "number" then return nil, { kind = "busy", message = "the session's stack is not running" } end
+  local now = S.get(dicts(), key)
+  if not now or now.state ~= "ready" or now.digest ~= entry.digest then
+    return nil, { kind = "gateway", message = "session went away" }
+  end
+  now.record = res
+  S.ready(dicts(), key, now)
+  return res
+end
+
+local function route_to(key, force_refresh)
+  local dict = dicts()
+  local entry, sent = authorized(key, nil)
+  if not entry then return sent end
+  if entry.state ~= "ready" then
+    ngx.header["Retry-After"] = "1"
+    return fail(503, "unavailable", "session is " .. tostring(entry.state), { key = key })
+  end
+  local record = entry.record
+  -- A port is this session's only while the port index says so (ports are reused).
+  if force_refresh or dict:get("port:" .. tostring(record.port)) ~= key then
+    local fresh, err = refresh(key, entry)
+    if not fresh then
+      return fail(failure_status(err), err.kind or "gateway", err.message or "reconnect failed", { key = key })
+    end
+    record = fresh
+  end
+  if ngx.var.sandstack_open == "" then
+    S.opened(dict, key)
+    ngx.var.sandstack_open = "1"
+  end
+  ngx.var.sandstack_port = tostring(record.port)
+  ngx.var.sandstack_uri = upstream_uri()
+end
+
+-- access of /sessions/<key>/...: the secret checked, then $sandstack_port/$sandstack_uri set.
+function M.route() return route_to(ngx.var.sandstack_key, false) end
+
+-- access of the named location nginx jumps to when connecting failed: the port re-read once.
+function M.reroute() return route_to(ngx.var.sandstack_key, true) end
+
+-- log phase of the proxied locations: a request that was let through has ended.
+function M.done()
+  if ngx.var.sandstack_open == "1" then S.closed(dicts(), ngx.var.sandstack_key) end
+end
+
+function M.health()
+  local ok, res = run("health", conf.stack.docker_host)
+  if not ok then return fail(failure_status(res), res.kind or "gateway", res.message or "health check failed") end
+  res.node = conf.name
+  return reply(200, res)
+end
+
+function M.metrics()
+  local dict, mdict = dicts()
+  local pool
+  if conf.pool then
+    pool = { ready = mdict:get("gauge:pool_ready"), starting = mdict:get("gauge:pool_starting"),
+      in_use = mdict:get("gauge:pool_in_use"), failed = mdict:get("gauge:pool_failed") }
+  end
+  ngx.header["Content-Type"] = "text/plain; version=0.0.4"
+  ngx.print(metrics.render(mdict, S.states(dict), pool))
+end
+
+-- The pool refill timer: fill to size, then publish the pool's counts for /metrics.
+local function refill(premature)
+  if premature then return end
+  local dict, mdict = dicts()
+  if not dict:add("lock:fill", true, 900) then return end
+  local ok, st = run("fill", pool_options(), conf.pool.concurrency)
+  dict:delete("lock:fill")
+  if not ok then
+    metrics.failure(mdict, st.kind)
+    ngx.log(ngx.ERR, "sandstack gateway: pool fill: ", tostring(st.message))
+    return
+  end
+  for _, s in ipairs { "ready", "starting", "in_use", "failed" } do metrics.gauge(mdict, "pool_" .. s, st[s] or 0) end
+  if st.error then
+    metrics.failure(mdict, st.error.kind)
+    ngx.log(ngx.ERR, "sandstack gateway: pool fill: ", tostring(st.error.message))
+  end
+end
+
+-- init_worker: worker 0 adopts the engine's stacks, runs expiry and keeps the pool filled.
+function M.init_worker()
+  dicts()
+  if ngx.worker.id() ~= 0 then return end
+  require("sandstack.gateway.adoption").start(G)
+  require("sandstack.gateway.expiry").start(G)
+  if conf.pool then
+    ngx.timer.at(0, refill)
+    ngx.timer.every(conf.pool.interval, refill)
+  end
+end
+
+M._G = G -- for the specs
+return M

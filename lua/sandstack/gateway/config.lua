@@ -1,0 +1,174 @@
+-- sandstack.gateway.config: the gateway's configuration, checked once before nginx starts.
+-- The operator writes a Lua file that returns a table (examples/openresty-gateway/config.lua);
+-- `sandstack gateway` checks it here, renders nginx.conf from it (gateway/nginx_conf.lua) and
+-- hands nginx the checked table as JSON, so the workers never see an unchecked value.
+local E = require "sandstack.error"
+
+local M = {}
+
+-- Every key the file may set, with its default (nil: required or optional without default).
+M.DEFAULTS = {
+  name = "gateway",          -- this node's name: its stacks carry io.sandstack.gateway=<name>
+  listen = "127.0.0.1:8088", -- the API and proxy listener
+  metrics_listen = "127.0.0.1:9145", -- GET /metrics (Prometheus text), a listener of its own
+  project_prefix = "gw-",    -- every stack's project is <prefix><key> (pooled: <prefix>pool-<hex>)
+  max_sessions = 100,        -- the global cap (starting and live sessions)
+  idle_ttl = 1800,           -- seconds without a proxied request before a session is destroyed
+  max_ttl = 86400,           -- seconds after which a session is destroyed whatever it does
+  expiry_interval = 10,      -- seconds between two expiry scans
+  workers = 1, threads = 8, vms = 32, user = "root",
+  worker_connections = 1024,
+  dict_size = "10m",
+  client_max_body_size = "10m",
+  proxy_connect_timeout = 5, proxy_read_timeout = 3600, proxy_send_timeout = 3600,
+  client_body_timeout = 60, client_header_timeout = 30, send_timeout = 3600,
+  create_timeout = 300,      -- nginx's own bound on POST /sessions (a start or an acquire)
+  lua_path = nil, lua_cpath = nil, -- nginx's search paths; `sandstack gateway` derives defaults
+  nginx = nil,               -- { http = "...", server = "...", metrics = "..." }: extra directives
+  error_log_level = "notice",
+}
+local REQUIRED_TABLES = { tenants = true, stack = true }
+local POOL_KEYS = { size = true, max = true, concurrency = true, interval = true }
+local TENANT_KEYS = { name = true, token_sha256 = true, max_sessions = true }
+local NGINX_KEYS = { http = true, server = true, metrics = true }
+local NUMBERS = { max_sessions = 1, idle_ttl = 1, max_ttl = 1, expiry_interval = 0.1, workers = 1,
+  threads = 1, vms = 1, worker_connections = 16, proxy_connect_timeout = 1, proxy_read_timeout = 1,
+  proxy_send_timeout = 1, client_body_timeout = 1, client_header_timeout = 1, send_timeout = 1,
+  create_timeout = 10 }
+
+local function bad(option, message)
+  return E.fail("invalid", "invalid_option", "gateway config: " .. message, { option = option })
+end
+
+local function whole(v, min)
+  return type(v) == "number" and v == math.floor(v) and v >= min
+end
+
+local function check_tenants(list)
+  if #list == 0 then return bad("tenants", "at least one tenant is needed") end
+  local names = {}
+  for i, t in ipairs(list) do
+    if type(t) ~= "table" then return bad("tenants", "tenant " .. i .. " must be a table") end
+    for k in pairs(t) do
+      if not TENANT_KEYS[k] then return bad("tenants", "tenant " .. i .. ": unknown key '" .. tostring(k) .. "'") end
+    end
+    if type(t.name) ~= "string" or not t.name:match("^[%w_.-]+$") then
+      return bad("tenants", "tenant " .. i .. ": name must be [A-Za-z0-9_.-]+")
+    end
+    if names[t.name] then return bad("tenants", "tenant name '" .. t.name .. "' twice") end
+    names[t.name] = true
+    -- A digest, never a token: 64 lowercase hex digits (`printf %s TOKEN | sha256sum`).
+    if type(t.token_sha256) ~= "string" or not t.token_sha256:match("^" .. ("%x"):rep(64) .. "$") then
+      return bad("tenants", "tenant " .. t.name .. ": token_sha256 must be 64 hex digits")
+    end
+    t.token_sha256 = t.token_sha256:lower()
+    if t.max_sessions ~= nil and not whole(t.max_sessions, 0) then
+      return bad("tenants", "tenant " .. t.name .. ": max_sessions must be a whole number >= 0")
+    end
+  end
+  return true
+end
+
+local function check_pool(pool)
+  if type(pool) ~= "table" then return bad("pool", "pool must be a table") end
+  for k in pairs(pool) do
+    if not POOL_KEYS[k] then return bad("pool", "pool: unknown key '" .. tostring(k) .. "'") end
+  end
+  pool.size = pool.size or 1
+  pool.max = pool.max or math.max(pool.size, 1) * 2
+  pool.concurrency = pool.concurrency or 2
+  pool.interval = pool.interval or 5
+  if not whole(pool.size, 0) or not whole(pool.max, 1) or pool.max < pool.size then
+    return bad("pool", "pool: size >= 0 and max >= size, whole numbers")
+  end
+  if not whole(pool.concurrency, 1) or pool.concurrency > 16 then
+    return bad("pool", "pool: concurrency from 1 to 16")
+  end
+  if type(pool.interval) ~= "number" or pool.interval < 0.1 then return bad("pool", "pool: interval >= 0.1") end
+  return true
+end
+
+local function functions_in(t, seen)
+  seen = seen or {}
+  if seen[t] then return nil end
+  seen[t] = true
+  for k, v in pairs(t) do
+    if type(v) == "function" then return tostring(k) end
+    if type(v) == "table" then
+      local f = functions_in(v, seen)
+      if f then return tostring(k) .. "." .. f end
+    end
+  end
+end
+
+-- check(t) -> config | nil, err: a checked copy of t with the defaults filled in.
+function M.check(t)
+  if type(t) ~= "table" then return bad(nil, "the file must return a table") end
+  local c = {}
+  for k, v in pairs(t) do
+    if M.DEFAULTS[k] == nil and not REQUIRED_TABLES[k] and k ~= "pool" and k ~= "lua_path"
+      and k ~= "lua_cpath" and k ~= "nginx" then
+      return bad(k, "unknown key '" .. tostring(k) .. "'")
+    end
+    c[k] = v
+  end
+  for k, v in pairs(M.DEFAULTS) do if c[k] == nil then c[k] = v end end
+  for k in pairs(REQUIRED_TABLES) do
+    if type(c[k]) ~= "table" then return bad(k, k .. " must be a table") end
+  end
+  local ok, err = check_tenants(c.tenants)
+  if not ok then return nil, err end
+  for k, min in pairs(NUMBERS) do
+    if type(c[k]) ~= "number" or c[k] < min or (min >= 1 and c[k] ~= math.floor(c[k])) then
+      return bad(k, k .. " must be a number >= " .. min)
+    end
+  end
+  for _, k in ipairs { "name", "listen", "metrics_listen", "project_prefix", "dict_size", "user",
+    "client_max_body_size", "error_log_level" } do
+    -- these go into nginx.conf verbatim: no quotes, semicolons, braces or spaces
+    if type(c[k]) ~= "string" or not c[k]:match("^[%w_.:%[%]/-]+$") then
+      return bad(k, k .. " must be a plain word (letters, digits, _ . : [ ] / -)")
+    end
+  end
+  if not c.name:match("^[a-z0-9][a-z0-9_.-]*$") then return bad("name", "name must be [a-z0-9][a-z0-9_.-]*") end
+  if not c.project_prefix:match("^[a-z0-9][a-z0-9_.-]*$") then
+    return bad("project_prefix", "project_prefix must be [a-z0-9][a-z0-9_.-]*")
+  end
+  if c.max_ttl < c.idle_ttl then return bad("max_ttl", "max_ttl must be at least idle_ttl") end
+  if c.stack.project_name ~= nil then return bad("stack", "the gateway names the projects: drop stack.project_name") end
+  local f = functions_in(c.stack)
+  if f then return bad("stack", "stack." .. f .. " is a function: it cannot cross into the thread pool") end
+  if c.pool ~= nil then
+    ok, err = check_pool(c.pool)
+    if not ok then return nil, err end
+  end
+  if c.nginx ~= nil then
+    if type(c.nginx) ~= "table" then return bad("nginx", "nginx must be a table of directive strings") end
+    for k, v in pairs(c.nginx) do
+      if not NGINX_KEYS[k] or type(v) ~= "string" then return bad("nginx", "nginx: http, server, metrics (strings)") end
+    end
+  end
+  for _, k in ipairs { "lua_path", "lua_cpath" } do
+    if c[k] ~= nil and (type(c[k]) ~= "string" or c[k]:find('["{}\n]')) then
+      return bad(k, k .. " must be a search path without quotes or braces")
+    end
+  end
+  return c
+end
+
+-- load(path) -> config | nil, err: runs the file (it returns the table) and checks it.
+function M.load(path)
+  local chunk, lerr = loadfile(path)
+  if not chunk then return E.fail("invalid", "bad_config", "gateway config: " .. tostring(lerr)) end
+  local ok, t = pcall(chunk)
+  if not ok then return E.fail("invalid", "bad_config", "gateway config: " .. tostring(t)) end
+  return M.check(t)
+end
+
+-- The pool's name (every pooled project starts with it) and the pool options for
+-- sandstack.docker.pool.
+function M.pool_name(c)
+  return c.project_prefix .. "pool"
+end
+
+return M

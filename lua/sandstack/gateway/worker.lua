@@ -1,0 +1,209 @@
+-- sandstack.gateway.worker: the gateway's blocking half. Every function here runs inside
+-- ngx.run_worker_thread, in a Lua VM of the thread pool, never in nginx's event loop.
+-- Arguments and results cross between VMs by deep copy and must be plain data; functions
+-- return `true, value` or `false, {kind=, reason=, message=}` (the first value nginx hands back
+-- only says the call ran). Thread VMs are reused, so this module keeps no state.
+--
+-- What makes a stack a gateway session, and lets a restarted nginx find it again: a marker, a
+-- container named <project>-gw, created and never started (no process, no network), labelled
+--   io.sandstack.project=<project>   so that removing the project removes the marker with it
+--   io.sandstack.role=gateway, io.sandstack.gateway=<node name>
+--   io.sandstack.gateway.session/.tenant/.created  the session's key, tenant and birth
+--   io.sandstack.gateway.secret-sha256  the digest of the session secret, never the secret
+--   io.sandstack.gateway.record         the stack's record (stack:record(), JSON)
+-- The marker is made after the stack is ready: a stack of this gateway without one was mid-start
+-- when nginx went away, and adoption rolls it back.
+local core = require "sandstack.core"
+
+local M = {}
+
+local MARK = "io.sandstack.gateway"
+
+local function plain_error(err)
+  if type(err) ~= "table" then return { kind = "gateway", message = tostring(err) } end
+  local out = {}
+  for k, v in pairs(err) do
+    local t = type(v)
+    if type(k) == "string" and (t == "string" or t == "number" or t == "boolean") then out[k] = v end
+  end
+  out.kind = out.kind or "gateway"
+  out.message = out.message or tostring(err)
+  return out
+end
+
+-- fn(...) with raised errors and nil, err both turned into false, plain err.
+local function guarded(fn, ...)
+  local ok, a, b = pcall(fn, ...)
+  if not ok then return false, plain_error(a) end
+  if a == nil then return false, plain_error(b) end
+  return true, a
+end
+
+local function docker() return require("sandstack").docker end
+
+local function engine(host, timeout)
+  return require("sandstack").engine { host = host, timeout = timeout }
+end
+
+local function forwarder_name(record)
+  for _, c in ipairs(record.containers or {}) do
+    if c.service == record.forwarder then return c.name end
+  end
+  return record.project .. "-" .. tostring(record.forwarder)
+end
+
+-- The marker of one session (above). Its image is the forwarder's, which the engine has.
+local function mark(record, meta)
+  local eng, err = engine(record.docker_host, record.timeout)
+  if not eng then return nil, err end
+  local info; info, err = eng:call("GET", "/containers/" .. forwarder_name(record) .. "/json")
+  if not info then eng:close(); return nil, err end
+  local body = { Image = info.Config and info.Config.Image or info.Image, Entrypoint = { "true" },
+    NetworkDisabled = true, HostConfig = { NetworkMode = "none" },
+    Labels = { ["io.sandstack.project"] = record.project, ["io.sandstack.role"] = "gateway",
+      ["io.sandstack.version"] = core.VERSION, [MARK] = meta.node, [MARK .. ".session"] = meta.key,
+      [MARK .. ".tenant"] = meta.tenant, [MARK .. ".created"] = tostring(meta.created),
+      [MARK .. ".secret-sha256"] = meta.digest, [MARK .. ".record"] = core.json_encode(record) } }
+  local ok; ok, err = eng:call("POST", "/containers/create", body, { query = { name = record.project .. "-gw" } })
+  eng:close()
+  if not ok then return nil, err end
+  return true
+end
+
+-- The stack's record, marked; a stack that cannot be marked is destroyed (it could never be
+-- found again after a restart, and the client is told the start failed).
+local function finish(stack, meta)
+  local record = stack:record()
+  local ok, err = mark(record, meta)
+  if not ok then
+    stack:destroy()
+    stack:close()
+    return nil, err
+  end
+  stack:close() -- the handle's Engine connection; the stack keeps running
+  return record
+end
+
+-- start(key, opts, meta) -> true, record: a cold start.
+function M.start(key, opts, meta)
+  return guarded(function()
+    local stack, err = docker().start(key, opts)
+    if not stack then return nil, err end
+    return finish(stack, meta)
+  end)
+end
+
+-- acquire(key, pool_opts, meta) -> true, record: a stack from the warm pool (a cold start
+-- labelled with the pool when it is empty).
+function M.acquire(key, pool_opts, meta)
+  return guarded(function()
+    local pool, err = docker().pool(pool_opts)
+    if not pool then return nil, err end
+    local stack; stack, err = pool:acquire(key)
+    if pool.eng then pool.eng:close(); pool.eng = nil end
+    if not stack then return nil, err end
+    return finish(stack, meta)
+  end)
+end
+
+-- fill(pool_opts, concurrency) -> true, {started=, ready=, starting=, in_use=, failed=}
+function M.fill(pool_opts, concurrency)
+  return guarded(function()
+    local pool, err = docker().pool(pool_opts)
+    if not pool then return nil, err end
+    local n, ferr = pool:fill { concurrency = concurrency }
+    local st = pool:status() or {}
+    if pool.eng then pool.eng:close(); pool.eng = nil end
+    st.started = n or 0
+    st.error = not n and plain_error(ferr) or nil
+    return st
+  end)
+end
+
+-- reconnect(record) -> true, record with the forwarder's port re-read (nil when stopped).
+function M.reconnect(record)
+  return guarded(function()
+    local stack, err = docker().reconnect(record)
+    if not stack then return nil, err end
+    local fresh = stack:record()
+    stack:close()
+    return fresh
+  end)
+end
+
+-- destroy(record) -> true, true: every object of the project, the marker included.
+function M.destroy(record)
+  return guarded(function()
+    local ok, err = docker().down(record.project, { docker_host = record.docker_host, timeout = record.timeout })
+    if not ok then return nil, err end
+    return true
+  end)
+end
+
+-- adopt(a) -> true, {sessions = {...}, rolled_back = {projects}}. a: node, prefix, pool (name or
+-- nil), keep (set of session keys the dict already holds), docker_host, timeout.
+-- Every marked stack of this node is re-read (port included); a stack of this gateway's prefix
+-- that has no marker was mid-start and is removed, unless it is an idle pool stack (the pool's)
+-- or the dict still knows its key (an in-flight start of a worker that outlived a reload).
+function M.adopt(a)
+  return guarded(function()
+    local eng, err = engine(a.docker_host, a.timeout)
+    if not eng then return nil, err end
+    local list; list, err = eng:call("GET", "/containers/json", nil,
+      { query = { all = "1", filters = { label = { "io.sandstack.project" } } } })
+    eng:close()
+    if not list then return nil, err end
+    local projects = {}
+    for _, c in ipairs(list) do
+      local l = type(c) == "table" and c.Labels or {}
+      local p = l["io.sandstack.project"]
+      if type(p) == "string" and p:sub(1, #a.prefix) == a.prefix then
+        local e = projects[p] or { project = p }
+        projects[p] = e
+        if l["io.sandstack.role"] == "gateway" then
+          e.marker = l
+        elseif l["io.sandstack.role"] == "claim" then
+          e.claim = l["io.sandstack.session"]
+        end
+        e.pool = e.pool or l["io.sandstack.pool"]
+        e.session = e.session or l["io.sandstack.session"]
+      end
+    end
+    local out = { sessions = {}, rolled_back = {}, failed = {} }
+    for p, e in pairs(projects) do
+      local m = e.marker
+      if m and m[MARK] == a.node then
+        local record = core.json_decode(m[MARK .. ".record"] or "")
+        local fresh = type(record) == "table" and select(2, M.reconnect(record))
+        if type(fresh) == "table" and fresh.project then
+          out.sessions[#out.sessions + 1] = { key = m[MARK .. ".session"], tenant = m[MARK .. ".tenant"],
+            digest = m[MARK .. ".secret-sha256"], created = tonumber(m[MARK .. ".created"]), record = fresh }
+        else
+          out.failed[#out.failed + 1] = p
+        end
+      elseif not m then
+        local key = e.pool and e.claim or e.session
+        local idle_pool_stack = e.pool and not e.claim
+        if not idle_pool_stack and not (key and a.keep[key]) and e.claim ~= "reap" then
+          local ok = docker().down(p, { docker_host = a.docker_host, timeout = a.timeout })
+          if ok then out.rolled_back[#out.rolled_back + 1] = p end
+        end
+      end
+    end
+    return out
+  end)
+end
+
+-- health() -> true, {sandstack =, engine_api =}
+function M.health(host)
+  return guarded(function()
+    local eng, err = engine(host)
+    if not eng then return nil, err end
+    local v, verr = eng:version()
+    eng:close()
+    if not v then return nil, verr end
+    return { sandstack = core.VERSION, engine_api = v.ApiVersion }
+  end)
+end
+
+return M

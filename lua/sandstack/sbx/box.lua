@@ -1,0 +1,319 @@
+-- The Box: one sbx sandbox as acquire hands it out. Commands run through the exec wrapper
+-- (csrc/sbx/wrapper.c), files through the file plane on the host side of the workspace mount.
+-- The public methods are API.md's; retirement, drift and kill are local functions. Internal
+-- to sandstack.sbx (M.new); M.retire, M.usable and M.kill are there for the specs only.
+local core = require "sandstack.core"
+local E = require "sandstack.error"
+local cli, host = require "sandstack.sbx.cli", require "sandstack.sbx.host"
+local records, dispose = require "sandstack.sbx.records", require "sandstack.sbx.dispose"
+local egress, options = require "sandstack.sbx.egress", require "sandstack.sbx.options"
+
+local M = {}
+
+local Box = {}
+Box.__index = Box
+
+M.EXEC_DIR = "/tmp/.sandstack-exec" -- guest: pgid and cancel files, made 1777 at create
+
+-- fields: backend, name, id, workspace, mount, work_dir, egress, allow (a compiled policy or
+-- nil), allow_canon, image, fingerprint, probe_host
+function M.new(fields) return setmetatable(fields, Box) end
+
+local function x(s) return "x" .. core.base64(s) end
+
+-- Marks the sandbox unusable, here and in its record, so other processes replace it too.
+-- Returns true, or nil, err when the mark could not be recorded: then only this process knows,
+-- and the caller must say so (another process would go on using the sandbox).
+local function retire(box, reason)
+  box.retired = reason
+  local b = box.backend
+  local rec = records.read(b, box.name)
+  if rec and rec.id == box.id then
+    rec.retired = reason
+    local ok, err = records.write(b, box.name, rec)
+    if not ok then
+      err.retired = reason
+      err.message = "the sandbox " .. box.name .. " is retired (" .. reason .. ") in this process, but its record"
+        .. " could not be written, so other processes may still use it: " .. err.message
+      return nil, err
+    end
+  end
+  return true
+end
+
+-- true, or nil, err (kind "retired") when this handle must not be used any more.
+local function usable(box)
+  cli.live(box.backend)
+  if box.disposed then return E.fail("retired", "disposed", "the sandbox was disposed") end
+  if not box.retired then
+    local rec = records.read(box.backend, box.name)
+    if not rec or rec.id ~= box.id then
+      box.retired = "replaced"
+    elseif rec.retired then
+      box.retired = rec.retired
+    end
+  end
+  if box.retired then
+    return E.fail("retired", box.retired, "the sandbox " .. box.name .. " was retired (" .. box.retired
+      .. "); acquire again for a fresh one")
+  end
+  return true
+end
+
+-- true, or nil, err: the host's egress state still means what it meant at create; otherwise
+-- the sandbox is retired.
+function M.check_drift(box)
+  if box.egress ~= "allowlist" then return true end
+  local st, err = host.egress_state(box.backend, box.name, box.probe_host)
+  if not st then return nil, err end
+  local reason, detail = egress.drift(box.allow, st, box.name, box.fingerprint)
+  if reason then
+    local rok, rerr = retire(box, "drift:" .. reason)
+    if not rok then return nil, rerr end
+    return E.fail("retired", "drift", "the host's egress state changed (" .. reason .. "): " .. detail
+      .. "; the sandbox is retired and the next acquire replaces it", { drift = reason })
+  end
+  return true
+end
+
+-- Kills a command's process group with a second exec, as the sandbox's user; retires the
+-- sandbox unless the kill script saw the group gone (it exits non-zero when the kill failed,
+-- e.g. EPERM for a command run with user = "root", or a member outlived it: csrc/sbx/wrapper.c).
+-- Returns killed, and the error of a retirement that could not be recorded.
+local function kill(box, token)
+  local b = box.backend
+  local res = cli.run_raw(b, { "exec", box.name, "sh", "-c", core.sbx_kill_script, "sandstack-sbx", M.EXEC_DIR, token },
+    { timeout = b.exec_cleanup_timeout, max_output = 64 * 1024 })
+  if not res or res.exit_code ~= 0 then
+    local ok, err = retire(box, "kill_failed")
+    return false, not ok and err or nil
+  end
+  return true
+end
+
+M.retire, M.usable, M.kill = retire, usable, kill
+
+-- The wrapper's stdin (csrc/sbx/wrapper.h): env and argv travel there, never on sbx's command
+-- line, which every local user can read in /proc.
+local function wrapper_input(box, cwd, argv, env)
+  local input = { x(box.workspace), x(box.mount), x(cwd) }
+  if env then
+    local keys = {}
+    for k in pairs(env) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      if type(k) ~= "string" or not k:match("^[A-Za-z_][A-Za-z0-9_]*$") then
+        return E.fail("invalid", "env", "exec: bad environment variable name " .. tostring(k))
+      end
+      input[#input + 1] = x(k .. "=" .. tostring(env[k]))
+    end
+  end
+  input[#input + 1] = "--"
+  for _, a in ipairs(argv) do input[#input + 1] = x(a) end
+  input[#input + 1] = ".\n"
+  return table.concat(input, "\n")
+end
+
+local exec_keys = { timeout = true, cwd = true, env = true, max_output_bytes = true, user = true }
+
+-- The argv of a command: a list of strings, or one shell-command string, which /bin/sh -c runs
+-- inside the wrapper (as the original's exec does); the list form stays the default.
+local function command_argv(cmd)
+  if type(cmd) == "string" then
+    if cmd == "" then error("exec: the command string is empty", 3) end
+    return { "/bin/sh", "-c", cmd }
+  end
+  if type(cmd) ~= "table" or #cmd == 0 then error("exec: argv must be a non-empty list of strings or a string", 3) end
+  for i, a in ipairs(cmd) do
+    if type(a) ~= "string" then error("exec: argv[" .. i .. "] is not a string", 3) end
+  end
+  return cmd
+end
+
+local plane -- defined with the file methods below
+
+-- The guest directory a command runs in: work_dir by default; a relative cwd is resolved by
+-- the file plane against work_dir and may not climb above it; an absolute one is the guest's
+-- own business (the command runs at the guest's authority).
+local function command_cwd(box, cwd)
+  if cwd == nil then return box.work_dir end
+  if cwd:sub(1, 1) == "/" then return cwd end
+  local p, err = plane(box)
+  if not p then return nil, err end
+  return p:resolve(cwd)
+end
+
+local function run_command(self, argv, opts)
+  local ok, err = options.exec(opts)
+  if not ok then return nil, err end
+  ok, err = usable(self)
+  if not ok then return nil, err end
+  ok, err = M.check_drift(self)
+  if not ok then return nil, err end
+  local b = self.backend
+  local budget = opts.max_output_bytes or b.max_output_bytes
+  local cwd, cerr = command_cwd(self, opts.cwd)
+  if not cwd then return nil, cerr end
+  local nonce, token = "sandstack-" .. core.random_hex(16), core.random_hex(12)
+  -- only the wrapper text, the sandbox name, the nonce and the token are on the command line
+  local args = { "exec", "-i" }
+  if opts.user then args[#args + 1] = "-u"; args[#args + 1] = opts.user end
+  for _, a in ipairs({ self.name, "sh", "-c", core.sbx_wrapper_script, "sandstack-sbx", nonce, M.EXEC_DIR, token }) do
+    args[#args + 1] = a
+  end
+  local input, ierr = wrapper_input(self, cwd, argv, opts.env)
+  if not input then return nil, ierr end
+  local timeout = opts.timeout or b.exec_timeout
+  local res, rerr = cli.run_raw(b, args, { timeout = timeout, max_output = budget, stdin = input })
+  if not res then return nil, rerr end
+  if res.timed_out or res.over_limit then
+    local killed, kerr = kill(self, token)
+    if kerr then return nil, kerr end -- the retirement could not be recorded: that comes first
+    local extra = killed and "" or "; the kill failed, so the sandbox is retired"
+    if res.timed_out then
+      return E.fail("timeout", "exec", ("the command ran past %gs and its process group was killed%s"):format(timeout, extra),
+        { killed = killed })
+    end
+    return E.fail("output_limit", nil, ("the command's output passed %d bytes and its process group was killed%s")
+      :format(budget, extra), { limit = budget, killed = killed })
+  end
+  local chatter, own = core.sbx_split_stderr(res.stderr, nonce)
+  if not chatter then
+    -- the wrapper never ran: this is sbx's failure, never the command's exit status
+    local e = cli.classify(res, "sbx exec")
+    if e.reason == "not_found" then
+      local rok, retire_err = retire(self, "missing")
+      if not rok then return nil, retire_err end
+    end
+    return nil, e
+  end
+  return { stdout = res.stdout, stderr = own, exit_code = res.exit_code or (128 + (res.signal or 0)) }
+end
+
+function Box:exec_bounded(cmd, opts)
+  local argv = command_argv(cmd)
+  return run_command(self, argv, E.check_keys(opts, exec_keys, "exec"))
+end
+
+function Box:exec(cmd, opts)
+  local argv = command_argv(cmd)
+  opts = E.check_keys(opts, exec_keys, "exec")
+  if opts.max_output_bytes then error("exec: use exec_bounded for max_output_bytes", 2) end
+  return run_command(self, argv, opts)
+end
+
+-- The file plane of the workspace, opened on first use.
+plane = function(box)
+  if box._plane then return box._plane end
+  local p, err = core.fileplane_open{ root = box.workspace, guest_root = box.mount, cwd = box.work_dir,
+    max_read = box.backend.max_output_bytes }
+  if not p then return nil, err end
+  box._plane = p
+  return p
+end
+
+-- The plane of a box that may be used now, or nil, err.
+local function usable_plane(box)
+  local ok, err = usable(box)
+  if not ok then return nil, err end
+  return plane(box)
+end
+
+-- The file methods take the plane's options: { cwd = } for a per-call working directory
+-- (relative paths resolve against it and never climb above it), read's { max_bytes = n }
+-- (output_limit past n), attributes' optional field name before them.
+for _, m in ipairs({ "attributes", "read", "write", "mkdir" }) do
+  Box[m] = function(self, ...)
+    local p, err = usable_plane(self)
+    if not p then return nil, err end
+    return p[m](p, ...)
+  end
+end
+
+-- An iterator, as lfs.dir: a path (or a box) that cannot be listed raises the error object.
+function Box:dir(path, opts)
+  local p, err = usable_plane(self)
+  if not p then error(err, 2) end
+  return p:dir(path, opts)
+end
+
+local function exec_result(res, err, what)
+  if not res then return nil, err end
+  if res.exit_code ~= 0 then
+    return E.fail("invalid", "refused", what .. ": " .. (res.stderr:match("[^\n]+") or ("exit " .. res.exit_code)),
+      { exit_code = res.exit_code, stderr = res.stderr })
+  end
+  return true
+end
+
+-- The host-side check before a removal in the guest (csrc/fileplane: no link or mount on the
+-- way, every name listed verbatim, never the workspace root, the working directory or what
+-- holds it): the guest path to remove, false when there is nothing to remove, or nil, err.
+local function checked_guest_path(box, path, check_opts)
+  local p, perr = usable_plane(box)
+  if not p then return nil, perr end
+  return p:check(path, check_opts)
+end
+
+local remove_keys = { recursive = true, cwd = true }
+
+-- remove and reclaim act in the guest, at the guest's own authority (spec 001 "Files"). A
+-- path that is not there is already removed: true, without an exec.
+function Box:remove(path, opts)
+  opts = E.check_keys(opts, remove_keys, "remove")
+  local guest, err = checked_guest_path(self, path, { cwd = opts.cwd })
+  if guest == false then return true end
+  if not guest then return nil, err end
+  return exec_result(self:exec({ "rm", opts.recursive and "-rf" or "-f", "--", guest }), nil, "remove " .. path)
+end
+
+local reclaim_keys = { cwd = true, timeout = true }
+
+-- reclaim(target, {cwd =, timeout =}): a relative target names a child of the working
+-- directory, an absolute one anything strictly inside the workspace but the working directory
+-- and what holds it; then rm -rf in the guest, within timeout (the backend's exec_timeout).
+function Box:reclaim(target, opts)
+  if type(target) ~= "string" or target == "" then error("reclaim: target must be a path", 2) end
+  opts = E.check_keys(opts, reclaim_keys, "reclaim")
+  if opts.timeout ~= nil then
+    local ok, err = options.seconds(opts.timeout, "timeout", "reclaim")
+    if not ok then return nil, err end
+  end
+  local guest, gerr = checked_guest_path(self, target, { cwd = opts.cwd, child = true })
+  if guest == false then return true end
+  if not guest then return nil, gerr end
+  return exec_result(self:exec({ "rm", "-rf", "--", guest }, { timeout = opts.timeout }), nil, "reclaim " .. target)
+end
+
+-- Releases the handle's host resources (its file plane); the sandbox stays. Idempotent. The
+-- plane is userdata with its own __gc, so nothing here relies on __gc of a table (LuaJIT has
+-- none).
+function Box:close()
+  if self._plane then self._plane:close(); self._plane = nil end
+end
+
+Box.__close = Box.close
+
+-- Removes this sandbox: only the instance this handle made (its id is checked first). The
+-- workspace is deleted only once sbx has confirmed the sandbox is gone.
+function Box:dispose()
+  if self.disposed then return true end
+  local b = self.backend
+  local list, err = cli.list(b)
+  if not list then return nil, err end
+  local sb = list[self.name]
+  if not (sb and sb.id ~= self.id) then -- a replacement made by another process is not ours
+    local ok, rerr = dispose.rm_confirmed(b, self.name)
+    if not ok then return nil, rerr end
+  end
+  local rec = records.read(b, self.name)
+  if rec and rec.id == self.id then records.remove(b, self.name) end
+  local ok, rerr = dispose.remove_tree(self.workspace)
+  if not ok then return nil, rerr end
+  os.remove(b.workspace_root .. "/" .. self.name) -- only when empty
+  self:close()
+  self.disposed = true
+  return true
+end
+
+return M

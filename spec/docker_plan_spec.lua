@@ -1,0 +1,121 @@
+-- The plan is what start applies (issue 12): a start runs through a recording pass-through in
+-- front of the engine's socket (spec/support/recording_engine.py), and every create and connect
+-- body the engine received must be, byte for byte, the body_json of sandstack.docker.plan for the
+-- same options, the same run label, creation time and subnets. Lua sends the finished bodies
+-- and never edits one. Projects start "sstest-stack-plan-"; the test proves none is left.
+local sandstack = require "sandstack"
+local core = sandstack.core
+local docker = sandstack.docker
+local h = require "spec.support.helpers"
+
+local PREFIX = "sstest-stack-plan-"
+local AGENT, SOCAT = "sandstack-test/agent:local", "sandstack-test/socat:local"
+local ENGINE_SOCK = (os.getenv("DOCKER_HOST") or "unix:///var/run/docker.sock"):match("^unix://(.+)$")
+  or "/var/run/docker.sock"
+
+local eng = assert(sandstack.engine {})
+
+local function opts(name)
+  return {
+    project_name = name, agent_port = 8080, forwarder_image = SOCAT, subnet_pool = "10.213.0.0/16", pull = "never",
+    proxy_service = "proxy", session_token = ("plan-token-"):rep(4),
+    egress_policy = { allow = { "api.example.com", { host = "*.pypi.org", methods = { "GET" } } } },
+    services = {
+      { name = "sandbox", image = AGENT, command = { "agent" }, depends_on = { "db" },
+        volumes = { { name = "ws", target = "/workspace" } } },
+      { name = "db", image = AGENT, command = { "agent" }, env = { AGENT_PORT = "5432" }, egress = "none" },
+      { name = "proxy", image = AGENT, command = { "agent" }, env = { AGENT_PORT = "3128" }, egress = "allow", port = 3128 },
+    },
+    volumes = { { name = "ws" } },
+    ready = { db = { test = { "agent", "connect", "127.0.0.1", "5432", "500" }, interval = 0.5 } },
+  }
+end
+
+local function leftovers(name)
+  local f = { label = { "io.sandstack.project=" .. name } }
+  return #assert(eng:call("GET", "/containers/json", nil, { query = { all = "1", filters = f } }))
+    + #assert(eng:call("GET", "/networks", nil, { query = { filters = f } }))
+    + #(assert(eng:call("GET", "/volumes", nil, { query = { filters = f } })).Volumes or {})
+end
+
+local function records(path)
+  local out = {}
+  for line in (h.read_file(path) or ""):gmatch("[^\n]+") do out[#out + 1] = assert(core.json_decode(line)) end
+  return out
+end
+
+describe("sandstack.docker.plan is what start applies #docker", function()
+  it("every create and connect body the engine received is the plan's body_json, byte for byte", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -m 700 " .. h.q(dir)))
+    local sock, log = dir .. "/engine.sock", dir .. "/requests.jsonl"
+    local pid = h.sh(("python3 spec/support/recording_engine.py %s %s %s >/dev/null 2>&1 & echo $!"):format(
+      h.q(sock), h.q(ENGINE_SOCK), h.q(log))):match("%d+")
+    local name = PREFIX .. core.random_hex(3)
+    finally(function()
+      docker.down(name)
+      if pid then os.execute("kill " .. pid) end
+      os.execute("rm -rf " .. h.q(dir))
+    end)
+    for _ = 1, 100 do if io.open(sock) then break end; core.sleep(0.05) end
+
+    local s = assert(docker.start(name, (function() local o = opts(name); o.docker_host = "unix://" .. sock; return o end)()))
+    local sent = records(log)
+    assert.is_true(#sent > 10, "the recorder saw the start")
+    s:destroy()
+    s:close()
+
+    -- what start took from the clock, the CSPRNG and the engine: read back from what it sent
+    local run, created, subnets, api
+    for _, r in ipairs(sent) do
+      local v = r.target:match("^/v(%d+%.%d+)/")
+      api = api or v
+      if r.target:find("/networks/create", 1, true) then
+        local b = assert(core.json_decode(r.body))
+        run = run or b.Labels["io.sandstack.run"]
+        created = created or tonumber(b.Labels["io.sandstack.created"])
+        local key = b.Labels["io.sandstack.network"]
+        if b.Labels["io.sandstack.role"] == "isolation-check" then key = "isocheck" end
+        subnets = subnets or {}
+        subnets[key] = b.IPAM and b.IPAM.Config[1].Subnet
+      end
+    end
+    assert.truthy(run and created and api)
+    local plan = assert(docker.plan(name, opts(name), { api_version = api, now = created, run = run, subnets = subnets }))
+
+    -- a request is named by its path and the object it makes (several share /networks/create)
+    local function key(path, body)
+      local b = assert(core.json_decode(body))
+      return path .. " " .. tostring(b.Name or b.Container or "")
+    end
+    local want = {}
+    local function expect(req) want[key(req.path, req.body_json)] = req.body_json end
+    for _, n in ipairs(plan.networks) do expect(n) end
+    for _, v in ipairs(plan.volumes) do expect(v) end
+    for _, c in ipairs(plan.containers) do
+      expect(c)
+      for _, cn in ipairs(c.connects) do expect(cn) end
+    end
+    -- the isolation self-check's network and probe come from the plan too
+    assert.truthy(plan.isolation_check, "an internal bridge is checked")
+    expect(plan.isolation_check.network)
+    expect(plan.isolation_check.container)
+    local compared = 0
+    for _, r in ipairs(sent) do
+      local path = r.target:gsub("^/v%d+%.%d+", "")
+      if r.method == "POST" and (path:find("^/networks/create") or path:find("^/volumes/create")
+        or path:find("^/containers/create") or path:find("/connect$")) then
+        local k = key(path, r.body)
+        assert.is_not_nil(want[k], "a body the plan does not have: " .. k)
+        assert.equal(want[k], r.body, k)
+        want[k] = nil
+        compared = compared + 1
+      end
+    end
+    assert.is_nil(next(want), "a planned request the engine never received")
+    -- three networks, one volume, four containers, two connects, the check's network and probe
+    assert.is_true(compared >= 12, "compared " .. compared)
+    assert.equal(0, leftovers(name))
+  end)
+end)

@@ -1,0 +1,275 @@
+-- Issue 14, at stack level: `egress_policy` without a `proxy_service` makes sandstack add the
+-- sandstack-proxy sidecar itself, and real clients inside a real sandbox go through it. The
+-- outside is a network namespace of this test on a /28 of 203.0.113.0/24 (documentation
+-- addresses, ordinary destinations for the proxy), reached by the proxy over its egress network
+-- (NATed by the engine like any internet traffic). In it: a TLS server with a test CA for
+-- allowed.test and denied.test (spec/support/proxy_standin.py) and a plain-HTTP "model API"
+-- (spec/support/model_standin.py). The proxy finds those names through `proxy_hosts`; the
+-- sandbox (sandstack-test/client:local: curl, python3) trusts the CA. Every refusal is preceded
+-- by a control that succeeds. The proxy and forwarder images are built by
+-- sandstack.docker.build_images from this mode's proxy binary, under test names.
+-- Objects: project "sstest-h6-<random>", netns "sstest-h6-<random>"; all removed at the end.
+local sandstack = require "sandstack"
+local h = require "helpers"
+local core = sandstack.core
+local docker = sandstack.docker
+local images = require "sandstack.docker.images"
+
+local BUILD = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
+local PROXY_BIN = BUILD .. "/sandstack-proxy"
+local PROXY_IMAGE = "sandstack-test/proxy:" .. BUILD:gsub("[^%w.-]", "-")
+local FORWARDER_IMAGE = "sandstack-test/forwarder:" .. BUILD:gsub("[^%w.-]", "-")
+local CLIENT = "sandstack-test/client:local"
+local TAG = core.random_hex(3)
+local PROJECT = "sstest-h6-" .. TAG
+local NS = "sstest-h6-" .. TAG
+local HOST_IF, NS_IF = "sh6" .. TAG .. "h", "sh6" .. TAG .. "n"
+local BASE = 16 * (4 + tonumber(TAG, 16) % 8) -- a /28 in 203.0.113.64 .. .191 (203.0.113.53 is never in it)
+local function addr(n) return ("203.0.113.%d"):format(BASE + n) end
+local TOKEN = "tok-" .. core.random_hex(30)
+local KEY = "sk-real-" .. core.random_hex(16)
+local top = h.must("pwd"):gsub("%s+$", "")
+
+local function missing()
+  if h.must("id -u"):gsub("%s", "") ~= "0" then return "needs root (a network namespace)" end
+  for _, tool in ipairs { "ip", "openssl", "python3", "docker" } do
+    if not select(2, h.sh("command -v " .. tool)) then return "needs " .. tool end
+  end
+  if not select(2, h.sh("test -x " .. h.q(PROXY_BIN))) then return "no " .. PROXY_BIN .. " (build the sandstack-proxy target)" end
+  if not select(2, h.sh("docker info >/dev/null 2>&1")) then return "no Docker engine" end
+  return nil
+end
+
+local function sandbox() return PROJECT .. "-sandbox" end
+
+-- proxy_client.py COMMAND ARGS... run by python3 inside the sandbox, against the added proxy.
+local function client(cmd, ...)
+  local args = {}
+  for i, a in ipairs { ... } do args[i] = h.q(a) end
+  local out = h.must(("docker exec -i %s python3 - %s proxy 3128 %s < %s"):format(sandbox(), cmd,
+    table.concat(args, " "), h.q(top .. "/spec/support/proxy_client.py")))
+  local v = core.json_decode(out:match("([^\n]+)%s*$") or "")
+  assert(v, "client printed no JSON: " .. out)
+  return v
+end
+
+local function in_sandbox(cmd)
+  return h.sh(("docker exec %s sh -c %s"):format(sandbox(), h.q(cmd)))
+end
+
+-- A CONNECT (or anything) sent as raw bytes; \r\n written as the two characters \ r \ n. The
+-- answer is read until the proxy closes or `wait` seconds pass (an open tunnel never closes).
+local function raw(text, wait) return client("raw", text, wait or "5") end
+
+local function basic(token) return "Basic " .. core.base64("sandstack:" .. token) end
+
+local function connect_text(target, auth, extra)
+  return ("CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n%s%s\\r\\n"):format(target, target,
+    auth and ("Proxy-Authorization: " .. auth .. "\\r\\n") or "", extra or "")
+end
+
+local function json_refusal(r, status)
+  assert.equal(status, r.status, core.json_encode(r))
+  assert.matches("application/json", r.headers["content-type"] or "", nil, true)
+  local body = assert(core.json_decode(r.body), "not JSON: " .. tostring(r.body))
+  assert.equal("error", body.type)
+  return body
+end
+
+local function audit()
+  local lines = {}
+  for line in h.sh("docker logs " .. PROJECT .. "-proxy 2>/dev/null"):gmatch("[^\n]+") do
+    local v = core.json_decode(line)
+    if type(v) == "table" and v.decision then lines[#lines + 1] = v end
+  end
+  return lines
+end
+
+describe("the proxy sandstack adds for egress_policy, with real clients in a real sandbox #docker", function()
+  local skip_why = missing()
+  local work, stack, gateway, start_err
+
+  lazy_setup(function()
+    if skip_why then return end
+    work = h.must("mktemp -d /tmp/sstest-h6.XXXXXX"):gsub("%s+$", "")
+    local d = h.q(work)
+    h.must(("cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=sstest-h6-ca 2>&1"
+      .. " && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=allowed.test 2>&1"
+      .. " && printf 'subjectAltName=DNS:allowed.test,DNS:denied.test\\n' > ext"
+      .. " && openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile ext 2>&1"):format(d))
+    -- the outside: a namespace joined to the host by a veth, on its own /28
+    h.must(("ip netns add %s && ip link add %s type veth peer name %s && ip link set %s netns %s"
+      .. " && ip addr add %s/28 dev %s && ip link set %s up"):format(NS, HOST_IF, NS_IF, NS_IF, NS, addr(1), HOST_IF, HOST_IF))
+    for _, n in ipairs { 2, 3, 4 } do h.must(("ip netns exec %s ip addr add %s/28 dev %s"):format(NS, addr(n), NS_IF)) end
+    h.must(("ip netns exec %s ip link set %s up && ip netns exec %s ip link set lo up"):format(NS, NS_IF, NS))
+    h.must(("ip netns exec %s setsid python3 %s %s/srv.pem %s/srv.key %s </dev/null >%s/standin.log 2>&1 &"):format(
+      NS, h.q(top .. "/spec/support/proxy_standin.py"), d, d, d, d))
+    h.must(("ip netns exec %s setsid python3 %s %s 8080 %s 2 </dev/null >%s/model.log 2>&1 &"):format(
+      NS, h.q(top .. "/spec/support/model_standin.py"), addr(4), d, d))
+    for _ = 1, 100 do
+      if h.read_file(work .. "/standin.ready") and h.read_file(work .. "/model.ready") then break end
+      core.sleep(0.05)
+    end
+    -- the host's address on the default bridge: a gateway every container can reach
+    gateway = h.sh("ip -4 -o addr show docker0 | awk '{ split($4, a, \"/\"); print a[1] }'"):match("^(%d+%.%d+%.%d+%.%d+)")
+      or "172.17.0.1"
+    h.must("bash " .. h.q(top .. "/spec/support/client-image.sh"))
+    assert(docker.build_images { proxy_binary = PROXY_BIN, proxy_image = PROXY_IMAGE, forwarder_image = FORWARDER_IMAGE })
+    local ca = h.read_file(work .. "/ca.pem")
+    stack, start_err = docker.start(PROJECT, {
+      project_name = PROJECT, agent_port = 8080, pull = "never",
+      forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
+      services = { { name = "sandbox", image = CLIENT,
+        command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
+        env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
+      api_key = KEY, session_token = TOKEN,
+      egress_policy = { allow = { "allowed.test:443", "gw.test:443", "loop.test:443",
+        { host = "model.test", port = 8080, methods = { "GET", "POST" }, paths = { "/v1/*" } } } },
+      proxy_hosts = { ["allowed.test"] = addr(2), ["denied.test"] = addr(3), ["model.test"] = addr(4),
+        ["gw.test"] = gateway, ["loop.test"] = "127.0.0.1" },
+      proxy_upstream = "http://model.test:8080",
+    })
+  end)
+
+  lazy_teardown(function()
+    if skip_why then return end
+    if stack then stack:destroy(); stack:close() end
+    docker.down(PROJECT)
+    h.sh(("ip netns pids %s | xargs -r kill"):format(NS))
+    h.sh(("ip link del %s; ip netns del %s"):format(HOST_IF, NS))
+    if work then h.sh("rm -rf " .. h.q(work)) end
+  end)
+
+  local function ready()
+    if skip_why then pending(skip_why) return false end
+    assert(stack, "the stack did not start: " .. tostring(start_err))
+    return true
+  end
+
+  it("adds the proxy like any service, with its image; the sandbox holds the token as proxy userinfo, never the key", function()
+    if not ready() then return end
+    local p = assert(docker.plan(PROJECT, { agent_port = 8080, image = CLIENT, api_key = KEY,
+      egress_policy = { allow = { "allowed.test:443" } } }))
+    assert.same({ service = "proxy", port = 3128, image = images.PROXY_IMAGE, added = true }, p.proxy)
+    local info = core.json_decode(h.must("docker inspect " .. PROJECT .. "-proxy"))[1]
+    assert.equal(PROXY_IMAGE, info.Config.Image)
+    assert.equal("sidecar", info.Config.Labels["io.sandstack.role"])
+    local env = {}
+    for _, e in ipairs(info.Config.Env) do local k, v = e:match("^([^=]+)=(.*)$"); env[k] = v end
+    assert.equal(KEY, env.ANTHROPIC_API_KEY)
+    assert.equal(TOKEN, env.SANDSTACK_SESSION_TOKEN)
+    assert.truthy(env.SANDSTACK_EGRESS_POLICY:find('"host":"allowed.test"', 1, true))
+    local out = assert(in_sandbox("env; cat /proc/1/environ | tr '\\0' '\\n'"))
+    assert.truthy(out:find("HTTPS_PROXY=http://sandstack:" .. TOKEN .. "@proxy:3128\n", 1, true))
+    assert.truthy(out:find("https_proxy=http://sandstack:" .. TOKEN .. "@proxy:3128\n", 1, true))
+    assert.truthy(out:find("HTTP_PROXY=http://sandstack:" .. TOKEN .. "@proxy:3128\n", 1, true))
+    assert.truthy(out:find("ANTHROPIC_BASE_URL=http://proxy:3128\n", 1, true))
+    assert.matches("NO_PROXY=localhost,127%.0%.0%.1,::1,forwarder,[%w,-]*sandbox", out)
+    assert.falsy(out:find(KEY, 1, true), "the real key is in the sandbox")
+  end)
+
+  it("lets real curl fetch https://allowed.test through HTTPS_PROXY and refuses denied.test in JSON", function()
+    if not ready() then return end
+    local out, ok = in_sandbox("curl -sS -m 10 https://allowed.test/hello")
+    assert.is_true(ok, out)
+    assert.equal("hello from allowed.test /hello\n", out)
+    out, ok = in_sandbox("curl -sS -m 10 -v https://denied.test/hello")
+    assert.is_false(ok)
+    assert.matches("< HTTP/1.1 403", out)
+    assert.falsy(out:find("hello from", 1, true))
+    local body = json_refusal(raw(connect_text("denied.test:443", basic(TOKEN))), 403)
+    assert.equal("deny", body.policy.decision)
+    assert.equal("host", body.policy.reason)
+  end)
+
+  it("lets Python's urllib fetch through HTTPS_PROXY and refuses denied.test", function()
+    if not ready() then return end
+    local script = [[
+import sys, urllib.request
+try:
+    print(urllib.request.urlopen("https://%s/py", timeout=10).read().decode().strip())
+except Exception as e:
+    print("refused:", e)
+]]
+    local out = assert(in_sandbox("python3 -c " .. h.q(script:format("allowed.test"))))
+    assert.equal("hello from allowed.test /py\n", out)
+    out = assert(in_sandbox("python3 -c " .. h.q(script:format("denied.test"))))
+    assert.matches("^refused: .*403", out)
+  end)
+
+  it("refuses a CONNECT whose TLS SNI names another host", function()
+    if not ready() then return end
+    local ok = client("tunnel_tls", "allowed.test:443", "allowed.test", "/tmp/ca.pem", TOKEN)
+    assert.equal(200, ok.connect_status)
+    assert.equal("ok", ok.tls, core.json_encode(ok))
+    assert.matches("hello from allowed.test", ok.reply.body)
+    local bad = client("tunnel_tls", "allowed.test:443", "denied.test", "/tmp/ca.pem", TOKEN)
+    assert.equal(200, bad.connect_status) -- the tunnel opens; the hello is what is refused
+    assert.equal("error", bad.tls, core.json_encode(bad))
+    local seen
+    for _ = 1, 20 do
+      for _, a in ipairs(audit()) do if a.decision == "sni_mismatch" then seen = a end end
+      if seen then break end
+      core.sleep(0.1)
+    end
+    assert(seen, "no sni_mismatch line in the proxy's audit")
+    assert.equal("denied.test", seen.sni)
+    assert.equal("allowed.test", seen.host)
+  end)
+
+  it("refuses names that resolve to the host's gateway or to 127.0.0.1, even when the policy admits them", function()
+    if not ready() then return end
+    local ctl = raw(connect_text("allowed.test:443", basic(TOKEN)), "1")
+    assert.equal(200, ctl.status)
+    for _, name in ipairs { "gw.test", "loop.test" } do
+      local body = json_refusal(raw(connect_text(name .. ":443", basic(TOKEN))), 403)
+      assert.equal("address_refused", body.policy.decision, name)
+      assert.equal(name == "gw.test" and gateway or "127.0.0.1", body.policy.address, name)
+    end
+  end)
+
+  it("refuses a CONNECT without the token, or with another, with a JSON 407", function()
+    if not ready() then return end
+    assert.equal(200, raw(connect_text("allowed.test:443", basic(TOKEN)), "1").status)
+    local body = json_refusal(raw(connect_text("allowed.test:443", nil)), 407)
+    assert.matches("sandstack proxy", body.error.message)
+    json_refusal(raw(connect_text("allowed.test:443", basic(TOKEN .. "x"))), 407)
+  end)
+
+  it("refuses an oversized header with a JSON 431", function()
+    if not ready() then return end
+    assert.equal(200, raw(connect_text("allowed.test:443", basic(TOKEN), "X-Fill: " .. ("a"):rep(1000) .. "\\r\\n"), "1").status)
+    json_refusal(raw(connect_text("allowed.test:443", basic(TOKEN), "X-Fill: " .. ("a"):rep(40000) .. "\\r\\n")), 431)
+  end)
+
+  it("cuts a slowloris client at the handshake timeout with a JSON 408", function()
+    if not ready() then return end
+    local t0 = os.time()
+    assert.equal(200, raw(connect_text("allowed.test:443", basic(TOKEN)), "1").status)
+    assert.is_true(os.time() - t0 < 5, "the control took " .. (os.time() - t0) .. " s")
+    local r = client("slowloris", "0.3")
+    assert.truthy(r.closed_after, core.json_encode(r))
+    assert.is_true(r.closed_after >= 9 and r.closed_after < 14, "closed after " .. tostring(r.closed_after))
+    assert.is_true(r.sent < 100, "sent " .. r.sent)
+    json_refusal(r.reply, 408)
+  end)
+
+  it("streams SSE from the model API on the credential route: the first event arrives before the last is sent", function()
+    if not ready() then return end
+    local r = client("sse", TOKEN, "/v1/stream")
+    assert.equal(200, r.response.status, core.json_encode(r))
+    assert.truthy(r.response.body:find('"n": 2', 1, true))
+    local sent2 = tonumber((h.read_file(work .. "/stream.log") or ""):match("sent 2 ([%d.]+)"))
+    assert(sent2, "the model API never sent its second event")
+    assert.is_true(r.first_event_at < sent2, ("first event at %.3f, second sent at %.3f"):format(r.first_event_at, sent2))
+    -- what reached the upstream: the real key, never the token (in any header)
+    local reqs = {}
+    for line in (h.read_file(work .. "/requests.jsonl") or ""):gmatch("[^\n]+") do reqs[#reqs + 1] = line end
+    assert.is_true(#reqs >= 1)
+    local last = core.json_decode(reqs[#reqs])
+    assert.equal("/v1/stream", last.path)
+    assert.same({ KEY }, last.headers["x-api-key"])
+    for _, line in ipairs(reqs) do assert.falsy(line:find(TOKEN, 1, true), "the token reached the upstream") end
+    assert.falsy(r.response.body:find(KEY, 1, true))
+  end)
+end)

@@ -1,0 +1,182 @@
+-- The gateway's pure parts without nginx (every mode): configuration checks, tenant and secret
+-- checks, limits, the expiry rule, the metrics text and the rendered nginx.conf. A tiny
+-- in-memory stand-in for ngx.shared dicts carries the dict-based parts.
+local core = require "sandstack.core"
+local config = require "sandstack.gateway.config"
+local auth = require "sandstack.gateway.auth"
+local limits = require "sandstack.gateway.limits"
+local expiry = require "sandstack.gateway.expiry"
+local metrics = require "sandstack.gateway.metrics"
+local nginx_conf = require "sandstack.gateway.nginx_conf"
+
+local function dict()
+  local d = { t = {} }
+  function d:get(k) return self.t[k] end
+  function d:set(k, v) self.t[k] = v; return true end
+  function d:safe_set(k, v) self.t[k] = v; return true end
+  function d:safe_add(k, v) if self.t[k] ~= nil then return nil, "exists" end self.t[k] = v; return true end
+  function d:delete(k) self.t[k] = nil end
+  function d:incr(k, by, init) self.t[k] = (self.t[k] or init) + by; return self.t[k] end
+  function d:get_keys() local out = {} for k in pairs(self.t) do out[#out + 1] = k end return out end
+  return d
+end
+
+local TOKEN = "tok-" .. core.random_hex(8)
+local function base(extra)
+  local t = { tenants = { { name = "a", token_sha256 = core.sha256_hex(TOKEN), max_sessions = 1 } },
+    stack = { services = {} } }
+  for k, v in pairs(extra or {}) do t[k] = v end
+  return t
+end
+
+describe("gateway config", function()
+  it("fills defaults and keeps digests, lowercased", function()
+    local t = base()
+    t.tenants[1].token_sha256 = t.tenants[1].token_sha256:upper()
+    local c = assert(config.check(t))
+    assert.equal(core.sha256_hex(TOKEN), c.tenants[1].token_sha256)
+    assert.equal(1800, c.idle_ttl)
+    assert.equal("gw-", c.project_prefix)
+  end)
+
+  it("refuses plain tokens, unknown keys, bad numbers and nginx injection", function()
+    local cases = {
+      base { tenants = { { name = "a", token_sha256 = TOKEN } } },
+      base { tenants = {} },
+      base { tenants = { { name = "a", token_sha256 = core.sha256_hex("x") }, { name = "a", token_sha256 = core.sha256_hex("y") } } },
+      base { colour = "blue" },
+      base { idle_ttl = 0 },
+      base { idle_ttl = 100, max_ttl = 10 },
+      base { listen = "127.0.0.1:80; include /etc/passwd" },
+      base { client_max_body_size = "1m\n" },
+      base { lua_path = 'x"; evil' },
+      base { stack = { project_name = "x" } },
+      base { stack = { on_event = print } },
+      base { pool = { size = 3, max = 1 } },
+      base { pool = { sizes = 1 } },
+      base { nginx = { location = "x" } },
+      base { name = "Upper" },
+    }
+    for i, t in ipairs(cases) do
+      local c, err = config.check(t)
+      assert.is_nil(c, "case " .. i)
+      assert.equal("invalid", err.kind, "case " .. i)
+      assert.is_true(core.is_error(err))
+    end
+  end)
+
+  it("loads a file and reports its errors as error objects", function()
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write("return { tenants = { { name = 'a', token_sha256 = '" .. core.sha256_hex("t") .. "' } }, stack = {} }")
+    f:close()
+    assert.is_table(config.load(path))
+    f = assert(io.open(path, "w"))
+    f:write("return {")
+    f:close()
+    local c, err = config.load(path)
+    os.remove(path)
+    assert.is_nil(c)
+    assert.equal("bad_config", err.reason)
+    -- the shipped example is a valid configuration
+    assert.is_table(assert(config.load("examples/openresty-gateway/config.lua")))
+  end)
+end)
+
+describe("gateway auth", function()
+  it("compares equal strings only, whatever the length or position of a difference", function()
+    local a = core.sha256_hex("x")
+    assert.is_true(auth.equal(a, a))
+    assert.is_false(auth.equal(a, a:sub(1, 63)))
+    assert.is_false(auth.equal(a, "0" .. a:sub(2)))
+    assert.is_false(auth.equal(a, a:sub(1, 63) .. "0"))
+    assert.is_false(auth.equal(a, nil))
+    assert.is_false(auth.equal("", "a"))
+  end)
+
+  it("finds the tenant of a bearer token and nobody for anything else", function()
+    local c = assert(config.check(base { tenants = {
+      { name = "a", token_sha256 = core.sha256_hex(TOKEN) },
+      { name = "b", token_sha256 = core.sha256_hex("other") } } }))
+    assert.equal("a", auth.tenant(c.tenants, auth.bearer("Bearer " .. TOKEN)).name)
+    assert.equal("b", auth.tenant(c.tenants, auth.bearer("bearer other")).name)
+    assert.is_nil(auth.tenant(c.tenants, auth.bearer("Basic " .. TOKEN)))
+    assert.is_nil(auth.tenant(c.tenants, auth.bearer("Bearer " .. core.sha256_hex(TOKEN))))
+    assert.is_nil(auth.tenant(c.tenants, auth.bearer("Bearer")))
+    assert.is_nil(auth.tenant(c.tenants, nil))
+  end)
+
+  it("mints distinct secrets and keeps only their digests", function()
+    local s1, d1 = auth.new_secret()
+    local s2 = auth.new_secret()
+    assert.matches("^" .. ("%x"):rep(64) .. "$", s1)
+    assert.are_not.equal(s1, s2)
+    assert.equal(core.sha256_hex(s1), d1)
+    local entry = { digest = d1 }
+    assert.is_true(auth.session_ok(entry, s1))
+    assert.is_false(auth.session_ok(entry, s2))
+    assert.is_false(auth.session_ok(entry, d1))
+    assert.is_false(auth.session_ok(entry, nil))
+    assert.is_false(auth.session_ok(entry, ""))
+  end)
+end)
+
+describe("gateway limits", function()
+  it("caps a tenant first, then the node, and gives places back", function()
+    local d = dict()
+    assert.is_true(limits.claim(d, "a", 2, 3))
+    assert.is_true(limits.claim(d, "a", 2, 3))
+    assert.same({ nil, "tenant" }, { limits.claim(d, "a", 2, 3) })
+    assert.is_true(limits.claim(d, "b", nil, 3))
+    assert.same({ nil, "global" }, { limits.claim(d, "b", nil, 3) })
+    assert.equal(3, limits.count(d))
+    assert.equal(2, limits.count(d, "a"))
+    limits.release(d, "a")
+    assert.is_true(limits.claim(d, "b", nil, 3))
+    assert.equal(1, limits.count(d, "a"))
+    assert.equal(2, limits.count(d, "b"))
+  end)
+end)
+
+describe("gateway expiry rule", function()
+  local c = { idle_ttl = 10, max_ttl = 100 }
+  it("expires idle and old sessions, never one with an open stream before max_ttl", function()
+    local e = { state = "ready", created = 1000 }
+    assert.is_nil(expiry.why(e, 1005, 1000, 0, c))
+    assert.equal("idle", expiry.why(e, 1011, 1001, 0, c))
+    assert.is_nil(expiry.why(e, 1050, 1001, 1, c))
+    assert.equal("max_ttl", expiry.why(e, 1100, 1099, 3, c))
+    assert.is_nil(expiry.why({ state = "starting", created = 0 }, 1000, nil, 0, c))
+  end)
+end)
+
+describe("gateway metrics text", function()
+  it("renders counters and cumulative histograms", function()
+    local d = dict()
+    metrics.observe(d, "sandstack_gateway_start_seconds", 3)
+    metrics.observe(d, "sandstack_gateway_start_seconds", 0.2)
+    metrics.failure(d, "engine")
+    local text = metrics.render(d, { ready = 2 }, { ready = 1 })
+    assert.truthy(text:find('sandstack_gateway_sessions{state="ready"} 2\n', 1, true), text)
+    assert.truthy(text:find('sandstack_gateway_pool_stacks{state="ready"} 1\n', 1, true), text)
+    assert.truthy(text:find('sandstack_gateway_start_seconds_bucket{le="0.25"} 1\n', 1, true), text)
+    assert.truthy(text:find('sandstack_gateway_start_seconds_bucket{le="5"} 2\n', 1, true), text)
+    assert.truthy(text:find('sandstack_gateway_start_seconds_bucket{le="+Inf"} 2\n', 1, true), text)
+    assert.truthy(text:find('sandstack_gateway_failures_total{kind="engine"} 1\n', 1, true), text)
+    -- buckets in ascending order
+    assert.is_true(text:find('le="0.25"', 1, true) < text:find('le="5"', 1, true))
+  end)
+end)
+
+describe("gateway nginx.conf", function()
+  it("sets the limits, strips the secret and passes upgrades", function()
+    local c = assert(config.check(base { client_max_body_size = "2k", proxy_read_timeout = 77 }))
+    local text = nginx_conf.render(c, { config = "/x/gateway.json", lua_path = ";;", lua_cpath = ";;" })
+    assert.truthy(text:find("client_max_body_size 2k;", 1, true))
+    assert.truthy(text:find("proxy_read_timeout 77s;", 1, true))
+    assert.truthy(text:find('proxy_set_header X-Sandstack-Session-Secret "";', 1, true))
+    assert.truthy(text:find("proxy_set_header Upgrade $http_upgrade;", 1, true))
+    assert.truthy(text:find("listen 127.0.0.1:9145;", 1, true))
+    assert.is_nil(text:find("{{", 1, true))
+  end)
+end)

@@ -1,0 +1,475 @@
+-- sandstack-proxy (csrc/proxy, docs/proxy.md) against real clients and real TLS. The test builds
+-- two network namespaces joined by a veth pair: "ssh2p*" holds the proxy and the clients (its
+-- /etc/hosts is /etc/netns/<ns>/hosts, which `ip netns exec` mounts over /etc/hosts, so the
+-- proxy resolves the test names itself); "ssh2o*" is the outside, with a TLS server (a test CA
+-- made here with openssl) for allowed.test and denied.test, a plain-HTTP site, a "model API"
+-- and raw TCP peers (spec/support/proxy_standin.py), all in 198.51.100.0/24. Every refusal is
+-- preceded by a control that succeeds. Runs in every mode: the proxy binary comes from the
+-- mode's build directory (the ASan build's proxy under ASan). Needs root and ip(8).
+local h = require "helpers"
+local core = require "sandstack.core"
+
+local BUILD = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
+local PROXY = BUILD .. "/sandstack-proxy"
+local TOKEN = "tok-" .. core.random_hex(16)
+local KEY = "sk-real-" .. core.random_hex(16)
+local SFX = core.random_hex(3)
+local NS_P, NS_O = "ssh2p" .. SFX, "ssh2o" .. SFX
+local VETH_P, VETH_O = "ssh2a" .. SFX, "ssh2b" .. SFX
+local PROXY_IP = "198.51.100.1"
+local top = h.must("pwd"):gsub("%s+$", "")
+local work, proxies = nil, {}
+
+local function missing()
+  if h.must("id -u"):gsub("%s", "") ~= "0" then return "needs root (network namespaces)" end
+  for _, tool in ipairs { "ip", "openssl", "curl", "python3" } do
+    if not select(2, h.sh("command -v " .. tool)) then return "needs " .. tool end
+  end
+  if not select(2, h.sh("test -x " .. h.q(PROXY))) then return "no " .. PROXY .. " (build the sandstack-proxy target)" end
+  return nil
+end
+local SKIP = missing()
+
+local function in_p(cmd) return "ip netns exec " .. NS_P .. " " .. cmd end
+local function in_o(cmd) return "ip netns exec " .. NS_O .. " " .. cmd end
+
+-- proxy_client.py COMMAND args... in the proxy's namespace -> decoded JSON
+local function client(cmd, ...)
+  local args = {}
+  for i, a in ipairs { ... } do args[i] = h.q(a) end
+  local out = h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " " .. cmd .. " "
+    .. table.concat(args, " ")))
+  local v = core.json_decode(out:match("[^\n]*\n?$") ~= "" and out:match("([^\n]+)%s*$") or out)
+  assert(v, "client printed no JSON: " .. out)
+  return v
+end
+
+local function proxy_url(name, token)
+  return ("http://sandstack:%s@%s:%d"):format(token or TOKEN, PROXY_IP, proxies[name].port)
+end
+
+local function start_proxy(name, port, env)
+  local dir = work .. "/" .. name
+  h.must("mkdir -p " .. h.q(dir))
+  local vars = {}
+  for k, v in pairs(env) do vars[#vars + 1] = k .. "=" .. h.q(v) end
+  h.write_file(dir .. "/run.sh", table.concat({
+    "ulimit -n $(ulimit -Hn)",
+    "echo $$ > " .. h.q(dir .. "/pid"),
+    "exec env " .. table.concat(vars, " ") .. " " .. h.q(top .. "/" .. PROXY) .. " --listen " .. PROXY_IP
+      .. " --port " .. port .. " >" .. h.q(dir .. "/out") .. " 2>" .. h.q(dir .. "/err"),
+  }, "\n") .. "\n")
+  h.must(in_p("setsid sh " .. h.q(dir .. "/run.sh")) .. " </dev/null >/dev/null 2>&1 &")
+  local p = { dir = dir, port = port }
+  for _ = 1, 100 do
+    local out = h.read_file(dir .. "/out") or ""
+    if out:find('"event":"listening"', 1, true) then
+      p.pid = tonumber((h.read_file(dir .. "/pid") or ""):match("%d+"))
+      proxies[name] = p
+      return p
+    end
+    h.sh("sleep 0.05")
+  end
+  error("proxy " .. name .. " did not start: " .. (h.read_file(dir .. "/err") or ""))
+end
+
+local function rss_kb(pid)
+  return tonumber((h.read_file("/proc/" .. pid .. "/status") or ""):match("VmRSS:%s*(%d+)"))
+end
+
+local function audit(name)
+  local lines = {}
+  for line in (h.read_file(proxies[name].dir .. "/out") or ""):gmatch("[^\n]+") do
+    local v = core.json_decode(line)
+    if v and v.decision then lines[#lines + 1] = v end
+  end
+  return lines
+end
+
+local function policy_json()
+  local p = assert(core.policy_compile { allow = {
+    "allowed.test:443",                                                          -- 1
+    { host = "allowed.test", port = 80, methods = { "GET" }, paths = { "/ok/*" } }, -- 2
+    { host = "pathy.test", methods = { "GET" }, paths = { "/x/*" } },            -- 3
+    "model.test:8443",                                                           -- 4
+    "rebind-loop.test", "metadata.test", "private.test", "cgnat.test",           -- 5..8
+    "zero.test", "ula.test", "multi.test",                                       -- 9..11
+    "198.51.100.30",                                                             -- 12: raw TCP peers
+    "127.0.0.1:9080", "loop.test:9080",                                          -- 13, 14
+  } })
+  return p:render()
+end
+
+local HOSTS = [[
+198.51.100.10 allowed.test
+198.51.100.11 denied.test
+198.51.100.10 pathy.test
+198.51.100.20 model.test
+127.0.0.2 rebind-loop.test
+169.254.169.254 metadata.test
+10.1.2.3 private.test
+100.64.1.1 cgnat.test
+0.1.2.3 zero.test
+fd00::1 ula.test
+198.51.100.10 multi.test
+10.9.9.9 multi.test
+127.0.0.1 loop.test
+]]
+
+local function setup()
+  work = h.must("mktemp -d /tmp/ssh2-proxy.XXXXXX"):gsub("%s+$", "")
+  h.must("ip netns add " .. NS_P .. " && ip netns add " .. NS_O)
+  h.must(("ip link add %s netns %s type veth peer name %s netns %s"):format(VETH_P, NS_P, VETH_O, NS_O))
+  h.must(in_p("ip addr add " .. PROXY_IP .. "/24 dev " .. VETH_P) .. " && " .. in_p("ip link set " .. VETH_P .. " up")
+    .. " && " .. in_p("ip link set lo up"))
+  h.must(in_o("ip link set " .. VETH_O .. " up") .. " && " .. in_o("ip link set lo up"))
+  for _, a in ipairs { "198.51.100.10", "198.51.100.11", "198.51.100.20", "198.51.100.30" } do
+    h.must(in_o("ip addr add " .. a .. "/24 dev " .. VETH_O))
+  end
+  h.must("mkdir -p /etc/netns/" .. NS_P)
+  h.write_file("/etc/netns/" .. NS_P .. "/hosts", "127.0.0.1 localhost\n" .. HOSTS)
+  h.write_file("/etc/netns/" .. NS_P .. "/resolv.conf", "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+  -- the test CA and one server certificate for every test name
+  local d = h.q(work)
+  h.must(("cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=ssh2-test-ca 2>&1"
+    .. " && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=allowed.test 2>&1"
+    .. " && printf 'subjectAltName=DNS:allowed.test,DNS:denied.test,DNS:model.test,DNS:pathy.test\\n' > ext"
+    .. " && openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile ext 2>&1"):format(d))
+  h.must(in_o("setsid python3 " .. h.q(top .. "/spec/support/proxy_standin.py") .. " " .. d .. "/srv.pem " .. d
+    .. "/srv.key " .. d) .. " </dev/null >" .. d .. "/standin.log 2>&1 &")
+  h.must(in_p("setsid python3 -m http.server 9080 --bind 127.0.0.1 --directory " .. d) .. " </dev/null >/dev/null 2>&1 &")
+  h.must("for i in $(seq 100); do [ -f " .. d .. "/standin.ready ] && break; sleep 0.05; done; [ -f " .. d .. "/standin.ready ]")
+  local policy = policy_json()
+  local base = { SANDSTACK_SESSION_TOKEN = TOKEN, ANTHROPIC_API_KEY = KEY, SANDSTACK_EGRESS_POLICY = policy,
+    SANDSTACK_UPSTREAM = "https://model.test:8443", SANDSTACK_UPSTREAM_CA = work .. "/ca.pem",
+    SANDSTACK_SESSION = "ssh2-session", ASAN_OPTIONS = "detect_leaks=1:exitcode=23",
+    LSAN_OPTIONS = "suppressions=" .. top .. "/spec/support/lsan.supp:print_suppressions=0" }
+  base.SANDSTACK_PROXY_DRAIN_TIMEOUT_MS = "3000"
+  start_proxy("main", 3128, base)
+  local limited = {}
+  for k, v in pairs(base) do limited[k] = v end
+  limited.SANDSTACK_PROXY_MAX_CONNECTIONS = "2"
+  limited.SANDSTACK_PROXY_HANDSHAKE_TIMEOUT_MS = "1000"
+  limited.SANDSTACK_PROXY_IDLE_TIMEOUT_MS = "4000"
+  limited.SANDSTACK_PROXY_DRAIN_TIMEOUT_MS = "1500"
+  start_proxy("limited", 3129, limited)
+end
+
+local function teardown()
+  for _, p in pairs(proxies) do
+    if p.pid then h.sh("kill -TERM " .. p.pid .. " 2>/dev/null") end
+  end
+  -- the stand-ins run in the namespaces: end exactly the processes in them, by pid
+  for _, ns in ipairs { NS_P, NS_O } do
+    h.sh("for p in $(ip netns pids " .. ns .. " 2>/dev/null); do kill -KILL $p; done")
+    h.sh("ip netns del " .. ns .. " 2>/dev/null")
+  end
+  h.sh("rm -rf /etc/netns/" .. NS_P)
+  if work then h.sh("rm -rf " .. h.q(work)) end
+end
+
+local function curl(args) return h.sh(in_p("curl -sS --max-time 10 --cacert " .. h.q(work .. "/ca.pem") .. " " .. args)) end
+
+describe("sandstack-proxy", function()
+  if SKIP then
+    it("runs", function() pending(SKIP) end)
+    return
+  end
+  lazy_setup(setup)
+  lazy_teardown(teardown)
+
+  describe("CONNECT with real clients and real TLS", function()
+    it("curl through HTTPS_PROXY fetches allowed.test and is refused denied.test with a JSON 403", function()
+      local out, ok = curl("--proxy " .. h.q(proxy_url("main")) .. " https://allowed.test/a")
+      assert.is_true(ok, out)
+      assert.matches("hello from allowed.test /a", out, 1, true)
+      out, ok = h.sh(in_p("env HTTPS_PROXY=" .. h.q(proxy_url("main")) .. " curl -sS --max-time 10 --cacert "
+        .. h.q(work .. "/ca.pem") .. " https://denied.test/"))
+      assert.is_false(ok)
+      assert.matches("403", out)
+      local r = client("raw", PROXY_IP, "3128", "CONNECT denied.test:443 HTTP/1.1\\r\\nProxy-Authorization: Bearer "
+        .. TOKEN .. "\\r\\n\\r\\n")
+      assert.equal(403, r.status)
+      assert.equal("application/json", r.headers["content-type"])
+      local body = assert(core.json_decode(r.body))
+      assert.equal("deny", body.policy.decision)
+      assert.equal("host", body.policy.reason)
+      assert.equal("denied.test", body.policy.host)
+      assert.equal("permission_error", body.error.type)
+    end)
+
+    it("python urllib through HTTPS_PROXY fetches allowed.test and is refused denied.test", function()
+      local script = ("import ssl, urllib.request\nctx = ssl.create_default_context(cafile=%q)\n"
+        .. "for u in ('https://allowed.test/py', 'https://denied.test/py'):\n"
+        .. "    try:\n        print(u, urllib.request.urlopen(u, context=ctx, timeout=10).read().decode().strip())\n"
+        .. "    except Exception as e:\n        print(u, 'ERROR', e)\n"):format(work .. "/ca.pem")
+      h.write_file(work .. "/urllib.py", script)
+      local out = h.must(in_p("env HTTPS_PROXY=" .. h.q(proxy_url("main")) .. " python3 " .. h.q(work .. "/urllib.py")))
+      assert.matches("https://allowed.test/py hello from allowed.test /py", out, 1, true)
+      assert.matches("https://denied.test/py ERROR[^\n]*403", out)
+    end)
+
+    it("answers 407 without the token, with a wrong one (Basic and Bearer), and admits the right one both ways", function()
+      local bearer = client("raw", PROXY_IP, "3128", "CONNECT allowed.test:443 HTTP/1.1\\r\\nProxy-Authorization: Bearer "
+        .. TOKEN .. "\\r\\n\\r\\n", "1")
+      assert.equal(200, bearer.status) -- control
+      local out, ok = curl("--proxy " .. h.q(proxy_url("main")) .. " https://allowed.test/basic")
+      assert.is_true(ok, out)                                            -- control: Basic
+      for _, hdr in ipairs { "", "Proxy-Authorization: Bearer wrong-" .. TOKEN .. "\\r\\n",
+        "Proxy-Authorization: Bearer " .. TOKEN:sub(1, -2) .. "\\r\\n",
+        "Proxy-Authorization: Basic c2FuZHN0YWNrOndyb25n\\r\\n" } do
+        local r = client("raw", PROXY_IP, "3128", "CONNECT allowed.test:443 HTTP/1.1\\r\\n" .. hdr .. "\\r\\n")
+        assert.equal(407, r.status, hdr)
+        assert.equal('Basic realm="sandstack"', r.headers["proxy-authenticate"])
+        assert.equal("authentication_error", core.json_decode(r.body).error.type)
+      end
+      out, ok = curl("--proxy " .. h.q(proxy_url("main", "wrong-token-0123456789")) .. " https://allowed.test/")
+      assert.is_false(ok)
+      assert.matches("407", out)
+    end)
+
+    it("refuses an SNI that differs from the CONNECT host, no SNI, and a non-TLS start on 443", function()
+      local ca = work .. "/ca.pem"
+      local good = client("tunnel_tls", PROXY_IP, "3128", "allowed.test:443", "allowed.test", ca, TOKEN)
+      assert.equal("ok", good.tls, good.error)                             -- control
+      assert.matches("hello from allowed.test /tunnel", good.reply.body, 1, true)
+      local bad = client("tunnel_tls", PROXY_IP, "3128", "allowed.test:443", "denied.test", ca, TOKEN)
+      assert.equal(200, bad.connect_status)
+      assert.equal("error", bad.tls)
+      assert.matches("UNRECOGNIZED_NAME", bad.error:upper())
+      local none = client("tunnel_tls", PROXY_IP, "3128", "allowed.test:443", "-", ca, TOKEN)
+      assert.equal("error", none.tls)
+      local plain = client("tunnel_plain", PROXY_IP, "3128", "allowed.test:443", TOKEN, "GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n")
+      assert.equal(200, plain.connect_status)
+      assert.equal(403, plain.reply.status)
+      assert.equal("not_tls", core.json_decode(plain.reply.body).policy.decision)
+      local seen = {}
+      for _, l in ipairs(audit("main")) do seen[l.decision] = true end
+      assert.is_true(seen.sni_mismatch and seen.sni_missing and seen.not_tls and true or false)
+    end)
+
+    it("refuses over CONNECT a host whose rule names methods or paths, saying so", function()
+      local r = client("raw", PROXY_IP, "3128", "GET http://pathy.test/x/1 HTTP/1.1\\r\\nHost: pathy.test\\r\\n"
+        .. "Proxy-Authorization: Bearer " .. TOKEN .. "\\r\\n\\r\\n")
+      assert.equal(200, r.status) -- control: plain HTTP can be checked on method and path
+      r = client("raw", PROXY_IP, "3128", "CONNECT pathy.test:443 HTTP/1.1\\r\\nProxy-Authorization: Bearer " .. TOKEN .. "\\r\\n\\r\\n")
+      assert.equal(403, r.status)
+      local body = core.json_decode(r.body)
+      assert.equal("needs_inspection", body.policy.reason)
+      assert.equal(3, body.policy.rule)
+      assert.matches("cannot be checked inside a CONNECT tunnel", body.error.message, 1, true)
+    end)
+
+    it("refuses a name resolving to a refused address (address_refused), unless the policy names the literal", function()
+      local function connect(target)
+        return client("raw", PROXY_IP, "3128", "CONNECT " .. target .. " HTTP/1.1\\r\\nProxy-Authorization: Bearer " .. TOKEN
+          .. "\\r\\n\\r\\n", "1")
+      end
+      assert.equal(200, connect("198.51.100.30:9002").status)      -- control: an ordinary address
+      assert.equal(200, connect("loop.test:9080").status)          -- control: 127.0.0.1 is named by rule 13
+      local r = client("raw", PROXY_IP, "3128", "GET http://127.0.0.1:9080/ca.pem HTTP/1.1\\r\\nProxy-Authorization: Bearer "
+        .. TOKEN .. "\\r\\n\\r\\n")
+      assert.equal(200, r.status)                                  -- control: the literal itself
+      local cases = { ["rebind-loop.test"] = "loopback", ["metadata.test"] = "link_local", ["private.test"] = "private",
+        ["cgnat.test"] = "shared", ["zero.test"] = "this_network", ["ula.test"] = "unique_local", ["multi.test"] = "private" }
+      for name, range in pairs(cases) do
+        r = connect(name .. ":443")
+        assert.equal(403, r.status, name)
+        local p = core.json_decode(r.body).policy
+        assert.equal("address_refused", p.decision, name)
+        assert.equal(range, p.reason, name)
+      end
+      r = connect("127.0.0.2:9080")
+      assert.equal(403, r.status) -- an address literal the policy does not name is refused by the policy
+    end)
+  end)
+
+  describe("plain-HTTP forwarding", function()
+    local function fwd(method, url, headers)
+      return client("raw", PROXY_IP, "3128", method .. " " .. url .. " HTTP/1.1\\r\\nHost: denied.test\\r\\n"
+        .. "Proxy-Authorization: Bearer " .. TOKEN .. "\\r\\nX-Carry: " .. TOKEN .. "\\r\\n" .. (headers or "") .. "\\r\\n")
+    end
+    it("checks host, port, method and path, and sends Host from the URL without the proxy credentials", function()
+      local r = fwd("GET", "http://allowed.test/ok/a?q=1")
+      assert.equal(200, r.status)                                  -- control
+      local seen = core.json_decode(r.body)
+      assert.equal("/ok/a?q=1", seen.path)
+      assert.same({ "allowed.test" }, seen.headers.host)            -- not the client's "denied.test"
+      assert.is_nil(seen.headers["proxy-authorization"])
+      assert.is_nil(seen.headers["x-carry"])                        -- a header carrying the token is dropped
+      assert.same({ "close" }, seen.headers.connection)
+      local function refused(method, url, reason, rule)
+        local x = fwd(method, url, method == "POST" and "Content-Length: 0\\r\\n" or "")
+        assert.equal(403, x.status, url)
+        local p = core.json_decode(x.body).policy
+        assert.equal(reason, p.reason, url)
+        assert.equal(rule, p.rule, url)
+      end
+      refused("POST", "http://allowed.test/ok/a", "method", 2)
+      refused("GET", "http://allowed.test/other", "path", 2)
+      refused("GET", "http://allowed.test/ok/../x", "bad_path", nil)
+      refused("GET", "http://allowed.test:8080/ok/a", "host", nil)
+      refused("GET", "http://denied.test/ok/a", "host", nil)
+    end)
+  end)
+
+  describe("the credential route", function()
+    it("swaps x-api-key and Bearer tokens for the real key and never forwards the token", function()
+      local body = '{"hello":"' .. ("x"):rep(100000) .. '"}'
+      h.write_file(work .. "/body.json", body)
+      local out = h.must(in_p("curl -sS --max-time 10 -H 'x-api-key: " .. TOKEN .. "' -H 'X-Other: keep' --data-binary @"
+        .. h.q(work .. "/body.json") .. " http://" .. PROXY_IP .. ":3128/v1/echo"))
+      local seen = assert(core.json_decode(out), out)
+      assert.equal("POST", seen.method)
+      assert.same({ KEY }, seen.headers["x-api-key"])
+      assert.same({ "keep" }, seen.headers["x-other"])
+      assert.equal(#body, #seen.body)
+      assert.is_nil(out:find(TOKEN, 1, true))
+      out = h.must(in_p("curl -sS --max-time 10 -H 'Authorization: Bearer " .. TOKEN .. "' http://" .. PROXY_IP .. ":3128/v1/echo"))
+      seen = assert(core.json_decode(out), out)
+      assert.same({ "Bearer " .. KEY }, seen.headers.authorization)
+      assert.is_nil(seen.headers["x-api-key"])
+      assert.is_nil(out:find(TOKEN, 1, true))
+      local r = client("raw", PROXY_IP, "3128", "GET /v1/echo HTTP/1.1\\r\\nx-api-key: " .. KEY .. "\\r\\n\\r\\n")
+      assert.equal(401, r.status) -- the real key is not a token
+      assert.equal("authentication_error", core.json_decode(r.body).error.type)
+    end)
+
+    it("streams SSE: the first event reaches the client before the upstream finishes", function()
+      local r = client("sse", PROXY_IP, "3128", TOKEN)
+      assert.equal(200, r.response.status)
+      assert.equal("chunked", r.response.headers["transfer-encoding"])
+      assert.is_not_nil(r.first_event_at)
+      local log = h.read_file(work .. "/stream.log")
+      local ended = tonumber(log:match("end ([%d%.]+)"))
+      assert.is_true(r.first_event_at < ended - 1.0, ("first event %.3f, upstream end %.3f"):format(r.first_event_at, ended))
+      assert.matches('"n": 2', r.response.body, 1, true)
+    end)
+  end)
+
+  describe("limits", function()
+    it("answers 414 and 431 with JSON bodies", function()
+      local r = client("raw", PROXY_IP, "3128", "GET http://allowed.test/ok/" .. ("a"):rep(9000) .. " HTTP/1.1\\r\\n\\r\\n")
+      assert.equal(414, r.status)
+      assert.equal("invalid_request_error", core.json_decode(r.body).error.type)
+      r = client("raw", PROXY_IP, "3128", "GET http://allowed.test/ok/a HTTP/1.1\\r\\nX-Big: " .. ("b"):rep(40000) .. "\\r\\n\\r\\n")
+      assert.equal(431, r.status)
+      assert.equal("application/json", r.headers["content-type"])
+    end)
+
+    it("closes a slowloris client after the handshake timeout, with a 408", function()
+      local r = client("raw", PROXY_IP, "3129", "GET http://allowed.test/ok/a HTTP/1.1\\r\\nProxy-Authorization: Bearer "
+        .. TOKEN .. "\\r\\n\\r\\n")
+      assert.equal(200, r.status) -- control
+      local s = client("slowloris", PROXY_IP, "3129", "0.1")
+      assert.is_not_nil(s.closed_after)
+      assert.is_true(s.closed_after < 3.5, tostring(s.closed_after))
+      assert.equal(408, s.reply.status)
+    end)
+
+    it("answers 503 beyond the connection cap", function()
+      local f = work .. "/held"
+      h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " many " .. PROXY_IP
+        .. " 3129 198.51.100.30:9002 " .. TOKEN .. " 2 6 " .. h.q(f)) .. " >" .. h.q(work .. "/many.out") .. " 2>&1 &")
+      h.must("for i in $(seq 100); do [ -s " .. h.q(f) .. " ] && break; sleep 0.05; done; cat " .. h.q(f))
+      assert.equal("2 2", (h.read_file(f) or ""):match("%d+ %d+")) -- control: two tunnels held
+      local r = client("raw", PROXY_IP, "3129", "CONNECT 198.51.100.30:9002 HTTP/1.1\\r\\nProxy-Authorization: Bearer "
+        .. TOKEN .. "\\r\\n\\r\\n")
+      assert.equal(503, r.status)
+      assert.equal("overloaded_error", core.json_decode(r.body).error.type)
+      h.sh("sleep 1.5") -- past the handshake timeout: the server-first tunnels are relays, not hellos
+      r = client("raw", PROXY_IP, "3129", "CONNECT 198.51.100.30:9002 HTTP/1.1\\r\\nProxy-Authorization: Bearer "
+        .. TOKEN .. "\\r\\n\\r\\n", "0.5")
+      assert.equal(503, r.status)
+      h.must("for i in $(seq 150); do grep -q alive " .. h.q(work .. "/many.out") .. " && break; sleep 0.1; done")
+      assert.equal(2, core.json_decode(h.read_file(work .. "/many.out")).alive) -- the held tunnels lived on
+    end)
+
+    it("keeps its memory bounded when a fast sender meets a reader that does not read", function()
+      local pid = proxies.main.pid
+      local echo = client("tunnel_plain", PROXY_IP, "3128", "198.51.100.30:9003", TOKEN, "ping")
+      assert.equal(200, echo.connect_status) -- control: the raw tunnel relays
+      local before = rss_kb(pid)
+      local up = client("flood_up", PROXY_IP, "3128", "198.51.100.30:9000", TOKEN, "3")
+      local mid = rss_kb(pid)
+      local down = client("flood_down", PROXY_IP, "3128", "198.51.100.30:9001", TOKEN, "3")
+      local after = rss_kb(pid)
+      assert.equal(200, up.connect_status)
+      assert.equal(200, down.connect_status)
+      -- the sender was stopped: a few socket buffers plus the proxy's 256 KiB per direction
+      assert.is_true(up.sent < 64 * 1024 * 1024, "sent " .. up.sent)
+      local grown = math.max(mid, after) - before
+      print(("# backpressure: sent %d bytes into a sink; proxy RSS %d -> %d -> %d KiB"):format(up.sent, before, mid, after))
+      assert.is_true(grown < 32 * 1024, "RSS grew by " .. grown .. " KiB")
+    end)
+
+    it("holds 1000 concurrent tunnels", function()
+      local pid = proxies.main.pid
+      local before = rss_kb(pid)
+      local f = work .. "/thousand"
+      h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " many " .. PROXY_IP
+        .. " 3128 198.51.100.30:9002 " .. TOKEN .. " 1000 2 " .. h.q(f)) .. " >" .. h.q(work .. "/thousand.out") .. " 2>&1 &")
+      h.must("for i in $(seq 600); do [ -s " .. h.q(f) .. " ] && break; sleep 0.1; done; cat " .. h.q(f))
+      local held = rss_kb(pid)
+      assert.equal("1000 1000", (h.read_file(f) or ""):match("%d+ %d+"))
+      h.must("for i in $(seq 100); do grep -q alive " .. h.q(work .. "/thousand.out") .. " && break; sleep 0.1; done")
+      local res = core.json_decode(h.read_file(work .. "/thousand.out"))
+      assert.equal(1000, res.alive)
+      print(("# 1000 tunnels: RSS %d -> %d KiB (%.1f KiB per idle tunnel)"):format(before, held, (held - before) / 1000))
+    end)
+  end)
+
+  describe("audit and shutdown", function()
+    it("writes one JSON line per decision with the listed fields", function()
+      local lines = audit("main")
+      local conn, fwd, deny
+      for _, l in ipairs(lines) do
+        if l.kind == "connect" and l.decision == "allow" and l.host == "allowed.test" and l.bytes_down > 0 then conn = l end
+        if l.kind == "forward" and l.decision == "allow" then fwd = l end
+        if l.decision == "deny" and l.host == "denied.test" then deny = l end
+      end
+      assert.is_not_nil(conn)
+      for _, k in ipairs { "ts", "session", "method", "host", "port", "decision", "rule", "bytes_up", "bytes_down", "duration_ms" } do
+        assert.is_not_nil(conn[k], k)
+      end
+      assert.equal("ssh2-session", conn.session)
+      assert.is_nil(conn.path) -- a tunnel has no path
+      assert.equal("/ok/a", fwd.path) -- no query string
+      assert.equal(403, deny.status)
+      local all = h.read_file(proxies.main.dir .. "/out")
+      assert.is_nil(all:find(TOKEN, 1, true))
+      assert.is_nil(all:find(KEY, 1, true))
+    end)
+
+    it("drains open tunnels on SIGTERM until the deadline, refusing new connections", function()
+      local p = proxies.limited
+      local f = work .. "/drain"
+      h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " many " .. PROXY_IP
+        .. " 3129 198.51.100.30:9002 " .. TOKEN .. " 1 1 " .. h.q(f)) .. " >" .. h.q(work .. "/drain.out") .. " 2>&1 &")
+      h.must("for i in $(seq 100); do [ -s " .. h.q(f) .. " ] && break; sleep 0.05; done")
+      h.must("kill -TERM " .. p.pid)
+      h.sh("sleep 0.3")
+      local _, ok = h.sh(in_p("curl -sS --max-time 2 http://" .. PROXY_IP .. ":3129/"))
+      assert.is_false(ok) -- the listener is closed
+      h.must("for i in $(seq 50); do grep -q alive " .. h.q(work .. "/drain.out") .. " && break; sleep 0.1; done")
+      assert.equal(1, core.json_decode(h.read_file(work .. "/drain.out")).alive) -- relayed during the drain
+      h.must("for i in $(seq 60); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid .. " 2>/dev/null")
+      local out = h.read_file(p.dir .. "/out")
+      assert.matches('"event":"draining"', out, 1, true)
+      assert.matches('"event":"stopped"', out, 1, true)
+      p.pid = nil
+    end)
+
+    it("exits cleanly on SIGTERM (and, under ASan, without a sanitizer report)", function()
+      local p = proxies.main
+      h.must("kill -TERM " .. p.pid)
+      h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid .. " 2>/dev/null")
+      p.pid = nil
+      local err = h.read_file(p.dir .. "/err") or ""
+      assert.is_nil(err:find("Sanitizer", 1, true), err)
+      assert.is_nil(err:find("runtime error", 1, true), err)
+      err = h.read_file(proxies.limited.dir .. "/err") or ""
+      assert.is_nil(err:find("Sanitizer", 1, true), err)
+    end)
+  end)
+end)

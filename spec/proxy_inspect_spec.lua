@@ -1,0 +1,456 @@
+-- TLS inspection in sandstack-proxy (issue 15; csrc/proxy/inspect.c, tls.c, ca.c; docs/proxy.md)
+-- against real clients and real TLS. As in spec/proxy_core_spec.lua: two network namespaces
+-- joined by a veth pair, "ssh7p*" holding the proxy and the clients (its /etc/hosts names the
+-- test hosts), "ssh7o*" the outside in 198.51.100.0/24. The outside's TLS servers use a test
+-- CA made here ("ssh7-test-ca") that the proxy trusts through SANDSTACK_UPSTREAM_CA (PEM
+-- text); two more servers present a certificate from a CA nobody trusts and one for another
+-- name. The clients trust only the bundle the proxy wrote into SANDSTACK_CA_DIR, as the
+-- sandbox will. Every refusal is preceded by a control that succeeds. Needs root and ip(8).
+local h = require "helpers"
+local core = require "sandstack.core"
+
+local BUILD = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
+local PROXY = BUILD .. "/sandstack-proxy"
+local TOKEN = "tok-" .. core.random_hex(16)
+local KEY = "sk-real-" .. core.random_hex(16)
+local SFX = core.random_hex(3)
+local NS_P, NS_O = "ssh7p" .. SFX, "ssh7o" .. SFX
+local VETH_P, VETH_O = "ssh7a" .. SFX, "ssh7b" .. SFX
+local PROXY_IP = "198.51.100.1"
+local top = h.must("pwd"):gsub("%s+$", "")
+local work, proxies = nil, {}
+
+local function missing()
+  if h.must("id -u"):gsub("%s", "") ~= "0" then return "needs root (network namespaces)" end
+  for _, tool in ipairs { "ip", "openssl", "curl", "python3" } do
+    if not select(2, h.sh("command -v " .. tool)) then return "needs " .. tool end
+  end
+  if not select(2, h.sh("test -x " .. h.q(PROXY))) then return "no " .. PROXY .. " (build the sandstack-proxy target)" end
+  if not select(2, h.sh("test -r /etc/ssl/certs/ca-certificates.crt")) then return "needs the system CA bundle" end
+  return nil
+end
+local SKIP = missing()
+
+local function in_p(cmd) return "ip netns exec " .. NS_P .. " " .. cmd end
+local function in_o(cmd) return "ip netns exec " .. NS_O .. " " .. cmd end
+
+local POLICY = {
+  { host = "api.test", methods = { "GET" }, paths = { "/v1/*" } },                      -- 1: inspected
+  "tunnel.test:443",                                                                    -- 2: a plain tunnel
+  { host = "model.test", port = 8443, methods = { "GET" }, paths = { "/v1/*" } },      -- 3: inspected, echoes headers
+  { host = "untrusted.test", port = 8444, methods = { "GET" } },                        -- 4: a CA nobody trusts
+  { host = "wrongname.test", port = 8445, methods = { "GET" } },                        -- 5: a certificate for another name
+}
+
+local HOSTS = [[
+198.51.100.10 api.test
+198.51.100.10 tunnel.test
+198.51.100.10 model.test
+198.51.100.10 untrusted.test
+198.51.100.10 wrongname.test
+]]
+
+-- a TLS server with one certificate: "bad <name> <path>" to any request (the 502 cases)
+local BAD_SERVER = [[
+import socket, ssl, sys, threading
+cert, key, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+ctx.load_cert_chain(cert, key)
+srv = socket.create_server(("0.0.0.0", port))
+def serve(c):
+    try:
+        t = ctx.wrap_socket(c, server_side=True)
+        data = t.recv(65536)
+        t.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbad!")
+        t.close()
+    except Exception:
+        c.close()
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+]]
+
+-- CONNECT through the proxy, TLS with the given CA file and ALPN list, one GET; prints the
+-- certificate the client saw, the negotiated ALPN and the answer, as JSON
+local PEEK = [[
+import base64, json, socket, ssl, sys
+ph, pp, target, sni, cafile, token, path, alpn = sys.argv[1:9]
+s = socket.create_connection((ph, int(pp)), timeout=10)
+auth = base64.b64encode(("sandstack:" + token).encode()).decode()
+s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n" % (target, target, auth)).encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    d = s.recv(1)
+    if not d:
+        break
+    head += d
+out = {"connect": head.split(b"\r\n")[0].decode()}
+ctx = ssl.create_default_context(cafile=cafile)
+ctx.set_alpn_protocols(alpn.split(","))
+try:
+    t = ctx.wrap_socket(s, server_hostname=sni)
+    cert = t.getpeercert()
+    out["issuer"] = dict(x[0] for x in cert["issuer"])
+    out["subject"] = dict(x[0] for x in cert.get("subject", ()))
+    out["alpn"] = t.selected_alpn_protocol()
+    t.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path, sni)).encode())
+    raw = b""
+    while True:
+        d = t.recv(65536)
+        if not d:
+            break
+        raw += d
+    out["reply"] = raw.decode("latin-1")
+except Exception as e:
+    out["error"] = str(e)
+print(json.dumps(out))
+]]
+
+local function start_proxy(name, port, env)
+  local dir = work .. "/" .. name
+  h.must("mkdir -p " .. h.q(dir .. "/ca"))
+  local vars = {}
+  for k, v in pairs(env) do vars[#vars + 1] = k .. "=" .. h.q(v) end
+  vars[#vars + 1] = "SANDSTACK_CA_DIR=" .. h.q(dir .. "/ca")
+  h.write_file(dir .. "/run.sh", table.concat({
+    "echo $$ > " .. h.q(dir .. "/pid"),
+    "exec env " .. table.concat(vars, " ") .. " " .. h.q(top .. "/" .. PROXY) .. " --listen " .. PROXY_IP
+      .. " --port " .. port .. " >" .. h.q(dir .. "/out") .. " 2>" .. h.q(dir .. "/err"),
+  }, "\n") .. "\n")
+  h.must(in_p("setsid sh " .. h.q(dir .. "/run.sh")) .. " </dev/null >/dev/null 2>&1 &")
+  local p = { dir = dir, port = port, ca = dir .. "/ca" }
+  for _ = 1, 100 do
+    local out = h.read_file(dir .. "/out") or ""
+    if out:find('"event":"listening"', 1, true) then
+      p.pid = tonumber((h.read_file(dir .. "/pid") or ""):match("%d+"))
+      proxies[name] = p
+      return p
+    end
+    h.sh("sleep 0.05")
+  end
+  error("proxy " .. name .. " did not start: " .. (h.read_file(dir .. "/err") or ""))
+end
+
+local function proxy_url(name) return ("http://sandstack:%s@%s:%d"):format(TOKEN, PROXY_IP, proxies[name].port) end
+
+local function audit(name)
+  local lines = {}
+  for line in (h.read_file(proxies[name].dir .. "/out") or ""):gmatch("[^\n]+") do
+    local v = core.json_decode(line)
+    if v and v.decision then lines[#lines + 1] = v end
+  end
+  return lines
+end
+
+-- curl in the proxy's namespace through HTTPS_PROXY, trusting only the proxy's bundle (the
+-- sandbox's CURL_CA_BUNDLE): status, body
+local function curl(name, url, extra)
+  local out = h.sh(in_p("env HTTPS_PROXY=" .. h.q(proxy_url(name)) .. " CURL_CA_BUNDLE=" .. h.q(proxies[name].ca .. "/bundle.pem")
+    .. " curl -sS --max-time 10 -o " .. h.q(work .. "/body") .. " -w '%{http_code} %{http_version}' " .. (extra or "")
+    .. " " .. h.q(url) .. " 2>&1"))
+  local status, version = out:match("(%d+) ([%d%.]+)%s*$")
+  return tonumber(status), h.read_file(work .. "/body") or "", version, out
+end
+
+local function peek(target, sni, path, alpn)
+  local out = h.must(in_p("python3 " .. h.q(work .. "/peek.py") .. " " .. PROXY_IP .. " " .. proxies.main.port .. " "
+    .. h.q(target) .. " " .. h.q(sni) .. " " .. h.q(proxies.main.ca .. "/bundle.pem") .. " " .. h.q(TOKEN) .. " "
+    .. h.q(path) .. " " .. h.q(alpn or "http/1.1")))
+  return assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+end
+
+local function openssl_text(file) return h.must("openssl x509 -noout -text -in " .. h.q(file)) end
+
+local function setup()
+  work = h.must("mktemp -d /tmp/ssh7-inspect.XXXXXX"):gsub("%s+$", "")
+  h.must("ip netns add " .. NS_P .. " && ip netns add " .. NS_O)
+  h.must(("ip link add %s netns %s type veth peer name %s netns %s"):format(VETH_P, NS_P, VETH_O, NS_O))
+  h.must(in_p("ip addr add " .. PROXY_IP .. "/24 dev " .. VETH_P) .. " && " .. in_p("ip link set " .. VETH_P .. " up")
+    .. " && " .. in_p("ip link set lo up"))
+  h.must(in_o("ip addr add 198.51.100.10/24 dev " .. VETH_O) .. " && " .. in_o("ip link set " .. VETH_O .. " up")
+    .. " && " .. in_o("ip link set lo up"))
+  h.must("mkdir -p /etc/netns/" .. NS_P)
+  h.write_file("/etc/netns/" .. NS_P .. "/hosts", "127.0.0.1 localhost\n" .. HOSTS)
+  h.write_file("/etc/netns/" .. NS_P .. "/resolv.conf", "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+  local d = h.q(work)
+  -- the test CA and the good server certificate; a CA nobody trusts; a good-CA certificate for another name
+  h.must(("cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=ssh7-test-ca 2>&1"
+    .. " && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=api.test 2>&1"
+    .. " && printf 'subjectAltName=DNS:api.test,DNS:tunnel.test,DNS:model.test\\n' > ext"
+    .. " && openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile ext 2>&1"
+    .. " && openssl req -x509 -newkey rsa:2048 -nodes -keyout rogue.key -out rogue.pem -days 2 -subj /CN=untrusted.test"
+    .. " -addext subjectAltName=DNS:untrusted.test 2>&1"
+    .. " && openssl req -newkey rsa:2048 -nodes -keyout other.key -out other.csr -subj /CN=someone-else.test 2>&1"
+    .. " && printf 'subjectAltName=DNS:someone-else.test\\n' > ext2"
+    .. " && openssl x509 -req -in other.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out other.pem -days 2 -extfile ext2 2>&1"
+    .. " && cat /etc/ssl/certs/ca-certificates.crt ca.pem > roots.pem"):format(d))
+  h.write_file(work .. "/bad_server.py", BAD_SERVER)
+  h.write_file(work .. "/peek.py", PEEK)
+  h.must(in_o("setsid python3 " .. h.q(top .. "/spec/support/proxy_standin.py") .. " " .. d .. "/srv.pem " .. d
+    .. "/srv.key " .. d) .. " </dev/null >" .. d .. "/standin.log 2>&1 &")
+  h.must(in_o("setsid python3 " .. d .. "/bad_server.py " .. d .. "/rogue.pem " .. d .. "/rogue.key 8444")
+    .. " </dev/null >/dev/null 2>&1 &")
+  h.must(in_o("setsid python3 " .. d .. "/bad_server.py " .. d .. "/other.pem " .. d .. "/other.key 8445")
+    .. " </dev/null >/dev/null 2>&1 &")
+  h.must("for i in $(seq 100); do [ -f " .. d .. "/standin.ready ] && break; sleep 0.05; done; [ -f " .. d .. "/standin.ready ]")
+  h.must(in_o("sh -c 'for i in $(seq 100); do ss -ltn | grep -q :8445 && ss -ltn | grep -q :8444 && exit 0; sleep 0.05; done; exit 1'"))
+  local base = { SANDSTACK_SESSION_TOKEN = TOKEN, ANTHROPIC_API_KEY = KEY,
+    SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
+    SANDSTACK_UPSTREAM = "https://model.test:8443", SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem"),
+    SANDSTACK_CA_ROOTS = work .. "/roots.pem", SANDSTACK_SESSION = "ssh7-session",
+    ASAN_OPTIONS = "detect_leaks=1:exitcode=23",
+    LSAN_OPTIONS = "suppressions=" .. top .. "/spec/support/lsan.supp:print_suppressions=0" }
+  start_proxy("main", 3128, base)
+  local off = {}
+  for k, v in pairs(base) do off[k] = v end
+  off.SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY, inspect = false }):render()
+  start_proxy("off", 3129, off)
+  local noca = {}
+  for k, v in pairs(base) do noca[k] = v end
+  noca.SANDSTACK_UPSTREAM_CA = nil
+  start_proxy("noca", 3130, noca)
+end
+
+local function teardown()
+  for _, p in pairs(proxies) do
+    if p.pid then h.sh("kill -TERM " .. p.pid .. " 2>/dev/null") end
+  end
+  for _, ns in ipairs { NS_P, NS_O } do
+    h.sh("for p in $(ip netns pids " .. ns .. " 2>/dev/null); do kill -KILL $p; done")
+    h.sh("ip netns del " .. ns .. " 2>/dev/null")
+  end
+  h.sh("rm -rf /etc/netns/" .. NS_P)
+  if work then h.sh("rm -rf " .. h.q(work)) end
+end
+
+describe("sandstack-proxy TLS inspection", function()
+  if SKIP then
+    it("runs", function() pending(SKIP) end)
+    return
+  end
+  lazy_setup(setup)
+  lazy_teardown(teardown)
+
+  describe("the stack CA", function()
+    it("is published as a certificate and a bundle, never with its key, name-constrained and short-lived", function()
+      local dir = proxies.main.ca
+      assert.same({ "bundle.pem", "ca.pem" }, (function()
+        local t = {}
+        for f in h.must("ls -A " .. h.q(dir)):gmatch("%S+") do t[#t + 1] = f end
+        table.sort(t)
+        return t
+      end)())
+      local ca, bundle = h.read_file(dir .. "/ca.pem"), h.read_file(dir .. "/bundle.pem")
+      assert.is_nil(ca:find("PRIVATE KEY", 1, true))
+      assert.is_nil(bundle:find("PRIVATE KEY", 1, true))
+      assert.is_nil(h.read_file(proxies.main.dir .. "/out"):find("PRIVATE KEY", 1, true))
+      -- the bundle is the roots the proxy was given, then the CA
+      local _, roots = h.read_file(work .. "/roots.pem"):gsub("BEGIN CERTIFICATE", "")
+      local _, inbundle = bundle:gsub("BEGIN CERTIFICATE", "")
+      assert.equal(roots + 1, inbundle)
+      assert.equal(ca, bundle:sub(-#ca))
+      local text = openssl_text(dir .. "/ca.pem")
+      assert.matches("CA:TRUE, pathlen:0", text, 1, true)
+      local nc = text:match("X509v3 Name Constraints: critical(.-)X509v3") or text:match("X509v3 Name Constraints: critical(.*)")
+      assert.is_not_nil(nc, text)
+      local permitted = {}
+      for name in nc:gmatch("DNS:([%w%.%-]+)") do permitted[#permitted + 1] = name end
+      table.sort(permitted)
+      assert.same({ "api.test", "model.test", "untrusted.test", "wrongname.test" }, permitted) -- not tunnel.test
+      assert.matches("Excluded:%s+IP:0%.0%.0%.0/0%.0%.0%.0", nc)
+      -- a week (168 h) and an hour of clock skew, no more
+      local span = h.must(("d1=$(date -d \"$(openssl x509 -noout -startdate -in %s | cut -d= -f2)\" +%%s); "
+        .. "d2=$(date -d \"$(openssl x509 -noout -enddate -in %s | cut -d= -f2)\" +%%s); echo $((d2 - d1))"):format(
+        h.q(dir .. "/ca.pem"), h.q(dir .. "/ca.pem")))
+      assert.equal(169 * 3600, tonumber(span))
+    end)
+
+    it("with inspect = false, publishes the bundle without a CA and refuses such hosts over CONNECT, saying why", function()
+      local dir = proxies.off.ca
+      assert.is_nil(h.read_file(dir .. "/ca.pem"))
+      assert.is_not_nil(h.read_file(dir .. "/bundle.pem"))
+      local status, body = curl("off", "https://tunnel.test/plain")
+      assert.equal(200, status) -- control: tunnels work
+      assert.matches("hello from tunnel.test /plain", body, 1, true)
+      local out = h.sh(in_p("curl -sS --max-time 10 -p -x " .. h.q(proxy_url("off")) .. " -o /dev/null -w '%{http_code}' "
+        .. "--cacert " .. h.q(dir .. "/bundle.pem") .. " https://api.test/v1/models 2>&1"))
+      assert.matches("403", out)
+      local r = h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " raw " .. PROXY_IP .. " 3129 "
+        .. h.q("CONNECT api.test:443 HTTP/1.1\\r\\nProxy-Authorization: Bearer " .. TOKEN .. "\\r\\n\\r\\n")))
+      local resp = core.json_decode(r:match("([^\n]+)%s*$"))
+      assert.equal(403, resp.status)
+      local b = core.json_decode(resp.body)
+      assert.equal("needs_inspection", b.policy.reason)
+      assert.equal(1, b.policy.rule)
+      assert.matches("inspect = false", b.error.message, 1, true)
+    end)
+  end)
+
+  describe("inspected hosts", function()
+    it("curl: GET on an allowed path reaches the host; the certificate it trusted is the stack CA's leaf", function()
+      local status, body, version, out = curl("main", "https://api.test/v1/models?limit=2")
+      assert.equal(200, status, out)
+      assert.equal("hello from api.test /v1/models?limit=2\n", body)
+      assert.equal("1.1", version)
+      local p = peek("api.test:443", "api.test", "/v1/peek")
+      assert.matches("^sandstack stack inspection CA", p.issuer.commonName)
+      assert.equal("api.test", p.subject.commonName)
+      assert.matches("hello from api.test /v1/peek", p.reply, 1, true)
+    end)
+
+    it("curl: POST, a path outside /v1/*, %2e%2e and .. tricks and a /v10 lookalike get the JSON 403 inside TLS", function()
+      local status, body = curl("main", "https://api.test/v1/ok")
+      assert.equal(200, status) -- control
+      assert.matches("hello from api.test /v1/ok", body, 1, true)
+      local cases = {
+        { "-X POST -d x=1", "https://api.test/v1/models", "method", "POST" },
+        { "", "https://api.test/v2/models", "path", "GET" },
+        { "--path-as-is", "https://api.test/v1/%2e%2e/admin", "bad_path", "GET" },
+        { "--path-as-is", "https://api.test/v1/%2E%2E/%2e%2e/admin", "bad_path", "GET" },
+        { "--path-as-is", "https://api.test/v1/../admin", "bad_path", "GET" },
+        { "--path-as-is", "https://api.test/v1/%2fadmin", "bad_path", "GET" },
+        { "", "https://api.test/v10", "path", "GET" },
+        { "", "https://api.test/v10/models", "path", "GET" },
+      }
+      for _, case in ipairs(cases) do
+        local st, b, _, out = curl("main", case[2], case[1])
+        assert.equal(403, st, case[2] .. ": " .. out)
+        local j = assert(core.json_decode(b), b)
+        assert.equal("permission_error", j.error.type, case[2])
+        assert.equal("deny", j.policy.decision, case[2])
+        assert.equal(case[3], j.policy.reason, case[2])
+        assert.equal(case[4], j.policy.method, case[2])
+        assert.equal("api.test", j.policy.host, case[2])
+        assert.is_nil(b:find("hello from", 1, true))
+      end
+      local denied = 0
+      for _, l in ipairs(audit("main")) do
+        if l.kind == "inspect" and l.decision == "deny" and l.host == "api.test" then denied = denied + 1 end
+      end
+      assert.equal(#cases, denied)
+    end)
+
+    it("python urllib with SSL_CERT_FILE: GET allowed, POST and /v10 refused with 403", function()
+      local script = [[
+import json, sys, urllib.request, urllib.error
+for method, url in (("GET", "https://api.test/v1/py"), ("POST", "https://api.test/v1/py"), ("GET", "https://api.test/v10")):
+    req = urllib.request.Request(url, data=b"x" if method == "POST" else None, method=method)
+    try:
+        r = urllib.request.urlopen(req, timeout=10)
+        print(json.dumps({"url": url, "method": method, "status": r.status, "body": r.read().decode()}))
+    except urllib.error.HTTPError as e:
+        print(json.dumps({"url": url, "method": method, "status": e.code, "body": e.read().decode()}))
+]]
+      h.write_file(work .. "/urllib.py", script)
+      local out = h.must(in_p("env HTTPS_PROXY=" .. h.q(proxy_url("main")) .. " SSL_CERT_FILE="
+        .. h.q(proxies.main.ca .. "/bundle.pem") .. " python3 " .. h.q(work .. "/urllib.py")))
+      local got = {}
+      for line in out:gmatch("[^\n]+") do got[#got + 1] = assert(core.json_decode(line), line) end
+      assert.equal(3, #got, out)
+      assert.equal(200, got[1].status)
+      assert.equal("hello from api.test /v1/py\n", got[1].body)
+      assert.equal(403, got[2].status)
+      assert.equal("method", core.json_decode(got[2].body).policy.reason)
+      assert.equal(403, got[3].status)
+      assert.equal("path", core.json_decode(got[3].body).policy.reason)
+    end)
+
+    it("re-originates with Host from the CONNECT and without the token or proxy credentials", function()
+      local out = h.sh(in_p("env HTTPS_PROXY=" .. h.q(proxy_url("main")) .. " CURL_CA_BUNDLE="
+        .. h.q(proxies.main.ca .. "/bundle.pem") .. " curl -sS --max-time 10 -H 'X-Carry: " .. TOKEN .. "' -H 'X-"
+        .. TOKEN .. ": 1' -H 'Host: tunnel.test' -H 'X-Keep: yes' 'https://model.test:8443/v1/echo?q=1'"))
+      local seen = assert(core.json_decode(out), out)
+      assert.equal("/v1/echo?q=1", seen.path)
+      assert.same({ "model.test:8443" }, seen.headers.host)
+      assert.same({ "yes" }, seen.headers["x-keep"]) -- control: other headers pass
+      assert.same({ "close" }, seen.headers.connection)
+      assert.is_nil(seen.headers["proxy-authorization"])
+      assert.is_nil(seen.headers["x-carry"])
+      assert.is_nil(out:find(TOKEN, 1, true))
+    end)
+
+    it("a client that does not trust the stack CA refuses the leaf; the audit line says tls_error", function()
+      local status = curl("main", "https://api.test/v1/trusting")
+      assert.equal(200, status) -- control: with the bundle
+      local out, ok = h.sh(in_p("env HTTPS_PROXY=" .. h.q(proxy_url("main")) .. " curl -sS --max-time 10 --cacert "
+        .. h.q(work .. "/roots.pem") .. " https://api.test/v1/untrusting 2>&1"))
+      assert.is_false(ok)
+      assert.matches("certificate", out)
+      local seen
+      h.must("sleep 0.2")
+      for _, l in ipairs(audit("main")) do
+        if l.kind == "inspect" and l.decision == "tls_error" then seen = l end
+      end
+      assert.is_not_nil(seen)
+      assert.equal("client_handshake_failed", seen.reason)
+      assert.is_nil(seen.path) -- no request was read
+    end)
+
+    it("offers only http/1.1: a client asking for h2 gets HTTP/1.1", function()
+      local p = peek("api.test:443", "api.test", "/v1/alpn", "h2,http/1.1")
+      assert.equal("http/1.1", p.alpn)
+      assert.matches("^HTTP/1%.1 200", p.reply)
+      local _, _, version = curl("main", "https://api.test/v1/h2", "--http2")
+      assert.equal("1.1", version)
+    end)
+
+    it("signs a leaf once per host and then serves it from the cache", function()
+      local leaves = {}
+      for _, l in ipairs(audit("main")) do
+        if l.kind == "inspect" and l.host == "api.test" then leaves[#leaves + 1] = l.leaf end
+      end
+      assert.is_true(#leaves >= 3)
+      assert.equal("fresh", leaves[1])
+      for i = 2, #leaves do assert.equal("cached", leaves[i]) end
+    end)
+  end)
+
+  describe("plain tunnels and upstream verification", function()
+    it("tunnels a host without method or path rules: the client sees the upstream's own certificate", function()
+      local p = peek("tunnel.test:443", "tunnel.test", "/t")
+      assert.equal("ssh7-test-ca", p.issuer.commonName, p.error)
+      assert.matches("hello from tunnel.test /t", p.reply, 1, true)
+      local inspected = peek("api.test:443", "api.test", "/v1/t") -- control: the same server, inspected
+      assert.matches("^sandstack stack inspection CA", inspected.issuer.commonName)
+      local kinds = {}
+      for _, l in ipairs(audit("main")) do
+        if l.host == "tunnel.test" then kinds[#kinds + 1] = l.kind end
+      end
+      assert.same({ "connect" }, kinds)
+    end)
+
+    it("refuses an upstream certificate from an untrusted CA, or for another name, with a JSON 502 naming why", function()
+      local status, body = curl("main", "https://api.test/v1/control")
+      assert.equal(200, status) -- control: the test CA is trusted through SANDSTACK_UPSTREAM_CA
+      for _, case in ipairs { { "https://untrusted.test:8444/", "untrusted" }, { "https://wrongname.test:8445/", "name_mismatch" } } do
+        local st, b, _, out = curl("main", case[1])
+        assert.equal(502, st, out)
+        local j = assert(core.json_decode(b), b)
+        assert.equal("api_error", j.error.type)
+        assert.equal(case[2], j.upstream.reason)
+        assert.matches(case[2], j.error.message, 1, true)
+        assert.is_nil(b:find("bad!", 1, true))
+      end
+      -- without SANDSTACK_UPSTREAM_CA the test CA is just another unknown CA
+      local st, b = curl("noca", "https://api.test/v1/control")
+      assert.equal(502, st)
+      assert.equal("untrusted", core.json_decode(b).upstream.reason)
+    end)
+  end)
+
+  describe("shutdown", function()
+    it("exits cleanly on SIGTERM (and, under ASan, without a sanitizer report)", function()
+      for _, name in ipairs { "main", "off", "noca" } do
+        local p = proxies[name]
+        h.must("kill -TERM " .. p.pid)
+        h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid .. " 2>/dev/null")
+        p.pid = nil
+        local err = h.read_file(p.dir .. "/err") or ""
+        assert.is_nil(err:find("Sanitizer", 1, true), err)
+        assert.is_nil(err:find("runtime error", 1, true), err)
+        assert.matches('"event":"stopped"', h.read_file(p.dir .. "/out"), 1, true)
+      end
+      assert.is_nil(h.read_file(proxies.main.dir .. "/out"):find(TOKEN, 1, true))
+    end)
+  end)
+end)

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The outside world for spec/proxy_core_spec.lua and bench/proxy_bench.sh, run in the test's
+"outside" network namespace. One process, several listeners:
+
+  :443   TLS (test CA) for allowed.test / denied.test: GET any path -> "hello from <sni> <path>"
+  :80    plain HTTP: answers JSON {method, path, headers} (what the proxy forwarded)
+  :8443  TLS "model API" (model.test): /v1/echo -> JSON of the request headers and body;
+         /v1/stream -> SSE: event 1 at once, event 2 after STREAM_GAP seconds, then the end;
+         writes the time each event was sent to <state>/stream.log
+  :9000  sink: accepts and never reads (a reader that does not read)
+  :9001  flood: writes zeros as fast as the peer takes them
+  :9002  hold: accepts, answers "hi\\n", keeps the connection until the peer closes
+  :9003  echo
+  :9004  source: sends N bytes (first line of the request: N) then closes (for the bench)
+Usage: proxy_standin.py CERT KEY STATE_DIR
+"""
+import asyncio, json, os, resource, ssl, sys, time
+
+CERT, KEY, STATE = sys.argv[1], sys.argv[2], sys.argv[3]
+SNI_SEEN = {}  # the server name each TLS connection asked for, by its SSL object
+STREAM_GAP = float(os.environ.get("STREAM_GAP", "1.5"))
+_hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
+
+
+async def read_head(reader):
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        if line:
+            k, v = line.split(":", 1)
+            headers.setdefault(k.strip().lower(), []).append(v.strip())
+    body = b""
+    if "content-length" in headers:
+        body = await reader.readexactly(int(headers["content-length"][0]))
+    return method, path, headers, body
+
+
+def respond(writer, status, body, ctype="text/plain", extra=""):
+    writer.write(("HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n%s\r\n"
+                  % (status, ctype, len(body), extra)).encode() + body)
+
+
+async def tls_site(reader, writer):
+    try:
+        sni = SNI_SEEN.pop(id(writer.get_extra_info("ssl_object")), None)
+        method, path, headers, body = await read_head(reader)
+        respond(writer, 200, ("hello from %s %s\n" % (sni, path)).encode())
+        await writer.drain()
+    except Exception:
+        pass
+    writer.close()
+
+
+async def plain_site(reader, writer):
+    try:
+        method, path, headers, body = await read_head(reader)
+        respond(writer, 200, json.dumps({"method": method, "path": path, "headers": headers,
+                                         "body": body.decode("latin-1")}).encode(), "application/json")
+        await writer.drain()
+    except Exception:
+        pass
+    writer.close()
+
+
+async def model(reader, writer):
+    try:
+        method, path, headers, body = await read_head(reader)
+        if path.startswith("/v1/stream"):
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                         b"Connection: close\r\n\r\n")
+            log = open(os.path.join(STATE, "stream.log"), "a")
+            for i in (1, 2):
+                ev = ("event: message\ndata: {\"n\": %d}\n\n" % i).encode()
+                writer.write(b"%x\r\n%s\r\n" % (len(ev), ev))
+                await writer.drain()
+                log.write("sent %d %.6f\n" % (i, time.time()))
+                log.flush()
+                if i == 1:
+                    await asyncio.sleep(STREAM_GAP)
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            log.write("end %.6f\n" % time.time())
+            log.close()
+        else:
+            respond(writer, 200, json.dumps({"method": method, "path": path, "headers": headers,
+                                             "body": body.decode("latin-1")}).encode(), "application/json")
+            await writer.drain()
+    except Exception:
+        pass
+    writer.close()
+
+
+async def sink(reader, writer):
+    await asyncio.sleep(3600)
+
+
+async def flood(reader, writer):
+    chunk = b"\0" * 65536
+    try:
+        while True:
+            writer.write(chunk)
+            await writer.drain()
+    except Exception:
+        pass
+
+
+async def hold(reader, writer):
+    writer.write(b"hi\n")
+    try:
+        await writer.drain()
+        await reader.read()
+    except Exception:
+        pass
+    writer.close()
+
+
+async def echo(reader, writer):
+    try:
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                break
+            writer.write(data)
+            await writer.drain()
+    except Exception:
+        pass
+    writer.close()
+
+
+async def source(reader, writer):
+    try:
+        n = int((await reader.readline()).strip())
+        chunk = b"x" * 262144
+        while n > 0:
+            k = min(n, len(chunk))
+            writer.write(chunk[:k])
+            await writer.drain()
+            n -= k
+    except Exception:
+        pass
+    writer.close()
+
+
+async def main():
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(CERT, KEY)
+    ctx.sni_callback = lambda obj, name, c: SNI_SEEN.__setitem__(id(obj), name)
+    servers = [
+        await asyncio.start_server(tls_site, "0.0.0.0", 443, ssl=ctx, backlog=2048),
+        await asyncio.start_server(plain_site, "0.0.0.0", 80, backlog=2048),
+        await asyncio.start_server(model, "0.0.0.0", 8443, ssl=ctx, backlog=2048),
+        await asyncio.start_server(sink, "0.0.0.0", 9000, backlog=2048),
+        await asyncio.start_server(flood, "0.0.0.0", 9001, backlog=2048),
+        await asyncio.start_server(hold, "0.0.0.0", 9002, backlog=4096),
+        await asyncio.start_server(echo, "0.0.0.0", 9003, backlog=2048),
+        await asyncio.start_server(source, "0.0.0.0", 9004, backlog=2048),
+    ]
+    open(os.path.join(STATE, "standin.ready"), "w").close()
+    await asyncio.gather(*(s.serve_forever() for s in servers))
+
+
+asyncio.run(main())
