@@ -165,7 +165,7 @@ describe("gateway scale-out: three nodes behind the consistent-hash front #nginx
     diag(("a dead node's session: JSON 502 in at most %.2f s (proxy_connect_timeout 2s)"):format(worst502))
   end)
 
-  it("control: with nginx's default failure marking (max_fails=1) the front would send a dead node's keys elsewhere", function()
+  it("control: with nginx's default marking (max_fails=1) a dead node's keys would go elsewhere", function()
     -- why front.conf says max_fails=0: the same file with the default marking, after one failure,
     -- routes the dead node's session to the next node on the ring, which answers 404, not 502
     local marking = S.start_front(servers, { name = "front-max-fails", edit = function(text)

@@ -126,6 +126,11 @@ describe("gateway worker-thread plumbing #nginx #docker", function()
     assert.equal(400, (node:api("POST", "/sessions/Bad.Key", alice)))
     assert.equal(400, (node:api("POST", "/sessions/" .. ("k"):rep(49), alice)))
     assert.equal(400, (node:api("POST", "/sessions/pool-x", alice))) -- the pool's projects
+    assert.equal(400, (node:api("POST", "/sessions/a%20b", alice)))
+    -- a key that climbs out of /sessions is no key: nginx normalises it to another route
+    local st, doc = node:api("POST", "/sessions/..%2Fx", alice)
+    assert.equal(404, st)
+    assert.equal("no such route", doc.error.message)
     assert.equal(405, (node:api("GET", "/sessions", alice)))
     local any = { token = TOKENS.alice, secret = core.random_hex(32) }
     assert.equal(404, (node:api("GET", "/sessions/nosuch", any)))

@@ -246,7 +246,9 @@ describe("sbx egress logic", function()
     assert.equal("covered", l:coverage("api.github.com"))
     assert.equal("covered", l:coverage("*.example.com"))
     assert.equal("covered", l:coverage("a.b.example.com"))
-    assert.equal("wider", l:coverage("**.example.com")) -- admits example.com itself
+    -- admits example.com itself, which the sandbox denies (the allowlist's *.example.com does
+    -- not list it): nothing beyond the allowlist (issue 13)
+    assert.equal("apex_denied", l:coverage("**.example.com"))
     assert.equal("disjoint", l:coverage("pypi.org"))
     assert.equal("disjoint", l:coverage("github.com"))
     -- a method-limited allowlist entry is not covered by a host-wide global allow

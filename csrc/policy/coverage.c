@@ -122,12 +122,13 @@ ss_coverage ss_policy_coverage(const ss_policy *p, const char *resource, size_t 
   if (h.len >= 3 && memcmp(h.s, "**.", 3) == 0) kind = ANY_DEPTH, apex = (view){h.s + 3, h.len - 3};
   else if (h.len >= 2 && memcmp(h.s, "*.", 2) == 0) kind = ONE_LEVEL, apex = (view){h.s + 2, h.len - 2};
   if (has_glob(apex)) return SS_COVER_GLOB;
-  /* "**.x" is x and every subdomain: covered when the subdomains are admitted and x itself is
-   * admitted or denied for the sandbox (so "**.x" beside an allowlist "*.x" opens nothing more) */
   int covered = kind == EXACT       ? fully_admits(p, h)
                 : kind == ONE_LEVEL ? subdomains_admitted(p, apex)
-                                    : subdomains_admitted(p, apex) && (fully_admits(p, apex) || apex_denied(p, apex));
+                                    : subdomains_admitted(p, apex) && fully_admits(p, apex);
   if (covered) return SS_COVER_COVERED;
+  /* "**.x" is x and every subdomain: with the subdomains admitted and x denied for the sandbox,
+   * it opens nothing beyond the allowlist ("**.x" beside an allowlist "*.x") */
+  if (kind == ANY_DEPTH && subdomains_admitted(p, apex) && apex_denied(p, apex)) return SS_COVER_APEX_DENIED;
   /* A port on the resource only narrows it: the host decides. */
   for (int i = 0; i < p->n; i++) {
     const ss_policy_rule *r = &p->rules[i];
@@ -144,7 +145,7 @@ ss_coverage ss_policy_coverage(const ss_policy *p, const char *resource, size_t 
 const char *ss_coverage_name(ss_coverage c) {
   static const char *const names[] = {[SS_COVER_ALL] = "all", [SS_COVER_COVERED] = "covered",
                                       [SS_COVER_WIDER] = "wider", [SS_COVER_DISJOINT] = "disjoint",
-                                      [SS_COVER_GLOB] = "glob"};
+                                      [SS_COVER_GLOB] = "glob", [SS_COVER_APEX_DENIED] = "apex_denied"};
   return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "unknown";
 }
 

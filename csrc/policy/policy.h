@@ -96,6 +96,7 @@ typedef enum {
   SS_COVER_WIDER,    /* a host p names, and more (or less than every request to it) */
   SS_COVER_DISJOINT, /* no host p names */
   SS_COVER_GLOB,     /* a glob beyond those forms ("api?.x", "api[!1].x", "a*.x"): no exact deny exists */
+  SS_COVER_APEX_DENIED, /* "**.x": x's subdomains covered, x itself denied for the sandbox (p has "*.x") */
 } ss_coverage;
 ss_coverage ss_policy_coverage(const ss_policy *p, const char *resource, size_t len);
 const char *ss_coverage_name(ss_coverage c);

@@ -300,16 +300,38 @@ static char *read_roots(const char *file, size_t *len, char *why, size_t why_len
   return buf;
 }
 
-int ca_write_files(const proxy_ca *ca, const char *dir, const char *roots_file, char *why, size_t why_len) {
+/* The extra roots as PEM, then the CA's certificate (either may be absent): the bundle's tail.
+ * The extras are re-encoded from the parsed certificates, so nothing but certificates (no key a
+ * user pasted by mistake) can reach the bundle. NULL when out of memory. */
+static char *bundle_tail(const proxy_ca *ca, const STACK_OF(X509) *extra, size_t *len) {
+  BIO *b = BIO_new(BIO_s_mem());
+  int ok = b != NULL;
+  for (int i = 0; ok && extra && i < sk_X509_num(extra); i++) ok = PEM_write_bio_X509(b, sk_X509_value(extra, i)) == 1;
+  if (ok && ca) ok = BIO_write(b, ca->pem, (int)strlen(ca->pem)) == (int)strlen(ca->pem);
+  char *data = NULL, *out = NULL;
+  long n = ok ? BIO_get_mem_data(b, &data) : -1;
+  if (n >= 0 && (out = malloc((size_t)n + 1)) != NULL) {
+    if (n > 0) memcpy(out, data, (size_t)n);
+    out[n] = '\0';
+    *len = (size_t)n;
+  }
+  BIO_free(b);
+  ERR_clear_error();
+  return out;
+}
+
+int ca_write_files(const proxy_ca *ca, const STACK_OF(X509) *extra, const char *dir, const char *roots_file, char *why,
+                   size_t why_len) {
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return fail(why, why_len, "SANDSTACK_CA_DIR %s is not a directory", dir);
-  size_t rl = 0;
+  size_t rl = 0, tl = 0;
   char *roots = read_roots(roots_file, &rl, why, why_len);
   if (!roots) return -1;
-  const char *pem = ca ? ca->pem : "";
-  int rc = publish(dir, "bundle.pem", roots, rl, pem, strlen(pem), why, why_len);
+  char *tail = bundle_tail(ca, extra, &tl);
+  int rc = tail ? publish(dir, "bundle.pem", roots, rl, tail, tl, why, why_len) : fail(why, why_len, "out of memory");
   free(roots);
+  free(tail);
   if (rc != 0) return -1;
   if (ca) return publish(dir, "ca.pem", pem, strlen(pem), "", 0, why, why_len);
   char stale[4096];

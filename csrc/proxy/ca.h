@@ -31,9 +31,12 @@ void ca_free(proxy_ca *ca);
 const char *ca_cert_pem(const proxy_ca *ca);
 
 /* Writes DIR/ca.pem (the CA certificate) and DIR/bundle.pem (every certificate of roots_file,
- * then the CA; with ca NULL the roots alone), each by rename so a reader never sees half a file.
- * 0, or -1 with the reason in why. */
-int ca_write_files(const proxy_ca *ca, const char *dir, const char *roots_file, char *why, size_t why_len);
+ * then the extra upstream roots (SANDSTACK_UPSTREAM_CA, NULL for none), then the CA; with ca
+ * NULL no CA), each by rename so a reader never sees half a file. The extras are in the bundle
+ * because a tunnelled host is verified by the sandbox itself: a private upstream's root must be
+ * trusted there as well as here. 0, or -1 with the reason in why. */
+int ca_write_files(const proxy_ca *ca, const STACK_OF(X509) *extra, const char *dir, const char *roots_file, char *why,
+                   size_t why_len);
 
 /* The leaf certificate for host (a DNS name or an IPv4 literal), from the cache or signed now
  * (*fresh = 1). The certificate stays owned by the cache: take a reference (SSL_use_certificate

@@ -96,7 +96,7 @@ proxy_tls *tls_new(const proxy_config *cfg, char *why, size_t why_len) {
   if (cfg->ca_dir) {
     const char *roots = cfg->ca_roots ? cfg->ca_roots : getenv(X509_get_default_cert_file_env());
     if (!roots || !*roots) roots = X509_get_default_cert_file();
-    if (ca_write_files(t->ca, cfg->ca_dir, roots, why, why_len) != 0) goto fail;
+    if (ca_write_files(t->ca, t->extra, cfg->ca_dir, roots, why, why_len) != 0) goto fail;
   }
   return t;
 fail:

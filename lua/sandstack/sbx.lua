@@ -77,6 +77,7 @@ function M.backend(opts)
     local parent, perr = create.validate_work_dir(opts.storage_base)
     if not parent then
       perr.reason, perr.option = "option", "storage_base"
+      perr.message = "sbx.backend: storage_base: " .. perr.message
       return nil, perr
     end
   end

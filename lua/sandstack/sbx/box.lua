@@ -264,7 +264,8 @@ function Box:remove(path, opts)
   local guest, err = checked_guest_path(self, path, { cwd = opts.cwd })
   if guest == false then return true end
   if not guest then return nil, err end
-  return exec_result(self:exec({ "rm", opts.recursive and "-rf" or "-f", "--", guest }), nil, "remove " .. path)
+  local res, rerr = self:exec({ "rm", opts.recursive and "-rf" or "-f", "--", guest })
+  return exec_result(res, rerr, "remove " .. path)
 end
 
 local reclaim_keys = { cwd = true, timeout = true }
@@ -282,7 +283,8 @@ function Box:reclaim(target, opts)
   local guest, gerr = checked_guest_path(self, target, { cwd = opts.cwd, child = true })
   if guest == false then return true end
   if not guest then return nil, gerr end
-  return exec_result(self:exec({ "rm", "-rf", "--", guest }, { timeout = opts.timeout }), nil, "reclaim " .. target)
+  local res, rerr = self:exec({ "rm", "-rf", "--", guest }, { timeout = opts.timeout })
+  return exec_result(res, rerr, "reclaim " .. target)
 end
 
 -- Releases the handle's host resources (its file plane); the sandbox stays. Idempotent. The

@@ -62,6 +62,8 @@ function M.assess(allow, state, name)
         elseif c == "wider" then
           return nil, "global_allow", ("the global allow %q admits a requested host and more;"
             .. " remove it with `sbx policy rm network --resource %s`"):format(res, res)
+        -- "covered" and "apex_denied" ("**.x" beside "*.x", whose apex the sandbox denies itself)
+        -- open nothing beyond the allowlist: left as they are
         elseif c == "disjoint" and not seen[res] then
           seen[res] = true
           deny[#deny + 1] = res
