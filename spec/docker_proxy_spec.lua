@@ -128,6 +128,10 @@ describe("the proxy sandstack adds for egress_policy, with real clients in a rea
       proxy_hosts = { ["allowed.test"] = addr(2), ["denied.test"] = addr(3), ["model.test"] = addr(4),
         ["gw.test"] = gateway, ["loop.test"] = "127.0.0.1" },
       proxy_upstream = "http://model.test:8080",
+      -- model.test's rule names methods and paths, so the proxy inspects TLS and the stack points
+      -- the sandbox's SSL_CERT_FILE and CURL_CA_BUNDLE at its bundle: the test CA reaches that
+      -- bundle (for the tunnelled allowed.test) through proxy_upstream_ca
+      proxy_upstream_ca = ca,
     })
   end)
 

@@ -244,10 +244,12 @@ describe("sandstack-proxy TLS inspection", function()
       assert.is_nil(ca:find("PRIVATE KEY", 1, true))
       assert.is_nil(bundle:find("PRIVATE KEY", 1, true))
       assert.is_nil(h.read_file(proxies.main.dir .. "/out"):find("PRIVATE KEY", 1, true))
-      -- the bundle is the roots the proxy was given, then the CA
+      -- the bundle is the roots the proxy was given, the SANDSTACK_UPSTREAM_CA roots (one), then the CA
       local _, roots = h.read_file(work .. "/roots.pem"):gsub("BEGIN CERTIFICATE", "")
       local _, inbundle = bundle:gsub("BEGIN CERTIFICATE", "")
-      assert.equal(roots + 1, inbundle)
+      assert.equal(roots + 2, inbundle)
+      local _, noca = h.read_file(proxies.noca.ca .. "/bundle.pem"):gsub("BEGIN CERTIFICATE", "")
+      assert.equal(roots + 1, noca) -- without SANDSTACK_UPSTREAM_CA: the roots and the CA
       assert.equal(ca, bundle:sub(-#ca))
       local text = openssl_text(dir .. "/ca.pem")
       assert.matches("CA:TRUE, pathlen:0", text, 1, true)

@@ -150,7 +150,7 @@ describe("sbx egress host matching (csrc/policy/coverage.c)", function()
     local allow = assert(policy.compile { allow = { "api.example.com", "*.svc.example" } })
     for res, want in pairs {
       ["api.example.com:443"] = "covered", ["API.Example.COM."] = "covered", ["x.svc.example:8443"] = "covered",
-      ["*.svc.example"] = "covered", ["**.svc.example"] = "wider", ["[::1]:443"] = "disjoint",
+      ["*.svc.example"] = "covered", ["**.svc.example"] = "apex_denied", ["**.api.example.com"] = "wider", ["[::1]:443"] = "disjoint",
       ["example.com"] = "disjoint", ["*.example.com"] = "wider", ["**"] = "all", ["*"] = "all",
     } do
       assert.equal(want, allow:coverage(res), res)

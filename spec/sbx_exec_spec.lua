@@ -258,10 +258,10 @@ describe("sbx box file methods #docker [" .. tpl.name .. "]", function()
     assert.is_nil(box:attributes("junk"))
     _, err = box:reclaim("a/b")
     assert.equal("placement", err.reason)
-    _, err = box:reclaim("/etc")
-    assert.equal("placement", err.reason)
-    _, err = box:reclaim("/sandstack")
-    assert.equal("placement", err.reason)
+    _, err = box:reclaim("/etc") -- outside the storage base's parent
+    assert.equal("outside", err.reason)
+    _, err = box:reclaim("/sandstack") -- the workspace root itself
+    assert.equal("root", err.reason)
   end)
 end)
 

@@ -286,6 +286,14 @@ describe("sbx fidelity in a sandbox #docker", function()
     assert.is_true(err.killed)
   end)
 
+  it("the simulator's malformed `mcp ls` answer is malformed, not a registered server", function()
+    H.sbx(env, "sim", "mcp-answer", '{"gateway":{"name":"LOCAL"}}')
+    local _, err = backend:acquire { conversation = "fid", key = "mcp" }
+    H.sbx(env, "sim", "mcp-answer", "off")
+    refused("sbx", "malformed", nil, err)
+    assert.truthy((H.sbx(env, "mcp", "ls", "--json")):find('"servers": []', 1, true)) -- the switch is off again
+  end)
+
   it("a template without /bin/bash fails acquire naming /bin/bash, and leaves no directory", function()
     local name = records.name_for(backend, "fid", "nobash", "default")
     local err = refused("sbx", "missing_bash", backend:acquire { conversation = "fid", key = "nobash",

@@ -333,7 +333,7 @@ int ca_write_files(const proxy_ca *ca, const STACK_OF(X509) *extra, const char *
   free(roots);
   free(tail);
   if (rc != 0) return -1;
-  if (ca) return publish(dir, "ca.pem", pem, strlen(pem), "", 0, why, why_len);
+  if (ca) return publish(dir, "ca.pem", ca->pem, strlen(ca->pem), "", 0, why, why_len);
   char stale[4096];
   snprintf(stale, sizeof stale, "%s/ca.pem", dir); /* no inspection now: no CA for anyone to trust */
   if (unlink(stale) != 0 && errno != ENOENT) return fail(why, why_len, "cannot remove %s: %s", stale, strerror(errno));

@@ -87,7 +87,7 @@ static int parse_args(proxy_config *c, int argc, char **argv, char *why, size_t 
       if (strlen(argv[++i]) >= sizeof c->listen) return fail(why, n, "--listen is too long");
       snprintf(c->listen, sizeof c->listen, "%s", argv[i]);
     } else {
-      return fail(why, n, "usage: sandstack-proxy [--listen ADDRESS] [--port N] [--check] (see docs/proxy.md)");
+      return fail(why, n, "usage: sandstack-proxy [--listen ADDRESS] [--port N] [--check] | --ready (see docs/proxy.md)");
     }
   }
   return 0;

@@ -6,12 +6,35 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "proxy/proxy.h"
 #include "proxy/tls.h"
 
+/* `sandstack-proxy --ready`: the ready test a Docker stack runs by exec beside the proxy
+ * (docs/docker.md, "TLS inspection"). The proxy publishes SANDSTACK_CA_DIR/bundle.pem before it
+ * listens, and the sandbox must not start before its clients can read that bundle; the image
+ * has no shell for a `test -s`. It loads no configuration, so it never makes a CA of its own. */
+static int ready_test(void) {
+  const char *dir = getenv("SANDSTACK_CA_DIR");
+  char path[4096];
+  struct stat st;
+  if (!dir || !*dir) {
+    fprintf(stderr, "sandstack-proxy --ready: SANDSTACK_CA_DIR is not set\n");
+    return 1;
+  }
+  snprintf(path, sizeof path, "%s/bundle.pem", dir);
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+    fprintf(stderr, "sandstack-proxy --ready: %s is not published yet\n", path);
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   char why[512];
+  if (argc == 2 && strcmp(argv[1], "--ready") == 0) return ready_test();
   proxy_config cfg;
   if (proxy_config_load(&cfg, argc, argv, why, sizeof why) != 0) {
     fprintf(stderr, "sandstack-proxy: %s\n", why);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "policy/policy.h"
-#include "stack/stack.h"
+#include "stack/model.h"
 
 /* A Lua table arrives as cJSON; an empty `allow = {}` arrives as {} and means no rule. */
 static cJSON *normalised(const cJSON *policy) {
@@ -16,7 +16,7 @@ static cJSON *normalised(const cJSON *policy) {
   return copy;
 }
 
-char *ss_stack_egress_policy(const cJSON *opts, ss_error *err) {
+ss_policy *ss_stack_compile_policy(const cJSON *opts, ss_error *err) {
   const cJSON *given = cJSON_GetObjectItemCaseSensitive(opts, "egress_policy");
   if (!given) return NULL;
   cJSON *root = normalised(given);
@@ -38,6 +38,12 @@ char *ss_stack_egress_policy(const cJSON *opts, ss_error *err) {
     ss_error_clear(&cause);
     return NULL;
   }
+  return p;
+}
+
+char *ss_stack_egress_policy(const cJSON *opts, ss_error *err) {
+  ss_policy *p = ss_stack_compile_policy(opts, err);
+  if (!p) return NULL;
   cJSON *rendered = ss_policy_render(p);
   ss_policy_free(p);
   char *text = rendered ? cJSON_PrintUnformatted(rendered) : NULL;

@@ -2,6 +2,7 @@
 #define SANDSTACK_STACK_MODEL_H
 /* The validated options, normalised: what validate.c hands to plan.c. Strings and cJSON
  * pointers are borrowed from the options tree, which must outlive the model. */
+#include "policy/policy.h"
 #include "stack/stack.h"
 #include "util/version.h"
 
@@ -45,6 +46,8 @@ typedef struct ss_stack_model {
   int order[SS_STACK_MAX_SERVICES]; /* dependencies first */
   int sandbox_idx, proxy_idx;       /* proxy_idx -1 without a proxy */
   const char *proxy_upstream;       /* the added proxy's SANDSTACK_UPSTREAM, or NULL (its default) */
+  const char *proxy_upstream_ca;    /* the added proxy's SANDSTACK_UPSTREAM_CA (PEM text), or NULL */
+  int inspect_ca; /* the added proxy inspects TLS: the CA volume and its wiring (inspect.c) */
 } ss_stack_model;
 
 /* The proxy sandstack adds when egress_policy comes without a proxy_service. */
@@ -54,6 +57,25 @@ typedef struct ss_stack_model {
  * so a stack needs no registry. */
 #define SS_DEFAULT_PROXY_IMAGE "sandstack/proxy:" SANDSTACK_VERSION
 #define SS_DEFAULT_FORWARDER_IMAGE "sandstack/socat:" SANDSTACK_VERSION
+
+/* TLS inspection (issue 15, inspect.c). The added proxy makes the stack's CA in its own memory
+ * and publishes only certificates into a per-stack volume: read-write in the proxy, read-only in
+ * the sandbox, whose TLS clients are pointed at the bundle by these variables. */
+#define SS_CA_VOLUME_KEY "ca" /* the volume is <project>-ca */
+#define SS_CA_PROXY_DIR "/run/sandstack/ca"
+#define SS_CA_SANDBOX_DIR "/etc/sandstack/ca"
+#define SS_CA_BUNDLE SS_CA_SANDBOX_DIR "/bundle.pem"
+#define SS_CA_READY_TEST "sandstack-proxy" /* run as `sandstack-proxy --ready` (csrc/proxy/main.c) */
+extern const char *const SS_CA_BUNDLE_VARS[]; /* NULL-terminated */
+
+/* Checks the inspection options against the model (after the proxy is known) and sets
+ * m->inspect_ca and m->proxy_upstream_ca. 0, or -1 with compose/invalid_option. */
+int ss_stack_check_inspection(const cJSON *opts, ss_stack_model *m, ss_error *err);
+/* The CA volume's DriverOpts: a tmpfs owned by the proxy's user (so the certificates never
+ * touch the disk and vanish when no container holds the volume). Caller owns the result. */
+cJSON *ss_stack_ca_volume_opts(const ss_stack_model *m);
+/* The compiled egress_policy (egress.c): NULL without err set when there is none. */
+ss_policy *ss_stack_compile_policy(const cJSON *opts, ss_error *err);
 
 /* Builds the plan of a model built by ss_stack_model_build (no second validation). NULL with err
  * set on failure. Caller owns the result. */

@@ -160,6 +160,15 @@ static void wire_added_proxy(const plan_ctx *p, const ss_svc *px, cJSON *env) {
   env_set(env, "SANDSTACK_PROXY_PORT", port);
   env_set(env, "SANDSTACK_SESSION", p->m->session_key);
   if (p->m->proxy_upstream) env_set(env, "SANDSTACK_UPSTREAM", p->m->proxy_upstream);
+  if (p->m->proxy_upstream_ca) env_set(env, "SANDSTACK_UPSTREAM_CA", p->m->proxy_upstream_ca);
+  if (p->m->inspect_ca) env_set(env, "SANDSTACK_CA_DIR", SS_CA_PROXY_DIR);
+}
+
+/* The sandbox's TLS clients trust the bundle the proxy published: the image's roots, the
+ * proxy_upstream_ca roots and the stack's CA. Set last, like the agent contract: a spec's own
+ * value would leave its clients refusing every inspected host. */
+static void wire_ca_bundle(cJSON *env) {
+  for (int i = 0; SS_CA_BUNDLE_VARS[i]; i++) env_set(env, SS_CA_BUNDLE_VARS[i], SS_CA_BUNDLE);
 }
 
 /* Spec 000's credential wiring. With a proxy the sandbox holds only the per-session token. */
@@ -178,6 +187,7 @@ static void wire_credentials(const plan_ctx *p, const ss_svc *s, cJSON *env) {
       env_set(env, "ANTHROPIC_BASE_URL", url);
       env_set(env, "ANTHROPIC_API_KEY", p->token);
       if (px->added) wire_proxy_clients(p, px, env);
+      if (px->added && m->inspect_ca) wire_ca_bundle(env);
     } else if (key) {
       env_set(env, "ANTHROPIC_API_KEY", key->valuestring);
     }
@@ -214,6 +224,23 @@ static cJSON *healthcheck(const cJSON *r) {
   return hc;
 }
 
+/* The added proxy's health when it inspects TLS: its bundle is published, so the sandbox (which
+ * depends on it) starts with a bundle its clients can read. The image has no shell, so the test
+ * is the proxy binary's own `--ready`. A user's `ready.proxy` replaces it. */
+#define CA_READY_INTERVAL_S 10
+#define CA_READY_TIMEOUT_S 5
+#define CA_READY_RETRIES 3
+
+static cJSON *ca_ready_check(void) {
+  cJSON *hc = cJSON_CreateObject();
+  const char *test[] = {"CMD", SS_CA_READY_TEST, "--ready"};
+  cJSON_AddItemToObject(hc, "Test", string_array(test, 3));
+  cJSON_AddNumberToObject(hc, "Interval", CA_READY_INTERVAL_S * NS_PER_S);
+  cJSON_AddNumberToObject(hc, "Timeout", CA_READY_TIMEOUT_S * NS_PER_S);
+  cJSON_AddNumberToObject(hc, "Retries", CA_READY_RETRIES);
+  return hc;
+}
+
 /* The argv sandstack runs itself (by exec) to learn health without waiting an interval. */
 static cJSON *check_argv(const cJSON *test) {
   const char *first = cJSON_GetArrayItem(test, 0)->valuestring;
@@ -225,6 +252,21 @@ static cJSON *check_argv(const cJSON *test) {
   cJSON *a = cJSON_Duplicate(test, 1);
   cJSON_DeleteItemFromArray(a, 0);
   return a;
+}
+
+/* The inspection CA volume: read-write where the proxy publishes into it, read-only in the
+ * sandbox (the kernel refuses its writes, so the agent cannot swap the bundle). NoCopy: nothing
+ * an image holds at the mount point is copied into the volume. */
+static cJSON *ca_mount(const plan_ctx *p, const ss_svc *s) {
+  char name[200];
+  snprintf(name, sizeof name, "%s-%s", p->m->project, SS_CA_VOLUME_KEY);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "Type", "volume");
+  cJSON_AddStringToObject(o, "Source", name);
+  cJSON_AddStringToObject(o, "Target", s->added ? SS_CA_PROXY_DIR : SS_CA_SANDBOX_DIR);
+  cJSON_AddBoolToObject(o, "ReadOnly", !s->added);
+  cJSON_AddBoolToObject(cJSON_AddObjectToObject(o, "VolumeOptions"), "NoCopy", 1);
+  return o;
 }
 
 static cJSON *mounts_of(const plan_ctx *p, const ss_svc *s) {
@@ -242,6 +284,7 @@ static cJSON *mounts_of(const plan_ctx *p, const ss_svc *s) {
     cJSON_AddBoolToObject(o, "ReadOnly", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(mnt, "read_only")));
     cJSON_AddItemToArray(out, o);
   }
+  if (p->m->inspect_ca && (s->added || s->is_sandbox)) cJSON_AddItemToArray(out, ca_mount(p, s));
   return out;
 }
 
@@ -331,8 +374,15 @@ static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_s
   const cJSON *user = spec ? cJSON_GetObjectItemCaseSensitive(spec, "user") : NULL;
   if (user) cJSON_AddStringToObject(cfg, "User", user->valuestring);
   cJSON *check = NULL;
+  double check_timeout = 5;
   if (s->ready) {
     cJSON *h = healthcheck(s->ready);
+    check = check_argv(cJSON_GetObjectItemCaseSensitive(h, "Test"));
+    cJSON_AddItemToObject(cfg, "Healthcheck", h);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(s->ready, "timeout");
+    if (t) check_timeout = t->valuedouble;
+  } else if (s->added && p->m->inspect_ca) {
+    cJSON *h = ca_ready_check();
     check = check_argv(cJSON_GetObjectItemCaseSensitive(h, "Test"));
     cJSON_AddItemToObject(cfg, "Healthcheck", h);
   }
@@ -359,10 +409,9 @@ static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_s
   cJSON_AddBoolToObject(c, "egress", s->egress_allow);
   if (check) {
     cJSON_AddItemToObject(c, "check", check);
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(s->ready, "timeout");
-    cJSON_AddNumberToObject(c, "check_timeout", t ? t->valuedouble : 5);
+    cJSON_AddNumberToObject(c, "check_timeout", check_timeout);
   }
-  cJSON_AddBoolToObject(c, "healthcheck", s->ready != NULL);
+  cJSON_AddBoolToObject(c, "healthcheck", cJSON_GetObjectItemCaseSensitive(cfg, "Healthcheck") != NULL);
   return c;
 }
 
@@ -518,6 +567,20 @@ static void add_volumes(cJSON *plan, const plan_ctx *p) {
     cJSON_AddItemToObject(o, "body", b);
     cJSON_AddItemToArray(out, o);
   }
+  if (!p->m->inspect_ca) return;
+  /* the inspection CA's volume: certificates only (the key stays in the proxy's memory), on a
+   * tmpfs; labelled like every object, so destroy, down and reap remove it */
+  snprintf(name, sizeof name, "%s-%s", p->m->project, SS_CA_VOLUME_KEY);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "key", SS_CA_VOLUME_KEY);
+  cJSON_AddStringToObject(o, "name", name);
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "Name", name);
+  cJSON_AddStringToObject(b, "Driver", "local");
+  cJSON_AddItemToObject(b, "DriverOpts", ss_stack_ca_volume_opts(p->m));
+  cJSON_AddItemToObject(b, "Labels", labels(p, "io.sandstack.volume", SS_CA_VOLUME_KEY));
+  cJSON_AddItemToObject(o, "body", b);
+  cJSON_AddItemToArray(out, o);
 }
 
 static void copy_opt(cJSON *plan, const cJSON *opts, const char *key, const char *as, double def) {
@@ -617,6 +680,14 @@ cJSON *ss_stack_plan_model(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_
     cJSON_AddStringToObject(px, "image", m->svc[m->proxy_idx].image);
     cJSON_AddBoolToObject(px, "added", m->svc[m->proxy_idx].added); /* by egress_policy, not a proxy_service */
     cJSON_AddStringToObject(plan, "session_token", p.token);
+  }
+  if (m->inspect_ca) { /* where the inspection CA's certificates live (never its key) */
+    cJSON *in = cJSON_AddObjectToObject(plan, "inspection");
+    char vol[200];
+    snprintf(vol, sizeof vol, "%s-%s", m->project, SS_CA_VOLUME_KEY);
+    cJSON_AddStringToObject(in, "volume", vol);
+    cJSON_AddStringToObject(in, "proxy_dir", SS_CA_PROXY_DIR);
+    cJSON_AddStringToObject(in, "bundle", SS_CA_BUNDLE);
   }
   const cJSON *rp = cJSON_GetObjectItemCaseSensitive(opts, "ready_path");
   cJSON_AddStringToObject(plan, "ready_path", rp ? rp->valuestring : "/health");

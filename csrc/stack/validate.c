@@ -15,7 +15,8 @@ static const char *const TOP_KEYS[] = {
     "forwarder_image", "network", "volumes", "ready", "project_name", "proxy_service",
     "api_key", "health_timeout", "cpus", "memory", "cap_drop", "security_opt", "pids_limit",
     "user", "readonly_rootfs", "tmpfs", "pull", "egress_policy", "on_event", "subnet_pool",
-    "session_token", "runtime", "proxy_image", "proxy_hosts", "proxy_upstream", NULL};
+    "session_token", "runtime", "proxy_image", "proxy_hosts", "proxy_upstream",
+    "proxy_upstream_ca", NULL};
 static const char *const SERVICE_KEYS[] = {"name", "image", "egress", "entrypoint", "command",
                                            "env", "volumes", "depends_on", "user", "port",
                                            "hosts", NULL};
@@ -270,7 +271,7 @@ static int check_service(const cJSON *opts, const cJSON *spec, ss_stack_model *m
  * `sandstack images` builds) as one more sidecar, with egress, and the sandbox starts after it.
  * The options that shape that proxy are refused anywhere else: they would be silently unused. */
 static int add_proxy(const cJSON *opts, ss_stack_model *m, ss_error *err) {
-  static const char *const own[] = {"proxy_image", "proxy_hosts", "proxy_upstream", NULL};
+  static const char *const own[] = {"proxy_image", "proxy_hosts", "proxy_upstream", "proxy_upstream_ca", NULL};
   int adds = cJSON_GetObjectItemCaseSensitive(opts, "egress_policy") &&
              !cJSON_GetObjectItemCaseSensitive(opts, "proxy_service");
   if (!adds) {
@@ -563,7 +564,8 @@ static int check_scalars(const cJSON *opts, ss_error *err) {
   static const char *const strings[] = {"image", "ready_path", "capture_path", "docker_host",
                                         "sandbox_service", "forwarder_service", "forwarder_image",
                                         "project_name", "proxy_service", "api_key", "pull",
-                                        "subnet_pool", "proxy_image", "proxy_upstream", NULL};
+                                        "subnet_pool", "proxy_image", "proxy_upstream",
+                                        "proxy_upstream_ca", NULL};
   const char *s = NULL;
   for (int i = 0; strings[i]; i++)
     if (opt_string(opts, strings[i], strings[i], &s, err)) return -1;
@@ -688,7 +690,7 @@ int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_mo
     m->svc[p].port = (int)port->valuedouble;
     m->proxy_idx = p;
   }
-  return 0;
+  return ss_stack_check_inspection(opts, m, err);
 }
 
 int ss_stack_validate(const cJSON *opts, const char *session_key, ss_error *err) {

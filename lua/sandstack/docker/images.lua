@@ -116,11 +116,16 @@ local function recipes(opts)
   local socat; socat, err = find_socat(opts.socat)
   if not socat then return nil, err end
   local proxy_files = { { proxy, PROXY_PATH } }
-  if succeeds("test -f " .. CA_BUNDLE) then proxy_files[#proxy_files + 1] = { CA_BUNDLE, CA_BUNDLE, plain = true } end
+  local proxy_changes = { 'ENTRYPOINT ["' .. PROXY_PATH .. '"]', "USER 65534:65534", "EXPOSE 3128/tcp",
+    "ENV PATH=/usr/local/bin:/usr/bin:/bin" }
+  if succeeds("test -f " .. CA_BUNDLE) then
+    proxy_files[#proxy_files + 1] = { CA_BUNDLE, CA_BUNDLE, plain = true }
+    -- OpenSSL's default roots file (/usr/lib/ssl/cert.pem) is not in this root: the proxy's
+    -- upstream verification and the bundle it publishes for inspection read this one instead
+    proxy_changes[#proxy_changes + 1] = "ENV SSL_CERT_FILE=" .. CA_BUNDLE
+  end
   return {
-    { image = opts.proxy_image or M.PROXY_IMAGE, files = proxy_files, source = proxy,
-      changes = { 'ENTRYPOINT ["' .. PROXY_PATH .. '"]', "USER 65534:65534", "EXPOSE 3128/tcp",
-        "ENV PATH=/usr/local/bin:/usr/bin:/bin" } },
+    { image = opts.proxy_image or M.PROXY_IMAGE, files = proxy_files, source = proxy, changes = proxy_changes },
     { image = opts.forwarder_image or M.FORWARDER_IMAGE, files = { { socat, "/usr/bin/socat" } }, source = socat,
       changes = { 'ENTRYPOINT ["/usr/bin/socat"]', "ENV PATH=/usr/local/bin:/usr/bin:/bin" } },
   }
