@@ -4,7 +4,10 @@
 # as in spec/proxy_core_spec.lua; the outside runs spec/support/proxy_standin.py.
 #   bash bench/proxy_bench.sh [BUILD_DIR] [MIB]     (root; BUILD_DIR default build, MIB default 1024)
 # Prints: CONNECT throughput (proxy/direct, socat/direct), time to first byte and per-request
-# latency p50/p99 for small plain-HTTP requests (proxy vs direct vs socat), RSS per idle tunnel.
+# latency p50/p99 for small plain-HTTP requests (proxy vs direct vs socat), the same against the
+# nginx example proxy (examples/egress-proxy; needs Debian's nginx and its Lua module and a LuaJIT
+# core.so, SANDSTACK_CORE_SO, default build-luajit's), RSS per idle tunnel.
+#   SMALL_N (default 2000): requests per path in the nginx comparison; BENCH_NS: namespace prefix
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
@@ -12,7 +15,8 @@ mib=${2:-1024}
 proxy="$top/$build/sandstack-proxy"
 [ -x "$proxy" ] || { echo "no $proxy: build the sandstack-proxy target" >&2; exit 1; }
 sfx=$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')
-P=ssh2bp$sfx O=ssh2bo$sfx
+nsp=${BENCH_NS:-ssh2b}
+P=${nsp}p$sfx O=${nsp}o$sfx
 work=$(mktemp -d /tmp/ssh2-bench.XXXXXX)
 cleanup() {
   for ns in $P $O; do for p in $(ip netns pids $ns 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
@@ -35,12 +39,34 @@ ip netns exec $P setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unu
 # the baseline relay: socat in the same namespace, one process per connection
 ip netns exec $P setsid socat TCP-LISTEN:4004,bind=198.51.100.1,fork,reuseaddr TCP:198.51.100.30:9004 </dev/null >/dev/null 2>&1 &
 ip netns exec $P setsid socat TCP-LISTEN:4080,bind=198.51.100.1,fork,reuseaddr TCP:198.51.100.30:80 </dev/null >/dev/null 2>&1 &
+# The nginx example proxy as its image runs it: the host's nginx and Lua module (the image copies
+# exactly these), the example's nginx.conf.in and Lua, sandstack's LuaJIT core, uid 1000; here in
+# the same namespace as sandstack-proxy, with the same token and the same policy JSON.
+core=${SANDSTACK_CORE_SO:-$top/build-luajit/sandstack/core.so}
+nginx_port=0
+if [ -x /usr/sbin/nginx ] && [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] && [ -f "$core" ]; then
+  ex=$top/examples/egress-proxy ng=$work/nginx
+  mkdir -p "$ng/lib/sandstack" && cp "$core" "$ng/lib/sandstack/core.so"
+  # targets are address literals, so the resolver is never asked
+  sed -e "s/@RESOLVER@/127.0.0.1/" -e "s/@PORT@/8080/" -e "s#/tmp/#$ng/#" -e "s#/etc/sandstack-proxy/#$ex/#" \
+    -e "s#/usr/local/lib/lua/5.1/#$ng/lib/#" "$ex/nginx.conf.in" >"$ng/nginx.conf"
+  touch "$ng/out" && chown -R 1000:1000 "$ng" && chmod 711 "$work"   # nginx reopens /dev/stdout as uid 1000
+  ip netns exec $P setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unused SANDSTACK_UPSTREAM=http://outside.test \
+    SANDSTACK_EGRESS_POLICY='{"allow":["198.51.100.30","outside.test"]}' \
+    setpriv --reuid 1000 --regid 1000 --clear-groups /usr/sbin/nginx -p "$ng/" -c "$ng/nginx.conf" -e stderr \
+    </dev/null >>"$ng/out" 2>&1 &
+  for _ in $(seq 100); do ip netns exec $P bash -c 'exec 3<>/dev/tcp/198.51.100.1/8080' 2>/dev/null && nginx_port=8080 && break
+    sleep 0.05; done
+  [ $nginx_port != 0 ] || { echo "the nginx example proxy did not start:" >&2; cat "$ng/out" >&2; }
+else
+  echo "no nginx with its Lua module, or no $core: the nginx example comparison is skipped" >&2
+fi
 for _ in $(seq 100); do grep -q listening "$work/proxy.out" 2>/dev/null && break; sleep 0.05; done
 sleep 0.3
 pid=$(pgrep -f -n "^$proxy --listen 198.51.100.1 --port 3128" || true)
-ip netns exec $P python3 - "$mib" "$token" "$pid" <<'PY'
-import base64, socket, statistics, sys, time
-mib, token, pid = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+ip netns exec $P env SMALL_N="${SMALL_N:-2000}" python3 - "$mib" "$token" "$pid" "$nginx_port" <<'PY'
+import base64, os, socket, statistics, sys, time
+mib, token, pid, nginx_port = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 auth = "Proxy-Authorization: Basic " + base64.b64encode(("b:" + token).encode()).decode() + "\r\n"
 N = mib * 1024 * 1024
 
@@ -105,6 +131,54 @@ for name, fn in (("direct", lambda: small("198.51.100.30", 80, "/x")),
 print("  added by the proxy: p50 %+.3f ms, p99 %+.3f ms; ratio p50 proxy/direct %.2f, proxy/socat %.2f" % (
     pct(lat_proxy, .5) - pct(lat_direct, .5), pct(lat_proxy, .99) - pct(lat_direct, .99),
     pct(lat_proxy, .5) / pct(lat_direct, .5), pct(lat_proxy, .5) / pct(lat_socat, .5)))
+
+# The nginx example proxy against sandstack-proxy and direct: the same absolute-form GET (an
+# address literal, so neither proxy resolves; one policy rule admits it in both), the same client
+# and token header (Bearer, which both accept), the same stand-in. Each request is connect, send,
+# whole answer (the stand-in closes); the three paths take turns, so they share the noise.
+def whole(port, target, host="198.51.100.1", extra=""):
+    t0 = time.perf_counter()
+    s = socket.create_connection((host, port))
+    s.sendall(("GET %s HTTP/1.1\r\nHost: 198.51.100.30\r\nConnection: close\r\n%s\r\n" % (target, extra)).encode())
+    got = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        got += d
+    dt = time.perf_counter() - t0
+    s.close()
+    assert got.startswith(b"HTTP/1.1 200") and b'"path": "/x"' in got, got[:300]
+    return dt
+
+if nginx_port:
+    bearer = "Proxy-Authorization: Bearer %s\r\n" % token
+    paths = (("direct", lambda: whole(80, "/x", "198.51.100.30")),
+             ("sandstack-proxy", lambda: whole(3128, "http://198.51.100.30/x", extra=bearer)),
+             ("nginx example", lambda: whole(nginx_port, "http://198.51.100.30/x", extra=bearer)))
+    for port in (3128, nginx_port):  # the policy is live in both: a host outside it is refused
+        s = socket.create_connection(("198.51.100.1", port))
+        s.sendall(("GET http://203.0.113.9/x HTTP/1.1\r\nHost: 203.0.113.9\r\nConnection: close\r\n%s\r\n" % bearer).encode())
+        assert s.recv(65536).startswith(b"HTTP/1.1 403"), port
+        s.close()
+    for _ in range(50):
+        for _, fn in paths:
+            fn()
+    n = int(os.environ["SMALL_N"])
+    lat = {name: [] for name, _ in paths}
+    for i in range(n):
+        for k in range(3):
+            name, fn = paths[(i + k) % 3]
+            lat[name].append(fn())
+    print("small plain-HTTP request through each proxy, whole answer, %d each, interleaved:" % n)
+    for name, _ in paths:
+        added = "" if name == "direct" else "   added p50 %+.3f ms, p99 %+.3f ms" % (
+            pct(lat[name], .5) - pct(lat["direct"], .5), pct(lat[name], .99) - pct(lat["direct"], .99))
+        print("  %-16s p50 %.3f ms  p99 %.3f ms%s" % (name, pct(lat[name], .5), pct(lat[name], .99), added))
+    for p, label in ((.5, "p50"), (.99, "p99")):
+        d, s_, g = pct(lat["direct"], p), pct(lat["sandstack-proxy"], p), pct(lat["nginx example"], p)
+        print("  %s ratios: sandstack-proxy/direct %.2f   nginx/direct %.2f   sandstack-proxy/nginx %.2f"
+              "   added sandstack-proxy/nginx %.2f" % (label, s_ / d, g / d, s_ / g, (s_ - d) / (g - d)))
 
 before = rss()
 held = [tunnel("198.51.100.30:9002") for _ in range(500)]

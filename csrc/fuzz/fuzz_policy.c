@@ -78,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(strcmp(err.kind, "invalid") == 0);
     ss_error_clear(&err);
     /* queries still run against an empty policy: nothing may be admitted */
-    static const ss_policy empty = {0, NULL};
+    static const ss_policy empty = {.n = 0, .rules = NULL};
     if (nul) {
       ss_policy_verdict v;
       ss_policy_check(&empty, nul + 1, size - jlen - 1, "GET", 3, "/", 1, 443, &v);

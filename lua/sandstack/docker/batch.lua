@@ -139,9 +139,4 @@ function M.list_requests(label)
   }
 end
 
--- URL-escapes a path segment or query value.
-function M.escape(s)
-  return (tostring(s):gsub("[^%w%-%._~]", function(c) return ("%%%02X"):format(c:byte()) end))
-end
-
 return M
