@@ -68,10 +68,16 @@ describe("sandstack.conformance host TCP probes", function()
     local v6 = core.tcp_listen("::", 0)
     if not v6 then pending("no IPv6 on this host") return end
     local port = v6:port()
-    local reached6 = core.tcp_connect("::1", port, 1)
+    -- the control first: a namespace with IPv6 turned off (a nested engine's) takes the listen
+    -- but has no ::1 to connect to, and then "IPv4 does not reach it" would prove nothing
+    local reached6, err6 = core.tcp_connect("::1", port, 1)
+    if not reached6 then
+      v6:close()
+      pending("no IPv6 loopback in this network namespace: " .. tostring(err6 and err6.message))
+      return
+    end
     local reached4 = core.tcp_connect("127.0.0.1", port, 1)
     v6:close()
-    assert.is_true(reached6)
     assert.is_nil(reached4)
   end)
 end)

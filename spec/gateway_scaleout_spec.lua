@@ -193,10 +193,20 @@ describe("gateway scale-out: three nodes behind the consistent-hash front #nginx
 
   it("new sessions come up on live nodes, and can be talked to", function()
     local dead = by_short[DEAD].server
-    local rerolled, made, total = 0, 0, 0
+    local rerolled, made, total, all_dead = 0, 0, 0, 0
     -- POST /sessions: the front picks the key; one whose home is the dead node is tried anew
     while made < 4 or (rerolled == 0 and made < 20) do
       local st, doc, body, secs = create("/sessions")
+      if st == 502 then
+        -- the front tries three keys: with one node of three dead, 1 create in 27 finds all
+        -- three homed there. That is the only 502 allowed, and the ring model must agree.
+        local keys = type(doc) == "table" and doc.error and doc.error.keys
+        assert.truthy(type(keys) == "table" and #keys == 3, body)
+        for _, k in ipairs(keys) do assert.equal(dead, chash.place(ring, k), body) end
+        all_dead = all_dead + 1
+        assert.truthy(all_dead <= 3, "too many creates with every key on the dead node: " .. body)
+        goto next_create
+      end
       assert.equal(201, st, body)
       local key = doc.key
       local rid, try = key:match("^(%x+)([123])$")
@@ -211,6 +221,7 @@ describe("gateway scale-out: three nodes behind the consistent-hash front #nginx
       local tst, _, tbody = talk(key)
       assert.equal(200, tst, tbody)
       made, total = made + 1, total + secs
+      ::next_create::
     end
     assert.truthy(rerolled > 0, "no keyless create had its first key on the dead node in " .. made)
     -- a client-chosen key homed on a live node is created there as before

@@ -25,6 +25,7 @@ case " ${files[*]} " in *" spec/engines.t "*)
   esac ;;
 esac
 passed=0 failed=0 log=$(mktemp)
+export SANDSTACK_TAP_DIR=$(mktemp -d)
 for mode in $modes; do
   sel=()
   for f in "${files[@]}"; do
@@ -44,6 +45,15 @@ for mode in $modes; do
   failed=$((failed + bad))
 done
 rm -f "$log"
+# what failed, with busted's diagnostics: prove shows only which file and how many
+if grep -l -E '^not ok' "$SANDSTACK_TAP_DIR"/*.tap >/dev/null 2>&1; then
+  echo "=== failures"
+  for t in $(grep -l -E '^not ok' "$SANDSTACK_TAP_DIR"/*.tap); do
+    echo "--- $(basename "$t" .tap)"
+    awk '/^not ok/ {show = 1; n = 0} /^ok / {show = 0} show && n < 25 {print; n++}' "$t"
+  done
+fi
+rm -rf "$SANDSTACK_TAP_DIR"
 if [ $((passed + failed)) -eq 0 ]; then
   echo "no tests ran"
   echo "tests: 0 passed, 1 failed"
