@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs last in every mode: no container, network or volume with a sandstack label may remain.
-echo "1..3"
+# Runs last in every mode: no container, network or volume with a sandstack label may remain,
+# no nested engine the matrix or the scale-out test started, and no network namespace a test
+# made (stand-ins "<project>-inet", the proxy specs' "ssh*" namespaces, the demo's "sandstack-*").
+echo "1..5"
 n=1
 for kind in "ps -aq" "network ls -q" "volume ls -q"; do
   left=$(docker $kind --filter label=io.sandstack.project 2>/dev/null | wc -l)
@@ -8,3 +10,10 @@ for kind in "ps -aq" "network ls -q" "volume ls -q"; do
   else echo "not ok $n - $left labelled objects left by: docker $kind --filter label=io.sandstack.project"; fi
   n=$((n + 1))
 done
+left=$(docker ps -aq --filter label=io.sandstack.test=nested-engine 2>/dev/null | wc -l)
+if [ "$left" -eq 0 ]; then echo "ok $n - no nested engine left running"
+else echo "not ok $n - $left nested engines left: docker ps -a --filter label=io.sandstack.test=nested-engine"; fi
+n=$((n + 1))
+left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^(sstest-|ssh[0-9]|sandstack-)' || true)
+if [ -z "$left" ]; then echo "ok $n - no test network namespace left"
+else echo "not ok $n - network namespaces left: $(echo $left)"; fi
