@@ -551,36 +551,32 @@ static void add_isolation_check(cJSON *plan, const plan_ctx *p, const cJSON *sbx
   cJSON_AddItemToObject(ctr, "body", cbody);
 }
 
-static void add_volumes(cJSON *plan, const plan_ctx *p) {
-  cJSON *out = cJSON_AddArrayToObject(plan, "volumes");
-  const cJSON *vols = cJSON_GetObjectItemCaseSensitive(p->m->opts, "volumes"), *v;
+/* One named volume of the stack: <project>-<key>, labelled like every object (so destroy, down
+ * and reap remove it). Returns the body for the caller to add driver options to. */
+static cJSON *add_volume(cJSON *out, const plan_ctx *p, const char *key) {
   char name[200];
-  cJSON_ArrayForEach(v, vols) {
-    const char *key = cJSON_GetObjectItemCaseSensitive(v, "name")->valuestring;
-    snprintf(name, sizeof name, "%s-%s", p->m->project, key);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "key", key);
-    cJSON_AddStringToObject(o, "name", name);
-    cJSON *b = cJSON_CreateObject();
-    cJSON_AddStringToObject(b, "Name", name);
-    cJSON_AddItemToObject(b, "Labels", labels(p, "io.sandstack.volume", key));
-    cJSON_AddItemToObject(o, "body", b);
-    cJSON_AddItemToArray(out, o);
-  }
-  if (!p->m->inspect_ca) return;
-  /* the inspection CA's volume: certificates only (the key stays in the proxy's memory), on a
-   * tmpfs; labelled like every object, so destroy, down and reap remove it */
-  snprintf(name, sizeof name, "%s-%s", p->m->project, SS_CA_VOLUME_KEY);
+  snprintf(name, sizeof name, "%s-%s", p->m->project, key);
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "key", SS_CA_VOLUME_KEY);
+  cJSON_AddStringToObject(o, "key", key);
   cJSON_AddStringToObject(o, "name", name);
   cJSON *b = cJSON_CreateObject();
   cJSON_AddStringToObject(b, "Name", name);
-  cJSON_AddStringToObject(b, "Driver", "local");
-  cJSON_AddItemToObject(b, "DriverOpts", ss_stack_ca_volume_opts(p->m));
-  cJSON_AddItemToObject(b, "Labels", labels(p, "io.sandstack.volume", SS_CA_VOLUME_KEY));
+  cJSON_AddItemToObject(b, "Labels", labels(p, "io.sandstack.volume", key));
   cJSON_AddItemToObject(o, "body", b);
   cJSON_AddItemToArray(out, o);
+  return b;
+}
+
+static void add_volumes(cJSON *plan, const plan_ctx *p) {
+  cJSON *out = cJSON_AddArrayToObject(plan, "volumes");
+  const cJSON *vols = cJSON_GetObjectItemCaseSensitive(p->m->opts, "volumes"), *v;
+  cJSON_ArrayForEach(v, vols) add_volume(out, p, cJSON_GetObjectItemCaseSensitive(v, "name")->valuestring);
+  if (!p->m->inspect_ca) return;
+  /* the inspection CA's volume: certificates only (the key stays in the proxy's memory), on a
+   * tmpfs */
+  cJSON *b = add_volume(out, p, SS_CA_VOLUME_KEY);
+  cJSON_AddStringToObject(b, "Driver", "local");
+  cJSON_AddItemToObject(b, "DriverOpts", ss_stack_ca_volume_opts(p->m));
 }
 
 static void copy_opt(cJSON *plan, const cJSON *opts, const char *key, const char *as, double def) {
