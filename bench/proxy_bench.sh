@@ -12,26 +12,12 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
 mib=${2:-1024}
-proxy="$top/$build/sandstack-proxy"
-[ -x "$proxy" ] || { echo "no $proxy: build the sandstack-proxy target" >&2; exit 1; }
-sfx=$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')
-nsp=${BENCH_NS:-ssh2b}
-P=${nsp}p$sfx O=${nsp}o$sfx
-work=$(mktemp -d /tmp/ssh2-bench.XXXXXX)
-cleanup() {
-  for ns in $P $O; do for p in $(ip netns pids $ns 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-    ip netns del $ns 2>/dev/null || true; done
-  rm -rf "/etc/netns/$P" "$work"
-}
-trap cleanup EXIT
-ip netns add $P && ip netns add $O
-ip link add ssh2c$sfx netns $P type veth peer name ssh2d$sfx netns $O
-ip netns exec $P sh -c "ip addr add 198.51.100.1/24 dev ssh2c$sfx && ip link set ssh2c$sfx up && ip link set lo up"
-ip netns exec $O sh -c "ip addr add 198.51.100.30/24 dev ssh2d$sfx && ip link set ssh2d$sfx up && ip link set lo up"
-mkdir -p /etc/netns/$P && printf '127.0.0.1 localhost\n198.51.100.30 outside.test\n' >/etc/netns/$P/hosts
+. "$top/bench/proxy_bench_common.sh"
+bench_proxy "$build"
+bench_netns "${BENCH_NS:-ssh2b}" ssh2 /tmp/ssh2-bench.XXXXXX
+printf '127.0.0.1 localhost\n198.51.100.30 outside.test\n' >/etc/netns/$P/hosts
 (cd "$work" && openssl req -x509 -newkey rsa:2048 -nodes -keyout k -out c -days 1 -subj /CN=outside.test >/dev/null 2>&1)
-ip netns exec $O setsid python3 "$top/spec/support/proxy_standin.py" "$work/c" "$work/k" "$work" </dev/null >/dev/null 2>&1 &
-for _ in $(seq 100); do [ -f "$work/standin.ready" ] && break; sleep 0.05; done
+bench_standin "$work/c" "$work/k"
 token=bench-token-0123456789abcdef
 ip netns exec $P setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unused SANDSTACK_UPSTREAM=http://outside.test \
   SANDSTACK_EGRESS_POLICY='{"allow":["198.51.100.30","outside.test"]}' "$proxy" --listen 198.51.100.1 --port 3128 \
@@ -64,10 +50,11 @@ fi
 for _ in $(seq 100); do grep -q listening "$work/proxy.out" 2>/dev/null && break; sleep 0.05; done
 sleep 0.3
 pid=$(pgrep -f -n "^$proxy --listen 198.51.100.1 --port 3128" || true)
-ip netns exec $P env SMALL_N="${SMALL_N:-2000}" python3 - "$mib" "$token" "$pid" "$nginx_port" <<'PY'
-import base64, os, socket, statistics, sys, time
+ip netns exec $P env SMALL_N="${SMALL_N:-2000}" PYTHONPATH="$top/bench" PYTHONDONTWRITEBYTECODE=1 python3 - "$mib" "$token" "$pid" "$nginx_port" <<'PY'
+import os, socket, statistics, sys, time
+from proxy_bench_common import open_tunnel, proxy_auth, read_to_close
 mib, token, pid, nginx_port = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
-auth = "Proxy-Authorization: Basic " + base64.b64encode(("b:" + token).encode()).decode() + "\r\n"
+auth = proxy_auth(token)
 N = mib * 1024 * 1024
 
 def rss():
@@ -75,11 +62,7 @@ def rss():
 
 def tunnel(target):
     s = socket.create_connection(("198.51.100.1", 3128))
-    s.sendall(("CONNECT %s HTTP/1.1\r\n%s\r\n" % (target, auth)).encode())
-    head = b""
-    while not head.endswith(b"\r\n\r\n"):
-        head += s.recv(1)
-    assert b" 200 " in head, head
+    open_tunnel(s, target, auth)
     return s
 
 def pull(s):
@@ -140,12 +123,7 @@ def whole(port, target, host="198.51.100.1", extra=""):
     t0 = time.perf_counter()
     s = socket.create_connection((host, port))
     s.sendall(("GET %s HTTP/1.1\r\nHost: 198.51.100.30\r\nConnection: close\r\n%s\r\n" % (target, extra)).encode())
-    got = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        got += d
+    got = read_to_close(s)
     dt = time.perf_counter() - t0
     s.close()
     assert got.startswith(b"HTTP/1.1 200") and b'"path": "/x"' in got, got[:300]

@@ -12,30 +12,16 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build-h7}
 n=${2:-300}
-proxy="$top/$build/sandstack-proxy"
-[ -x "$proxy" ] || { echo "no $proxy: build the sandstack-proxy target" >&2; exit 1; }
-sfx=$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')
-P=ssh7bp$sfx O=ssh7bo$sfx
-work=$(mktemp -d /tmp/ssh7-bench.XXXXXX)
-cleanup() {
-  for ns in $P $O; do for p in $(ip netns pids $ns 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-    ip netns del $ns 2>/dev/null || true; done
-  rm -rf "/etc/netns/$P" "$work"
-}
-trap cleanup EXIT
-ip netns add $P && ip netns add $O
-ip link add ssh7c$sfx netns $P type veth peer name ssh7d$sfx netns $O
-ip netns exec $P sh -c "ip addr add 198.51.100.1/24 dev ssh7c$sfx && ip link set ssh7c$sfx up && ip link set lo up"
-ip netns exec $O sh -c "ip addr add 198.51.100.30/24 dev ssh7d$sfx && ip link set ssh7d$sfx up && ip link set lo up"
-mkdir -p /etc/netns/$P
+. "$top/bench/proxy_bench_common.sh"
+bench_proxy "$build"
+bench_netns ssh7b ssh7 /tmp/ssh7-bench.XXXXXX
 { printf '127.0.0.1 localhost\n198.51.100.30 api.test tunnel.test\n'
   for i in $(seq "$n"); do printf '198.51.100.30 f%d.fresh.test\n' "$i"; done; } >/etc/netns/$P/hosts
 (cd "$work" && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=ssh7-bench-ca >/dev/null 2>&1 \
   && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=api.test >/dev/null 2>&1 \
   && printf 'subjectAltName=DNS:api.test,DNS:tunnel.test,DNS:*.fresh.test\n' >ext \
   && openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 1 -extfile ext >/dev/null 2>&1)
-ip netns exec $O setsid python3 "$top/spec/support/proxy_standin.py" "$work/srv.pem" "$work/srv.key" "$work" </dev/null >/dev/null 2>&1 &
-for _ in $(seq 100); do [ -f "$work/standin.ready" ] && break; sleep 0.05; done
+bench_standin "$work/srv.pem" "$work/srv.key"
 mkdir -p "$work/ca"
 token=bench-token-0123456789abcdef
 policy='{"allow":[{"host":"api.test","methods":["GET"],"paths":["/v1/*"]},"tunnel.test:443",{"host":"*.fresh.test","methods":["GET"]}]}'
@@ -45,10 +31,11 @@ ip netns exec $P setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unu
 disown -a # the cleanup kills them; no job-control notices
 for _ in $(seq 100); do grep -q listening "$work/proxy.out" 2>/dev/null && break; sleep 0.05; done
 grep -q '"inspect":true' "$work/proxy.out" || { echo "the proxy did not start with inspection" >&2; cat "$work/proxy.out" >&2; exit 1; }
-ip netns exec $P python3 - "$n" "$token" "$work/ca/bundle.pem" <<'PY'
-import base64, socket, ssl, statistics, sys, time
+ip netns exec $P env PYTHONPATH="$top/bench" PYTHONDONTWRITEBYTECODE=1 python3 - "$n" "$token" "$work/ca/bundle.pem" <<'PY'
+import socket, ssl, statistics, sys, time
+from proxy_bench_common import open_tunnel, proxy_auth, read_to_close
 n, token, bundle = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-auth = "Proxy-Authorization: Basic " + base64.b64encode(("b:" + token).encode()).decode() + "\r\n"
+auth = proxy_auth(token)
 ctx = ssl.create_default_context(cafile=bundle)
 
 def dial(addr):
@@ -58,11 +45,7 @@ def dial(addr):
 
 def connect(target):
     s = dial(("198.51.100.1", 3128))
-    s.sendall(("CONNECT %s HTTP/1.1\r\n%s\r\n" % (target, auth)).encode())
-    head = b""
-    while not head.endswith(b"\r\n\r\n"):
-        head += s.recv(1)
-    assert b" 200 " in head, head
+    open_tunnel(s, target, auth)
     return s
 
 def request(mode, host="api.test", path="/v1/x"):
@@ -76,12 +59,7 @@ def request(mode, host="api.test", path="/v1/x"):
     t = ctx.wrap_socket(s, server_hostname=host)
     h1 = time.perf_counter()
     t.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path, host)).encode())
-    raw = b""
-    while True:
-        d = t.recv(65536)
-        if not d:
-            break
-        raw += d
+    raw = read_to_close(t)
     t.close()
     assert raw.startswith(b"HTTP/1.1 200"), raw[:200]
     return time.perf_counter() - t0, h1 - h0

@@ -3,9 +3,7 @@
 -- inspect = false), the stack gets the CA volume, its two mounts, the five bundle variables in
 -- the sandbox and the proxy's ready test before the sandbox; proxy_upstream_ca is held to PEM;
 -- inspect = false with such rules on HTTPS is refused, never weakened.
-local sandstack = require "sandstack"
-local core = sandstack.core
-local docker = sandstack.docker
+local dh = require "docker_proxy_harness"
 
 local TOKEN = ("t"):rep(40)
 local KEY = "sk-real-key-0123456789"
@@ -17,33 +15,9 @@ local INSPECTED = { "pypi.org:443", { host = "api.github.com", methods = { "GET"
 local CERT = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ2VydGlmaWNhdGUgc2hhcGVkIGJsb2NrMAoGCCqGSM49\n"
   .. "BAMCMBIxEDAOBgNVBAMMB3Rlc3QtY2EwHhcNMjUwMTAxMDAwMDAwWhcNMjUwMTAy\n-----END CERTIFICATE-----\n"
 
-local function opts(extra)
-  local o = { agent_port = 8080, image = "agent:1", api_key = KEY, egress_policy = { allow = INSPECTED } }
-  for k, v in pairs(extra or {}) do o[k] = v end
-  return o
-end
-
-local function plan(o)
-  local p, err = docker.plan("unit", o, { token = TOKEN, now = 1, run = "r1" })
-  if not p then return nil, err end
-  for _, c in ipairs(p.containers) do c.body = assert(core.json_decode(c.body_json)) end
-  for _, v in ipairs(p.volumes) do v.body = assert(core.json_decode(v.body_json)) end
-  return p
-end
-
-local function by_service(p, name)
-  for _, c in ipairs(p.containers) do if c.service == name then return c end end
-end
-
-local function env_map(c)
-  local m, n = {}, {}
-  for _, e in ipairs(c.body.Env) do
-    local k, v = e:match("^([^=]+)=(.*)$")
-    m[k] = v
-    n[k] = (n[k] or 0) + 1
-  end
-  return m, n
-end
+local function opts(extra) return dh.options(KEY, INSPECTED, extra) end
+local plan = dh.planner(TOKEN)
+local by_service, env_map = dh.by_service, dh.env_map
 
 local function ca_volume(p)
   for _, v in ipairs(p.volumes) do if v.key == "ca" then return v end end
@@ -53,14 +27,7 @@ local function mount_at(c, target)
   for _, m in ipairs(c.body.HostConfig.Mounts) do if m.Target == target then return m end end
 end
 
-local function refused(o, option)
-  local p, err = plan(o)
-  assert.is_nil(p, option)
-  assert.equal("compose", err.kind, tostring(err))
-  assert.equal("invalid_option", err.reason, tostring(err))
-  assert.equal(option, err.option, tostring(err))
-  return err
-end
+local function refused(o, option) return dh.refused(plan, o, option) end
 
 describe("TLS inspection in the Docker stack's plan (issue 15, no engine)", function()
   it("plans the CA volume, labelled like every object, on a tmpfs owned by the proxy's user", function()

@@ -14,22 +14,14 @@ local h = require "helpers"
 local core = sandstack.core
 local docker = sandstack.docker
 
-local BUILD = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
-local PROXY_BIN = BUILD .. "/sandstack-proxy"
-local PROXY_IMAGE = "sandstack-test/proxy:" .. BUILD:gsub("[^%w.-]", "-")
-local FORWARDER_IMAGE = "sandstack-test/forwarder:" .. BUILD:gsub("[^%w.-]", "-")
-local CLIENT = "sandstack-test/client:local"
-local TAG = core.random_hex(3)
-local PROJECT = "sstest-h11-" .. TAG
-local NS = "sstest-h11-" .. TAG
-local HOST_IF, NS_IF = "sh11" .. TAG .. "h", "sh11" .. TAG .. "n"
-local BASE = 192 + 16 * (tonumber(TAG, 16) % 4) -- a /28 in 203.0.113.192/26
-local function addr(n) return ("203.0.113.%d"):format(BASE + n) end
-local TOKEN = "tok-" .. core.random_hex(30)
-local KEY = "sk-real-" .. core.random_hex(16)
+local dh = require "docker_proxy_harness"
+
+local S = dh.stack("h11", "sh11", function(r) return 192 + 16 * (r % 4) end) -- a /28 in 203.0.113.192/26
+local PROXY_IMAGE, FORWARDER_IMAGE, CLIENT = S.PROXY_IMAGE, S.FORWARDER_IMAGE, S.CLIENT
+local PROJECT, NS, TOKEN, KEY = S.PROJECT, S.NS, S.TOKEN, S.KEY
+local addr, missing, sandbox, in_sandbox, audit = S.addr, S.missing, S.sandbox, S.in_sandbox, S.audit
 local BUNDLE = "/etc/sandstack/ca/bundle.pem"
 local VARS = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO" }
-local top = h.must("pwd"):gsub("%s+$", "")
 
 local POLICY = {
   { host = "api.test", methods = { "GET" }, paths = { "/v1/*" } }, -- inspected (every port, so 443)
@@ -84,19 +76,6 @@ r = c.getresponse()
 print(json.dumps({"status": r.status, "body": r.read().decode(), "issuer": issuer.get("commonName")}))
 ]]
 
-local function missing()
-  if h.must("id -u"):gsub("%s", "") ~= "0" then return "needs root (a network namespace)" end
-  for _, tool in ipairs { "ip", "openssl", "python3", "docker" } do
-    if not select(2, h.sh("command -v " .. tool)) then return "needs " .. tool end
-  end
-  if not select(2, h.sh("test -x " .. h.q(PROXY_BIN))) then return "no " .. PROXY_BIN .. " (build the sandstack-proxy target)" end
-  if not select(2, h.sh("docker info >/dev/null 2>&1")) then return "no Docker engine" end
-  return nil
-end
-
-local function sandbox() return PROJECT .. "-sandbox" end
-local function in_sandbox(cmd) return h.sh(("docker exec %s sh -c %s"):format(sandbox(), h.q(cmd))) end
-
 -- curl in the sandbox through HTTPS_PROXY with the stack's variables only: status, body, verbose
 local function curl(url, extra)
   in_sandbox("rm -f /tmp/body /tmp/err; curl -sS -m 15 -v -o /tmp/body -w '%{http_code}' " .. (extra or "") .. " "
@@ -118,15 +97,6 @@ local function json_refusal(status, body, want)
   return j
 end
 
-local function audit()
-  local lines = {}
-  for line in h.sh("docker logs " .. PROJECT .. "-proxy 2>/dev/null"):gmatch("[^\n]+") do
-    local v = core.json_decode(line)
-    if type(v) == "table" and v.decision then lines[#lines + 1] = v end
-  end
-  return lines
-end
-
 describe("TLS inspection wired by the Docker stack, with real clients in a real sandbox #docker", function()
   local skip_why = missing()
   local work, stack, start_err, test_ca
@@ -135,22 +105,15 @@ describe("TLS inspection wired by the Docker stack, with real clients in a real 
     if skip_why then return end
     work = h.must("mktemp -d /tmp/sstest-h11.XXXXXX"):gsub("%s+$", "")
     local d = h.q(work)
-    h.must(("cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=sstest-h11-ca 2>&1"
-      .. " && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=api.test 2>&1"
-      .. " && printf 'subjectAltName=DNS:api.test,DNS:tunnel.test\\n' > ext"
-      .. " && openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile ext 2>&1"
-      .. " && openssl req -newkey rsa:2048 -nodes -keyout other.key -out other.csr -subj /CN=other.test 2>&1"
+    dh.make_certs(work, "sstest-h11-ca", "api.test", { "api.test", "tunnel.test" },
+      " && openssl req -newkey rsa:2048 -nodes -keyout other.key -out other.csr -subj /CN=other.test 2>&1"
       .. " && printf 'subjectAltName=DNS:other.test\\n' > ext2"
       .. " && openssl x509 -req -in other.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out other.pem -days 2 -extfile ext2 2>&1"
       .. " && openssl req -x509 -newkey rsa:2048 -nodes -keyout rogue.key -out rogue.pem -days 2 -subj /CN=untrusted.test"
-      .. " -addext subjectAltName=DNS:untrusted.test 2>&1"):format(d))
+      .. " -addext subjectAltName=DNS:untrusted.test 2>&1")
     h.write_file(work .. "/bad_server.py", BAD_SERVER)
-    h.must(("ip netns add %s && ip link add %s type veth peer name %s && ip link set %s netns %s"
-      .. " && ip addr add %s/28 dev %s && ip link set %s up"):format(NS, HOST_IF, NS_IF, NS_IF, NS, addr(1), HOST_IF, HOST_IF))
-    h.must(("ip netns exec %s ip addr add %s/28 dev %s"):format(NS, addr(2), NS_IF))
-    h.must(("ip netns exec %s ip link set %s up && ip netns exec %s ip link set lo up"):format(NS, NS_IF, NS))
-    h.must(("ip netns exec %s setsid python3 %s %s/srv.pem %s/srv.key %s </dev/null >%s/standin.log 2>&1 &"):format(
-      NS, h.q(top .. "/spec/support/proxy_standin.py"), d, d, d, d))
+    S.outside_up { 2 }
+    S.start_standin(work)
     h.must(("ip netns exec %s setsid python3 %s/bad_server.py %s/rogue.pem %s/rogue.key 8444 %s/rogue.ready </dev/null >/dev/null 2>&1 &")
       :format(NS, d, d, d, d))
     h.must(("ip netns exec %s setsid python3 %s/bad_server.py %s/other.pem %s/other.key 8445 %s/other.ready </dev/null >/dev/null 2>&1 &")
@@ -159,8 +122,7 @@ describe("TLS inspection wired by the Docker stack, with real clients in a real 
       if h.read_file(work .. "/standin.ready") and h.read_file(work .. "/rogue.ready") and h.read_file(work .. "/other.ready") then break end
       core.sleep(0.05)
     end
-    h.must("bash " .. h.q(top .. "/spec/support/client-image.sh"))
-    assert(docker.build_images { proxy_binary = PROXY_BIN, proxy_image = PROXY_IMAGE, forwarder_image = FORWARDER_IMAGE })
+    S.build_images()
     test_ca = h.read_file(work .. "/ca.pem")
     local names = {}
     for _, n in ipairs { "api.test", "tunnel.test", "untrusted.test", "wrongname.test" } do names[n] = addr(2) end
@@ -177,20 +139,8 @@ describe("TLS inspection wired by the Docker stack, with real clients in a real 
     })
   end)
 
-  lazy_teardown(function()
-    if skip_why then return end
-    if stack then stack:destroy(); stack:close() end
-    docker.down(PROJECT)
-    h.sh(("ip netns pids %s | xargs -r kill"):format(NS))
-    h.sh(("ip link del %s; ip netns del %s"):format(HOST_IF, NS))
-    if work then h.sh("rm -rf " .. h.q(work)) end
-  end)
-
-  local function ready()
-    if skip_why then pending(skip_why) return false end
-    assert(stack, "the stack did not start: " .. tostring(start_err))
-    return true
-  end
+  lazy_teardown(function() if not skip_why then S.teardown(stack, work) end end)
+  local function ready() return S.ready(skip_why, stack, start_err) end
 
   it("mounts the CA read-only in the sandbox, before the agent starts, and points its clients at the bundle", function()
     if not ready() then return end

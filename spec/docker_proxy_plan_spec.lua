@@ -7,45 +7,15 @@ local core = sandstack.core
 local docker = sandstack.docker
 local images = require "sandstack.docker.images"
 local policy = require "sandstack.policy"
+local dh = require "docker_proxy_harness"
 
 local TOKEN = ("t"):rep(40)
 local KEY = "sk-real-key-0123456789"
 
-local function opts(extra)
-  local o = { agent_port = 8080, image = "agent:1", api_key = KEY, egress_policy = { allow = { "pypi.org:443" } } }
-  for k, v in pairs(extra or {}) do o[k] = v end
-  return o
-end
-
-local function plan(o, ctx)
-  local p, err = docker.plan("unit", o, ctx or { token = TOKEN, now = 1, run = "r1" })
-  if not p then return nil, err end
-  for _, c in ipairs(p.containers) do c.body = assert(core.json_decode(c.body_json)) end
-  return p
-end
-
-local function by_service(p, name)
-  for _, c in ipairs(p.containers) do if c.service == name then return c end end
-end
-
-local function env_map(c)
-  local m, n = {}, {}
-  for _, e in ipairs(c.body.Env) do
-    local k, v = e:match("^([^=]+)=(.*)$")
-    m[k] = v
-    n[k] = (n[k] or 0) + 1
-  end
-  return m, n
-end
-
-local function refused(o, option, reason)
-  local p, err = plan(o)
-  assert.is_nil(p, option)
-  assert.equal("compose", err.kind, tostring(err))
-  assert.equal(reason or "invalid_option", err.reason, tostring(err))
-  if option then assert.equal(option, err.option, tostring(err)) end
-  return err
-end
+local function opts(extra) return dh.options(KEY, { "pypi.org:443" }, extra) end
+local plan = dh.planner(TOKEN)
+local by_service, env_map = dh.by_service, dh.env_map
+local function refused(o, option, reason) return dh.refused(plan, o, option, reason) end
 
 describe("the proxy sandstack adds for egress_policy (plan, no engine)", function()
   it("adds a 'proxy' sidecar with egress, the default image, and the sandbox after it", function()

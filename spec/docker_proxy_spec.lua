@@ -15,32 +15,13 @@ local core = sandstack.core
 local docker = sandstack.docker
 local images = require "sandstack.docker.images"
 
-local BUILD = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
-local PROXY_BIN = BUILD .. "/sandstack-proxy"
-local PROXY_IMAGE = "sandstack-test/proxy:" .. BUILD:gsub("[^%w.-]", "-")
-local FORWARDER_IMAGE = "sandstack-test/forwarder:" .. BUILD:gsub("[^%w.-]", "-")
-local CLIENT = "sandstack-test/client:local"
-local TAG = core.random_hex(3)
-local PROJECT = "sstest-h6-" .. TAG
-local NS = "sstest-h6-" .. TAG
-local HOST_IF, NS_IF = "sh6" .. TAG .. "h", "sh6" .. TAG .. "n"
-local BASE = 16 * (4 + tonumber(TAG, 16) % 8) -- a /28 in 203.0.113.64 .. .191 (203.0.113.53 is never in it)
-local function addr(n) return ("203.0.113.%d"):format(BASE + n) end
-local TOKEN = "tok-" .. core.random_hex(30)
-local KEY = "sk-real-" .. core.random_hex(16)
-local top = h.must("pwd"):gsub("%s+$", "")
+local dh = require "docker_proxy_harness"
 
-local function missing()
-  if h.must("id -u"):gsub("%s", "") ~= "0" then return "needs root (a network namespace)" end
-  for _, tool in ipairs { "ip", "openssl", "python3", "docker" } do
-    if not select(2, h.sh("command -v " .. tool)) then return "needs " .. tool end
-  end
-  if not select(2, h.sh("test -x " .. h.q(PROXY_BIN))) then return "no " .. PROXY_BIN .. " (build the sandstack-proxy target)" end
-  if not select(2, h.sh("docker info >/dev/null 2>&1")) then return "no Docker engine" end
-  return nil
-end
-
-local function sandbox() return PROJECT .. "-sandbox" end
+-- a /28 in 203.0.113.64 .. .191 (203.0.113.53 is never in it)
+local S = dh.stack("h6", "sh6", function(r) return 16 * (4 + r % 8) end)
+local PROXY_IMAGE, FORWARDER_IMAGE, CLIENT = S.PROXY_IMAGE, S.FORWARDER_IMAGE, S.CLIENT
+local PROJECT, NS, TOKEN, KEY, top = S.PROJECT, S.NS, S.TOKEN, S.KEY, S.top
+local addr, missing, sandbox, in_sandbox, audit = S.addr, S.missing, S.sandbox, S.in_sandbox, S.audit
 
 -- proxy_client.py COMMAND ARGS... run by python3 inside the sandbox, against the added proxy.
 local function client(cmd, ...)
@@ -51,10 +32,6 @@ local function client(cmd, ...)
   local v = core.json_decode(out:match("([^\n]+)%s*$") or "")
   assert(v, "client printed no JSON: " .. out)
   return v
-end
-
-local function in_sandbox(cmd)
-  return h.sh(("docker exec %s sh -c %s"):format(sandbox(), h.q(cmd)))
 end
 
 -- A CONNECT (or anything) sent as raw bytes; \r\n written as the two characters \ r \ n. The
@@ -76,15 +53,6 @@ local function json_refusal(r, status)
   return body
 end
 
-local function audit()
-  local lines = {}
-  for line in h.sh("docker logs " .. PROJECT .. "-proxy 2>/dev/null"):gmatch("[^\n]+") do
-    local v = core.json_decode(line)
-    if type(v) == "table" and v.decision then lines[#lines + 1] = v end
-  end
-  return lines
-end
-
 describe("the proxy sandstack adds for egress_policy, with real clients in a real sandbox #docker", function()
   local skip_why = missing()
   local work, stack, gateway, start_err
@@ -93,17 +61,10 @@ describe("the proxy sandstack adds for egress_policy, with real clients in a rea
     if skip_why then return end
     work = h.must("mktemp -d /tmp/sstest-h6.XXXXXX"):gsub("%s+$", "")
     local d = h.q(work)
-    h.must(("cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=sstest-h6-ca 2>&1"
-      .. " && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=allowed.test 2>&1"
-      .. " && printf 'subjectAltName=DNS:allowed.test,DNS:denied.test\\n' > ext"
-      .. " && openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile ext 2>&1"):format(d))
+    dh.make_certs(work, "sstest-h6-ca", "allowed.test", { "allowed.test", "denied.test" })
     -- the outside: a namespace joined to the host by a veth, on its own /28
-    h.must(("ip netns add %s && ip link add %s type veth peer name %s && ip link set %s netns %s"
-      .. " && ip addr add %s/28 dev %s && ip link set %s up"):format(NS, HOST_IF, NS_IF, NS_IF, NS, addr(1), HOST_IF, HOST_IF))
-    for _, n in ipairs { 2, 3, 4 } do h.must(("ip netns exec %s ip addr add %s/28 dev %s"):format(NS, addr(n), NS_IF)) end
-    h.must(("ip netns exec %s ip link set %s up && ip netns exec %s ip link set lo up"):format(NS, NS_IF, NS))
-    h.must(("ip netns exec %s setsid python3 %s %s/srv.pem %s/srv.key %s </dev/null >%s/standin.log 2>&1 &"):format(
-      NS, h.q(top .. "/spec/support/proxy_standin.py"), d, d, d, d))
+    S.outside_up { 2, 3, 4 }
+    S.start_standin(work)
     h.must(("ip netns exec %s setsid python3 %s %s 8080 %s 2 </dev/null >%s/model.log 2>&1 &"):format(
       NS, h.q(top .. "/spec/support/model_standin.py"), addr(4), d, d))
     for _ = 1, 100 do
@@ -113,8 +74,7 @@ describe("the proxy sandstack adds for egress_policy, with real clients in a rea
     -- the host's address on the default bridge: a gateway every container can reach
     gateway = h.sh("ip -4 -o addr show docker0 | awk '{ split($4, a, \"/\"); print a[1] }'"):match("^(%d+%.%d+%.%d+%.%d+)")
       or "172.17.0.1"
-    h.must("bash " .. h.q(top .. "/spec/support/client-image.sh"))
-    assert(docker.build_images { proxy_binary = PROXY_BIN, proxy_image = PROXY_IMAGE, forwarder_image = FORWARDER_IMAGE })
+    S.build_images()
     local ca = h.read_file(work .. "/ca.pem")
     stack, start_err = docker.start(PROJECT, {
       project_name = PROJECT, agent_port = 8080, pull = "never",
@@ -135,20 +95,8 @@ describe("the proxy sandstack adds for egress_policy, with real clients in a rea
     })
   end)
 
-  lazy_teardown(function()
-    if skip_why then return end
-    if stack then stack:destroy(); stack:close() end
-    docker.down(PROJECT)
-    h.sh(("ip netns pids %s | xargs -r kill"):format(NS))
-    h.sh(("ip link del %s; ip netns del %s"):format(HOST_IF, NS))
-    if work then h.sh("rm -rf " .. h.q(work)) end
-  end)
-
-  local function ready()
-    if skip_why then pending(skip_why) return false end
-    assert(stack, "the stack did not start: " .. tostring(start_err))
-    return true
-  end
+  lazy_teardown(function() if not skip_why then S.teardown(stack, work) end end)
+  local function ready() return S.ready(skip_why, stack, start_err) end
 
   it("adds the proxy like any service, with its image; the sandbox holds the token as proxy userinfo, never the key", function()
     if not ready() then return end

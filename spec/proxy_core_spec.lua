@@ -9,29 +9,13 @@
 local h = require "helpers"
 local core = require "sandstack.core"
 
-local BUILD = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
-local PROXY = BUILD .. "/sandstack-proxy"
-local TOKEN = "tok-" .. core.random_hex(16)
-local KEY = "sk-real-" .. core.random_hex(16)
-local SFX = core.random_hex(3)
-local NS_P, NS_O = "ssh2p" .. SFX, "ssh2o" .. SFX
-local VETH_P, VETH_O = "ssh2a" .. SFX, "ssh2b" .. SFX
-local PROXY_IP = "198.51.100.1"
-local top = h.must("pwd"):gsub("%s+$", "")
-local work, proxies = nil, {}
+local ph = require "proxy_harness"
+local H = ph.new("ssh2")
+local TOKEN, KEY, PROXY_IP, top = H.TOKEN, H.KEY, H.PROXY_IP, H.top
+local in_p, proxy_url, audit, proxies = H.in_p, H.proxy_url, H.audit, H.proxies
+local work
 
-local function missing()
-  if h.must("id -u"):gsub("%s", "") ~= "0" then return "needs root (network namespaces)" end
-  for _, tool in ipairs { "ip", "openssl", "curl", "python3" } do
-    if not select(2, h.sh("command -v " .. tool)) then return "needs " .. tool end
-  end
-  if not select(2, h.sh("test -x " .. h.q(PROXY))) then return "no " .. PROXY .. " (build the sandstack-proxy target)" end
-  return nil
-end
-local SKIP = missing()
-
-local function in_p(cmd) return "ip netns exec " .. NS_P .. " " .. cmd end
-local function in_o(cmd) return "ip netns exec " .. NS_O .. " " .. cmd end
+local SKIP = H.missing()
 
 -- proxy_client.py COMMAND args... in the proxy's namespace -> decoded JSON
 local function client(cmd, ...)
@@ -44,46 +28,8 @@ local function client(cmd, ...)
   return v
 end
 
-local function proxy_url(name, token)
-  return ("http://sandstack:%s@%s:%d"):format(token or TOKEN, PROXY_IP, proxies[name].port)
-end
-
-local function start_proxy(name, port, env)
-  local dir = work .. "/" .. name
-  h.must("mkdir -p " .. h.q(dir))
-  local vars = {}
-  for k, v in pairs(env) do vars[#vars + 1] = k .. "=" .. h.q(v) end
-  h.write_file(dir .. "/run.sh", table.concat({
-    "ulimit -n $(ulimit -Hn)",
-    "echo $$ > " .. h.q(dir .. "/pid"),
-    "exec env " .. table.concat(vars, " ") .. " " .. h.q(top .. "/" .. PROXY) .. " --listen " .. PROXY_IP
-      .. " --port " .. port .. " >" .. h.q(dir .. "/out") .. " 2>" .. h.q(dir .. "/err"),
-  }, "\n") .. "\n")
-  h.must(in_p("setsid sh " .. h.q(dir .. "/run.sh")) .. " </dev/null >/dev/null 2>&1 &")
-  local p = { dir = dir, port = port }
-  for _ = 1, 100 do
-    local out = h.read_file(dir .. "/out") or ""
-    if out:find('"event":"listening"', 1, true) then
-      p.pid = tonumber((h.read_file(dir .. "/pid") or ""):match("%d+"))
-      proxies[name] = p
-      return p
-    end
-    h.sh("sleep 0.05")
-  end
-  error("proxy " .. name .. " did not start: " .. (h.read_file(dir .. "/err") or ""))
-end
-
 local function rss_kb(pid)
   return tonumber((h.read_file("/proc/" .. pid .. "/status") or ""):match("VmRSS:%s*(%d+)"))
-end
-
-local function audit(name)
-  local lines = {}
-  for line in (h.read_file(proxies[name].dir .. "/out") or ""):gmatch("[^\n]+") do
-    local v = core.json_decode(line)
-    if v and v.decision then lines[#lines + 1] = v end
-  end
-  return lines
 end
 
 local function policy_json()
@@ -117,66 +63,24 @@ fd00::1 ula.test
 ]]
 
 local function setup()
-  work = h.must("mktemp -d /tmp/ssh2-proxy.XXXXXX"):gsub("%s+$", "")
-  h.must("ip netns add " .. NS_P .. " && ip netns add " .. NS_O)
-  h.must(("ip link add %s netns %s type veth peer name %s netns %s"):format(VETH_P, NS_P, VETH_O, NS_O))
-  h.must(in_p("ip addr add " .. PROXY_IP .. "/24 dev " .. VETH_P) .. " && " .. in_p("ip link set " .. VETH_P .. " up")
-    .. " && " .. in_p("ip link set lo up"))
-  h.must(in_o("ip link set " .. VETH_O .. " up") .. " && " .. in_o("ip link set lo up"))
-  for _, a in ipairs { "198.51.100.10", "198.51.100.11", "198.51.100.20", "198.51.100.30" } do
-    h.must(in_o("ip addr add " .. a .. "/24 dev " .. VETH_O))
-  end
-  h.must("mkdir -p /etc/netns/" .. NS_P)
-  h.write_file("/etc/netns/" .. NS_P .. "/hosts", "127.0.0.1 localhost\n" .. HOSTS)
-  h.write_file("/etc/netns/" .. NS_P .. "/resolv.conf", "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+  work = H.net_up("/tmp/ssh2-proxy.XXXXXX", HOSTS, { "198.51.100.10", "198.51.100.11", "198.51.100.20", "198.51.100.30" })
   -- the test CA and one server certificate for every test name
-  local d = h.q(work)
-  h.must(("cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=ssh2-test-ca 2>&1"
-    .. " && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=allowed.test 2>&1"
-    .. " && printf 'subjectAltName=DNS:allowed.test,DNS:denied.test,DNS:model.test,DNS:pathy.test\\n' > ext"
-    .. " && openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile ext 2>&1"):format(d))
-  h.must(in_o("setsid python3 " .. h.q(top .. "/spec/support/proxy_standin.py") .. " " .. d .. "/srv.pem " .. d
-    .. "/srv.key " .. d) .. " </dev/null >" .. d .. "/standin.log 2>&1 &")
-  h.must(in_p("setsid python3 -m http.server 9080 --bind 127.0.0.1 --directory " .. d) .. " </dev/null >/dev/null 2>&1 &")
-  h.must("for i in $(seq 100); do [ -f " .. d .. "/standin.ready ] && break; sleep 0.05; done; [ -f " .. d .. "/standin.ready ]")
-  local policy = policy_json()
-  local base = { SANDSTACK_SESSION_TOKEN = TOKEN, ANTHROPIC_API_KEY = KEY, SANDSTACK_EGRESS_POLICY = policy,
-    SANDSTACK_UPSTREAM = "https://model.test:8443", SANDSTACK_UPSTREAM_CA = work .. "/ca.pem",
-    SANDSTACK_SESSION = "ssh2-session", ASAN_OPTIONS = "detect_leaks=1:exitcode=23",
-    LSAN_OPTIONS = "suppressions=" .. top .. "/spec/support/lsan.supp:print_suppressions=0" }
-  base.SANDSTACK_PROXY_DRAIN_TIMEOUT_MS = "3000"
-  start_proxy("main", 3128, base)
-  local limited = {}
-  for k, v in pairs(base) do limited[k] = v end
-  limited.SANDSTACK_PROXY_MAX_CONNECTIONS = "2"
-  limited.SANDSTACK_PROXY_HANDSHAKE_TIMEOUT_MS = "1000"
-  limited.SANDSTACK_PROXY_IDLE_TIMEOUT_MS = "4000"
-  limited.SANDSTACK_PROXY_DRAIN_TIMEOUT_MS = "1500"
-  start_proxy("limited", 3129, limited)
-end
-
-local function teardown()
-  for _, p in pairs(proxies) do
-    if p.pid then h.sh("kill -TERM " .. p.pid .. " 2>/dev/null") end
-  end
-  -- the stand-ins run in the namespaces: end exactly the processes in them, by pid
-  for _, ns in ipairs { NS_P, NS_O } do
-    h.sh("for p in $(ip netns pids " .. ns .. " 2>/dev/null); do kill -KILL $p; done")
-    h.sh("ip netns del " .. ns .. " 2>/dev/null")
-  end
-  h.sh("rm -rf /etc/netns/" .. NS_P)
-  if work then h.sh("rm -rf " .. h.q(work)) end
+  H.make_certs("ssh2-test-ca", "allowed.test", { "allowed.test", "denied.test", "model.test", "pathy.test" })
+  H.start_standin()
+  h.must(in_p("setsid python3 -m http.server 9080 --bind 127.0.0.1 --directory " .. h.q(work)) .. " </dev/null >/dev/null 2>&1 &")
+  H.wait_standin()
+  local base = H.base_env("ssh2-session", { SANDSTACK_EGRESS_POLICY = policy_json(),
+    SANDSTACK_UPSTREAM_CA = work .. "/ca.pem", SANDSTACK_PROXY_DRAIN_TIMEOUT_MS = "3000" })
+  H.start_proxy("main", 3128, base, { raise_nofile = true })
+  H.start_proxy("limited", 3129, ph.with(base, { SANDSTACK_PROXY_MAX_CONNECTIONS = "2",
+    SANDSTACK_PROXY_HANDSHAKE_TIMEOUT_MS = "1000", SANDSTACK_PROXY_IDLE_TIMEOUT_MS = "4000",
+    SANDSTACK_PROXY_DRAIN_TIMEOUT_MS = "1500" }), { raise_nofile = true })
 end
 
 local function curl(args) return h.sh(in_p("curl -sS --max-time 10 --cacert " .. h.q(work .. "/ca.pem") .. " " .. args)) end
 
 describe("sandstack-proxy", function()
-  if SKIP then
-    it("runs", function() pending(SKIP) end)
-    return
-  end
-  lazy_setup(setup)
-  lazy_teardown(teardown)
+  if not H.bring_up(SKIP, setup) then return end
 
   describe("CONNECT with real clients and real TLS", function()
     it("curl through HTTPS_PROXY fetches allowed.test and is refused denied.test with a JSON 403", function()

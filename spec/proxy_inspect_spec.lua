@@ -9,30 +9,13 @@
 local h = require "helpers"
 local core = require "sandstack.core"
 
-local BUILD = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
-local PROXY = BUILD .. "/sandstack-proxy"
-local TOKEN = "tok-" .. core.random_hex(16)
-local KEY = "sk-real-" .. core.random_hex(16)
-local SFX = core.random_hex(3)
-local NS_P, NS_O = "ssh7p" .. SFX, "ssh7o" .. SFX
-local VETH_P, VETH_O = "ssh7a" .. SFX, "ssh7b" .. SFX
-local PROXY_IP = "198.51.100.1"
-local top = h.must("pwd"):gsub("%s+$", "")
-local work, proxies = nil, {}
+local ph = require "proxy_harness"
+local H = ph.new("ssh7")
+local TOKEN, PROXY_IP, top = H.TOKEN, H.PROXY_IP, H.top
+local in_p, in_o, proxy_url, audit, proxies = H.in_p, H.in_o, H.proxy_url, H.audit, H.proxies
+local work
 
-local function missing()
-  if h.must("id -u"):gsub("%s", "") ~= "0" then return "needs root (network namespaces)" end
-  for _, tool in ipairs { "ip", "openssl", "curl", "python3" } do
-    if not select(2, h.sh("command -v " .. tool)) then return "needs " .. tool end
-  end
-  if not select(2, h.sh("test -x " .. h.q(PROXY))) then return "no " .. PROXY .. " (build the sandstack-proxy target)" end
-  if not select(2, h.sh("test -r /etc/ssl/certs/ca-certificates.crt")) then return "needs the system CA bundle" end
-  return nil
-end
-local SKIP = missing()
-
-local function in_p(cmd) return "ip netns exec " .. NS_P .. " " .. cmd end
-local function in_o(cmd) return "ip netns exec " .. NS_O .. " " .. cmd end
+local SKIP = H.missing { { "test -r /etc/ssl/certs/ca-certificates.crt", "needs the system CA bundle" } }
 
 local POLICY = {
   { host = "api.test", methods = { "GET" }, paths = { "/v1/*" } },                      -- 1: inspected
@@ -106,42 +89,6 @@ except Exception as e:
 print(json.dumps(out))
 ]]
 
-local function start_proxy(name, port, env)
-  local dir = work .. "/" .. name
-  h.must("mkdir -p " .. h.q(dir .. "/ca"))
-  local vars = {}
-  for k, v in pairs(env) do vars[#vars + 1] = k .. "=" .. h.q(v) end
-  vars[#vars + 1] = "SANDSTACK_CA_DIR=" .. h.q(dir .. "/ca")
-  h.write_file(dir .. "/run.sh", table.concat({
-    "echo $$ > " .. h.q(dir .. "/pid"),
-    "exec env " .. table.concat(vars, " ") .. " " .. h.q(top .. "/" .. PROXY) .. " --listen " .. PROXY_IP
-      .. " --port " .. port .. " >" .. h.q(dir .. "/out") .. " 2>" .. h.q(dir .. "/err"),
-  }, "\n") .. "\n")
-  h.must(in_p("setsid sh " .. h.q(dir .. "/run.sh")) .. " </dev/null >/dev/null 2>&1 &")
-  local p = { dir = dir, port = port, ca = dir .. "/ca" }
-  for _ = 1, 100 do
-    local out = h.read_file(dir .. "/out") or ""
-    if out:find('"event":"listening"', 1, true) then
-      p.pid = tonumber((h.read_file(dir .. "/pid") or ""):match("%d+"))
-      proxies[name] = p
-      return p
-    end
-    h.sh("sleep 0.05")
-  end
-  error("proxy " .. name .. " did not start: " .. (h.read_file(dir .. "/err") or ""))
-end
-
-local function proxy_url(name) return ("http://sandstack:%s@%s:%d"):format(TOKEN, PROXY_IP, proxies[name].port) end
-
-local function audit(name)
-  local lines = {}
-  for line in (h.read_file(proxies[name].dir .. "/out") or ""):gmatch("[^\n]+") do
-    local v = core.json_decode(line)
-    if v and v.decision then lines[#lines + 1] = v end
-  end
-  return lines
-end
-
 -- curl in the proxy's namespace through HTTPS_PROXY, trusting only the proxy's bundle (the
 -- sandbox's CURL_CA_BUNDLE): status, body
 local function curl(name, url, extra)
@@ -162,74 +109,36 @@ end
 local function openssl_text(file) return h.must("openssl x509 -noout -text -in " .. h.q(file)) end
 
 local function setup()
-  work = h.must("mktemp -d /tmp/ssh7-inspect.XXXXXX"):gsub("%s+$", "")
-  h.must("ip netns add " .. NS_P .. " && ip netns add " .. NS_O)
-  h.must(("ip link add %s netns %s type veth peer name %s netns %s"):format(VETH_P, NS_P, VETH_O, NS_O))
-  h.must(in_p("ip addr add " .. PROXY_IP .. "/24 dev " .. VETH_P) .. " && " .. in_p("ip link set " .. VETH_P .. " up")
-    .. " && " .. in_p("ip link set lo up"))
-  h.must(in_o("ip addr add 198.51.100.10/24 dev " .. VETH_O) .. " && " .. in_o("ip link set " .. VETH_O .. " up")
-    .. " && " .. in_o("ip link set lo up"))
-  h.must("mkdir -p /etc/netns/" .. NS_P)
-  h.write_file("/etc/netns/" .. NS_P .. "/hosts", "127.0.0.1 localhost\n" .. HOSTS)
-  h.write_file("/etc/netns/" .. NS_P .. "/resolv.conf", "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+  work = H.net_up("/tmp/ssh7-inspect.XXXXXX", HOSTS, { "198.51.100.10" })
   local d = h.q(work)
   -- the test CA and the good server certificate; a CA nobody trusts; a good-CA certificate for another name
-  h.must(("cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=ssh7-test-ca 2>&1"
-    .. " && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=api.test 2>&1"
-    .. " && printf 'subjectAltName=DNS:api.test,DNS:tunnel.test,DNS:model.test\\n' > ext"
-    .. " && openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile ext 2>&1"
-    .. " && openssl req -x509 -newkey rsa:2048 -nodes -keyout rogue.key -out rogue.pem -days 2 -subj /CN=untrusted.test"
+  H.make_certs("ssh7-test-ca", "api.test", { "api.test", "tunnel.test", "model.test" },
+    " && openssl req -x509 -newkey rsa:2048 -nodes -keyout rogue.key -out rogue.pem -days 2 -subj /CN=untrusted.test"
     .. " -addext subjectAltName=DNS:untrusted.test 2>&1"
     .. " && openssl req -newkey rsa:2048 -nodes -keyout other.key -out other.csr -subj /CN=someone-else.test 2>&1"
     .. " && printf 'subjectAltName=DNS:someone-else.test\\n' > ext2"
     .. " && openssl x509 -req -in other.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out other.pem -days 2 -extfile ext2 2>&1"
-    .. " && cat /etc/ssl/certs/ca-certificates.crt ca.pem > roots.pem"):format(d))
+    .. " && cat /etc/ssl/certs/ca-certificates.crt ca.pem > roots.pem")
   h.write_file(work .. "/bad_server.py", BAD_SERVER)
   h.write_file(work .. "/peek.py", PEEK)
-  h.must(in_o("setsid python3 " .. h.q(top .. "/spec/support/proxy_standin.py") .. " " .. d .. "/srv.pem " .. d
-    .. "/srv.key " .. d) .. " </dev/null >" .. d .. "/standin.log 2>&1 &")
+  H.start_standin()
   h.must(in_o("setsid python3 " .. d .. "/bad_server.py " .. d .. "/rogue.pem " .. d .. "/rogue.key 8444")
     .. " </dev/null >/dev/null 2>&1 &")
   h.must(in_o("setsid python3 " .. d .. "/bad_server.py " .. d .. "/other.pem " .. d .. "/other.key 8445")
     .. " </dev/null >/dev/null 2>&1 &")
-  h.must("for i in $(seq 100); do [ -f " .. d .. "/standin.ready ] && break; sleep 0.05; done; [ -f " .. d .. "/standin.ready ]")
+  H.wait_standin()
   h.must(in_o("sh -c 'for i in $(seq 100); do ss -ltn | grep -q :8445 && ss -ltn | grep -q :8444 && exit 0; sleep 0.05; done; exit 1'"))
-  local base = { SANDSTACK_SESSION_TOKEN = TOKEN, ANTHROPIC_API_KEY = KEY,
+  local base = H.base_env("ssh7-session", {
     SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
-    SANDSTACK_UPSTREAM = "https://model.test:8443", SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem"),
-    SANDSTACK_CA_ROOTS = work .. "/roots.pem", SANDSTACK_SESSION = "ssh7-session",
-    ASAN_OPTIONS = "detect_leaks=1:exitcode=23",
-    LSAN_OPTIONS = "suppressions=" .. top .. "/spec/support/lsan.supp:print_suppressions=0" }
-  start_proxy("main", 3128, base)
-  local off = {}
-  for k, v in pairs(base) do off[k] = v end
-  off.SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY, inspect = false }):render()
-  start_proxy("off", 3129, off)
-  local noca = {}
-  for k, v in pairs(base) do noca[k] = v end
-  noca.SANDSTACK_UPSTREAM_CA = nil
-  start_proxy("noca", 3130, noca)
-end
-
-local function teardown()
-  for _, p in pairs(proxies) do
-    if p.pid then h.sh("kill -TERM " .. p.pid .. " 2>/dev/null") end
-  end
-  for _, ns in ipairs { NS_P, NS_O } do
-    h.sh("for p in $(ip netns pids " .. ns .. " 2>/dev/null); do kill -KILL $p; done")
-    h.sh("ip netns del " .. ns .. " 2>/dev/null")
-  end
-  h.sh("rm -rf /etc/netns/" .. NS_P)
-  if work then h.sh("rm -rf " .. h.q(work)) end
+    SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem"), SANDSTACK_CA_ROOTS = work .. "/roots.pem" })
+  H.start_proxy("main", 3128, base, { ca_dir = true })
+  H.start_proxy("off", 3129, ph.with(base, {
+    SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY, inspect = false }):render() }), { ca_dir = true })
+  H.start_proxy("noca", 3130, ph.with(base, { SANDSTACK_UPSTREAM_CA = false }), { ca_dir = true })
 end
 
 describe("sandstack-proxy TLS inspection", function()
-  if SKIP then
-    it("runs", function() pending(SKIP) end)
-    return
-  end
-  lazy_setup(setup)
-  lazy_teardown(teardown)
+  if not H.bring_up(SKIP, setup) then return end
 
   describe("the stack CA", function()
     it("is published as a certificate and a bundle, never with its key, name-constrained and short-lived", function()

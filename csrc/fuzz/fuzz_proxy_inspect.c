@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz/proxy_fuzz_common.h"
 #include "proxy/inspect_request.h"
 
 #define TOKEN "tok-fuzz-0123456789"
@@ -43,26 +44,33 @@ static void check_request(const char *s, size_t n, const ir_request *r) {
   check_outbound(r);
 }
 
+/* the piecewise read: scan position and result carried between reads */
+typedef struct {
+  ph_limits lim;
+  size_t scanned;
+  ir_request req;
+  ir_status status;
+} piecewise;
+
+static int read_step(const char *s, size_t have, void *ctx) {
+  piecewise *pw = ctx;
+  pw->status = ir_read(s, have, &pw->lim, &pw->scanned, &pw->req);
+  return pw->status == IR_INCOMPLETE;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (size < 1) return 0;
-  size_t piece = (size_t)data[0] % 64 + 1;
-  const char *s = (const char *)data + 1;
-  size_t n = size - 1;
-  ph_limits lim = {256, 2048, 20};
-  ir_request whole, part;
+  pf_input in;
+  if (!pf_input_split(data, size, &in)) return 0;
+  ph_limits lim = pf_limits();
+  ir_request whole;
   size_t scanned = 0;
-  ir_status ws = ir_read(s, n, &lim, &scanned, &whole);
-  if (ws == IR_READY) check_request(s, n, &whole);
-  ir_status ps = IR_INCOMPLETE;
-  size_t have = 0;
-  scanned = 0;
-  while (have < n && ps == IR_INCOMPLETE) {
-    have = have + piece < n ? have + piece : n;
-    ps = ir_read(s, have, &lim, &scanned, &part);
-  }
-  if (ps == IR_READY) {
-    check_request(s, have, &part);
-    if (ws != IR_READY || part.head.head_len != whole.head.head_len || part.body_len != whole.body_len) abort();
+  ir_status ws = ir_read(in.s, in.n, &lim, &scanned, &whole);
+  if (ws == IR_READY) check_request(in.s, in.n, &whole);
+  piecewise pw = {.lim = lim, .status = IR_INCOMPLETE};
+  size_t have = pf_feed_pieces(&in, read_step, &pw);
+  if (pw.status == IR_READY) {
+    check_request(in.s, have, &pw.req);
+    if (ws != IR_READY || pw.req.head.head_len != whole.head.head_len || pw.req.body_len != whole.body_len) abort();
   }
   if (ir_status_text(ws) == NULL) abort();
   return 0;

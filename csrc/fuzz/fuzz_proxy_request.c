@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz/proxy_fuzz_common.h"
 #include "proxy/http_head.h"
 
 static void check_request(const char *s, size_t n, const ph_request *r) {
@@ -30,27 +31,35 @@ static void check_request(const char *s, size_t n, const ph_request *r) {
   ph_content_length(r, &cl);
 }
 
+/* the piecewise parse: scan position and result carried between reads */
+typedef struct {
+  ph_limits lim;
+  size_t scanned;
+  ph_request req;
+  ph_status status;
+} piecewise;
+
+static int parse_step(const char *s, size_t have, void *ctx) {
+  piecewise *pw = ctx;
+  pw->status = ph_parse(s, have, &pw->lim, &pw->scanned, &pw->req);
+  return pw->status == PH_INCOMPLETE;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (size < 1) return 0;
-  size_t piece = (size_t)data[0] % 64 + 1;
-  const char *s = (const char *)data + 1;
-  size_t n = size - 1;
-  ph_limits lim = {256, 2048, 20};
-  ph_request whole, part;
+  pf_input in;
+  if (!pf_input_split(data, size, &in)) return 0;
+  ph_limits lim = pf_limits();
+  ph_request whole;
   size_t scanned = 0;
-  ph_status ws = ph_parse(s, n, &lim, &scanned, &whole);
-  if (ws == PH_DONE) check_request(s, n, &whole);
+  ph_status ws = ph_parse(in.s, in.n, &lim, &scanned, &whole);
+  if (ws == PH_DONE) check_request(in.s, in.n, &whole);
   /* piecewise: stop at the first answer other than "incomplete" */
-  ph_status ps = PH_INCOMPLETE;
-  size_t have = 0;
-  scanned = 0;
-  while (have < n && ps == PH_INCOMPLETE) {
-    have = have + piece < n ? have + piece : n;
-    ps = ph_parse(s, have, &lim, &scanned, &part);
-  }
+  piecewise pw = {.lim = lim, .status = PH_INCOMPLETE};
+  size_t have = pf_feed_pieces(&in, parse_step, &pw);
+  ph_status ps = pw.status;
   if (ps == PH_DONE) {
-    check_request(s, have, &part);
-    if (ws != PH_DONE || part.head_len != whole.head_len || part.nheaders != whole.nheaders) abort();
+    check_request(in.s, have, &pw.req);
+    if (ws != PH_DONE || pw.req.head_len != whole.head_len || pw.req.nheaders != whole.nheaders) abort();
   } else if (ps != PH_INCOMPLETE && ws == PH_DONE && ps != PH_LINE_TOO_LONG && ps != PH_HEAD_TOO_LARGE) {
     abort(); /* a prefix was malformed but the whole parsed */
   }

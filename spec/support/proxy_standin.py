@@ -43,54 +43,64 @@ def respond(writer, status, body, ctype="text/plain", extra=""):
                   % (status, ctype, len(body), extra)).encode() + body)
 
 
+def guarded(handler):
+    """A connection handler whose errors (the peer going away, a malformed request) end only
+    that connection, which is closed afterwards."""
+    async def run(reader, writer):
+        try:
+            await handler(reader, writer)
+        except Exception:
+            pass
+        writer.close()
+    return run
+
+
+async def respond_request(writer, method, path, headers, body):
+    """Answers with the request the proxy forwarded, as JSON."""
+    respond(writer, 200, json.dumps({"method": method, "path": path, "headers": headers,
+                                     "body": body.decode("latin-1")}).encode(), "application/json")
+    await writer.drain()
+
+
+@guarded
 async def tls_site(reader, writer):
-    try:
-        sni = SNI_SEEN.pop(id(writer.get_extra_info("ssl_object")), None)
-        method, path, headers, body = await read_head(reader)
-        respond(writer, 200, ("hello from %s %s\n" % (sni, path)).encode())
-        await writer.drain()
-    except Exception:
-        pass
-    writer.close()
+    sni = SNI_SEEN.pop(id(writer.get_extra_info("ssl_object")), None)
+    method, path, headers, body = await read_head(reader)
+    respond(writer, 200, ("hello from %s %s\n" % (sni, path)).encode())
+    await writer.drain()
 
 
+@guarded
 async def plain_site(reader, writer):
-    try:
-        method, path, headers, body = await read_head(reader)
-        respond(writer, 200, json.dumps({"method": method, "path": path, "headers": headers,
-                                         "body": body.decode("latin-1")}).encode(), "application/json")
+    await respond_request(writer, *(await read_head(reader)))
+
+
+async def stream_events(writer):
+    """/v1/stream: SSE event 1 at once, event 2 after STREAM_GAP seconds, each logged with its time."""
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                 b"Connection: close\r\n\r\n")
+    log = open(os.path.join(STATE, "stream.log"), "a")
+    for i in (1, 2):
+        ev = ("event: message\ndata: {\"n\": %d}\n\n" % i).encode()
+        writer.write(b"%x\r\n%s\r\n" % (len(ev), ev))
         await writer.drain()
-    except Exception:
-        pass
-    writer.close()
+        log.write("sent %d %.6f\n" % (i, time.time()))
+        log.flush()
+        if i == 1:
+            await asyncio.sleep(STREAM_GAP)
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    log.write("end %.6f\n" % time.time())
+    log.close()
 
 
+@guarded
 async def model(reader, writer):
-    try:
-        method, path, headers, body = await read_head(reader)
-        if path.startswith("/v1/stream"):
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-                         b"Connection: close\r\n\r\n")
-            log = open(os.path.join(STATE, "stream.log"), "a")
-            for i in (1, 2):
-                ev = ("event: message\ndata: {\"n\": %d}\n\n" % i).encode()
-                writer.write(b"%x\r\n%s\r\n" % (len(ev), ev))
-                await writer.drain()
-                log.write("sent %d %.6f\n" % (i, time.time()))
-                log.flush()
-                if i == 1:
-                    await asyncio.sleep(STREAM_GAP)
-            writer.write(b"0\r\n\r\n")
-            await writer.drain()
-            log.write("end %.6f\n" % time.time())
-            log.close()
-        else:
-            respond(writer, 200, json.dumps({"method": method, "path": path, "headers": headers,
-                                             "body": body.decode("latin-1")}).encode(), "application/json")
-            await writer.drain()
-    except Exception:
-        pass
-    writer.close()
+    method, path, headers, body = await read_head(reader)
+    if path.startswith("/v1/stream"):
+        await stream_events(writer)
+    else:
+        await respond_request(writer, method, path, headers, body)
 
 
 async def sink(reader, writer):
@@ -107,57 +117,48 @@ async def flood(reader, writer):
         pass
 
 
+@guarded
 async def hold(reader, writer):
     writer.write(b"hi\n")
-    try:
-        await writer.drain()
-        await reader.read()
-    except Exception:
-        pass
-    writer.close()
+    await writer.drain()
+    await reader.read()
 
 
+@guarded
 async def echo(reader, writer):
-    try:
-        while True:
-            data = await reader.read(65536)
-            if not data:
-                break
-            writer.write(data)
-            await writer.drain()
-    except Exception:
-        pass
-    writer.close()
+    while True:
+        data = await reader.read(65536)
+        if not data:
+            break
+        writer.write(data)
+        await writer.drain()
 
 
+@guarded
 async def source(reader, writer):
-    try:
-        n = int((await reader.readline()).strip())
-        chunk = b"x" * 262144
-        while n > 0:
-            k = min(n, len(chunk))
-            writer.write(chunk[:k])
-            await writer.drain()
-            n -= k
-    except Exception:
-        pass
-    writer.close()
+    n = int((await reader.readline()).strip())
+    chunk = b"x" * 262144
+    while n > 0:
+        k = min(n, len(chunk))
+        writer.write(chunk[:k])
+        await writer.drain()
+        n -= k
+
+
+# (handler, port, TLS?, backlog)
+LISTENERS = [
+    (tls_site, 443, True, 2048), (plain_site, 80, False, 2048), (model, 8443, True, 2048),
+    (sink, 9000, False, 2048), (flood, 9001, False, 2048), (hold, 9002, False, 4096),
+    (echo, 9003, False, 2048), (source, 9004, False, 2048),
+]
 
 
 async def main():
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(CERT, KEY)
     ctx.sni_callback = lambda obj, name, c: SNI_SEEN.__setitem__(id(obj), name)
-    servers = [
-        await asyncio.start_server(tls_site, "0.0.0.0", 443, ssl=ctx, backlog=2048),
-        await asyncio.start_server(plain_site, "0.0.0.0", 80, backlog=2048),
-        await asyncio.start_server(model, "0.0.0.0", 8443, ssl=ctx, backlog=2048),
-        await asyncio.start_server(sink, "0.0.0.0", 9000, backlog=2048),
-        await asyncio.start_server(flood, "0.0.0.0", 9001, backlog=2048),
-        await asyncio.start_server(hold, "0.0.0.0", 9002, backlog=4096),
-        await asyncio.start_server(echo, "0.0.0.0", 9003, backlog=2048),
-        await asyncio.start_server(source, "0.0.0.0", 9004, backlog=2048),
-    ]
+    servers = [await asyncio.start_server(handler, "0.0.0.0", port, ssl=ctx if tls else None, backlog=backlog)
+               for handler, port, tls, backlog in LISTENERS]
     open(os.path.join(STATE, "standin.ready"), "w").close()
     await asyncio.gather(*(s.serve_forever() for s in servers))
 

@@ -1,0 +1,154 @@
+-- What the specs of the proxy sandstack adds share: the planner specs (docker_proxy_plan_spec,
+-- docker_inspect_plan_spec) plan a stack without an engine; the stack specs (docker_proxy_spec,
+-- docker_inspect_spec) start a real one whose "outside" is a network namespace of the test,
+-- joined to the host by a veth on a /28 of 203.0.113.0/24.
+--
+--   local dh = require "docker_proxy_harness"
+--   local plan = dh.planner(TOKEN)               -- plan(opts[, ctx]) -> plan with decoded bodies
+--   local S = dh.stack("h6", "sh6", base)         -- names, images, TOKEN, KEY, missing(), ...
+local h = require "helpers"
+local sandstack = require "sandstack"
+local core = sandstack.core
+local docker = sandstack.docker
+
+local M = {}
+
+-- test certificates in a directory (see spec/support/proxy_harness.lua)
+M.make_certs = require("proxy_harness").make_certs
+
+-- plan(o, ctx) -> the plan of project "unit" with every container's and volume's body decoded
+function M.planner(token)
+  return function(o, ctx)
+    local p, err = docker.plan("unit", o, ctx or { token = token, now = 1, run = "r1" })
+    if not p then return nil, err end
+    for _, c in ipairs(p.containers) do c.body = assert(core.json_decode(c.body_json)) end
+    for _, v in ipairs(p.volumes or {}) do v.body = assert(core.json_decode(v.body_json)) end
+    return p
+  end
+end
+
+-- opts for an agent stack with the given egress allow list, with the fields of extra set
+function M.options(key, allow, extra)
+  local o = { agent_port = 8080, image = "agent:1", api_key = key, egress_policy = { allow = allow } }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+
+function M.by_service(p, name)
+  for _, c in ipairs(p.containers) do if c.service == name then return c end end
+end
+
+-- a container's environment: value by name, and how many times each name appears
+function M.env_map(c)
+  local m, n = {}, {}
+  for _, e in ipairs(c.body.Env) do
+    local k, v = e:match("^([^=]+)=(.*)$")
+    m[k] = v
+    n[k] = (n[k] or 0) + 1
+  end
+  return m, n
+end
+
+-- the planner refuses o with a compose error of the given reason (default invalid_option)
+-- naming option (when given)
+function M.refused(plan, o, option, reason)
+  local check = require "luassert" -- a support module does not see busted's global assert
+  local p, err = plan(o)
+  check.is_nil(p, option)
+  check.equal("compose", err.kind, tostring(err))
+  check.equal(reason or "invalid_option", err.reason, tostring(err))
+  if option then check.equal(option, err.option, tostring(err)) end
+  return err
+end
+
+-- The live stack of spec "sstest-<id>": project and namespace names, the veth pair (interface
+-- names from ifname), addresses addr(n) in the /28 starting at 203.0.113.<base>, the images
+-- built from this mode's proxy binary under test names, a token and a key.
+function M.stack(id, ifname, base)
+  local build = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
+  local tag = core.random_hex(3)
+  local S = {
+    PROXY_BIN = build .. "/sandstack-proxy",
+    PROXY_IMAGE = "sandstack-test/proxy:" .. build:gsub("[^%w.-]", "-"),
+    FORWARDER_IMAGE = "sandstack-test/forwarder:" .. build:gsub("[^%w.-]", "-"),
+    CLIENT = "sandstack-test/client:local",
+    PROJECT = "sstest-" .. id .. "-" .. tag,
+    NS = "sstest-" .. id .. "-" .. tag,
+    HOST_IF = ifname .. tag .. "h", NS_IF = ifname .. tag .. "n",
+    TOKEN = "tok-" .. core.random_hex(30),
+    KEY = "sk-real-" .. core.random_hex(16),
+    top = (h.must("pwd"):gsub("%s+$", "")),
+  }
+  local first = base(tonumber(tag, 16))
+
+  function S.addr(n) return ("203.0.113.%d"):format(first + n) end
+
+  function S.missing()
+    if h.must("id -u"):gsub("%s", "") ~= "0" then return "needs root (a network namespace)" end
+    for _, tool in ipairs { "ip", "openssl", "python3", "docker" } do
+      if not select(2, h.sh("command -v " .. tool)) then return "needs " .. tool end
+    end
+    if not select(2, h.sh("test -x " .. h.q(S.PROXY_BIN))) then
+      return "no " .. S.PROXY_BIN .. " (build the sandstack-proxy target)"
+    end
+    if not select(2, h.sh("docker info >/dev/null 2>&1")) then return "no Docker engine" end
+    return nil
+  end
+
+  function S.sandbox() return S.PROJECT .. "-sandbox" end
+  function S.in_sandbox(cmd) return h.sh(("docker exec %s sh -c %s"):format(S.sandbox(), h.q(cmd))) end
+
+  -- the added proxy's audit lines (those with a decision), from its container log
+  function S.audit()
+    local lines = {}
+    for line in h.sh("docker logs " .. S.PROJECT .. "-proxy 2>/dev/null"):gmatch("[^\n]+") do
+      local v = core.json_decode(line)
+      if type(v) == "table" and v.decision then lines[#lines + 1] = v end
+    end
+    return lines
+  end
+
+  -- the outside namespace: the host end gets addr(1), the namespace end each addr(n) of ns
+  function S.outside_up(ns)
+    h.must(("ip netns add %s && ip link add %s type veth peer name %s && ip link set %s netns %s"
+      .. " && ip addr add %s/28 dev %s && ip link set %s up"):format(S.NS, S.HOST_IF, S.NS_IF, S.NS_IF, S.NS, S.addr(1),
+      S.HOST_IF, S.HOST_IF))
+    for _, n in ipairs(ns) do h.must(("ip netns exec %s ip addr add %s/28 dev %s"):format(S.NS, S.addr(n), S.NS_IF)) end
+    h.must(("ip netns exec %s ip link set %s up && ip netns exec %s ip link set lo up"):format(S.NS, S.NS_IF, S.NS))
+  end
+
+  -- spec/support/proxy_standin.py in the outside, serving srv.pem/srv.key of work
+  function S.start_standin(work)
+    local d = h.q(work)
+    h.must(("ip netns exec %s setsid python3 %s %s/srv.pem %s/srv.key %s </dev/null >%s/standin.log 2>&1 &"):format(
+      S.NS, h.q(S.top .. "/spec/support/proxy_standin.py"), d, d, d, d))
+  end
+
+  -- the sandbox's client image and the proxy and forwarder images, under test names
+  function S.build_images()
+    h.must("bash " .. h.q(S.top .. "/spec/support/client-image.sh"))
+    assert(docker.build_images { proxy_binary = S.PROXY_BIN, proxy_image = S.PROXY_IMAGE,
+      forwarder_image = S.FORWARDER_IMAGE })
+  end
+
+  -- everything the stack spec made: the stack, the namespace's processes and veth, work
+  function S.teardown(stack, work)
+    if stack then stack:destroy(); stack:close() end
+    docker.down(S.PROJECT)
+    h.sh(("ip netns pids %s | xargs -r kill"):format(S.NS))
+    h.sh(("ip link del %s; ip netns del %s"):format(S.HOST_IF, S.NS))
+    if work then h.sh("rm -rf " .. h.q(work)) end
+  end
+
+  -- at the start of a test: false (the test pending) when skip says why the spec cannot run
+  -- here; an error when the stack did not start; else true
+  function S.ready(skip, stack, start_err)
+    if skip then require("busted").pending(skip) return false end
+    assert(stack, "the stack did not start: " .. tostring(start_err))
+    return true
+  end
+
+  return S
+end
+
+return M
