@@ -124,19 +124,26 @@ function Pool:_new_project()
   return self.name .. "-" .. core.random_hex(4)
 end
 
--- One stack into the pool: the normal start with the pool label and the placeholder session,
--- then the ready mark. A mark that cannot be set takes the stack down again.
-function Pool:_fill_one()
+-- The normal start labelled with the pool, then a mark (role "ready" or "claim") for
+-- session_key. A mark that cannot be set takes the stack down again.
+local function start_marked(self, session_key, hooks, role)
   local project = self:_new_project()
-  local stack, err = require("sandstack.docker.start").start(self.placeholder, self:_opts(project), self.name)
+  local stack, err = require("sandstack.docker.start").start(session_key, self:_opts(project, hooks), self.name)
   if not stack then return nil, err end
   local eng, ok; eng, err = self:_engine()
-  if eng then ok, err = require("sandstack.docker.inventory").mark(eng, "ready", project, self.name, self.placeholder, self.mark_image) end
+  if eng then ok, err = require("sandstack.docker.inventory").mark(eng, role, project, self.name, session_key, self.mark_image) end
   if not ok then
     stack:destroy()
     stack:close()
     return nil, err
   end
+  return stack, project
+end
+
+-- One stack into the pool: started under the placeholder session, then marked ready.
+function Pool:_fill_one()
+  local stack, project = start_marked(self, self.placeholder, nil, "ready")
+  if not stack then return nil, project end
   stack:close()
   emit(self, "pool_filled", { project = project })
   return project
@@ -277,16 +284,8 @@ end
 -- An empty pool: a normal start under the session's own key, labelled with the pool, claimed
 -- before anyone could see it as idle (it never gets a ready mark).
 function Pool:_cold(session_key, hooks)
-  local project = self:_new_project()
-  local stack, err = require("sandstack.docker.start").start(session_key, self:_opts(project, hooks), self.name)
+  local stack, err = start_marked(self, session_key, hooks, "claim")
   if not stack then return nil, err end
-  local eng, ok; eng, err = self:_engine()
-  if eng then ok, err = require("sandstack.docker.inventory").mark(eng, "claim", project, self.name, session_key, self.mark_image) end
-  if not ok then
-    stack:destroy()
-    stack:close()
-    return nil, err
-  end
   stack.pool = self.name
   return stack
 end
