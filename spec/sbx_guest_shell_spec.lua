@@ -130,6 +130,20 @@ describe("guest shell code #docker", function()
           .. sh .. "\n", r.stdout)
       end)
 
+      it("a shell-command exec (box:exec of a string) runs through the wrapper under this shell", function()
+        -- the argv box:exec makes of a string, with its /bin/sh made the shell under test
+        local argv = require("sandstack.sbx.box").command_argv(
+          'a="x y"; printf "%s|" "$a" "$GREETING"; echo one two | wc -w; test -z "$1" && echo "no args"; exit 3')
+        assert.equal("/bin/sh", argv[1])
+        assert.equal(3, #argv)
+        argv[1] = "/opt/shells/" .. sh .. "/sh"
+        local nonce = "n" .. core.random_hex(8)
+        local r = run(sh, "agent", core.sbx_wrapper_script, { nonce, xdir, core.random_hex(12) },
+          input("/ws", mnt, mnt, { "GREETING=hi there" }, argv))
+        assert.equal(3, r.exit_code, r.stderr)
+        assert.equal("x y|hi there|2\nno args\n", r.stdout)
+      end)
+
       it("the wrapper runs nothing from a cut or malformed input (exit 126)", function()
         local token = core.random_hex(12)
         local cmd = { "touch", mnt .. "/cut-" .. sh }

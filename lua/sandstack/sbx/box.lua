@@ -129,6 +129,7 @@ local function command_argv(cmd)
   end
   return cmd
 end
+M.command_argv = command_argv -- internal module: the guest shell spec runs what it makes
 
 local plane -- defined with the file methods below
 
