@@ -15,16 +15,16 @@ mib=${2:-1024}
 . "$top/bench/proxy_bench_common.sh"
 bench_proxy "$build"
 bench_netns "${BENCH_NS:-ssh2b}" ssh2 /tmp/ssh2-bench.XXXXXX
-printf '127.0.0.1 localhost\n198.51.100.30 outside.test\n' >/etc/netns/$P/hosts
+printf '127.0.0.1 localhost\n198.51.100.30 outside.test\n' >"/etc/netns/$P/hosts"
 (cd "$work" && openssl req -x509 -newkey rsa:2048 -nodes -keyout k -out c -days 1 -subj /CN=outside.test >/dev/null 2>&1)
 bench_standin "$work/c" "$work/k"
 token=bench-token-0123456789abcdef
-ip netns exec $P setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unused SANDSTACK_UPSTREAM=http://outside.test \
+ip netns exec "$P" setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unused SANDSTACK_UPSTREAM=http://outside.test \
   SANDSTACK_EGRESS_POLICY='{"allow":["198.51.100.30","outside.test"]}' "$proxy" --listen 198.51.100.1 --port 3128 \
   </dev/null >"$work/proxy.out" 2>&1 &
 # the baseline relay: socat in the same namespace, one process per connection
-ip netns exec $P setsid socat TCP-LISTEN:4004,bind=198.51.100.1,fork,reuseaddr TCP:198.51.100.30:9004 </dev/null >/dev/null 2>&1 &
-ip netns exec $P setsid socat TCP-LISTEN:4080,bind=198.51.100.1,fork,reuseaddr TCP:198.51.100.30:80 </dev/null >/dev/null 2>&1 &
+ip netns exec "$P" setsid socat TCP-LISTEN:4004,bind=198.51.100.1,fork,reuseaddr TCP:198.51.100.30:9004 </dev/null >/dev/null 2>&1 &
+ip netns exec "$P" setsid socat TCP-LISTEN:4080,bind=198.51.100.1,fork,reuseaddr TCP:198.51.100.30:80 </dev/null >/dev/null 2>&1 &
 # The nginx example proxy as its image runs it: the host's nginx and Lua module (the image copies
 # exactly these), the example's nginx.conf.in and Lua, sandstack's LuaJIT core, uid 1000; here in
 # the same namespace as sandstack-proxy, with the same token and the same policy JSON.
@@ -37,20 +37,20 @@ if [ -x /usr/sbin/nginx ] && [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so 
   sed -e "s/@RESOLVER@/127.0.0.1/" -e "s/@PORT@/8080/" -e "s#/tmp/#$ng/#" -e "s#/etc/sandstack-proxy/#$ex/#" \
     -e "s#/usr/local/lib/lua/5.1/#$ng/lib/#" "$ex/nginx.conf.in" >"$ng/nginx.conf"
   touch "$ng/out" && chown -R 1000:1000 "$ng" && chmod 711 "$work"   # nginx reopens /dev/stdout as uid 1000
-  ip netns exec $P setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unused SANDSTACK_UPSTREAM=http://outside.test \
+  ip netns exec "$P" setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unused SANDSTACK_UPSTREAM=http://outside.test \
     SANDSTACK_EGRESS_POLICY='{"allow":["198.51.100.30","outside.test"]}' \
     setpriv --reuid 1000 --regid 1000 --clear-groups /usr/sbin/nginx -p "$ng/" -c "$ng/nginx.conf" -e stderr \
     </dev/null >>"$ng/out" 2>&1 &
-  for _ in $(seq 100); do ip netns exec $P bash -c 'exec 3<>/dev/tcp/198.51.100.1/8080' 2>/dev/null && nginx_port=8080 && break
+  for _ in $(seq 100); do ip netns exec "$P" bash -c 'exec 3<>/dev/tcp/198.51.100.1/8080' 2>/dev/null && nginx_port=8080 && break
     sleep 0.05; done
-  [ $nginx_port != 0 ] || { echo "the nginx example proxy did not start:" >&2; cat "$ng/out" >&2; }
+  [ "$nginx_port" != 0 ] || { echo "the nginx example proxy did not start:" >&2; cat "$ng/out" >&2; }
 else
   echo "no nginx with its Lua module, or no $core: the nginx example comparison is skipped" >&2
 fi
 for _ in $(seq 100); do grep -q listening "$work/proxy.out" 2>/dev/null && break; sleep 0.05; done
 sleep 0.3
 pid=$(pgrep -f -n "^$proxy --listen 198.51.100.1 --port 3128" || true)
-ip netns exec $P env SMALL_N="${SMALL_N:-2000}" PYTHONPATH="$top/bench" PYTHONDONTWRITEBYTECODE=1 python3 - "$mib" "$token" "$pid" "$nginx_port" <<'PY'
+ip netns exec "$P" env SMALL_N="${SMALL_N:-2000}" PYTHONPATH="$top/bench" PYTHONDONTWRITEBYTECODE=1 python3 - "$mib" "$token" "$pid" "$nginx_port" <<'PY'
 import os, socket, statistics, sys, time
 from proxy_bench_common import open_tunnel, proxy_auth, read_to_close
 mib, token, pid, nginx_port = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2154 # $top is set by the bench that sources this file
 # Sourced by bench/proxy_bench.sh and bench/proxy_inspect_bench.sh: the proxy binary check and
 # the two network namespaces the benches run in ($P holds the proxy and the clients at
 # 198.51.100.1, $O the outside at 198.51.100.30), with their cleanup on exit.

@@ -16,7 +16,7 @@ n=${2:-300}
 bench_proxy "$build"
 bench_netns ssh7b ssh7 /tmp/ssh7-bench.XXXXXX
 { printf '127.0.0.1 localhost\n198.51.100.30 api.test tunnel.test\n'
-  for i in $(seq "$n"); do printf '198.51.100.30 f%d.fresh.test\n' "$i"; done; } >/etc/netns/$P/hosts
+  for i in $(seq "$n"); do printf '198.51.100.30 f%d.fresh.test\n' "$i"; done; } >"/etc/netns/$P/hosts"
 (cd "$work" && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=ssh7-bench-ca >/dev/null 2>&1 \
   && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=api.test >/dev/null 2>&1 \
   && printf 'subjectAltName=DNS:api.test,DNS:tunnel.test,DNS:*.fresh.test\n' >ext \
@@ -25,13 +25,13 @@ bench_standin "$work/srv.pem" "$work/srv.key"
 mkdir -p "$work/ca"
 token=bench-token-0123456789abcdef
 policy='{"allow":[{"host":"api.test","methods":["GET"],"paths":["/v1/*"]},"tunnel.test:443",{"host":"*.fresh.test","methods":["GET"]}]}'
-ip netns exec $P setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unused SANDSTACK_UPSTREAM=http://api.test \
+ip netns exec "$P" setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unused SANDSTACK_UPSTREAM=http://api.test \
   SANDSTACK_EGRESS_POLICY="$policy" SANDSTACK_UPSTREAM_CA="$(cat "$work/ca.pem")" SANDSTACK_CA_DIR="$work/ca" \
   SANDSTACK_CA_ROOTS="$work/ca.pem" "$proxy" --listen 198.51.100.1 --port 3128 </dev/null >"$work/proxy.out" 2>&1 &
 disown -a # the cleanup kills them; no job-control notices
 for _ in $(seq 100); do grep -q listening "$work/proxy.out" 2>/dev/null && break; sleep 0.05; done
 grep -q '"inspect":true' "$work/proxy.out" || { echo "the proxy did not start with inspection" >&2; cat "$work/proxy.out" >&2; exit 1; }
-ip netns exec $P env PYTHONPATH="$top/bench" PYTHONDONTWRITEBYTECODE=1 python3 - "$n" "$token" "$work/ca/bundle.pem" <<'PY'
+ip netns exec "$P" env PYTHONPATH="$top/bench" PYTHONDONTWRITEBYTECODE=1 python3 - "$n" "$token" "$work/ca/bundle.pem" <<'PY'
 import socket, ssl, statistics, sys, time
 from proxy_bench_common import open_tunnel, proxy_auth, read_to_close
 n, token, bundle = int(sys.argv[1]), sys.argv[2], sys.argv[3]

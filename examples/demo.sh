@@ -12,7 +12,7 @@ project="sandstack-$session"
 standin="$project-inet"
 listener_pid=""
 cleanup() {
-  [ -n "$listener_pid" ] && kill "$listener_pid" 2>/dev/null || true
+  if [ -n "$listener_pid" ]; then kill "$listener_pid" 2>/dev/null || true; fi
   bin/sandstack down "$project" >/dev/null 2>&1 || true
   bash spec/support/inet_standin.sh down "$standin" >/dev/null 2>&1 || true
 }
@@ -40,7 +40,9 @@ endpoint=$(printf '%s\n' "$out" | awk '/^endpoint/ { print $2 }')
 
 step "the agent answers through the forwarder at $endpoint"
 echo "  GET /health -> $(curl -sS -m 5 "$endpoint/health")"
-echo "  POST /v1/messages -> $(curl -sS -m 5 -d '{"hello":"agent"}' "$endpoint/v1/messages" | head -c 200)"
+echo "  first answer ${SECONDS} s after demo.sh started"
+answer=$(curl -sS -m 5 -d '{"hello":"agent"}' "$endpoint/v1/messages")
+echo "  POST /v1/messages -> ${answer:0:200}"
 
 step "credentials: the sandbox holds a per-session token, the proxy the real key"
 docker exec "$project-sandbox" sh -c 'env | grep ^ANTHROPIC_' | sed 's/^/  sandbox: /'

@@ -20,7 +20,7 @@
 # SANDSTACK_ENGINES_LOG=DIR (full outputs; default a temp dir, kept), SANDSTACK_ENGINES=none.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
+cd "$top" || exit 1
 default_engines="docker20 docker26 docker28 docker28-v6 podman"
 engines=${SANDSTACK_ENGINES:-$default_engines}
 build=${SANDSTACK_ENGINES_BUILD:-build}
@@ -111,7 +111,7 @@ check_facts() { # check_facts COLUMN
   if [ -z "$want" ]; then
     n=$((n + 1)); echo "ok $n - $col: engine facts as expected # SKIP no expectation for '$product $major'"; return
   fi
-  want=($want)
+  read -r -a want <<<"$want"
   for k in "${fact_keys[@]:3}"; do
     [ "${fact_val[$col:$k]:-}" = "${want[$i]}" ] || bad="$bad$k=${fact_val[$col:$k]:-unmeasured} (expected ${want[$i]})"$'\n'
     i=$((i + 1))
@@ -134,7 +134,7 @@ for e in $engines; do
     continue
   fi
   started="$started $e"
-  PID= SOCK= VERSION= API= ENGINE=
+  PID='' SOCK='' VERSION='' API='' ENGINE=''
   eval "$vars"
   secs[$e:start]=$(($(date +%s) - t0))
   tap OK "$e: started $ENGINE $VERSION (API $API) in ${secs[$e:start]} s"

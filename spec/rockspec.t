@@ -30,7 +30,9 @@ if [ "$(id -u)" = 0 ] && curl -sf --max-time 3 --unix-socket /var/run/docker.soc
   if [ "$rc" = 0 ] && ! grep -q "SKIP" <<<"$out" && grep -q "stand-in" <<<"$out" && grep -q "^# engine " <<<"$out"; then
     echo "ok 4 - installed sandstack conform runs every probe ($(grep -c '^ok' <<<"$out") passed, none skipped)"
   else
-    echo "not ok 4 - installed sandstack conform (exit $rc)"; sed 's/^/# /' <<<"$out" | tail -30
+    echo "not ok 4 - installed sandstack conform (exit $rc)"
+    # shellcheck disable=SC2001 # a prefix on every line of a multi-line text: sed says it plainly
+    sed 's/^/# /' <<<"$out" | tail -30
   fi
 else
   echo "ok 4 - installed sandstack conform # SKIP needs root and a Docker engine"

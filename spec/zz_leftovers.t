@@ -5,6 +5,7 @@
 echo "1..5"
 n=1
 for kind in "ps -aq" "network ls -q" "volume ls -q"; do
+  # shellcheck disable=SC2086 # $kind is a subcommand and its flag, split on purpose
   left=$(docker $kind --filter label=io.sandstack.project 2>/dev/null | wc -l)
   if [ "$left" -eq 0 ]; then echo "ok $n - no labelled ${kind%% *} objects left"
   else echo "not ok $n - $left labelled objects left by: docker $kind --filter label=io.sandstack.project"; fi
@@ -16,4 +17,4 @@ else echo "not ok $n - $left nested engines left: docker ps -a --filter label=io
 n=$((n + 1))
 left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^(sstest-|ssh[0-9]|sandstack-)' || true)
 if [ -z "$left" ]; then echo "ok $n - no test network namespace left"
-else echo "not ok $n - network namespaces left: $(echo $left)"; fi
+else echo "not ok $n - network namespaces left: ${left//$'\n'/ }"; fi

@@ -1,37 +1,52 @@
 #!/usr/bin/env bash
-# Everything a fresh Debian 12 machine needs before sandstack runs, as root, idempotent:
-# Debian packages, a Docker engine answering on /var/run/docker.sock, the local test images,
-# and the module built for Lua 5.4 and LuaJIT (plus the ASan/UBSan and fuzz builds with --test).
-#   bootstrap.sh [--test]
+# Everything a fresh Debian 12 machine needs before sandstack runs, as root, idempotent.
+#   bootstrap.sh          the main job's set-up (examples/demo.sh): the packages the build and the
+#                         demo need, a Docker engine answering on /var/run/docker.sock, the demo's
+#                         agent image, the module built for Lua 5.4 and the stack's default images.
+#   bootstrap.sh --test   all of that, plus what only the tests use: LuaJIT, busted, nginx with
+#                         lua, clang/ASan and fuzzers, debootstrap, shellcheck, gVisor's runsc, the
+#                         Debian and client test images, and the LuaJIT, ASan and fuzz builds.
+# Each step prints how long it took ("bootstrap: <step> <seconds> s"), so a first run shows what
+# dominates.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 with_test=0
 [ "${1:-}" = "--test" ] && with_test=1
+step_start=$SECONDS
+took() { echo "bootstrap: $1 $((SECONDS - step_start)) s"; step_start=$SECONDS; }
 
+# The main job: compiler and build tools, the C core's libraries (libcurl, cJSON, libuv, and
+# OpenSSL for sandstack-proxy), Lua 5.4, the engine, and what demo.sh itself runs (curl, socat,
+# python3 for a free port, iproute2/iptables for the outside stand-in, busybox for the images).
 packages=(
-  ca-certificates openssl gcc make cmake pkg-config libc6-dev curl perl python3 iproute2 iptables
+  ca-certificates openssl gcc make cmake pkg-config libc6-dev curl python3 iproute2 iptables
   docker.io busybox-static socat
-  lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev lua-busted luarocks
-  libcurl4-openssl-dev libcjson-dev libuv1-dev
-  nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache docker-compose
-  debootstrap
+  lua5.4 liblua5.4-dev
+  libcurl4-openssl-dev libcjson-dev libuv1-dev libssl-dev
 )
-[ "$with_test" = 1 ] && packages+=(clang libclang-rt-14-dev llvm valgrind)
+# The tests: the list spec/fresh_machine.t checks against a minbase Debian 12.
+[ "$with_test" = 1 ] && packages+=(
+  perl luajit2 libluajit2-5.1-dev lua-busted luarocks
+  nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache docker-compose
+  debootstrap shellcheck clang libclang-rt-14-dev llvm valgrind
+)
 
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  # no `| grep -q`: under pipefail an early exit of the reader can fail the writer
+  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+took "packages"
 
-# gVisor's runsc for `runtime = "runsc"` (issue 18): installed from bookworm-backports and
-# registered in /etc/docker/daemon.json, before the engine starts (a running one is reloaded).
-bash "$top/spec/support/runsc-setup.sh"
+# gVisor's runsc for `runtime = "runsc"` (issue 18), tests only: installed from
+# bookworm-backports and registered in /etc/docker/daemon.json before the engine starts.
+if [ "$with_test" = 1 ]; then bash "$top/spec/support/runsc-setup.sh"; took "runsc"; fi
 
 # The engine: start Debian's dockerd when nothing answers on the socket.
 engine_up() { curl -sf --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/dev/null 2>&1; }
@@ -40,23 +55,35 @@ if ! engine_up; then
   setsid nohup dockerd >/var/log/sandstack-dockerd.log 2>&1 </dev/null &
   for _ in $(seq 1 60); do engine_up && break; sleep 0.5; done
   engine_up || { echo "bootstrap: dockerd did not come up:"; tail -20 /var/log/sandstack-dockerd.log; exit 1; }
+  took "engine"
 fi
-
-bash "$top/spec/support/build-images.sh"
 
 build() { # build DIR CMAKE-ARGS...
   local dir=$1; shift
   cmake -S "$top" -B "$top/$dir" "$@" >/dev/null
   cmake --build "$top/$dir" -j"$(nproc)" >/dev/null
 }
+# The images build while the module compiles: both are a few seconds of one core each.
+if [ "$with_test" = 1 ]; then images=(bash "$top/spec/support/build-images.sh" --test)
+else images=(bash "$top/spec/support/build-images.sh"); fi
+"${images[@]}" >/tmp/sandstack-build-images.$$.log 2>&1 &
+images_pid=$!
 build build -DSANDSTACK_LUA=lua5.4
-build build-luajit -DSANDSTACK_LUA=luajit
+took "build (lua5.4)"
+images_rc=0; wait "$images_pid" || images_rc=$?
+cat /tmp/sandstack-build-images.$$.log; rm -f /tmp/sandstack-build-images.$$.log
+[ "$images_rc" -eq 0 ] || { echo "bootstrap: build-images.sh failed ($images_rc)"; exit 1; }
+took "test images"
 # The default images of a stack (sandstack/proxy:<version> from this build's sandstack-proxy,
 # sandstack/socat:<version> from the host's socat), imported locally: no registry is needed.
 LUA_CPATH="$top/build/?.so;;" "$top/bin/sandstack" images
+took "stack images"
 if [ "$with_test" = 1 ]; then
+  build build-luajit -DSANDSTACK_LUA=luajit
   build build-asan -DSANDSTACK_LUA=lua5.4 -DSANDSTACK_SANITIZE=ON
   build build-fuzz -DSANDSTACK_LUA=lua5.4 -DSANDSTACK_FUZZ=ON -DCMAKE_C_COMPILER=clang
+  took "test builds"
   bash "$top/spec/support/client-image.sh" # curl and python3 in a sandbox (spec/docker_proxy_spec.lua)
+  took "client image"
 fi
 echo "bootstrap: ready (engine $(curl -s --unix-socket /var/run/docker.sock http://d/version | sed -n 's/.*"ApiVersion":"\([0-9.]*\)".*/API \1/p'))"

@@ -2,6 +2,8 @@
 # Builds the images the tests and the demo use, from this machine's own binaries: no registry
 # is reachable, so each image is a rootfs assembled here and loaded with `docker import`.
 # An image is rebuilt only when its inputs change (a hash stored in a label).
+#   build-images.sh          agent and socat: what the demo and `sandstack conform` use
+#   build-images.sh --test   also base and debian, which only the tests use (debian is a debootstrap)
 #   sandstack-test/agent:local   busybox + the test agent (HTTP /health, /stream, /connect, /echo)
 #   sandstack-test/socat:local   busybox + socat (the forwarder)
 #   sandstack-test/base:local    busybox + bash, coreutils, util-linux tools, the agent; users root
@@ -12,6 +14,8 @@
 #                                the shape of Docker's Ubuntu-based sbx shell template
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+with_test=0
+[ "${1:-}" = "--test" ] && with_test=1
 work=$(mktemp -d /tmp/sandstack-images.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -74,6 +78,8 @@ root=$(new_root socat)
 copy_with_libs "$root" /usr/bin/socat
 import socat sandstack-test/socat:local /usr/bin/socat /bin/busybox
 
+[ "$with_test" = 1 ] || exit 0
+
 root=$(new_root base)
 bins=(/bin/bash /usr/bin/unshare /usr/bin/setsid /bin/mount /bin/umount /usr/bin/nsenter /usr/bin/timeout /usr/bin/env)
 while read -r f; do
@@ -86,6 +92,7 @@ for f in "${bins[@]}"; do
 done
 import base sandstack-test/base:local "${bins[@]}" /bin/busybox
 
+# shellcheck source=spec/support/apt-mirror.sh
 . "$here/apt-mirror.sh" # apt_mirror: the Debian mirror this machine already uses
 
 # Rebuilt when this script changes (the package list is in it); debootstrap needs the mirror
@@ -95,7 +102,7 @@ debian_hash=$(cat "$0" "$here/apt-mirror.sh" | sha256sum | cut -c1-16)
 if [ "$(docker image inspect -f '{{ index .Config.Labels "io.sandstack.test.hash" }}' "$debian_tag" 2>/dev/null || true)" = "$debian_hash" ]; then
   echo "image $debian_tag is up to date"
 else
-  mirror=$(apt_mirror | head -n 1)
+  mirror=$(apt_mirror)
   [ -n "$mirror" ] || { echo "build-images: no Debian source in /etc/apt for debootstrap" >&2; exit 1; }
   command -v debootstrap >/dev/null || { echo "build-images: debootstrap is not installed" >&2; exit 1; }
   root=$work/root-debian

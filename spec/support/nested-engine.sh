@@ -15,7 +15,7 @@
 # docker.io), docker28-v6 (the same with IPv6 on by default for new networks), podman (trixie
 # podman + netavark).
 #
-# Containment (see /work/shared/reference/nested-engines.md): the engine sits on an internal
+# Containment (docs/engines.md, "Running the matrix"): the engine sits on an internal
 # network of the host engine, resolves through 127.0.0.1 (nothing listens there, so its own
 # look-ups fail locally) and its default route is deleted. A test reaches it only through the
 # socket on a bind-mounted directory and by entering its network namespace (nsenter -t PID -n).
@@ -47,6 +47,7 @@ rootfs_packages() {
 }
 rootfs_tag() { echo "sandstack-test/engine-$1:local"; }
 
+# shellcheck source=spec/support/apt-mirror.sh
 . "$here/apt-mirror.sh" # apt_mirror: the Debian mirror this machine already uses
 
 cmd_build() {
@@ -60,7 +61,7 @@ cmd_build() {
     return 0
   fi
   command -v debootstrap >/dev/null || { echo "nested-engine: debootstrap is not installed" >&2; return 1; }
-  mirror=$(apt_mirror | head -n 1)
+  mirror=$(apt_mirror)
   [ -n "$mirror" ] || { echo "nested-engine: no Debian source in /etc/apt for debootstrap" >&2; return 1; }
   # A lock per rootfs: engines.t may build while run-tests.sh pre-builds in the background.
   mkdir -p "$state_root"
@@ -90,6 +91,7 @@ cmd_build() {
 # The entrypoint: the host engine mounts /sys and the cgroup hierarchies read-only in a
 # non-privileged container; the nested engine has to create cgroups and bridges, so they are
 # remounted read-write (allowed by the capabilities and the unconfined profiles below).
+# shellcheck disable=SC2016 # the entrypoint is expanded by the container's shell, not here
 entry='set -e
 mount -o remount,rw /sys 2>/dev/null || mount -o remount,bind,rw /sys
 mount -o remount,rw /sys/fs/cgroup 2>/dev/null || true
@@ -184,8 +186,10 @@ cmd_start() {
 cmd_stop() {
   local name=$1 ids
   ids=$(docker ps -aq --filter "label=$label" --filter "label=io.sandstack.nested=$name")
+  # shellcheck disable=SC2086 # $ids is a list of ids, split on purpose
   [ -z "$ids" ] || docker rm -f $ids >/dev/null
   ids=$(docker network ls -q --filter "label=$label" --filter "label=io.sandstack.nested=$name")
+  # shellcheck disable=SC2086 # the same
   [ -z "$ids" ] || docker network rm $ids >/dev/null
   # Only our own directory; the engine's mounts died with its container's mount namespace.
   case "$name" in *[!a-z0-9-]* | "") return 2 ;; esac
@@ -195,8 +199,10 @@ cmd_stop() {
 cmd_stop_all() {
   local ids
   ids=$(docker ps -aq --filter "label=$label")
+  # shellcheck disable=SC2086 # $ids is a list of ids, split on purpose
   [ -z "$ids" ] || docker rm -f $ids >/dev/null
   ids=$(docker network ls -q --filter "label=$label")
+  # shellcheck disable=SC2086 # the same
   [ -z "$ids" ] || docker network rm $ids >/dev/null
   local n
   for n in docker20 docker26 docker28 docker28-v6 podman; do rm -rf "${state_root:?}/$n"; done

@@ -7,12 +7,13 @@
 #   asan    every spec but the nginx ones, under AddressSanitizer + UBSan with leak checking
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$top"
+cd "$top" || exit 1
 bash spec/support/bootstrap.sh --test || { echo "tests: 0 passed, 1 failed"; exit 1; }
 
 if [ $# -gt 0 ]; then files=("$@"); else
   files=()
-  while IFS= read -r f; do files+=("$f"); done < <(ls spec/*_spec.lua spec/*.t 2>/dev/null | sort)
+  for f in spec/*_spec.lua spec/*.t; do [ -e "$f" ] && files+=("$f"); done
+  [ ${#files[@]} -eq 0 ] || mapfile -t files < <(printf '%s\n' "${files[@]}" | sort)
 fi
 modes=${SANDSTACK_TEST_MODES:-lua54 luajit asan}
 # The engine matrix (spec/engines.t) needs three debootstrapped root filesystems: build them in
@@ -25,7 +26,8 @@ case " ${files[*]} " in *" spec/engines.t "*)
   esac ;;
 esac
 passed=0 failed=0 log=$(mktemp)
-export SANDSTACK_TAP_DIR=$(mktemp -d)
+SANDSTACK_TAP_DIR=$(mktemp -d)
+export SANDSTACK_TAP_DIR
 for mode in $modes; do
   sel=()
   for f in "${files[@]}"; do
@@ -48,7 +50,7 @@ rm -f "$log"
 # what failed, with busted's diagnostics: prove shows only which file and how many
 if grep -l -E '^not ok' "$SANDSTACK_TAP_DIR"/*.tap >/dev/null 2>&1; then
   echo "=== failures"
-  for t in $(grep -l -E '^not ok' "$SANDSTACK_TAP_DIR"/*.tap); do
+  grep -l -E '^not ok' "$SANDSTACK_TAP_DIR"/*.tap | while IFS= read -r t; do
     echo "--- $(basename "$t" .tap)"
     awk '/^not ok/ {show = 1; n = 0} /^ok / {show = 0} show && n < 25 {print; n++}' "$t"
   done

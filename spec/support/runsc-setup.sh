@@ -27,9 +27,10 @@ touch_engine=1
 [ "${1:-}" = "--no-engine" ] && touch_engine=0
 
 # --- 1. the package --------------------------------------------------------------------------
-if ! dpkg-query -W -f='${Status}' runsc 2>/dev/null | grep -q "install ok installed"; then
+if [ "$(dpkg-query -W -f='${Status}' runsc 2>/dev/null || true)" != "install ok installed" ]; then
+  # shellcheck source=spec/support/apt-mirror.sh
   . "$here/apt-mirror.sh"
-  mirror=$(apt_mirror | head -1)
+  mirror=$(apt_mirror)
   [ -n "$mirror" ] || { echo "runsc-setup: no Debian mirror found in /etc/apt" >&2; exit 1; }
   cat >"$sources" <<EOF
 Types: deb
