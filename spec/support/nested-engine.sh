@@ -106,6 +106,8 @@ case "$1" in
 esac'
 
 daemon_json() {
+  # A caller's own daemon.json (spec/support/swarm-cluster.sh: no-new-privileges on every node)
+  if [ -n "${SANDSTACK_NESTED_DAEMON_JSON:-}" ]; then printf '%s\n' "$SANDSTACK_NESTED_DAEMON_JSON"; return; fi
   case "$1" in
     # IPv6 on for every new bridge network, as a user may configure Engine 27+: "ipv6" covers
     # only the default bridge (with its fixed-cidr-v6); "default-network-opts" turns it on for
