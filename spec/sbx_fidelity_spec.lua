@@ -324,3 +324,102 @@ describe("sbx fidelity in a sandbox #docker", function()
     assert.is_nil(io.open(env.workspace_root .. "/" .. name))
   end)
 end)
+
+-- The daemon states a disposal and an acquire must tell apart (issue 28), each played by the
+-- simulator: a listing glitch (ls lists nothing, every sandbox answers), a lost engine (ls lists
+-- nothing, every sandbox command fails "backend unavailable") and one sandbox that answers but
+-- is not listed. In none of them may a sandbox a user can still reach lose its files, and none
+-- may lead to a second `sbx create` of a name the host has a record for.
+describe("sbx daemon states (issue 28) #docker", function()
+  local env, backend
+  setup(function() env, backend = H.setup_backend("states") end)
+  teardown(function()
+    H.sbx(env, "sim", "list-glitch", "off")
+    H.sbx(env, "sim", "engine-lost", "off")
+    assert.equal(0, H.teardown_backend(env, backend))
+  end)
+
+  -- The sandbox's container, straight from the engine (never through sandstack or sbx ls).
+  local function running(name)
+    return h.sh("docker ps -q --filter label=io.sandstack.project=" .. env.project
+      .. " --filter label=io.sandstack.sbx-sim.sandbox=" .. name):match("%S+") ~= nil
+  end
+
+  local function host_entries(name)
+    local out = core.listdir(env.workspace_root .. "/" .. name) or {}
+    table.sort(out)
+    return out
+  end
+
+  local STATES = {
+    { "a sandbox that answers but is not listed", function(name, on) H.sbx(env, "sim", "unlisted", name, on) end,
+      "unreachable" },
+    { "a listing glitch", function(_, on) H.sbx(env, "sim", "list-glitch", on) end, "unreachable" },
+    { "a lost engine", function(_, on) H.sbx(env, "sim", "engine-lost", on) end, "unreachable" },
+  }
+
+  it("box:dispose() in each state is unreachable, and keeps the sandbox, its record and its workspace", function()
+    local box = assert(backend:acquire { conversation = "st", key = "dispose" })
+    assert(box:write("keep.txt", "keep"))
+    local before = host_entries(box.name)
+    for _, st in ipairs(STATES) do
+      local what, switch, reason = st[1], st[2], st[3]
+      local calls = #H.calls(env)
+      switch(box.name, "on")
+      local ok, err = box:dispose()
+      switch(box.name, "off")
+      refused("daemon_fault", reason, ok, err, what)
+      assert.truthy(err.message:find("sbx daemon restart", 1, true), what .. ": " .. err.message)
+      assert.equal(0, H.count_calls(env, "rm", calls), what .. ": sbx rm was run")
+      assert.is_true(running(box.name), what .. ": the sandbox is gone")
+      assert.same(before, host_entries(box.name), what)
+      assert.equal("keep", h.read_file(box.workspace .. "/work/keep.txt"), what)
+      assert.equal(box.id, records.read(backend, box.name).id, what)
+      -- the handle still works, and the guest still has its file
+      assert.equal("keep", assert(box:exec({ "cat", "keep.txt" })).stdout, what)
+    end
+    -- the control: with the daemon well, the same handle disposes of its sandbox and workspace
+    assert.is_true(box:dispose())
+    assert.is_false(running(box.name))
+    assert.same({}, host_entries(box.name))
+    -- and a name that sbx says is gone is disposed of without a daemon fault
+    local other = assert(backend:acquire { conversation = "st", key = "gone" })
+    H.sbx(env, "rm", "--force", other.name)
+    assert.is_true(other:dispose())
+    assert.same({}, host_entries(other.name))
+  end)
+
+  it("acquire in each state creates nothing, keeps the record and the workspace, and names the restart", function()
+    local box = assert(backend:acquire { conversation = "st", key = "warm" })
+    assert(box:write("keep.txt", "keep"))
+    local before = host_entries(box.name)
+    local reasons = { "not_listed", "not_listed", "backend_unavailable" }
+    for i, st in ipairs(STATES) do
+      local what, switch = st[1], st[2]
+      local calls = #H.calls(env)
+      switch(box.name, "on")
+      local again, err = backend:acquire { conversation = "st", key = "warm" }
+      switch(box.name, "off")
+      refused("daemon_fault", reasons[i], again, err, what)
+      assert.truthy(err.message:find("sbx daemon restart", 1, true), what .. ": " .. err.message)
+      assert.equal(0, H.count_calls(env, "create", calls), what .. ": sbx create was run")
+      assert.same(before, host_entries(box.name), what) -- no second ws-* directory
+      assert.equal(box.id, records.read(backend, box.name).id, what)
+      assert.equal("keep", h.read_file(box.workspace .. "/work/keep.txt"), what)
+    end
+    -- the control: once the daemon is well, the same key is the same sandbox, files and all
+    local calls = #H.calls(env)
+    local again = assert(backend:acquire { conversation = "st", key = "warm" })
+    assert.equal(box.id, again.id)
+    assert.equal("keep", assert(again:read("keep.txt")))
+    assert.equal(0, H.count_calls(env, "create", calls))
+    again:close()
+    -- and a key whose sandbox sbx says is gone is created again
+    H.sbx(env, "rm", "--force", box.name)
+    local fresh = assert(backend:acquire { conversation = "st", key = "warm" })
+    assert.not_equal(box.id, fresh.id)
+    assert.equal(1, H.count_calls(env, "create", calls))
+    assert.is_true(fresh:dispose())
+    box:close()
+  end)
+end)

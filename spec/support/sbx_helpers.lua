@@ -108,6 +108,24 @@ function H.teardown(env)
   sh("rm -rf " .. q(env.root))
 end
 
+-- The sbx commands the simulator has run so far, each an argv list (`sim calls`).
+function H.calls(env)
+  local out = {}
+  for line in (H.sbx(env, "sim", "calls")):gmatch("[^\n]+") do
+    out[#out + 1] = assert(require("sandstack.core").json_decode(line), line)
+  end
+  return out
+end
+
+-- How many of the simulator's calls after the first `since` ones start with verb.
+function H.count_calls(env, verb, since)
+  local n = 0
+  for i, argv in ipairs(H.calls(env)) do
+    if i > (since or 0) and argv[1] == verb then n = n + 1 end
+  end
+  return n
+end
+
 -- The container behind a simulator sandbox (for checks that must not trust sandstack).
 function H.container(env, name)
   return (H.sbx(env, "sim", "container", name)):match("%S+")

@@ -297,18 +297,16 @@ end
 
 Box.__close = Box.close
 
--- Removes this sandbox: only the instance this handle made (its id is checked first). The
--- workspace is deleted only once sbx has confirmed the sandbox is gone.
+-- Removes this sandbox: only the instance this handle made (its id is checked in sbx ls first;
+-- a replacement made by another process is not ours). The workspace is deleted only once sbx
+-- has confirmed the sandbox is gone: a sandbox the listing omits but that still answers, or a
+-- daemon that cannot say, is unreachable (daemon_fault), and the sandbox, its record and its
+-- workspace are kept (sandstack.sbx.dispose.instance).
 function Box:dispose()
   if self.disposed then return true end
   local b = self.backend
-  local list, err = cli.list(b)
-  if not list then return nil, err end
-  local sb = list[self.name]
-  if not (sb and sb.id ~= self.id) then -- a replacement made by another process is not ours
-    local ok, rerr = dispose.rm_confirmed(b, self.name)
-    if not ok then return nil, rerr end
-  end
+  local state, err = dispose.instance(b, self.name, self.id)
+  if not state then return nil, err end
   local rec = records.read(b, self.name)
   if rec and rec.id == self.id then records.remove(b, self.name) end
   local ok, rerr = dispose.remove_tree(self.workspace)

@@ -280,6 +280,17 @@ function M.acquire(b, opts)
     local removed
     removed, err = dispose.remove_names(b, { name }, { [name] = sb.id })
     if not removed then return nil, err end
+  elseif records.read(b, name) or next(core.listdir(b.workspace_root .. "/" .. name) or {}) then
+    -- The host says this name was made, and sbx does not list it. A daemon that lost its engine
+    -- lists nothing, and one whose listing fails omits a sandbox that runs: creating now could
+    -- put a second sandbox on a fresh workspace and orphan the first one's. Only sbx's own
+    -- "no such sandbox" lets the create go on; the record and the workspace are left as they are.
+    local state, perr = dispose.probe(b, name)
+    if not state then return nil, perr end -- a daemon fault names `sbx daemon restart`
+    if state == "answers" then
+      return E.fail("daemon_fault", "not_listed", "sbx does not list " .. name .. ", but it answers (the daemon's"
+        .. " listing is failing); nothing was created and its workspace is kept: run `sbx daemon restart`")
+    end
   end
   return M.create(b, name, spec)
 end

@@ -2,9 +2,16 @@
 -- workspaces deleted only once sbx has confirmed the sandbox is gone (spec 001 "Disposal").
 -- Internal to sandstack.sbx: b is the backend.
 local core = require "sandstack.core"
+local E = require "sandstack.error"
 local cli = require "sandstack.sbx.cli"
 
 local M = {}
+
+-- A daemon fault met while disposing: the sandboxes cannot be reached, which is never "gone".
+local function unreachable(err)
+  if err.kind == "daemon_fault" then err.reason = "unreachable" end
+  return nil, err
+end
 
 -- `sbx rm --force name`, confirmed: true when sbx removed it or says it does not exist. A daemon
 -- that lost its engine lists no sandboxes, so "not listed" proves nothing; only rm's own answer
@@ -17,6 +24,54 @@ function M.rm_confirmed(b, name)
     err.message = "cannot reach the sandboxes (" .. err.message .. "); " .. name .. " was not removed"
   end
   return nil, err
+end
+
+-- What the daemon answers for a name its listing omits (spec 001: a daemon that lost its engine
+-- lists nothing, and a listing can miss a sandbox that runs): "answers" when a command reaches
+-- the sandbox (it exists, unlisted), "gone" when sbx says there is no such sandbox, or nil, err
+-- (a daemon fault, kind "daemon_fault", naming `sbx daemon restart`; any other failure). The
+-- probe prints a nonce, so that only the guest's own answer counts as "answers"; it may start
+-- a stopped sandbox, which keeps its files.
+function M.probe(b, name)
+  local nonce = "sandstack-probe-" .. core.random_hex(8)
+  local res, err = cli.run_raw(b, { "exec", name, "sh", "-c", "echo " .. nonce })
+  if not res then return nil, err end
+  if res.exit_code == 0 and res.stdout:find(nonce, 1, true) then return "answers" end
+  local e = cli.classify(res, "sbx exec " .. name)
+  if e.reason == "not_found" and (res.stderr or ""):find(name, 1, true) then return "gone" end
+  if e.reason == "not_found" then e.reason = "failed" end -- not sbx's answer about this sandbox
+  return nil, e
+end
+
+-- Removes one instance (spec 001: "disposing of one instance checks its id in sbx ls first,
+-- then removes by name"): "removed", "replaced" (sbx lists another instance under the name:
+-- not ours, untouched) or "gone"; or nil, err. A name the listing omits is decided by the
+-- daemon's own answer (M.probe): a sandbox that answers, or a daemon that cannot say, is
+-- unreachable (kind "daemon_fault", reason "unreachable"), never removed, since its id cannot
+-- be checked; the caller keeps its record and workspace.
+function M.instance(b, name, id)
+  local list, err = cli.list(b)
+  if not list then return unreachable(err) end
+  local sb = list[name]
+  if sb then
+    if sb.id ~= id then return "replaced" end
+    local ok, rerr = M.rm_confirmed(b, name)
+    if not ok then return nil, rerr end
+    return "removed"
+  end
+  local state, perr = M.probe(b, name)
+  if not state then
+    if perr.kind == "daemon_fault" then
+      perr.message = "cannot reach the sandboxes (" .. perr.message .. "); " .. name .. " was not removed"
+    end
+    return unreachable(perr)
+  end
+  if state == "answers" then
+    return E.fail("daemon_fault", "unreachable", "sbx does not list " .. name .. ", but it answers: its id"
+      .. " cannot be checked, so it was not removed and its workspace is kept (the daemon's listing is"
+      .. " failing); run `sbx daemon restart` and dispose again")
+  end
+  return "gone"
 end
 
 -- Deletes a host-side workspace tree (core.rmtree: no link followed, no mount crossed); a
@@ -37,8 +92,9 @@ local function host_entries(b, prefix)
   return out
 end
 
--- rm --force each name (when ids[name] is given, only while sbx still lists that instance),
--- then delete only the host entries that existed before the removal.
+-- rm --force each name (when ids[name] is given, through M.instance: only that instance, and an
+-- unlisted name only once sbx says it is gone), then delete only the host entries that existed
+-- before the removal.
 function M.remove_names(b, names, ids, before)
   before = before or {}
   for _, n in ipairs(names) do
@@ -46,16 +102,18 @@ function M.remove_names(b, names, ids, before)
   end
   local gone = {}
   for _, n in ipairs(names) do
-    local replaced = false
+    local replaced, ok, err = false, nil, nil
     if ids and ids[n] then
       -- rm takes only a name: check the id first, so a replacement made meanwhile is not touched
-      local list, err = cli.list(b)
-      if not list then return nil, err end
-      replaced = list[n] ~= nil and list[n].id ~= ids[n]
+      local state
+      state, err = M.instance(b, n, ids[n])
+      if not state then return nil, err end
+      replaced = state == "replaced"
+    else
+      ok, err = M.rm_confirmed(b, n)
+      if not ok then return nil, err end
     end
     if not replaced then
-      local ok, err = M.rm_confirmed(b, n)
-      if not ok then return nil, err end
       for _, entry in ipairs(before[n]) do
         ok, err = M.remove_tree(b.workspace_root .. "/" .. n .. "/" .. entry)
         if not ok then return nil, err end
@@ -71,10 +129,7 @@ end
 function M.prefix(b, prefix)
   local before = host_entries(b, prefix) -- first: what is on the host before the removal
   local list, err = cli.list(b)
-  if not list then
-    if err.kind == "daemon_fault" then err.reason = "unreachable" end
-    return nil, err
-  end
+  if not list then return unreachable(err) end
   local names, seen = {}, {}
   for n in pairs(list) do
     if n:sub(1, #prefix) == prefix then names[#names + 1] = n; seen[n] = true end
