@@ -37,9 +37,18 @@ struct inspect_session {
   int origin_state; /* 0: handshaking, 1: ready, -1: failed (origin_reason says why) */
   const char *origin_reason;
   char origin_detail[256];
-  char *plain; /* decrypted request bytes: the head, then body bytes that came with it */
+  /* The request head, decrypted. Once ir_read has parsed it (IN_HEAD ends), `req` points into
+   * these bytes: from then on they are frozen, never grown, moved or written, until
+   * send_request has built the outbound head from them and frees them. So the bytes the
+   * policy checked and the bytes sent on are the same memory (issue 23: growing this buffer
+   * for body bytes once moved it under `req`, and the head sent on was read from freed memory). */
+  char *plain;
   size_t plain_len, plain_cap, scanned;
   ir_request req;
+  /* body bytes decrypted before the request went out (those behind the head in its read, and
+   * those decrypted after reading stopped), at most Content-Length: a buffer of their own */
+  char *early;
+  size_t early_len, early_cap;
 };
 
 static size_t queued(uv_tcp_t *t) { return uv_stream_get_write_queue_size((uv_stream_t *)t); }
@@ -120,10 +129,10 @@ static void send_request(proxy_conn *c) {
   const proxy_config *cfg = c->srv->cfg;
   size_t hn;
   char *head = ir_outbound_head(&s->req, c->host, c->port, cfg->token, cfg->token_len, &hn);
-  size_t early = s->plain_len - s->req.head.head_len;
+  size_t early = s->early_len;
   if (early > c->up_left) early = (size_t)c->up_left;
   int rc = head ? seal_to(&s->origin, head, hn) : -1;
-  if (rc == 0) rc = seal_to(&s->origin, s->plain + s->req.head.head_len, early);
+  if (rc == 0) rc = seal_to(&s->origin, s->early, early);
   free(head);
   if (rc != 0) {
     c->end = "origin_tls_error";
@@ -131,10 +140,13 @@ static void send_request(proxy_conn *c) {
   }
   c->bytes_up += hn + early;
   c->up_left -= early;
-  free(s->plain); /* the head was read; s->req points into it no more */
+  memset(&s->req, 0, sizeof s->req); /* the head went out: nothing points into it any more */
+  free(s->plain);
   s->plain = NULL;
   s->plain_len = s->plain_cap = 0;
-  memset(&s->req, 0, sizeof s->req);
+  free(s->early);
+  s->early = NULL;
+  s->early_len = s->early_cap = 0;
   s->phase = IN_BODY;
   flush_origin(c);
   if (!live(c)) return;
@@ -168,32 +180,45 @@ static void decide(proxy_conn *c) {
   conn_set_deadline(c, c->srv->cfg->connect_ms); /* the origin's handshake must finish in time */
 }
 
-static int keep_plain(inspect_session *s, const char *data, size_t n, size_t limit) {
-  if (s->plain_len + n > limit) n = limit > s->plain_len ? limit - s->plain_len : 0;
-  if (s->plain_len + n > s->plain_cap) {
-    size_t cap = s->plain_cap ? s->plain_cap : 4096;
-    while (cap < s->plain_len + n) cap *= 2;
-    char *nb = realloc(s->plain, cap);
+/* Appends up to limit - *len bytes of data to a growable buffer (which may move). */
+static int keep(char **buf, size_t *len, size_t *cap, const char *data, size_t n, size_t limit) {
+  if (*len + n > limit) n = limit > *len ? limit - *len : 0;
+  if (*len + n > *cap) {
+    size_t want = *cap ? *cap : 4096;
+    while (want < *len + n) want *= 2;
+    char *nb = realloc(*buf, want);
     if (!nb) return -1;
-    s->plain = nb;
-    s->plain_cap = cap;
+    *buf = nb;
+    *cap = want;
   }
-  memcpy(s->plain + s->plain_len, data, n);
-  s->plain_len += n;
+  if (n) memcpy(*buf + *len, data, n);
+  *len += n;
   return 0;
+}
+
+/* Body bytes before the request went out: never more than its Content-Length. */
+static int keep_early(inspect_session *s, const char *data, size_t n) {
+  size_t body = s->req.body_len > SIZE_MAX ? SIZE_MAX : (size_t)s->req.body_len;
+  return keep(&s->early, &s->early_len, &s->early_cap, data, n, body);
 }
 
 static void head_bytes(proxy_conn *c, const char *data, size_t n) {
   inspect_session *s = c->insp;
   const proxy_config *cfg = c->srv->cfg;
   /* past max_head the parser answers 431 anyway; a little more keeps body bytes of a full head */
-  if (keep_plain(s, data, n, cfg->max_head + PLAIN_CHUNK) != 0) return conn_close(c);
+  if (keep(&s->plain, &s->plain_len, &s->plain_cap, data, n, cfg->max_head + PLAIN_CHUNK) != 0) return conn_close(c);
   ph_limits lim = {cfg->max_line, cfg->max_head, cfg->max_headers};
   ir_status st = ir_read(s->plain, s->plain_len, &lim, &s->scanned, &s->req);
   int status = 400;
   switch (st) {
   case IR_INCOMPLETE: return;
-  case IR_READY: return decide(c);
+  case IR_READY:
+    /* The head is parsed: `plain` is frozen from here (see inspect_session). The bytes behind
+     * the head in this read are body bytes and move to their own buffer; plain_len shrinks to
+     * the head, so nothing past it is ever read as part of the request again. */
+    if (keep_early(s, s->plain + s->req.head.head_len, s->plain_len - s->req.head.head_len) != 0) return conn_close(c);
+    s->plain_len = s->req.head.head_len;
+    return decide(c);
   case IR_LINE_TOO_LONG: status = 414; break;
   case IR_HEAD_TOO_LARGE: status = 431; break;
   case IR_BAD_VERSION: status = 505; break;
@@ -208,11 +233,9 @@ static void client_plain(proxy_conn *c, const char *data, size_t n) {
   inspect_session *s = c->insp;
   switch (s->phase) {
   case IN_HEAD: return head_bytes(c, data, n);
-  case IN_WAIT_ORIGIN: { /* body bytes decrypted before reading stopped: keep what the body needs */
-    size_t need = s->req.head.head_len + (size_t)s->req.body_len;
-    if (keep_plain(s, data, n, need) != 0) conn_close(c);
+  case IN_WAIT_ORIGIN: /* body bytes decrypted before reading stopped: kept apart from the head */
+    if (keep_early(s, data, n) != 0) conn_close(c);
     return;
-  }
   case IN_BODY: {
     size_t k = n < c->up_left ? n : (size_t)c->up_left; /* never more than Content-Length */
     if (k && seal_to(&s->origin, data, k) != 0) {
@@ -358,7 +381,7 @@ void inspect_client_eof(proxy_conn *c) {
   inspect_session *s = c->insp;
   /* the request is whole: the response may still come */
   if (s->phase == IN_BODY && c->up_left == 0) return;
-  if (s->phase == IN_WAIT_ORIGIN && s->plain_len >= s->req.head.head_len + s->req.body_len) return;
+  if (s->phase == IN_WAIT_ORIGIN && s->early_len >= s->req.body_len) return;
   c->end = "client_closed";
   conn_close(c);
 }
@@ -412,6 +435,7 @@ void inspect_free(proxy_conn *c) {
   if (s->client.ssl) tls_end_free(&s->client);
   if (s->origin.ssl) tls_end_free(&s->origin);
   free(s->plain);
+  free(s->early);
   free(s);
   c->insp = NULL;
 }
