@@ -17,10 +17,43 @@ local function list_reqs(project)
   return batch.list_requests(project and (LABEL .. "=" .. project) or LABEL)
 end
 
+-- A JSON array as core.json_decode hands it over: a table whose keys are exactly 1..n. A JSON
+-- object with any member is not one. (An empty object decodes like an empty array, so `{}`
+-- reads as an empty list: after decoding the two cannot be told apart.)
+function M.is_array(v)
+  if type(v) ~= "table" then return false end
+  local n = 0
+  for _ in pairs(v) do n = n + 1 end
+  for i = 1, n do
+    if v[i] == nil then return false end
+  end
+  return true
+end
+
+local function bad_answer(what)
+  return E.new("engine", "bad_answer", "the engine's " .. what .. " is malformed (not a JSON array):"
+    .. " nothing was taken as listed")
+end
+M.bad_answer = bad_answer
+
+-- The three label lists (/containers/json, /networks, /volumes) checked for their shape: an
+-- answer of the wrong shape is an error, never an empty list (reap and down would see nothing
+-- to do). Returns { containers =, networks =, volumes = } or nil, err (engine/bad_answer).
+function M.checked_lists(cs, ns, vb)
+  if not M.is_array(cs) then return nil, bad_answer("container list") end
+  if not M.is_array(ns) then return nil, bad_answer("network list") end
+  -- /volumes answers an object { Volumes = [...] | null, Warnings = ... }
+  if type(vb) ~= "table" or (next(vb) ~= nil and M.is_array(vb))
+    or (vb.Volumes ~= nil and not M.is_array(vb.Volumes)) then
+    return nil, bad_answer("volume list")
+  end
+  return { containers = cs, networks = ns, volumes = vb.Volumes or {} }
+end
+
 local function listed(results)
   local err = batch.first_error(results)
   if err then return nil, err end
-  return { containers = results[1].body, networks = results[2].body, volumes = results[3].body.Volumes or {} }
+  return M.checked_lists(results[1].body, results[2].body, results[3].body)
 end
 
 local function union(known, found, key)
@@ -98,8 +131,6 @@ function M.pool_state(e, now, grace)
   return "failed"
 end
 
-local function is_list(x) return type(x) == "table" end
-
 -- Stacks owned by sandstack on the engine, from labels: { {project=, session_key=, created=,
 -- pool=, state=, ...} }, sorted by pool and project. Objects without the project label are not
 -- sandstack's and are skipped; an Engine answer of the wrong shape is an error.
@@ -119,10 +150,9 @@ function M.list(opts)
   eng:close()
   err = batch.first_error(r)
   if err then return nil, err end
-  local cs, ns, vb = r[1].body, r[2].body, r[3].body
-  if not is_list(cs) or not is_list(ns) or not is_list(vb) or (vb.Volumes ~= nil and not is_list(vb.Volumes)) then
-    return nil, E.new("engine", "bad_answer", "the engine's object lists are malformed")
-  end
+  local lists; lists, err = M.checked_lists(r[1].body, r[2].body, r[3].body)
+  if not lists then return nil, err end
+  local cs, ns = lists.containers, lists.networks
   local by = {}
   local function entry(labels)
     local p = type(labels) == "table" and labels[LABEL]
@@ -148,7 +178,7 @@ function M.list(opts)
     end
   end
   for _, n in ipairs(ns) do local e = entry(type(n) == "table" and n.Labels); if e then e.networks = e.networks + 1 end end
-  for _, v in ipairs(vb.Volumes or {}) do local e = entry(type(v) == "table" and v.Labels); if e then e.volumes = e.volumes + 1 end end
+  for _, v in ipairs(lists.volumes) do local e = entry(type(v) == "table" and v.Labels); if e then e.volumes = e.volumes + 1 end end
   local out, now = {}, os.time()
   for _, e in pairs(by) do
     if e.pool then

@@ -221,7 +221,8 @@ function Pool:acquire(session_key, overrides)
   local r = batch.run(eng, { { "GET", "/containers/json", nil, { query = { all = "1",
     filters = { label = { "io.sandstack.pool=" .. self.name } } } } } }, 60)[1]
   if not r.ok then return nil, r.err end
-  if type(r.body) ~= "table" then return E.fail("engine", "bad_answer", "the engine's container list is malformed") end
+  local inventory = require "sandstack.docker.inventory"
+  if not inventory.is_array(r.body) then return nil, inventory.bad_answer("container list") end
   -- idle = marked ready, not claimed; tried in random order so that processes rarely collide
   local marked, claimed = {}, {}
   for _, c in ipairs(r.body) do
