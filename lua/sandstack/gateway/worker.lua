@@ -153,6 +153,9 @@ function M.adopt(a)
       { query = { all = "1", filters = { label = { "io.sandstack.project" } } } })
     eng:close()
     if not list then return nil, err end
+    -- an answer of the wrong shape is an error, never "no stacks": adoption is retried
+    local inventory = require "sandstack.docker.inventory"
+    if not inventory.is_array(list) then return nil, inventory.bad_answer("container list") end
     local projects = {}
     for _, c in ipairs(list) do
       local l = type(c) == "table" and c.Labels or {}
