@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# A newcomer's machine, as a test (issue 22): the README's main command, `bash examples/demo.sh`,
+# run as root on a clean Debian 12 (debootstrap minbase from this machine's mirror, plus what a
+# cloud image has that a newcomer needs first: see spec/support/fresh-machine.sh), with the
+# checkout put in as `git archive HEAD`, in a container with its own dockerd that the demo starts
+# itself. Nothing the host has built or installed can help, so this is the first-run path.
+# It passes only if the demo exits 0 and its output shows each claim of the README's demo:
+# the agent answered through the forwarder, every host address was unreachable from the sandbox
+# (while the sidecars were reachable), the allowed CONNECT got 200 and the refused one 403, and
+# 0 objects were left. It prints, as comments, the time from the bare machine to the agent's
+# first answer and each step bootstrap.sh timed (the apt install is "bootstrap: packages").
+# Knobs: SANDSTACK_FRESH_MACHINE=none skips it; SANDSTACK_FRESH_REV=REV runs `git archive REV`.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+fm="bash $top/spec/support/fresh-machine.sh"
+if [ "${SANDSTACK_FRESH_MACHINE:-}" = none ]; then echo "1..0 # SKIP SANDSTACK_FRESH_MACHINE=none"; exit 0; fi
+if [ "$(id -u)" != 0 ]; then echo "1..0 # SKIP the fresh machine needs root"; exit 0; fi
+rev=${SANDSTACK_FRESH_REV:-HEAD}
+if ! git rev-parse --verify -q "$rev^{tree}" >/dev/null 2>&1; then
+  echo "1..0 # SKIP not a git checkout (the fresh machine gets \`git archive $rev\`)"; exit 0
+fi
+
+out=$(mktemp -d /tmp/sandstack-fresh.XXXXXX)
+cleanup() {
+  # the run cleans up after itself; this catches a run killed before its own trap ran
+  if [ -s "$out/name" ]; then $fm clean-one "$(cat "$out/name")" >/dev/null 2>&1 || true; fi
+  rm -rf "$out"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "1..8"
+n=0
+tap() { # tap OK|NOT DESCRIPTION [DIAGNOSTIC...]
+  n=$((n + 1))
+  if [ "$1" = OK ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+  shift 2
+  [ $# -eq 0 ] || printf '%s\n' "$@" | sed 's/^/#   /'
+  return 0
+}
+# the demo's lines without the time stamps; say LINE-PATTERN prints the matching lines
+demo() { cut -f2- "$out/log" 2>/dev/null; }
+say() { demo | grep -E -- "$1"; }
+# the seconds stamp of the first line matching a pattern
+stamp() { awk -F'\t' -v re="$1" '$2 ~ re { print $1; exit }' "$out/log" 2>/dev/null; }
+
+t0=$SECONDS
+echo "# running examples/demo.sh on a fresh Debian 12 from git archive $rev ($(git rev-parse --short "$rev"))"
+$fm run "$out" "$rev" >"$out/run.log" 2>&1
+run_rc=$?
+echo "# base image: $(cat "$out/base" 2>/dev/null)"
+rc=$(cat "$out/rc" 2>/dev/null || echo none)
+
+# 1: the demo ran to its end and exited 0
+if [ "$run_rc" -eq 0 ] && [ "$rc" = 0 ]; then tap OK "examples/demo.sh exits 0 on the fresh machine"
+else
+  tap NOT "examples/demo.sh exits 0 on the fresh machine (demo: $rc, run: $run_rc)" \
+    "$(tail -n 15 "$out/run.log" 2>/dev/null)" "$(demo | tail -n 40)"
+fi
+
+# 2: its engine is its own: the host's socket is not in the container, bootstrap.sh started one
+if say '^bootstrap: starting dockerd' >/dev/null; then
+  tap OK "bootstrap.sh started the machine's own dockerd"
+else tap NOT "bootstrap.sh started the machine's own dockerd (no 'bootstrap: starting dockerd')"; fi
+
+# 3: the agent answered through the forwarder: /health says ok, /v1/messages echoes the body
+# (the echo is the request as the agent got it, over several lines, up to the next step)
+health=$(say '^  GET /health -> ' | head -n 1)
+answer=$(demo | awk '/^  POST \/v1\/messages -> / { on = 1 } /^== / { on = 0 } on')
+if [ "$health" = "  GET /health -> ok" ] && [[ "$answer" == *'{"hello":"agent"}'* ]]; then
+  tap OK "the agent answered through the forwarder"
+else tap NOT "the agent answered through the forwarder" "health: $health" "answer: $answer"; fi
+
+# 4: the control for 5: from the sandbox, the sidecars are reachable (the probe can succeed)
+control=$(say '^  (reachable|unreachable) +the (db|proxy) sidecar, by name')
+if [ "$(printf '%s\n' "$control" | grep -c '^  reachable ')" -eq 2 ]; then
+  tap OK "control: the sandbox reaches the db and proxy sidecars by name"
+else tap NOT "control: the sandbox reaches the db and proxy sidecars by name" "$control"; fi
+
+# 5: every host address unreachable from the sandbox: the gateway and each interface's address
+hostp=$(say '^  (reachable|unreachable) +host on ')
+nhost=$(printf '%s\n' "$hostp" | grep -c '^  unreachable ')
+if [ "$nhost" -ge 2 ] && ! printf '%s\n' "$hostp" | grep -q '^  reachable '; then
+  tap OK "every host address ($nhost) was unreachable from the sandbox"
+else tap NOT "every host address was unreachable from the sandbox" "$hostp"; fi
+
+# 6 and 7: the egress proxy's answers to a CONNECT it admits and to one no rule admits
+allowed=$(say '^  198\.51\.100\.2:8099 ' | head -n 1)
+if [[ "$allowed" =~ HTTP/1\.1\ 200 ]] && say '^    through the tunnel: .*inet-standin' >/dev/null; then
+  tap OK "the allowed CONNECT got 200 and reached the stand-in through the tunnel"
+else tap NOT "the allowed CONNECT got 200" "$allowed" "$(say '^    through the tunnel')"; fi
+refused=$(say '^  example\.com:443 ' | head -n 1)
+if [[ "$refused" =~ HTTP/1\.1\ 403 ]]; then tap OK "the refused CONNECT got 403"
+else tap NOT "the refused CONNECT got 403" "$refused"; fi
+
+# 8: sandstack down left nothing
+left=$(say '^  objects left with label io\.sandstack\.project=' | head -n 1)
+if [[ "$left" =~ :\ 0$ ]]; then tap OK "0 objects were left"
+else tap NOT "0 objects were left" "$left"; fi
+
+# The times: from the bare machine (the container let go) to the agent's first answer, the
+# demo's own count, and each step bootstrap.sh timed (its apt install is "packages").
+first=$(stamp '^  GET /health -> ')
+echo "# bare machine to the agent's first answer: ${first:-none} s"
+say '^  first answer ' | sed 's/^ */# demo.sh: /'
+say '^bootstrap: [a-z].* [0-9]+ s$' | sed 's/^/# /'
+# apt's download ends where dpkg starts (its first line: debconf, as minbase has no apt-utils)
+apt0=$(stamp '^bootstrap: installing ') apt1=$(stamp '^debconf: ') apt2=$(stamp '^bootstrap: packages ')
+if [ -n "$apt0" ] && [ -n "$apt1" ] && [ -n "$apt2" ]; then
+  awk -v a="$apt0" -v b="$apt1" -v c="$apt2" \
+    'BEGIN { printf "# apt: update and download %.0f s, unpack and configure %.0f s\n", b - a, c - b }'
+fi
+echo "# demo total: $(awk -F'\t' 'END { print $1 }' "$out/log" 2>/dev/null) s; this test: $((SECONDS - t0)) s"
