@@ -38,18 +38,19 @@ describe("gateway: restarts lose nothing #nginx #docker", function()
   it("keeps both sessions across a reload (HUP)", function()
     s.r1 = create(node, "r1")
     s.r2 = create(node, "r2", TOKENS.bob)
+    s.r1b = create(node, "r1", TOKENS.bob) -- bob's own r1: another session, in his key space
     os.execute("kill -HUP " .. node:pid())
     -- the new workers announce themselves; the old ones finish and leave
     assert.truthy(gh.wait_until(function()
       local _, n = node:error_log():gsub("start worker process", "")
       return n >= 2 and talk(node, "r1", s.r1.secret) == 200
     end, 30), node:error_log())
-    for _, k in ipairs { "r1", "r2" } do
-      local st, body = talk(node, k, s[k].secret)
+    for _, k in ipairs { "r1", "r2", "r1b" } do
+      local st, body = talk(node, k:sub(1, 2), s[k].secret)
       assert.equal(200, st, body)
-      assert.truthy(body:find("GET /echo/" .. k, 1, true))
+      assert.truthy(body:find("GET /echo/" .. k:sub(1, 2), 1, true))
     end
-    assert.equal(401, (talk(node, "r1", s.r2.secret)))
+    assert.equal(404, (talk(node, "r1", s.r2.secret)))
   end)
 
   it("re-adopts both after a full stop and start, and rolls back a mid-start stack", function()
@@ -62,22 +63,29 @@ describe("gateway: restarts lose nothing #nginx #docker", function()
     node:stop()
     node = gh.start(conf)
     assert.truthy(gh.wait_until(function() return talk(node, "r1", s.r1.secret) == 200 end, 60), node:error_log())
-    for _, k in ipairs { "r1", "r2" } do
-      local st, body = talk(node, k, s[k].secret)
+    for _, k in ipairs { "r1", "r2", "r1b" } do
+      local st, body = talk(node, k:sub(1, 2), s[k].secret)
       assert.equal(200, st, body)
     end
-    assert.equal(401, (talk(node, "r2", s.r1.secret)))
-    -- tenant ownership came back with them
-    assert.equal(404, (node:api("GET", "/sessions/r1", { token = TOKENS.bob, secret = s.r1.secret })))
-    assert.equal(200, (node:api("GET", "/sessions/r1", { token = TOKENS.alice, secret = s.r1.secret })))
+    assert.equal(404, (talk(node, "r2", s.r1.secret)))
+    -- tenant ownership came back with them: each tenant's r1 is its own
+    assert.equal(401, (node:api("GET", "/sessions/r1", { token = TOKENS.bob, secret = s.r1.secret })))
+    local st, doc = node:api("GET", "/sessions/r1", { token = TOKENS.alice, secret = s.r1.secret })
+    assert.equal(200, st)
+    assert.equal("alice", doc.tenant)
+    st, doc = node:api("GET", "/sessions/r1", { token = TOKENS.bob, secret = s.r1b.secret })
+    assert.equal(200, st)
+    assert.equal("bob", doc.tenant)
     assert.equal(0, gh.count(P .. "mid"))
-    assert.truthy(node:metrics():find("sandstack_gateway_adopted_total 2", 1, true))
+    assert.truthy(node:metrics():find("sandstack_gateway_adopted_total 3", 1, true))
     assert.truthy(node:error_log():find(P .. "mid", 1, true))
   end)
 
   it("deletes them and leaves nothing", function()
     assert.equal(200, (node:api("DELETE", "/sessions/r1", { token = TOKENS.alice, secret = s.r1.secret })))
     assert.equal(200, (node:api("DELETE", "/sessions/r2", { token = TOKENS.bob, secret = s.r2.secret })))
+    assert.equal(200, (talk(node, "r1", s.r1b.secret))) -- alice's r1 went, bob's stays
+    assert.equal(200, (node:api("DELETE", "/sessions/r1", { token = TOKENS.bob, secret = s.r1b.secret })))
     assert.equal(0, gh.count(P))
   end)
 end)

@@ -110,8 +110,8 @@ describe("gateway: authentication, limits and proxying #nginx #docker", function
     assert.matches("^%x+$", doc.key)
     s.b = doc
     assert.are_not.equal(s.a1.secret, s.b.secret)
+    -- a key is taken in its tenant's own key space (another tenant's POST of it: gateway_tenants_spec)
     assert.equal(409, (node:api("POST", "/sessions/a1", { token = TOKENS.alice })))
-    assert.equal(409, (node:api("POST", "/sessions/a1", { token = TOKENS.bob })))
   end)
 
   it("proxies with the secret, stripped, and passes the agent's own Authorization through", function()
@@ -126,14 +126,16 @@ describe("gateway: authentication, limits and proxying #nginx #docker", function
 
   it("never routes a request without the right secret to the stack", function()
     local before = #node:access_log()
+    -- no secret is 401; a secret that opens no session of this key is 404, as for a free key
     local attempts = {
-      {}, { secret = "" }, { secret = s.b.secret }, { secret = s.a1.secret:sub(1, 63) .. "0" },
-      { secret = s.a1.secret .. "0" }, { secret = core.sha256_hex(s.a1.secret) },
+      { {}, 401 }, { { secret = "" }, 401 }, { { secret = s.b.secret }, 404 },
+      { { secret = s.a1.secret:sub(1, 63) .. "0" }, 404 }, { { secret = s.a1.secret .. "0" }, 404 },
+      { { secret = core.sha256_hex(s.a1.secret) }, 404 }, { { secret = s.a1.secret .. ("0"):rep(2000) }, 404 },
     }
     for i, a in ipairs(attempts) do
-      local st, doc = node:api("GET", "/sessions/a1/echo/attack" .. i, a)
-      assert.equal(401, st, "attempt " .. i)
-      assert.equal("unauthorized", doc.error.kind)
+      local st, doc = node:api("GET", "/sessions/a1/echo/attack" .. i, a[1])
+      assert.equal(a[2], st, "attempt " .. i)
+      assert.equal(a[2] == 401 and "unauthorized" or "not_found", doc.error.kind)
     end
     -- the gateway answered all of them itself: no upstream was contacted
     local log = node:access_log():sub(before + 1)
@@ -168,7 +170,8 @@ describe("gateway: authentication, limits and proxying #nginx #docker", function
       assert.is_nil(node:error_log():find(x.secret, 1, true))
       assert.is_nil(node:access_log():find(x.secret, 1, true))
     end
-    local inspect = h.sh("docker inspect $(docker ps -aq --filter label=io.sandstack.project=" .. PREFIX .. "a1)")
+    local project = require("sandstack.gateway").project_for(node.conf, "alice", "a1")
+    local inspect = h.sh("docker inspect $(docker ps -aq --filter label=io.sandstack.project=" .. project .. ")")
     assert.truthy(inspect:find('"io.sandstack.gateway.secret-sha256": "' .. core.sha256_hex(s.a1.secret), 1, true))
     assert.is_nil(inspect:find(s.a1.secret, 1, true))
     assert.is_nil(inspect:find(TOKENS.alice, 1, true))
@@ -271,11 +274,13 @@ describe("gateway: server-sent events and WebSocket upgrades #nginx #docker", fu
   it("upgrades to a WebSocket and carries frames both ways", function()
     local client, dir = tmpfile("ws.py", WS_CLIENT)
     local out = h.sh("python3 " .. h.q(client) .. " 127.0.0.1 " .. node.srv.port .. " /sessions/sse/ws " .. secret)
-    -- without the secret the upgrade never reaches the agent
+    -- without the right secret the upgrade never reaches the agent: the secret opens no session
+    -- of this key (404, as for a key no one holds)
     local bad = h.sh("python3 " .. h.q(client) .. " 127.0.0.1 " .. node.srv.port .. " /sessions/sse/ws wrong")
     os.execute("rm -rf " .. h.q(dir))
     assert.equal("FRAME echo:hello over ws\n", out)
-    assert.matches("HANDSHAKE HTTP/1.1 401", bad)
+    assert.matches("HANDSHAKE HTTP/1.1 404", bad)
+    assert.matches("Content%-Type: application/json", bad)
   end)
 
   it("removes the session", function()

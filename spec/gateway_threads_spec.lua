@@ -10,6 +10,8 @@ local harness = require "nginx_harness"
 local gh = require "gateway_harness"
 
 local TOKENS = gh.TOKENS
+-- The project a node gives a tenant's key (each tenant has its own key space).
+local project_for = require("sandstack.gateway").project_for
 
 local function decode(body)
   return core.json_decode(body or "") or {}
@@ -314,7 +316,7 @@ describe("gateway routing with a stand-in provider #nginx", function()
   end
 
   local function place(key, port)
-    h.write_file(dir .. "/" .. P .. key .. ".port", tostring(port))
+    h.write_file(dir .. "/" .. project_for(node.conf, "alice", key) .. ".port", tostring(port))
   end
 
   setup(function()
@@ -359,11 +361,11 @@ describe("gateway routing with a stand-in provider #nginx", function()
     serve("b", pa)
     place("b", pa)
     create("b")
-    assert.equal(pa, node:entry("b").record.port)
+    assert.equal(pa, node:entry("b.alice").record.port)
     -- a's record still says pa, where b's stack answers now: the gateway must notice.
-    assert.equal(pa, node:entry("a").record.port)
+    assert.equal(pa, node:entry("a.alice").record.port)
     assert.equal("a", who("a"))
-    assert.equal(pa2, node:entry("a").record.port)
+    assert.equal(pa2, node:entry("a.alice").record.port)
     assert.equal("b", who("b"))
     for _, k in ipairs { "a", "b" } do
       assert.equal(200, (node:api("DELETE", "/sessions/" .. k, { token = TOKENS.alice, secret = secrets[k] })))
@@ -374,7 +376,9 @@ end)
 describe("gateway stacks from worker threads #nginx #docker", function()
   local P = gh.PREFIX .. "s-"
   local node
-  local s = {} -- name -> {key =, secret =, port =}
+  local s = {} -- name -> {key =, secret =, port =, tenant =}
+  local function project(name) return project_for(node.conf, s[name].tenant, s[name].key) end
+  local function entry(name) return node:entry(s[name].key .. "." .. s[name].tenant) end
 
   setup(function()
     node = gh.start(gh.config { project_prefix = P, threads = 8, stack = slow_stack(),
@@ -393,7 +397,7 @@ describe("gateway stacks from worker threads #nginx #docker", function()
     local k = s[name].key
     local status, _, body = node:api("GET", "/sessions/" .. k .. path, { secret = s[name].secret })
     assert.equal(200, status, body)
-    local expected = published_port(P .. k)
+    local expected = published_port(project(name))
     assert.is_number(expected)
     assert.truthy(body:find("Host: 127.0.0.1:" .. expected, 1, true), body)
     assert.truthy(body:find("X-Sandstack-Session: " .. k, 1, true), body)
@@ -421,6 +425,7 @@ describe("gateway stacks from worker threads #nginx #docker", function()
     assert.equal(201, sb, bb .. node:error_log())
     assert.is_true(answered_in_flight >= 3, "pings answered during the starts: " .. answered_in_flight)
     s.a, s.b = decode(ba), decode(bb)
+    s.a.tenant, s.b.tenant = "alice", "bob"
     assert.equal("a", s.a.key)
     local st, view, vbody = node:api("GET", "/sessions/a", { token = TOKENS.alice, secret = s.a.secret })
     assert.equal(200, st, vbody)
@@ -428,9 +433,9 @@ describe("gateway stacks from worker threads #nginx #docker", function()
     assert.is_nil(view.record) -- the stack's configuration is not the client's
     assert.is_nil(view.port)
     for _, name in ipairs { "a", "b" } do
-      local e = node:entry(s[name].key)
+      local e = entry(name)
       assert.equal("ready", e.state)
-      assert.equal(P .. s[name].key, e.record.project)
+      assert.equal(project(name), e.record.project)
       assert.is_number(e.record.port)
       s[name].port = e.record.port
     end
@@ -442,25 +447,25 @@ describe("gateway stacks from worker threads #nginx #docker", function()
     assert.truthy(body:find("GET /echo/hello?x=1", 1, true), body)
     local _, port_b = assert_routes_to("b", "/echo/")
     assert.are_not.equal(port_a, port_b)
-    assert.same({ s.a.key }, session_envs(P .. s.a.key))
-    assert.same({ s.b.key }, session_envs(P .. s.b.key))
+    assert.same({ s.a.key }, session_envs(project("a")))
+    assert.same({ s.b.key }, session_envs(project("b")))
     -- The record the gateway routes by is the one it stored when the stack started.
     assert.equal(s.a.port, port_a)
-    assert.equal(s.a.port, node:entry("a").record.port)
-    -- And one session's secret opens no other session.
-    assert.equal(401, (node:api("GET", "/sessions/a/echo/", { secret = s.b.secret })))
+    assert.equal(s.a.port, entry("a").record.port)
+    -- And one session's secret opens no other session: that session is not there for it.
+    assert.equal(404, (node:api("GET", "/sessions/a/echo/", { secret = s.b.secret })))
   end)
 
   it("re-reads a session's port after its forwarder restarts", function()
-    local before = published_port(P .. "a")
-    local id = published_container(P .. "a")
+    local before = published_port(project("a"))
+    local id = published_container(project("a"))
     assert.is_string(id)
     sh("docker restart -t 1 " .. id)
-    local after = published_port(P .. "a")
+    local after = published_port(project("a"))
     -- Docker hands out ephemeral host ports in sequence: the restarted forwarder moved.
     assert.are_not.equal(before, after)
     assert_routes_to("a", "/echo/after-restart")
-    assert.equal(after, node:entry("a").record.port)
+    assert.equal(after, entry("a").record.port)
     assert_routes_to("b", "/echo/still-b")
   end)
 
@@ -472,8 +477,8 @@ describe("gateway stacks from worker threads #nginx #docker", function()
       assert.equal(200, status, body)
       assert.equal(404, (node:api("GET", "/sessions/" .. k, { token = token, secret = secret })))
       assert.equal(404, (node:api("GET", "/sessions/" .. k .. "/echo", { secret = secret })))
-      assert.is_nil(node:entry(k))
-      assert.same(NOTHING, project_objects(P .. k))
+      assert.is_nil(entry(name))
+      assert.same(NOTHING, project_objects(project(name)))
     end
   end)
 
@@ -511,7 +516,7 @@ describe("gateway stacks from worker threads #nginx #docker", function()
     local deleted = small:api("DELETE", "/sessions/busy", { token = TOKENS.alice, secret = doc.secret })
     local log = small:error_log()
     small:stop()
-    local left = project_objects(SP .. "busy")
+    local left = project_objects(project_for(small.conf, "alice", "busy"))
     gh.cleanup(SP)
     assert.truthy(adopted, log)
     assert.is_true(claimed, log)
@@ -534,15 +539,16 @@ describe("gateway stacks from worker threads #nginx #docker", function()
       assert.equal(201, status, body .. node:error_log())
       local name = "p" .. i
       s[name] = decode(body)
-      local e = node:entry(name)
-      assert.equal(P .. name, e.record.project)
+      s[name].tenant = "bob"
+      local e = entry(name)
+      assert.equal(project(name), e.record.project)
       assert.is_nil(ports[e.record.port], "port handed out twice: " .. tostring(e.record.port))
       ports[e.record.port] = true
     end
     for i = 1, 4 do
       local _, port = assert_routes_to("p" .. i, "/echo/" .. i)
       assert.truthy(ports[port], "routed to a port no session was given: " .. port)
-      assert.same({ "p" .. i }, session_envs(P .. "p" .. i))
+      assert.same({ "p" .. i }, session_envs(project("p" .. i)))
     end
     local dels = {}
     for i = 1, 4 do
@@ -552,7 +558,7 @@ describe("gateway stacks from worker threads #nginx #docker", function()
     for i = 1, 4 do
       local status, body = dels[i]:wait(180)
       assert.equal(200, status, body)
-      assert.same(NOTHING, project_objects(P .. "p" .. i))
+      assert.same(NOTHING, project_objects(project("p" .. i)))
     end
   end)
 end)

@@ -83,6 +83,63 @@ describe("gateway config", function()
   end)
 end)
 
+describe("gateway tenant key spaces", function()
+  local S = require "sandstack.gateway.sessions"
+  local project_for = require("sandstack.gateway").project_for
+
+  local function two(names, extra)
+    local t = base(extra)
+    t.tenants = {}
+    for _, n in ipairs(names) do t.tenants[#t.tenants + 1] = { name = n, token_sha256 = core.sha256_hex(n) } end
+    return config.check(t)
+  end
+
+  it("refuses what would not fit a project or a session key, and two tenants with one tag", function()
+    assert(two({ "alice", "bob" }))
+    local _, err = two({ ("t"):rep(65) })
+    assert.equal("tenants", err.option)
+    assert(two({ ("t"):rep(64) }))
+    _, err = two({ "alice" }, { project_prefix = ("p"):rep(39) })
+    assert.equal("project_prefix", err.option)
+    assert(two({ "alice" }, { project_prefix = ("p"):rep(38) }))
+    -- a tag collision (2^-32 for two names) is refused, never two tenants' stacks in one project
+    local real = config.tenant_tag
+    config.tenant_tag = function() return "0badf00d" end
+    local ok, c, cerr = pcall(two, { "alice", "bob" })
+    config.tenant_tag = real
+    assert.is_true(ok, c)
+    assert.is_nil(c)
+    assert.equal("tenants", cerr.option)
+    assert.truthy(cerr.message:find("same project tag", 1, true), cerr.message)
+  end)
+
+  it("gives each tenant's key its own sid, secret index and project", function()
+    local d = dict()
+    local ea = { tenant = "alice", key = "k", digest = auth.digest("sa") }
+    local eb = { tenant = "bob", key = "k", digest = auth.digest("sb") }
+    assert.is_true(S.claim(d, S.sid("alice", "k"), ea))
+    assert.is_true(S.claim(d, S.sid("bob", "k"), eb)) -- the same key, another space: no conflict
+    assert.same({ nil, "exists" }, { S.claim(d, S.sid("bob", "k"), { digest = auth.digest("x") }) })
+    assert.equal("k.alice", (S.find(d, auth.digest("sa"))))
+    assert.equal("k.bob", (S.find(d, auth.digest("sb"))))
+    assert.is_nil(S.find(d, auth.digest("nobody")))
+    S.remove(d, "k.bob", eb)
+    assert.is_nil(S.find(d, auth.digest("sb")))
+    assert.equal("k.alice", (S.find(d, auth.digest("sa"))))
+    local c = assert(two({ "alice", "bob" }, { project_prefix = "gw-" }))
+    local pa, pb = project_for(c, "alice", "k"), project_for(c, "bob", "k")
+    assert.equal("gw-k." .. config.tenant_tag("alice"), pa)
+    assert.not_equal(pa, pb)
+    -- a key holds no ".", so no project of an older gateway (<prefix><key>) is one of these
+    assert.is_nil(("gw-" .. "k"):find(".", 1, true))
+    -- the longest key under the longest prefix still fits a project name (63), one per key
+    local long = assert(two({ "alice" }, { project_prefix = ("p"):rep(38) }))
+    local k1, k2 = ("a"):rep(48), ("a"):rep(47) .. "b"
+    assert.is_true(#project_for(long, "alice", k1) <= 63)
+    assert.not_equal(project_for(long, "alice", k1), project_for(long, "alice", k2))
+  end)
+end)
+
 describe("gateway auth", function()
   it("compares equal strings only, whatever the length or position of a difference", function()
     local a = core.sha256_hex("x")

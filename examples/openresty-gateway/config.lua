@@ -5,7 +5,7 @@ return {
   name = "gw1",                      -- this node: its stacks are labelled io.sandstack.gateway=gw1
   listen = "127.0.0.1:8088",         -- sessions API and proxy (put TLS in front, or add it via nginx.server)
   metrics_listen = "127.0.0.1:9145", -- GET /metrics, Prometheus text
-  project_prefix = "gw1-",           -- projects gw1-<key>; the pool's are gw1-pool-<hex>
+  project_prefix = "gw1-",           -- projects gw1-<key>.<tenant tag>; the pool's are gw1-pool-<hex>
 
   -- Tenants present `Authorization: Bearer <token>`; only the token's SHA-256 is kept here:
   --   printf %s "$TOKEN" | sha256sum

@@ -72,11 +72,24 @@ local function dicts()
   return G.dict, G.metrics
 end
 
+-- The project of a tenant's key: <prefix><key>.<tag>, the tag being the first 8 hex digits of
+-- SHA-256(tenant name) (config.lua refuses two tenants with one tag). A key holds no ".", so no
+-- two (tenant, key) pairs, and no project of an older gateway (<prefix><key>), share a name. A
+-- key too long for the 64 characters of a project name is replaced by 16 hex digits of its
+-- SHA-256 (config.lua bounds project_prefix so that this always fits).
+local function project_for(c, tenant, key)
+  local tag = "." .. require("sandstack.gateway.config").tenant_tag(tenant)
+  local p = c.project_prefix .. key .. tag
+  if #p > 63 then p = c.project_prefix .. core.sha256_hex(key):sub(1, 16) .. tag end
+  return p
+end
+M.project_for = project_for -- project_for(config, tenant name, key): for operators and the specs
+
 -- Options of one cold start: the configured ones plus the session's own project, and the key
 -- in the sandbox's env (SANDSTACK_SESSION) so that operators can tell stacks apart.
-local function stack_options(key)
+local function stack_options(tenant, key)
   local opts = core.json_decode(core.json_encode(conf.stack))
-  opts.project_name = conf.project_prefix .. key
+  opts.project_name = project_for(conf, tenant, key)
   local sandbox = opts.sandbox_service or "sandbox"
   for _, svc in ipairs(opts.services or {}) do
     if svc.name == sandbox then
@@ -117,13 +130,15 @@ local function tenant_of_request()
   return auth.tenant(conf.tenants, auth.bearer(ngx.var.http_authorization))
 end
 
--- POST /sessions[/<key>]
+-- POST /sessions[/<key>]: the key is the tenant's own (its key space is its own, so a key
+-- another tenant holds is as free as any other: nothing here looks at other tenants' sessions).
 local function create(tenant, key)
   local dict, mdict = dicts()
   if not key then key = core.random_hex(8) end
   if not valid_key(key) then
     return fail(400, "invalid", "session key must match [a-z0-9][a-z0-9_-]* (at most 48, not pool-...)")
   end
+  local sid = S.sid(tenant.name, key)
   local ok, which = limits.claim(dict, tenant.name, tenant.max_sessions, conf.max_sessions)
   if not ok then
     ngx.header["Retry-After"] = "30"
@@ -131,8 +146,8 @@ local function create(tenant, key)
     return fail(429, "limit", which == "tenant" and "tenant session limit reached" or "gateway session limit reached")
   end
   local secret, digest = auth.new_secret()
-  local entry = { tenant = tenant.name, digest = digest, created = ngx.time() }
-  local claimed, err = S.claim(dict, key, entry)
+  local entry = { tenant = tenant.name, key = key, digest = digest, created = ngx.time() }
+  local claimed, err = S.claim(dict, sid, entry)
   if not claimed then
     limits.release(dict, tenant.name)
     if err == "exists" then return fail(409, "conflict", "session exists", { key = key }) end
@@ -142,13 +157,13 @@ local function create(tenant, key)
   local t0 = ngx.now()
   local started, res
   if conf.pool then
-    started, res = run("acquire", key, pool_options(), meta)
+    started, res = run("acquire", sid, pool_options(), meta)
   else
-    started, res = run("start", key, stack_options(key), meta)
+    started, res = run("start", sid, stack_options(tenant.name, key), meta)
   end
   ngx.update_time()
   if not started then
-    S.remove(dict, key, entry)
+    S.remove(dict, sid, entry)
     limits.release(dict, tenant.name)
     metrics.failure(mdict, res.kind)
     return fail(failure_status(res), res.kind or "gateway", res.message or "start failed", { reason = res.reason })
@@ -163,35 +178,54 @@ local function create(tenant, key)
     mdict:incr("gauge:pool_in_use", 1, 0)
   end
   entry.record = res
-  local stored, serr = S.ready(dict, key, entry)
+  local stored, serr = S.ready(dict, sid, entry)
   if not stored then
     run("destroy", res) -- nowhere to keep it: do not leak the stack
-    S.remove(dict, key, entry)
+    S.remove(dict, sid, entry)
     limits.release(dict, tenant.name)
     return fail(503, "gateway", "cannot keep the session: " .. tostring(serr))
   end
   return reply(201, { key = key, secret = secret, endpoint_path = "/sessions/" .. key .. "/" })
 end
 
--- The session of a request that carries its secret, or an answer already sent.
-local function authorized(key, tenant)
+-- The answer for a session that is not there: 503 while adoption after a restart is not done
+-- (the session may be on its way back), else 404.
+local function not_found(dict, key)
+  if not require("sandstack.gateway.adoption").done(dict) then
+    ngx.header["Retry-After"] = "1"
+    return fail(503, "unavailable", "the gateway is still adopting its sessions")
+  end
+  return fail(404, "not_found", "no such session", { key = key })
+end
+
+-- GET and DELETE /sessions/<key>: the tenant's own session of that key, with its secret, or an
+-- answer already sent. Only the tenant's own key space is looked at: another tenant's session of
+-- the same key is not there, and can change no answer.
+local function authorized(tenant, key)
   local dict = dicts()
-  local entry = S.get(dict, key)
-  if not entry then
-    if not require("sandstack.gateway.adoption").done(dict) then
-      ngx.header["Retry-After"] = "1"
-      return nil, fail(503, "unavailable", "the gateway is still adopting its sessions")
-    end
-    return nil, fail(404, "not_found", "no such session", { key = key })
-  end
-  -- Another tenant's session is not there, as far as this tenant can tell.
-  if tenant and entry.tenant ~= tenant.name then
-    return nil, fail(404, "not_found", "no such session", { key = key })
-  end
+  local sid = S.sid(tenant.name, key)
+  local entry = S.get(dict, sid)
+  if not entry or entry.tenant ~= tenant.name then return nil, not_found(dict, key) end
   if not auth.session_ok(entry, ngx.var.http_x_sandstack_session_secret) then
     return nil, fail(401, "unauthorized", "wrong or missing " .. auth.SECRET_HEADER)
   end
-  return entry
+  return sid, entry
+end
+
+-- The proxied routes /sessions/<key>/...: the session is the one the secret opens, found by the
+-- secret's digest; it must be of this key. No secret is 401 whatever the key; a secret that
+-- opens no session of this key is 404, exactly as for a key that no one holds, so these routes,
+-- which need no tenant token, never tell whether a key is held (by any tenant).
+local function session_of_secret(key)
+  local dict = dicts()
+  local secret = ngx.var.http_x_sandstack_session_secret
+  if type(secret) ~= "string" or secret == "" then
+    return nil, fail(401, "unauthorized", "missing " .. auth.SECRET_HEADER)
+  end
+  local sid, entry
+  if #secret <= 1024 then sid, entry = S.find(dict, auth.digest(secret)) end
+  if not entry or entry.key ~= key or not auth.session_ok(entry, secret) then return nil, not_found(dict, key) end
+  return sid, entry
 end
 
 -- content of /sessions and /sessions/<key>: POST creates; GET and DELETE need the tenant's
@@ -211,13 +245,13 @@ function M.api()
     return fail(405, "gateway", "method not allowed")
   end
   if not valid_key(key) then return fail(404, "not_found", "no such session") end
-  local entry, sent = authorized(key, tenant)
-  if not entry then return sent end
+  local sid, entry = authorized(tenant, key)
+  if not sid then return entry end -- the answer was sent
   if method == "GET" then return reply(200, S.view(key, entry)) end
   if entry.state ~= "ready" then
     return fail(409, "conflict", "session is " .. tostring(entry.state), { key = key })
   end
-  local ok, err = G.destroy(key, entry, "deleted")
+  local ok, err = G.destroy(sid, entry, "deleted")
   if not ok then
     return fail(failure_status(err), err.kind or "gateway", err.message or "destroy failed", { reason = err.reason })
   end
@@ -251,23 +285,24 @@ end
 
 local function route_to(key, force_refresh)
   local dict = dicts()
-  local entry, sent = authorized(key, nil)
-  if not entry then return sent end
+  local sid, entry = session_of_secret(key)
+  if not sid then return entry end -- the answer was sent
+  ngx.var.sandstack_sid = sid
   if entry.state ~= "ready" then
     ngx.header["Retry-After"] = "1"
     return fail(503, "unavailable", "session is " .. tostring(entry.state), { key = key })
   end
   local record = entry.record
   -- A port is this session's only while the port index says so (ports are reused).
-  if force_refresh or dict:get("port:" .. tostring(record.port)) ~= key then
-    local fresh, err = refresh(key, entry)
+  if force_refresh or dict:get("port:" .. tostring(record.port)) ~= sid then
+    local fresh, err = refresh(sid, entry)
     if not fresh then
       return fail(failure_status(err), err.kind or "gateway", err.message or "reconnect failed", { key = key })
     end
     record = fresh
   end
   if ngx.var.sandstack_open == "" then
-    S.opened(dict, key)
+    S.opened(dict, sid)
     ngx.var.sandstack_open = "1"
   end
   ngx.var.sandstack_port = tostring(record.port)
@@ -282,7 +317,7 @@ function M.reroute() return route_to(ngx.var.sandstack_key, true) end
 
 -- log phase of the proxied locations: a request that was let through has ended.
 function M.done()
-  if ngx.var.sandstack_open == "1" then S.closed(dicts(), ngx.var.sandstack_key) end
+  if ngx.var.sandstack_open == "1" then S.closed(dicts(), ngx.var.sandstack_sid) end
 end
 
 function M.health()

@@ -24,14 +24,16 @@ function M.run(G)
     docker_host = c.stack.docker_host, timeout = c.stack.timeout })
   if not ok then return nil, res end
   for _, s in ipairs(res.sessions) do
-    if type(s.key) == "string" and type(s.digest) == "string" and not S.get(G.dict, s.key) then
-      local entry = { tenant = s.tenant, digest = s.digest, created = s.created, record = s.record }
-      local stored, err = S.ready(G.dict, s.key, entry)
+    -- back into its tenant's own key space (sessions.lua): the marker names key and tenant
+    local sid = type(s.key) == "string" and type(s.tenant) == "string" and S.sid(s.tenant, s.key)
+    if sid and type(s.digest) == "string" and not S.get(G.dict, sid) then
+      local entry = { tenant = s.tenant, key = s.key, digest = s.digest, created = s.created, record = s.record }
+      local stored, err = S.ready(G.dict, sid, entry)
       if stored then
         -- counted like a new session, so limits hold across restarts (never refused: it exists)
         G.dict:incr("count:*", 1, 0)
         G.dict:incr("count:" .. tostring(s.tenant), 1, 0)
-        G.dict:set("seen:" .. s.key, ngx.now()) -- a restart is no reason to expire everyone at once
+        G.dict:set("seen:" .. sid, ngx.now()) -- a restart is no reason to expire everyone at once
         metrics.inc(G.metrics, "sandstack_gateway_adopted_total")
       else
         ngx.log(ngx.ERR, "sandstack gateway: cannot adopt ", s.key, ": ", tostring(err))

@@ -3,6 +3,7 @@
 -- `sandstack gateway` checks it here, renders nginx.conf from it (gateway/nginx_conf.lua) and
 -- hands nginx the checked table as JSON, so the workers never see an unchecked value.
 local E = require "sandstack.error"
+local core = require "sandstack.core"
 
 local M = {}
 
@@ -11,7 +12,7 @@ M.DEFAULTS = {
   name = "gateway",          -- this node's name: its stacks carry io.sandstack.gateway=<name>
   listen = "127.0.0.1:8088", -- the API and proxy listener
   metrics_listen = "127.0.0.1:9145", -- GET /metrics (Prometheus text), a listener of its own
-  project_prefix = "gw-",    -- every stack's project is <prefix><key> (pooled: <prefix>pool-<hex>)
+  project_prefix = "gw-",    -- a session's project is <prefix><key>.<tenant tag> (pooled: <prefix>pool-<hex>)
   max_sessions = 100,        -- the global cap (starting and live sessions)
   idle_ttl = 1800,           -- seconds without a proxied request before a session is destroyed
   max_ttl = 86400,           -- seconds after which a session is destroyed whatever it does
@@ -44,9 +45,17 @@ local function whole(v, min)
   return type(v) == "number" and v == math.floor(v) and v >= min
 end
 
+-- Each tenant has its own key space: a session's sid is "<key>.<tenant>" (a Docker session key of
+-- at most 200 characters, so a name of at most 64 always fits), its project carries the tenant's
+-- tag (the first 8 hex digits of SHA-256(name)), and two tenants must not share a tag.
+M.TENANT_NAME_MAX = 64
+M.PROJECT_PREFIX_MAX = 63 - 16 - 9
+
+function M.tenant_tag(name) return core.sha256_hex(name):sub(1, 8) end
+
 local function check_tenants(list)
   if #list == 0 then return bad("tenants", "at least one tenant is needed") end
-  local names = {}
+  local names, tags = {}, {}
   for i, t in ipairs(list) do
     if type(t) ~= "table" then return bad("tenants", "tenant " .. i .. " must be a table") end
     for k in pairs(t) do
@@ -55,8 +64,17 @@ local function check_tenants(list)
     if type(t.name) ~= "string" or not t.name:match("^[%w_.-]+$") then
       return bad("tenants", "tenant " .. i .. ": name must be [A-Za-z0-9_.-]+")
     end
+    if #t.name > M.TENANT_NAME_MAX then
+      return bad("tenants", "tenant " .. i .. ": name longer than " .. M.TENANT_NAME_MAX .. " characters")
+    end
     if names[t.name] then return bad("tenants", "tenant name '" .. t.name .. "' twice") end
     names[t.name] = true
+    local tag = M.tenant_tag(t.name)
+    if tags[tag] then
+      return bad("tenants", "tenants '" .. tags[tag] .. "' and '" .. t.name .. "' have the same project tag " .. tag
+        .. " (SHA-256 of the name): rename one")
+    end
+    tags[tag] = t.name
     -- A digest, never a token: 64 lowercase hex digits (`printf %s TOKEN | sha256sum`).
     if type(t.token_sha256) ~= "string" or not t.token_sha256:match("^" .. ("%x"):rep(64) .. "$") then
       return bad("tenants", "tenant " .. t.name .. ": token_sha256 must be 64 hex digits")
@@ -133,6 +151,10 @@ function M.check(t)
   if not c.name:match("^[a-z0-9][a-z0-9_.-]*$") then return bad("name", "name must be [a-z0-9][a-z0-9_.-]*") end
   if not c.project_prefix:match("^[a-z0-9][a-z0-9_.-]*$") then
     return bad("project_prefix", "project_prefix must be [a-z0-9][a-z0-9_.-]*")
+  end
+  -- a project is at most 63 characters: prefix, 16 hex digits (a long key's digest), "." and a tag
+  if #c.project_prefix > M.PROJECT_PREFIX_MAX then
+    return bad("project_prefix", "project_prefix must be at most " .. M.PROJECT_PREFIX_MAX .. " characters")
   end
   if c.max_ttl < c.idle_ttl then return bad("max_ttl", "max_ttl must be at least idle_ttl") end
   if c.stack.project_name ~= nil then return bad("stack", "the gateway names the projects: drop stack.project_name") end

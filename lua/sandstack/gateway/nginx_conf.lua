@@ -71,6 +71,7 @@ http {
       set $sandstack_port "";
       set $sandstack_uri "";
       set $sandstack_open "";
+      set $sandstack_sid "";
       access_by_lua_block { require("sandstack.gateway").route() }
       proxy_pass http://127.0.0.1:$sandstack_port$sandstack_uri;
       error_page 502 = @sandstack_reconnect; # the stack restarted on another port: re-read it once

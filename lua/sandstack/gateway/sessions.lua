@@ -1,8 +1,13 @@
 -- sandstack.gateway.sessions: the session table in the shared dict (all nginx workers see one).
---   s:<key>     JSON {state = "starting"|"ready"|"stopping", tenant, digest, created, record}
+-- Every tenant has its own key space: a session is named by its sid, "<key>.<tenant>" (a key
+-- holds no "."), so two tenants' sessions of one key are two sessions, and nothing a tenant
+-- does with a key ever looks at another tenant's.
+--   s:<sid>     JSON {state = "starting"|"ready"|"stopping", tenant, key, digest, created, record}
 --               digest: SHA-256 of the session secret; the secret itself is never stored
---   seen:<key>  when the last proxied request for the session ended (or began)
---   open:<key>  proxied requests in flight (streams, WebSockets): a session with one is not idle
+--   d:<digest>  the sid whose secret has this digest: the proxied routes find a session by the
+--               secret they are given, never by trying the key in other tenants' spaces
+--   seen:<sid>  when the last proxied request for the session ended (or began)
+--   open:<sid>  proxied requests in flight (streams, WebSockets): a session with one is not idle
 --   port:<n>    the session whose forwarder was last seen on host port n (the port-reuse guard)
 --   adopted     set once the stacks on the engine were adopted after nginx (re)started; a
 --               reload keeps the dict, and with it this mark, so it adopts only after a restart
@@ -15,15 +20,31 @@ local M = {}
 -- "starting"/"stopping" marks expire, so that a worker that dies mid-call does not hold the key.
 M.MARK_TTL = 900
 
+-- The session name of a tenant's key: the tenant's own key space.
+function M.sid(tenant, key) return key .. "." .. tenant end
+
 function M.get(dict, key)
   local text = dict:get("s:" .. key)
   return text and core.json_decode(text) or nil
 end
 
--- claim(dict, key, entry) -> true | nil, "exists" | err: atomic across workers.
+-- find(dict, digest) -> sid, entry | nil: the session whose secret has this digest.
+function M.find(dict, digest)
+  local sid = dict:get("d:" .. digest)
+  if not sid then return nil end
+  local entry = M.get(dict, sid)
+  if not entry or entry.digest ~= digest then return nil end
+  return sid, entry
+end
+
+-- claim(dict, sid, entry) -> true | nil, "exists" | err: atomic across workers.
 function M.claim(dict, key, entry)
   entry.state = "starting"
-  return dict:safe_add("s:" .. key, core.json_encode(entry), M.MARK_TTL)
+  local ok, err = dict:safe_add("s:" .. key, core.json_encode(entry), M.MARK_TTL)
+  if not ok then return nil, err end
+  ok, err = dict:safe_set("d:" .. entry.digest, key, M.MARK_TTL)
+  if not ok then dict:delete("s:" .. key); return nil, err end
+  return true
 end
 
 function M.mark(dict, key, entry, state)
@@ -36,6 +57,8 @@ function M.ready(dict, key, entry)
   entry.state = "ready"
   local ok, err = dict:safe_set("s:" .. key, core.json_encode(entry))
   if not ok then return nil, err end
+  ok, err = dict:safe_set("d:" .. entry.digest, key)
+  if not ok then return nil, err end
   if entry.record and entry.record.port then dict:safe_set("port:" .. entry.record.port, key) end
   if not dict:get("seen:" .. key) then dict:safe_set("seen:" .. key, ngx.now()) end
   return true
@@ -45,6 +68,7 @@ function M.remove(dict, key, entry)
   dict:delete("s:" .. key)
   dict:delete("seen:" .. key)
   dict:delete("open:" .. key)
+  if entry and entry.digest and dict:get("d:" .. entry.digest) == key then dict:delete("d:" .. entry.digest) end
   local port = entry and entry.record and entry.record.port
   if port and dict:get("port:" .. port) == key then dict:delete("port:" .. port) end
 end

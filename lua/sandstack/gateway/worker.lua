@@ -84,7 +84,8 @@ local function finish(stack, meta)
   return record
 end
 
--- start(key, opts, meta) -> true, record: a cold start.
+-- start(sid, opts, meta) -> true, record: a cold start; the sid (gateway/sessions.lua) is the
+-- stack's session key, the key and tenant are in meta.
 function M.start(key, opts, meta)
   return guarded(function()
     local stack, err = docker().start(key, opts)
@@ -93,7 +94,7 @@ function M.start(key, opts, meta)
   end)
 end
 
--- acquire(key, pool_opts, meta) -> true, record: a stack from the warm pool (a cold start
+-- acquire(sid, pool_opts, meta) -> true, record: a stack from the warm pool (a cold start
 -- labelled with the pool when it is empty).
 function M.acquire(key, pool_opts, meta)
   return guarded(function()
@@ -141,7 +142,8 @@ function M.destroy(record)
 end
 
 -- adopt(a) -> true, {sessions = {...}, rolled_back = {projects}}. a: node, prefix, pool (name or
--- nil), keep (set of session keys the dict already holds), docker_host, timeout.
+-- nil), keep (set of the sids the dict already holds: a stack's io.sandstack.session label, or
+-- its pool claim's, is its session's sid), docker_host, timeout.
 -- Every marked stack of this node is re-read (port included); a stack of this gateway's prefix
 -- that has no marker was mid-start and is removed, unless it is an idle pool stack (the pool's)
 -- or the dict still knows its key (an in-flight start of a worker that outlived a reload).
