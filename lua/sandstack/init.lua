@@ -6,6 +6,7 @@ local M = { VERSION = core.VERSION, core = core }
 
 local lazy = {
   docker = "sandstack.docker",
+  swarm = "sandstack.swarm",
   sbx = "sandstack.sbx",
   policy = "sandstack.policy",
   store = "sandstack.store",

@@ -76,9 +76,19 @@ function Stack:record()
   return store.scrub(r)
 end
 
-function Stack:stop(opts)
-  check_open(self)
-  local t = opts and opts.timeout or 5
+-- The options of each method, checked once where the caller handed them in (sandstack.error):
+-- the methods that call each other internally pass checked tables on.
+local STOP_KEYS, START_KEYS, DESTROY_KEYS = { timeout = true }, {}, { capture = true }
+
+-- stop's timeout: the engine's grace period before it kills, whole seconds >= 0.
+local function stop_timeout(opts, what)
+  local t = opts.timeout
+  if t == nil then return 5 end
+  if type(t) ~= "number" or t ~= t or t < 0 then error(what .. ": option 'timeout' must be a number >= 0", 3) end
+  return math.floor(t)
+end
+
+local function stop(self, t)
   local reqs = {}
   for i = #self.plan.containers, 1, -1 do
     local c = self.plan.containers[i]
@@ -89,7 +99,12 @@ function Stack:stop(opts)
   return ok, err
 end
 
-function Stack:start()
+function Stack:stop(opts)
+  check_open(self)
+  return stop(self, stop_timeout(E.check_keys(opts, STOP_KEYS, "stop"), "stop"))
+end
+
+local function start(self)
   local run = run_of(self)
   local ok, err = A.start_services(run, self.plan.containers)
   if not ok then return nil, err end
@@ -101,11 +116,18 @@ function Stack:start()
   return true
 end
 
+function Stack:start(opts)
+  check_open(self)
+  E.check_keys(opts, START_KEYS, "start")
+  return start(self)
+end
+
 -- A restart is a stop and a start in dependency order (so dependents wait for health again).
 function Stack:restart(opts)
-  local ok, err = self:stop(opts)
+  check_open(self)
+  local ok, err = stop(self, stop_timeout(E.check_keys(opts, STOP_KEYS, "restart"), "restart"))
   if not ok then return nil, err end
-  return self:start()
+  return start(self)
 end
 
 function Stack:status()
@@ -141,17 +163,30 @@ end
 -- Returns true and the list of skipped members ({ name =, type =, reason = }), or nil, err;
 -- on failure dir is removed again.
 local CAPTURE_KEYS = { max_bytes = true, max_entries = true, timeout = true }
-function Stack:capture(dir, opts)
-  check_open(self)
-  if type(dir) ~= "string" or dir == "" then error("capture: dir must be a non-empty string", 2) end
+-- The argument checks of capture (raised at the caller of the capture method); shared with
+-- sandstack.swarm's handle.
+function M.capture_args(dir, opts)
+  if type(dir) ~= "string" or dir == "" then error("capture: dir must be a non-empty string", 3) end
   opts = E.check_keys(opts, CAPTURE_KEYS, "capture")
   for k, v in pairs(opts) do
     if type(v) ~= "number" or v < 0 or (k ~= "timeout" and v ~= math.floor(v)) then
-      error("capture: option '" .. k .. "' must be a number >= 0" .. (k ~= "timeout" and " (whole)" or ""), 2)
+      error("capture: option '" .. k .. "' must be a number >= 0" .. (k ~= "timeout" and " (whole)" or ""), 3)
     end
   end
+  return opts
+end
+
+function Stack:capture(dir, opts)
+  check_open(self)
+  opts = M.capture_args(dir, opts)
   local path = self.plan.capture_path
   if not path then return E.fail("invalid", "no_capture_path", "this stack has no capture_path") end
+  return M.capture_container(self.eng, self.plan.project .. "-" .. self.plan.sandbox, path, dir, opts)
+end
+
+-- The capture itself, from any container on any engine (sandstack.swarm captures from a task
+-- container on its node's engine): opts as checked by Stack:capture.
+function M.capture_container(eng, name, path, dir, opts)
   local max_bytes = opts.max_bytes or 1024 * 1024 * 1024
   local max_entries = opts.max_entries or 100000
   local ok, err = core.capture_mkdir(dir)
@@ -159,8 +194,7 @@ function Stack:capture(dir, opts)
   -- The archive is bounded too: contents plus, per member, a header, padding and room for a
   -- pax or long-name header; the extractor's own caps are the exact ones.
   local tarname = ".sandstack-capture-" .. core.random_hex(8) .. ".tar"
-  local name = self.plan.project .. "-" .. self.plan.sandbox
-  ok, err = self.eng:download("/containers/" .. name .. "/archive", dir .. "/" .. tarname, {
+  ok, err = eng:download("/containers/" .. name .. "/archive", dir .. "/" .. tarname, {
     query = { path = path }, timeout = opts.timeout,
     max_bytes = max_bytes + (max_entries + 2) * 8192,
   })
@@ -177,7 +211,7 @@ end
 -- Removes containers, networks and volumes of this project; calling it again is harmless.
 function Stack:destroy(opts)
   check_open(self)
-  opts = opts or {}
+  opts = E.check_keys(opts, DESTROY_KEYS, "destroy")
   if opts.capture and self.plan.capture_path then self:capture(opts.capture) end
   local cs = {}
   for i, c in ipairs(self.plan.containers) do cs[i] = c.name end
@@ -207,11 +241,12 @@ function M.adopt(plan, port, opts)
 end
 
 -- Rebuilds a handle from stack:record() and re-reads the forwarder's port.
+local RECONNECT_KEYS = { docker_host = true, timeout = true, on_event = true, req_adapter = true }
 function M.reconnect(record, opts)
   if type(record) ~= "table" or type(record.project) ~= "string" then
     error("sandstack.docker.reconnect: expected a record from stack:record()", 2)
   end
-  opts = opts or {}
+  opts = E.check_keys(opts, RECONNECT_KEYS, "sandstack.docker.reconnect")
   local eng, err = engine { docker_host = opts.docker_host or record.docker_host, timeout = opts.timeout or record.timeout }
   if not eng then return nil, err end
   local plan = {}

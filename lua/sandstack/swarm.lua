@@ -1,0 +1,36 @@
+-- sandstack.swarm: per-session stacks on a Docker Swarm cluster (issue 27, docs/scale-out.md).
+-- The same options as sandstack.docker.start, validated and planned by the same C core; Swarm's
+-- scheduler places each session (sandstack counts nothing and spreads nothing), all of a
+-- session's containers stay on the node Swarm chose, and the manager's labels are the only
+-- state: list, reap and reconnect work from any process that reaches the manager.
+--   swarm/spec.lua       the plan re-expressed as service specs and overlays (pure data)
+--   swarm/cluster.lua    the manager (services, tasks, nodes) and each node's own Engine API
+--   swarm/start.lua      the start pipeline
+--   swarm/verify.lua     the promises a node must keep, checked on the node
+--   swarm/ready.lua      readiness through the forwarder, by exec on the node
+--   swarm/handle.lua     the handle: status, exec, capture, destroy, record, reconnect
+--   swarm/inventory.lua  removal, list and reap by label
+local S = require "sandstack.swarm.start"
+local handle = require "sandstack.swarm.handle"
+local inventory = require "sandstack.swarm.inventory"
+
+local M = {}
+
+-- sandstack.swarm.start(session_key, opts) -> stack | nil, err
+-- opts: every key of sandstack.docker.start (docker_host is the manager's Engine API), and
+-- constraints (the operator's placement constraints, on every service), placement_timeout
+-- (seconds Swarm may take to place the session, default 30), task_timeout (seconds a placed
+-- task may take to start, image pull included, default 120).
+function M.start(session_key, opts)
+  return S.start(session_key, opts)
+end
+
+-- The Swarm bodies a start would send, without a cluster.
+M.plan = S.plan
+
+-- Rebuilds a handle from stack:record(), from any process that reaches the manager.
+M.reconnect = handle.reconnect
+
+M.list, M.reap = inventory.list, inventory.reap
+
+return M

@@ -1,0 +1,112 @@
+-- The cluster as sandstack.swarm sees it (internal): the manager's Engine API (services, tasks,
+-- nodes), and each node's own Engine API, found from the node's label io.sandstack.engine. The
+-- manager is the only source of truth: nothing here is kept between calls but open clients.
+local E = require "sandstack.error"
+local S = require "sandstack.swarm.spec"
+
+local M = {}
+
+local function engine(host, opts)
+  local sandstack = require "sandstack"
+  return sandstack.engine { host = host, timeout = opts.timeout, api_version = opts.api_version }
+end
+
+-- The manager's client, refused unless that engine is an active manager of a swarm.
+function M.manager(opts)
+  local eng, err = engine(opts.docker_host, opts)
+  if not eng then return nil, err end
+  local info; info, err = eng:call("GET", "/info")
+  if not info then eng:close(); return nil, err end
+  local sw = type(info) == "table" and info.Swarm or {}
+  if sw.LocalNodeState ~= "active" or sw.ControlAvailable ~= true then
+    eng:close()
+    return E.fail("engine", "not_a_manager", ("%s is not a manager of an active swarm (LocalNodeState %s): "
+      .. "sandstack.swarm needs docker_host to be a swarm manager's Engine API"):format(
+        eng.host or "the engine", tostring(sw.LocalNodeState)), { host = eng.host })
+  end
+  return eng
+end
+
+local function filters(f) return { query = { filters = f } } end
+
+-- Services carrying label (a "k" or "k=v" string).
+function M.services(mgr, label)
+  local r, err = mgr:call("GET", "/services", nil, filters { label = { label } })
+  if not r then return nil, err end
+  if type(r) ~= "table" then return E.fail("engine", "bad_answer", "the manager's service list is malformed") end
+  return r
+end
+
+-- The tasks of the given services (names or ids), newest first within each service.
+function M.tasks(mgr, services)
+  if #services == 0 then return {} end
+  local r, err = mgr:call("GET", "/tasks", nil, filters { service = services })
+  if not r then return nil, err end
+  if type(r) ~= "table" then return E.fail("engine", "bad_answer", "the manager's task list is malformed") end
+  table.sort(r, function(a, b)
+    if a.ServiceID ~= b.ServiceID then return tostring(a.ServiceID) < tostring(b.ServiceID) end
+    return tostring(a.CreatedAt) > tostring(b.CreatedAt)
+  end)
+  return r
+end
+
+-- One node as a plain table: id, hostname, state (ready/down/unknown/disconnected),
+-- availability (active/pause/drain), role, engine (the io.sandstack.engine label, or nil).
+local function node_view(n)
+  local spec, desc, st = n.Spec or {}, n.Description or {}, n.Status or {}
+  return { id = n.ID, hostname = desc.Hostname, state = st.State, addr = st.Addr,
+    availability = spec.Availability, role = spec.Role, engine = (spec.Labels or {})[S.ENGINE_LABEL],
+    labels = spec.Labels or {} }
+end
+
+function M.node(mgr, id)
+  local n, err = mgr:call("GET", "/nodes/" .. id)
+  if not n then
+    if err and err.status == 404 then
+      return E.fail("engine", "node_gone", "node " .. id .. " is no longer in the swarm", { node_id = id })
+    end
+    return nil, err
+  end
+  return node_view(n)
+end
+
+function M.nodes(mgr)
+  local r, err = mgr:call("GET", "/nodes")
+  if not r then return nil, err end
+  local out = {}
+  for i, n in ipairs(r) do out[i] = node_view(n) end
+  return out
+end
+
+-- The typed answer for a session whose node the manager reports lost.
+function M.node_down(node, project)
+  return E.new("engine", "node_down", ("the node %s holding %s is %s: the session went with it; "
+    .. "reap removes what the manager still lists"):format(tostring(node.hostname), tostring(project), tostring(node.state)),
+    { node = node.hostname, node_id = node.id, node_state = node.state, project = project })
+end
+
+-- A client on the node's own Engine API (exec, capture, the forwarder). The operator names it
+-- with the node label io.sandstack.engine (docs/scale-out.md); TLS comes from the environment,
+-- as for the manager.
+function M.node_engine(node, opts)
+  if node.state ~= "ready" then return nil, M.node_down(node, opts.project) end
+  if type(node.engine) ~= "string" or node.engine == "" then
+    return E.fail("engine", "no_node_api", ("node %s has no %s label: sandstack reaches each node's own "
+      .. "Engine API (docker node update --label-add %s=tcp://ADDRESS:2376 %s; see docs/scale-out.md)"):format(
+        tostring(node.hostname), S.ENGINE_LABEL, S.ENGINE_LABEL, tostring(node.hostname)),
+      { node = node.hostname, node_id = node.id })
+  end
+  return engine(node.engine, opts)
+end
+
+-- The task of a one-replica service that the manager wants running (nil when there is none).
+function M.current_task(tasks, service_id)
+  for _, t in ipairs(tasks) do
+    if t.ServiceID == service_id and t.DesiredState == "running" then return t end
+  end
+  for _, t in ipairs(tasks) do
+    if t.ServiceID == service_id then return t end
+  end
+end
+
+return M
