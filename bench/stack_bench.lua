@@ -4,6 +4,18 @@
 -- shortest sequence of raw Engine calls with every independent call in parallel (the floor).
 -- Prints medians and ratios; absolute times depend on the machine, the ratios are the result.
 --   lua5.4 bench/stack_bench.lua [REPS]      (from the repository root; needs the engine)
+--   lua5.4 bench/stack_bench.lua --fresh [REPS] [OLD_TREE OLD_BUILD]
+-- --fresh starts every sandstack stack in a new process (a cold start, as `sandstack up` and
+-- every short-lived caller pays it): its up-to-ready runs from before the process is spawned
+-- to the moment docker.start returned in it. With OLD_TREE (a checkout, e.g. a git worktree of
+-- an earlier commit, with its module built in OLD_TREE/OLD_BUILD) that tree's sandstack is a
+-- fourth contender in the same run, so before/after ratios share one floor.
+local child_tree, child_build = nil, nil
+if arg[1] == "--child" then child_tree, child_build = arg[3], arg[4] end
+if child_tree then
+  package.path = child_tree .. "/lua/?.lua;" .. child_tree .. "/lua/?/init.lua;" .. package.path
+  package.cpath = child_tree .. "/" .. child_build .. "/?.so;" .. package.cpath
+end
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./build/?.so;" .. package.cpath
 local sandstack = require "sandstack"
@@ -12,7 +24,25 @@ local batch = require "sandstack.docker.batch"
 local http = require "sandstack.docker.http"
 local apply = require "sandstack.docker.apply"
 
-local REPS = tonumber(arg[1]) or 3
+-- The child of --fresh: one start and one destroy, their monotonic times on stdout (the clock
+-- is CLOCK_MONOTONIC, shared by every process of the machine).
+if child_tree then
+  local sandstack = require "sandstack"
+  local project = arg[2]
+  local anchor = dofile("bench/anchor.lua")
+  local s, err = sandstack.docker.start(project, anchor { project_name = project, subnet_pool = "10.215.0.0/16",
+    on_event = os.getenv("SANDSTACK_BENCH_TRACE") and function(e) io.stderr:write(("%6.2f %s %s\n"):format(e.elapsed, e.phase, e.service or "")) end })
+  if not s then io.stderr:write(tostring(err), "\n"); os.exit(1) end
+  local ready = sandstack.core.engine_clock()
+  assert(s:destroy())
+  io.stdout:write(("%.6f %.6f\n"):format(ready, sandstack.core.engine_clock()))
+  os.exit(0)
+end
+
+local FRESH = arg[1] == "--fresh"
+local argi = FRESH and 2 or 1
+local REPS = tonumber(arg[argi]) or 3
+local OLD_TREE, OLD_BUILD = FRESH and arg[argi + 1], FRESH and (arg[argi + 2] or "build")
 local POOL = "10.215.0.0/16"
 local now = core.engine_clock
 
@@ -40,6 +70,20 @@ local function run_sandstack(project)
   assert(s:destroy())
   s:close()
   return up, now() - t0
+end
+
+-- sandstack in a fresh process of tree/build: up is counted from before the spawn
+local function run_fresh(tree, build)
+  return function(project)
+    local cmd = ("%q bench/stack_bench.lua --child %q %q %q"):format(arg[-1] or "lua5.4", project, tree, build)
+    local t0 = now()
+    local p = assert(io.popen(cmd))
+    local out = p:read("*a")
+    local ok = p:close()
+    local ready, gone = out:match("^(%S+) (%S+)")
+    if not ok or not ready then error("fresh start failed: " .. out) end
+    return tonumber(ready) - t0, tonumber(gone) - tonumber(ready)
+  end
 end
 
 -- docker-compose 1.29 with the equivalent compose file
@@ -127,11 +171,17 @@ local function median(t)
 end
 
 local eng = assert(sandstack.engine {})
-local contenders = { { "sandstack", run_sandstack }, { "compose", run_compose }, { "floor", run_floor } }
+local contenders = { { "sandstack", FRESH and run_fresh(".", "build") or run_sandstack }, { "compose", run_compose },
+  { "floor", run_floor } }
+if OLD_TREE then table.insert(contenders, 2, { "old", run_fresh(OLD_TREE, OLD_BUILD) }) end
 local res = {}
 for _, c in ipairs(contenders) do res[c[1]] = { up = {}, down = {} } end
 for rep = 1, REPS do
-  for _, c in ipairs(contenders) do -- interleaved, so engine load drifts hit all three alike
+  -- interleaved, so engine load drifts hit all alike, and rotated: whoever follows a teardown
+  -- meets an engine still busy with it, so no contender is always first
+  local order = {}
+  for i = 1, #contenders do order[i] = contenders[(i + rep - 2) % #contenders + 1] end
+  for _, c in ipairs(order) do
     local project = "sstest-stack-bench-" .. core.random_hex(3)
     local ok, up, down = pcall(c[2], project, eng)
     if not ok then
@@ -146,10 +196,14 @@ for rep = 1, REPS do
 end
 local m = {}
 for name, r in pairs(res) do m[name] = { up = median(r.up), down = median(r.down) } end
-print(("\nengine API %s, %d reps, medians:"):format(eng.api_version, REPS))
+print(("\nengine API %s, %d reps%s, medians:"):format(eng.api_version, REPS,
+  FRESH and ", sandstack in a fresh process per start" or ""))
 for _, c in ipairs(contenders) do print(("  %-9s up-to-ready %6.2fs   teardown %6.2fs"):format(c[1], m[c[1]].up, m[c[1]].down)) end
 print("ratios:")
 print(("  floor / compose      up %.2fx   down %.2fx"):format(m.floor.up / m.compose.up, m.floor.down / m.compose.down))
 print(("  sandstack / floor    up %.2fx   down %.2fx   (goal: <= 1.10x)"):format(m.sandstack.up / m.floor.up, m.sandstack.down / m.floor.down))
 print(("  sandstack / compose  up %.2fx   down %.2fx"):format(m.sandstack.up / m.compose.up, m.sandstack.down / m.compose.down))
+if m.old then
+  print(("  old / floor          up %.2fx   down %.2fx   (%s)"):format(m.old.up / m.floor.up, m.old.down / m.floor.down, OLD_TREE))
+end
 eng:close()

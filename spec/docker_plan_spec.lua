@@ -15,9 +15,14 @@ local ENGINE_SOCK = (os.getenv("DOCKER_HOST") or "unix:///var/run/docker.sock"):
 
 local eng = assert(sandstack.engine {})
 
+-- The sandbox network carries an option unique to the run (an option the bridge driver keeps and
+-- ignores): the isolation self-check's verdict is remembered on the engine per network shape
+-- (issue 24), so only a shape no process has checked makes this start run the check, whose
+-- requests are compared too.
 local function opts(name)
   return {
     project_name = name, agent_port = 8080, forwarder_image = SOCAT, subnet_pool = "10.213.0.0/16", pull = "never",
+    network = { internal = true, options = { ["io.sandstack.test.plan"] = name } },
     proxy_service = "proxy", session_token = ("plan-token-"):rep(4),
     egress_policy = { allow = { "api.example.com", { host = "*.pypi.org", methods = { "GET" } } } },
     services = {
@@ -53,8 +58,10 @@ describe("sandstack.docker.plan is what start applies #docker", function()
     local pid = h.sh(("python3 spec/support/recording_engine.py %s %s %s >/dev/null 2>&1 & echo $!"):format(
       h.q(sock), h.q(ENGINE_SOCK), h.q(log))):match("%d+")
     local name = PREFIX .. core.random_hex(3)
+    local memo -- the memo of the self-check's pass: not in the plan (its labels digest the engine's answers)
     finally(function()
       docker.down(name)
+      if memo then eng:call("DELETE", "/volumes/" .. memo, nil, { ok = { [404] = true } }) end
       if pid then os.execute("kill " .. pid) end
       os.execute("rm -rf " .. h.q(dir))
     end)
@@ -107,10 +114,16 @@ describe("sandstack.docker.plan is what start applies #docker", function()
       if r.method == "POST" and (path:find("^/networks/create") or path:find("^/volumes/create")
         or path:find("^/containers/create") or path:find("/connect$")) then
         local k = key(path, r.body)
-        assert.is_not_nil(want[k], "a body the plan does not have: " .. k)
-        assert.equal(want[k], r.body, k)
-        want[k] = nil
-        compared = compared + 1
+        local b = assert(core.json_decode(r.body))
+        if path:find("^/volumes/create") and b.Labels and b.Labels["io.sandstack.isolation"] == "verified" then
+          memo, k = b.Name, nil
+        end
+        assert.is_true(k == nil or want[k] ~= nil, "a body the plan does not have: " .. tostring(k))
+        if k then
+          assert.equal(want[k], r.body, k)
+          want[k] = nil
+          compared = compared + 1
+        end
       end
     end
     assert.is_nil(next(want), "a planned request the engine never received")

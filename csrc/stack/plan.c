@@ -514,6 +514,47 @@ static void add_networks(cJSON *plan, plan_ctx *p) {
   if (p->has_egress) cJSON_AddItemToArray(nets, network(p, "egress", p->net_egress, 0, NULL, "bridge", sn->egress));
 }
 
+/* A copy of a flat object with its members in name order: the same options give the same text
+ * whichever order the caller's table listed them in. */
+static cJSON *sorted_copy(const cJSON *obj) {
+  cJSON *out = cJSON_CreateObject();
+  const cJSON *last = NULL;
+  for (;;) {
+    const cJSON *next = NULL, *c;
+    cJSON_ArrayForEach(c, obj) {
+      if (!c->string || (last && strcmp(c->string, last->string) <= 0)) continue;
+      if (!next || strcmp(c->string, next->string) < 0) next = c;
+    }
+    if (!next) return out;
+    cJSON_AddItemToObject(out, next->string, cJSON_Duplicate(next, 1));
+    last = next;
+  }
+}
+
+/* What a verdict of the self-check is about, as one text (the key of its memo on the engine,
+ * lua/sandstack/docker/isolation.lua): the sandbox network's body without what differs from
+ * stack to stack (name, subnet, labels), the API version it is sent at and the probe's runtime.
+ * Two stacks with the same shape get the same answer from the same engine. */
+static void add_check_shape(cJSON *chk, const plan_ctx *p, const cJSON *sbody) {
+  cJSON *shape = cJSON_CreateObject();
+  char api[16];
+  snprintf(api, sizeof api, "%d.%d", p->api / 100, p->api % 100);
+  cJSON_AddStringToObject(shape, "api_version", api);
+  cJSON *net = cJSON_AddObjectToObject(shape, "network");
+  static const char *const kept[] = {"Driver", "Internal", "EnableIPv6", "EnableIPv4"};
+  for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(sbody, kept[i]);
+    if (v) cJSON_AddItemToObject(net, kept[i], cJSON_Duplicate(v, 1));
+  }
+  cJSON_AddItemToObject(net, "Options", sorted_copy(cJSON_GetObjectItemCaseSensitive(sbody, "Options")));
+  if (p->m->runtime) cJSON_AddStringToObject(shape, "runtime", p->m->runtime);
+  else cJSON_AddNullToObject(shape, "runtime");
+  char *text = cJSON_PrintUnformatted(shape);
+  cJSON_AddStringToObject(chk, "shape", text ? text : "");
+  cJSON_free(text);
+  cJSON_Delete(shape);
+}
+
 /* The isolation self-check's objects (lua/sandstack/docker/isolation.lua): a network made with
  * the sandbox network's own body under another name, and a probe container on it. Planned only
  * when there is something to check: an internal bridge. */
@@ -525,6 +566,7 @@ static void add_isolation_check(cJSON *plan, const plan_ctx *p, const cJSON *sbx
   snprintf(name, sizeof name, "%s-isocheck", p->m->project);
   cJSON *chk = cJSON_AddObjectToObject(plan, "isolation_check");
   cJSON_AddStringToObject(chk, "name", name);
+  add_check_shape(chk, p, sbody);
   cJSON *nbody = cJSON_Duplicate(sbody, 1);
   cJSON_ReplaceItemInObjectCaseSensitive(nbody, "Name", cJSON_CreateString(name));
   cJSON_DeleteItemFromObjectCaseSensitive(nbody, "IPAM");

@@ -4,19 +4,45 @@
 -- on the network's gateway address or its default route's gateway. Engines differ here (Podman
 -- drops inhibit_ipv4 and keeps the gateway; Engine 28 gives the first container the .1 that
 -- 20.10 keeps for the gateway), so the check reads what the engine did, not what its version
--- suggests. A success is cached per engine (host, product and version) in this Lua state; a
--- failure is not, so an engine that is fixed is checked again.
+-- suggests.
+--
+-- The check costs a network, a container and two or three execs (~2.5 s), so a pass is
+-- remembered ON THE ENGINE, where every process finds it (issue 24): a volume, created by the
+-- host after the pass, whose name and labels carry the digest of everything the verdict is
+-- about (memo_key below). The sandbox cannot make one (it has no Engine API), and a volume whose
+-- labels do not carry the current digest is not trusted. What changes the digest, and so runs
+-- the check again: the check's own version (CHECK_VERSION), the engine's ID, product, version,
+-- commit, kernel and components, the daemon's start (the default "bridge" network: the daemon
+-- deletes and re-creates it each time it starts, so its Id and Created change with every
+-- daemon start), the runtime the probe runs under and that runtime's configuration, and the
+-- shape of the sandbox network (csrc/stack/plan.c, add_check_shape). A failure is never
+-- remembered, so an engine that is fixed is checked again. An engine without a default bridge
+-- (no start marker) is checked in every process.
 --
 -- The refusal is { kind = "engine", reason = "isolation_unsupported", engine =, version =,
 -- missing = } with what to do in the message. `sandstack conform` is the full proof; this is the
--- cheap check that guards every start (one network, one short-lived container, ~1-2 s once).
+-- cheap check that guards every start.
 local E = require "sandstack.error"
+local core = require "sandstack.core"
+local batch = require "sandstack.docker.batch"
+local run_ctx = require "sandstack.docker.run"
 
 local M = {}
 
-local verified = {} -- "host|product|version" -> true
+-- Bumped whenever what the probe tests changes: memos of an older check are then not trusted.
+M.CHECK_VERSION = "2"
+
 local INHIBIT, GATEWAY_MODE = "com.docker.network.bridge.inhibit_ipv4", "com.docker.network.bridge.gateway_mode_ipv4"
 local PROBE_PORT = 9 -- discard: nothing listens on it, so an answer is a refusal (RST) or a timeout
+
+-- The memo's labels. Not io.sandstack.project: a memo belongs to no stack, so list, reap and
+-- down leave it alone.
+local MEMO = "io.sandstack.isolation"             -- "verified"
+local MEMO_KEY = "io.sandstack.isolation.key"     -- the digest of the key text
+local MEMO_EPOCH = "io.sandstack.isolation.epoch" -- the digest of the engine-wide part
+local MEMO_ENGINE = "io.sandstack.isolation.engine" -- the engine's ID: whose memo it is
+local MEMO_PREFIX = "sandstack-isolation-"
+M.MEMO_LABEL, M.MEMO_PREFIX = MEMO, MEMO_PREFIX
 
 -- "Docker Engine 20.10.24 (API 1.41)" / "Podman Engine 5.4.2 (API 1.41)" from /version.
 local function describe(v)
@@ -53,20 +79,111 @@ local ADVICE_PODMAN = "Podman's netavark ignores the bridge options sandstack re
 local ADVICE = "Use a Docker Engine whose bridge driver honours these options (20.10 or later), and run"
   .. " `sandstack conform` on it for the full proof"
 
--- Runs the check on plan's engine unless it passed there before. Returns true or nil, err.
--- run: { eng =, plan = } as docker.lua makes it; the plan's isolation_check holds the two
--- finished create requests (a network with the sandbox network's own body under another name,
--- and a probe container on it), or is absent when nothing is promised (no internal bridge).
-function M.verify(run)
-  local eng, plan = run.eng, run.plan
-  local check = plan.isolation_check
-  if not check then return true end
-  local v, err = eng:call("GET", "/version")
-  if not v then return nil, err end
+-- "containerd 1.6.20, runc 1.1.5": the components /version reports, in name order.
+local function components(v)
+  local out = {}
+  for _, c in ipairs(type(v.Components) == "table" and v.Components or {}) do
+    if type(c) == "table" then out[#out + 1] = tostring(c.Name) .. " " .. tostring(c.Version) end
+  end
+  table.sort(out)
+  return table.concat(out, ", ")
+end
+
+-- The configuration of the runtime the probe runs under: its path and arguments, as /info shows
+-- them (a daemon reload can change the arguments of runsc, and with them its network).
+local function runtime_config(info, name)
+  local r = type(info.Runtimes) == "table" and info.Runtimes[name]
+  if type(r) ~= "table" then return "?" end
+  local args = {}
+  for i, a in ipairs(type(r.runtimeArgs) == "table" and r.runtimeArgs or {}) do args[i] = tostring(a) end
+  return tostring(r.path) .. " " .. table.concat(args, " ")
+end
+
+-- The key of a verdict, from the engine's /version, /info and default bridge network and from
+-- the plan's check. Returns { epoch =, key =, memo = } (digests and the memo's name), or nil when
+-- the engine shows no start marker or the plan no shape (nothing can be remembered then).
+-- Pure: the specs compute keys with it.
+function M.memo_key(v, info, bridge, check, runtime, check_version)
+  if type(bridge) ~= "table" or type(bridge.Id) ~= "string" or bridge.Id == "" or type(check.shape) ~= "string" then
+    return nil
+  end
+  local product = describe(v)
+  local epoch = table.concat({
+    "check " .. (check_version or M.CHECK_VERSION),
+    "engine " .. tostring(info.ID),
+    "product " .. product,
+    "version " .. tostring(v.Version) .. " api " .. tostring(v.ApiVersion) .. " commit " .. tostring(v.GitCommit),
+    "kernel " .. tostring(v.KernelVersion or info.KernelVersion) .. " os " .. tostring(info.OperatingSystem),
+    "components " .. components(v),
+    "started " .. bridge.Id .. " " .. tostring(bridge.Created),
+  }, "\n")
+  local rt = runtime or tostring(info.DefaultRuntime)
+  local key = table.concat({ epoch, "runtime " .. rt .. " = " .. runtime_config(info, rt), "shape " .. check.shape }, "\n")
+  local digest = core.sha256_hex(key)
+  return { epoch = core.sha256_hex(epoch), key = digest, memo = MEMO_PREFIX .. digest:sub(1, 32), engine = tostring(info.ID) }
+end
+
+-- One parallel round: what the key is made of, and the memos on the engine. -> id | nil, err
+-- id = { product =, version =, desc =, memo = memo_key's or nil, trusted =, stale = {names} }
+local function identify(eng, plan)
+  local r = batch.run(eng, {
+    { "GET", "/version" },
+    { "GET", "/info" },
+    { "GET", "/networks/bridge", nil, nil, ok = { [404] = true } },
+    { "GET", "/volumes", nil, { query = { filters = { label = { MEMO } } } } },
+  }, 30)
+  for i = 1, 2 do
+    if not r[i].ok then return nil, r[i].err end
+    if type(r[i].body) ~= "table" then return E.fail("engine", "bad_answer", "the engine's /version or /info is not an object") end
+  end
+  local v, info = r[1].body, r[2].body
   local product, version, desc = describe(v)
-  -- the probe runs under the stack's runtime (runsc has its own network stack): one pass per runtime
-  local key = table.concat({ eng.host or "", product, version, plan.runtime or "" }, "|")
-  if verified[key] then return true end
+  local id = { product = product, version = version, desc = desc, stale = {} }
+  local bridge = r[3].ok and r[3].status ~= 404 and type(r[3].body) == "table" and r[3].body or nil
+  id.key = M.memo_key(v, info, bridge, plan.isolation_check, plan.runtime)
+  if not id.key then return id end
+  local vols = r[4].ok and type(r[4].body) == "table" and r[4].body.Volumes or {}
+  for _, vol in ipairs(type(vols) == "table" and vols or {}) do
+    local labels = type(vol) == "table" and type(vol.Labels) == "table" and vol.Labels or {}
+    if vol.Name == id.key.memo and labels[MEMO] == "verified" and labels[MEMO_KEY] == id.key.key then
+      id.trusted = true
+    elseif labels[MEMO_ENGINE] == id.key.engine and labels[MEMO_EPOCH] ~= id.key.epoch and type(vol.Name) == "string" then
+      id.stale[#id.stale + 1] = vol.Name -- this engine's memo from an earlier start, version or check
+    end
+  end
+  return id
+end
+
+-- Writes the memo of a pass and removes this engine's stale ones. Returns the memo's name, or
+-- nil and why it could not be written (the start goes on: the check passed).
+local function remember(eng, key, stale, desc)
+  local labels = { [MEMO] = "verified", [MEMO_KEY] = key.key, [MEMO_EPOCH] = key.epoch, [MEMO_ENGINE] = key.engine,
+    ["io.sandstack.isolation.checked"] = desc }
+  local create = { "POST", "/volumes/create", { Name = key.memo, Driver = "local", Labels = labels } }
+  local function created(res)
+    local l = res.ok and type(res.body) == "table" and type(res.body.Labels) == "table" and res.body.Labels or {}
+    return l[MEMO_KEY] == key.key
+  end
+  local reqs = { create }
+  for _, name in ipairs(stale) do reqs[#reqs + 1] = { "DELETE", "/volumes/" .. name, nil, nil, ok = { [404] = true, [409] = true } } end
+  local res = batch.run(eng, reqs, 30)[1]
+  if not created(res) and res.ok then
+    -- the name is taken by a volume without this key (the engine answers a create of an
+    -- existing name with that volume): it is not a memo of ours, it goes
+    batch.run(eng, { { "DELETE", "/volumes/" .. key.memo, nil, nil, ok = { [404] = true } } }, 30)
+    res = batch.run(eng, { create }, 30)[1]
+  end
+  if created(res) then return key.memo end
+  return nil, res.err and res.err.message or "the memo volume was not created with its labels"
+end
+
+-- The check itself, on run's engine: the network's options as the engine reports them, then a
+-- probe container on it connecting to every gateway address it can find. Returns what it
+-- probed ({ probed =, gateway_is_probe =, default_routes = }) or nil, err.
+local function probe(run, id)
+  local eng, check = run.eng, run.plan.isolation_check
+  local product, version, desc = id.product, id.version, id.desc
+  local err
   local advice = product:find("Podman", 1, true) and ADVICE_PODMAN or ADVICE
   local name = check.name
   local created = {}
@@ -139,14 +256,44 @@ function M.verify(run)
     end
   end
   cleanup()
-  verified[key] = true
-  require("sandstack.docker.apply").emit(run, "isolation_verified", nil, { engine = desc, probed = targets,
-    gateway_is_probe = gateway_is_probe, default_routes = #routes })
+  return { probed = targets, gateway_is_probe = gateway_is_probe, default_routes = #routes }
+end
+
+-- Runs the check on plan's engine unless a memo there says it passed for this very key.
+-- Returns true or nil, err. run: { eng =, plan = } as docker.lua makes it; the plan's
+-- isolation_check holds the two finished create requests (a network with the sandbox network's
+-- own body under another name, and a probe container on it) and the shape of the verdict, or is
+-- absent when nothing is promised (no internal bridge).
+function M.verify(run)
+  local eng, plan = run.eng, run.plan
+  if not plan.isolation_check then return true end
+  local id, err = identify(eng, plan)
+  if not id then return nil, err end
+  if id.trusted then
+    run_ctx.emit(run, "isolation_remembered", nil, { engine = id.desc, memo = id.key.memo })
+    return true
+  end
+  local found
+  found, err = probe(run, id)
+  if not found then return nil, err end
+  local memo, why = nil, "the engine shows no daemon start marker (no default bridge network)"
+  if id.key then memo, why = remember(eng, id.key, id.stale, id.desc) end
+  found.engine, found.memo, found.memo_error = id.desc, memo, not memo and why or nil
+  run_ctx.emit(run, "isolation_verified", nil, found)
   return true
 end
 
--- For tests: forget what was verified in this Lua state.
-function M.forget() verified = {} end
+-- Removes every memo on eng (the next start there checks again): after a change the key does
+-- not see, such as a network setting changed by hand. Returns true or nil, err.
+function M.forget(eng)
+  local vols, err = eng:call("GET", "/volumes", nil, { query = { filters = { label = { MEMO } } } })
+  if not vols then return nil, err end
+  local reqs = {}
+  for _, v in ipairs(vols.Volumes or {}) do reqs[#reqs + 1] = { "DELETE", "/volumes/" .. v.Name, nil, nil, ok = { [404] = true } } end
+  err = batch.first_error(batch.run(eng, reqs, 30))
+  if err then return nil, err end
+  return true
+end
 
 M.default_gateways = default_gateways
 M.describe = describe

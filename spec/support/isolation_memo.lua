@@ -1,0 +1,64 @@
+-- Test support for the isolation self-check's memo on the engine (lua/sandstack/docker/isolation.lua):
+-- an engine proxy that reports another identity (another engine, version or daemon start), and
+-- the removal of the memos such a proxy made. The real engine's own memo is left alone: other
+-- processes on the machine rely on it.
+local core = require "sandstack.core"
+local isolation = require "sandstack.docker.isolation"
+
+local M = {}
+
+local FAKE = "sstest-iso-"
+
+function M.fake_id() return FAKE .. core.random_hex(6) end
+
+-- A proxy for eng whose answers to GET /info, /version and /networks/bridge carry `as`:
+-- { ID =, Version =, bridge_id =, bridge_created = }. Every other call goes to eng unchanged.
+function M.engine_as(eng, as)
+  local proxy = setmetatable({}, { __index = function(_, k)
+    local v = eng[k]
+    if type(v) == "function" then return function(_, ...) return v(eng, ...) end end
+    return v
+  end })
+  local function rewrite(path, body)
+    if type(body) ~= "table" then return end
+    if path == "/info" then body.ID = as.ID or body.ID end
+    if path == "/version" then body.Version = as.Version or body.Version end
+    if path == "/networks/bridge" then
+      body.Id = as.bridge_id or body.Id
+      body.Created = as.bridge_created or body.Created
+    end
+  end
+  proxy.perform = function(_, reqs, deadline)
+    local res, err = eng:perform(reqs, deadline)
+    for i, q in ipairs(res and reqs or {}) do
+      if res[i].ok then rewrite(q[2], res[i].body) end
+    end
+    return res, err
+  end
+  proxy.call = function(_, method, path, body, opts)
+    local res, err = eng:call(method, path, body, opts)
+    if res and method == "GET" then rewrite(path, res) end
+    return res, err
+  end
+  return proxy
+end
+
+-- The memo volumes on eng: { name = labels }.
+function M.memos(eng)
+  local vols = assert(eng:call("GET", "/volumes", nil, { query = { filters = { label = { isolation.MEMO_LABEL } } } }))
+  local out = {}
+  for _, v in ipairs(vols.Volumes or {}) do out[v.Name] = v.Labels or {} end
+  return out
+end
+
+-- Removes the memos of fake engines (and the test's forgeries, which carry a fake ID too).
+function M.drop_fakes(eng)
+  for name, labels in pairs(M.memos(eng)) do
+    local who = labels["io.sandstack.isolation.engine"] or ""
+    if who:sub(1, #FAKE) == FAKE then
+      assert(eng:call("DELETE", "/volumes/" .. name, nil, { ok = { [404] = true } }))
+    end
+  end
+end
+
+return M
