@@ -18,6 +18,7 @@ void sandstack_open_fileplane(lua_State *L);
 void sandstack_open_capture(lua_State *L);
 void sandstack_open_probe(lua_State *L);
 void sandstack_open_net(lua_State *L);
+void sandstack_open_options(lua_State *L);
 
 /* Pushes nil and an error object built from e (then clears e); returns 2 for `return`. */
 int ss_push_error(lua_State *L, ss_error *e);
@@ -45,7 +46,8 @@ void ss_define_class(lua_State *L, const char *name, const luaL_Reg *methods, lu
 const char *ss_opt_string(lua_State *L, int idx, const char *key, const char *def);
 double ss_opt_number(lua_State *L, int idx, const char *key, double def);
 int ss_opt_boolean(lua_State *L, int idx, const char *key, int def);
-/* Raises "unknown option 'x'" for any key of the table at idx not in allowed (NULL-ended). */
+/* Raises "unknown option 'x'" for any key of the table at idx not in allowed (NULL-ended); the
+ * same walk as core.check_keys (helpers.c), the same rule as csrc/stack/validate.c (util/keys.h). */
 void ss_check_keys(lua_State *L, int idx, const char *const allowed[], const char *what);
 
 #endif

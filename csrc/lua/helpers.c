@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "lua/binding.h"
+#include "util/keys.h"
 
 void ss_define_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction close_fn) {
   if (!luaL_newmetatable(L, name)) {
@@ -56,18 +57,68 @@ int ss_opt_boolean(lua_State *L, int idx, const char *key, int def) {
   return v;
 }
 
-void ss_check_keys(lua_State *L, int idx, const char *const allowed[], const char *what) {
-  if (lua_isnoneornil(L, idx)) return;
-  luaL_checktype(L, idx, LUA_TTABLE);
+/* The one walk over an options table's keys. The allowed names are a NULL-ended list, or (list
+ * NULL) the keys of the Lua table at set_idx. A refusal is raised with the position of the
+ * function `level` levels up (luaL_where: 1 is the function that called the C function). */
+static void check_keys(lua_State *L, int idx, const char *const list[], int set_idx, const char *what,
+                       int level) {
   idx = ss_absindex(L, idx);
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     lua_pop(L, 1);
-    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: option keys must be strings", what);
+    if (lua_type(L, -1) != LUA_TSTRING) {
+      luaL_where(L, level);
+      lua_pushfstring(L, "%s: option keys must be strings", what);
+      lua_concat(L, 2);
+      lua_error(L);
+    }
     const char *k = lua_tostring(L, -1);
-    int ok = 0;
-    for (int i = 0; allowed[i]; i++)
-      if (strcmp(allowed[i], k) == 0) ok = 1;
-    if (!ok) luaL_error(L, "%s: unknown option '%s'", what, k);
+    int ok;
+    if (list) {
+      ok = ss_key_allowed(list, k);
+    } else {
+      lua_pushvalue(L, -1);
+      lua_rawget(L, set_idx);
+      ok = lua_toboolean(L, -1);
+      lua_pop(L, 1);
+    }
+    if (!ok) {
+      luaL_where(L, level);
+      lua_pushfstring(L, SS_UNKNOWN_OPTION_FMT, what, k);
+      lua_concat(L, 2);
+      lua_error(L);
+    }
   }
+}
+
+void ss_check_keys(lua_State *L, int idx, const char *const allowed[], const char *what) {
+  if (lua_isnoneornil(L, idx)) return;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  check_keys(L, idx, allowed, 0, what, 1);
+}
+
+/* core.check_keys(opts, allowed, what) -> opts (or a new {} for nil): the options check of every
+ * public Lua function (sandstack.error.check_keys). allowed: { name = true, ... }. A non-table
+ * and an unknown key raise at the caller of the public function that called this. */
+static int l_check_keys(lua_State *L) {
+  luaL_checktype(L, 2, LUA_TTABLE);
+  const char *what = luaL_checkstring(L, 3);
+  if (lua_isnoneornil(L, 1)) {
+    lua_newtable(L);
+    return 1;
+  }
+  if (!lua_istable(L, 1)) {
+    luaL_where(L, 2);
+    lua_pushfstring(L, "%s: options must be a table", what);
+    lua_concat(L, 2);
+    return lua_error(L);
+  }
+  check_keys(L, 1, NULL, 2, what, 2);
+  lua_settop(L, 1);
+  return 1;
+}
+
+void sandstack_open_options(lua_State *L) {
+  lua_pushcfunction(L, l_check_keys);
+  lua_setfield(L, -2, "check_keys");
 }

@@ -31,5 +31,6 @@ int luaopen_sandstack_core(lua_State *L) {
   sandstack_open_capture(L);
   sandstack_open_probe(L);
   sandstack_open_net(L);
+  sandstack_open_options(L);
   return 1;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "stack/model.h"
+#include "util/keys.h"
 
 static const char *const TOP_KEYS[] = {
     "image", "agent_port", "ready_path", "ready_timeout", "capture_path", "req_adapter",
@@ -59,14 +60,12 @@ static int fail_option(ss_error *err, const char *option, const char *fmt, const
   return -1;
 }
 
+/* The options-key rule of util/keys.h over a JSON object (the binding raises "usage" errors). */
 static int check_keys(const cJSON *obj, const char *const allowed[], const char *what,
                       ss_error *err) {
   for (const cJSON *c = obj->child; c; c = c->next) {
-    int ok = 0;
-    for (int i = 0; allowed[i]; i++)
-      if (c->string && strcmp(c->string, allowed[i]) == 0) ok = 1;
-    if (!ok) {
-      ss_error_set(err, "usage", "unknown_option", "%s: unknown option '%s'", what,
+    if (!c->string || !ss_key_allowed(allowed, c->string)) {
+      ss_error_set(err, "usage", "unknown_option", SS_UNKNOWN_OPTION_FMT, what,
                    c->string ? c->string : "?");
       ss_error_field_str(err, "option", c->string ? c->string : "?");
       return -1;

@@ -5,6 +5,7 @@
 local S = require "sandstack.docker.start"
 local handle = require "sandstack.docker.handle"
 local inventory = require "sandstack.docker.inventory"
+local E = require "sandstack.error"
 
 local M = {}
 
@@ -23,7 +24,14 @@ M.reconnect = handle.reconnect
 -- "starting" for this long after its creation, then "failed" (its filler died mid-start).
 M.POOL_STARTING_GRACE = inventory.POOL_STARTING_GRACE
 
-M.list, M.reap, M.down = inventory.list, inventory.reap, inventory.down
+M.list, M.reap = inventory.list, inventory.reap
+
+-- sandstack.docker.down(project, opts): removes one project by name, without a handle.
+local DOWN_KEYS = { docker_host = true, timeout = true }
+function M.down(project, opts)
+  if type(project) ~= "string" then error("sandstack.docker.down: project must be a string", 2) end
+  return inventory.down(project, E.check_keys(opts, DOWN_KEYS, "sandstack.docker.down"))
+end
 
 -- sandstack.docker.build_images{...}: the default proxy and forwarder images, built locally (docker/images.lua).
 function M.build_images(opts) return require("sandstack.docker.images").build(opts) end

@@ -47,7 +47,7 @@ local function exit_code(eng, id, deadline, left)
   local ipath = "/exec/" .. O.urlencode(id) .. "/json"
   local pause = 0.01
   while true do
-    local info, err = R.methods.call(eng, "GET", ipath, nil, { timeout = left() })
+    local info, err = R.call(eng, "GET", ipath, nil, { timeout = left() }, 2)
     if not info then return nil, err end
     if info.Running == false and type(info.ExitCode) == "number" then return info.ExitCode end
     if now() >= deadline then
@@ -72,10 +72,10 @@ function M.exec(eng, container, argv, opts)
   local deadline = now() + timeout + 1
   local function left() return math.max(0.001, math.min(timeout, deadline - now())) end
   local cpath = "/containers/" .. O.urlencode(container) .. "/exec"
-  local created, err = R.methods.call(eng, "POST", cpath, {
+  local created, err = R.call(eng, "POST", cpath, {
     AttachStdin = false, AttachStdout = true, AttachStderr = true, Tty = false,
     Cmd = argv, Env = env, User = opts.user, WorkingDir = opts.workdir,
-  }, { timeout = left() })
+  }, { timeout = left() }, 2)
   if not created then return nil, err end
   if type(created) ~= "table" or type(created.Id) ~= "string" then
     return nil, X.bad_json("POST", cpath, "exec create answered without an Id")

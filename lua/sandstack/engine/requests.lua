@@ -136,30 +136,39 @@ function M.request(eng, method, path, body, opts)
   return r.status, (decoded(r, opts.raw)), r.headers
 end
 
-function M.call(eng, method, path, body, opts)
-  opts = E.check_keys(opts, CALL_KEYS, "call")
+-- call() without the options check, for the client's own paths (exec and its exit-code poll)
+-- whose option tables are made here: a table is checked once, where a caller hands it in.
+-- level: where argument errors are raised, as seen from R.call's caller.
+function R.call(eng, method, path, body, opts, level)
+  level = level + 1
   if simple(opts) then
-    local r, err = perform_one(eng, method, path, body, opts, "call", 2)
+    local r, err = perform_one(eng, method, path, body, opts, "call", level)
     if not r then return nil, err end
     return call_result(r, method:upper(), path, opts)
   end
-  local id, err = R.start(eng, method, path, body, opts, "call", 2)
+  local id, err = R.start(eng, method, path, body, opts, "call", level)
   if not id then return nil, err end
   local v
   v, err = R.result(eng, id, method:upper(), path, opts)
   return v, err
 end
 
+function M.call(eng, method, path, body, opts)
+  opts = E.check_keys(opts, CALL_KEYS, "call")
+  local v, err = R.call(eng, method, path, body, opts, 2)
+  return v, err
+end
+
 function M.ping(eng)
   R.check_open(eng, 2)
-  local v, err = M.call(eng, "GET", "/_ping", nil, { raw = true })
+  local v, err = R.call(eng, "GET", "/_ping", nil, { raw = true }, 2)
   if v == nil then return nil, err end
   return true
 end
 
 function M.version(eng)
   R.check_open(eng, 2)
-  local v, err = M.call(eng, "GET", "/version")
+  local v, err = R.call(eng, "GET", "/version", nil, {}, 2)
   return v, err
 end
 
