@@ -9,7 +9,10 @@
 # (while the sidecars were reachable), the allowed CONNECT got 200 and the refused one 403, and
 # 0 objects were left. It prints, as comments, the time from the bare machine to the agent's
 # first answer and each step bootstrap.sh timed (the apt install is "bootstrap: packages").
-# Knobs: SANDSTACK_FRESH_MACHINE=none skips it; SANDSTACK_FRESH_REV=REV runs `git archive REV`.
+# Then the test command's needs (issue 22): each command it runs is on the clean rootfs already
+# or comes with a package of bootstrap.sh's lists (main and --test) or their dependencies.
+# Knobs: SANDSTACK_FRESH_MACHINE=none skips it; SANDSTACK_FRESH_REV=REV runs `git archive REV`;
+# SANDSTACK_FRESH_LOG=DIR keeps the run's files (the demo's output with time stamps) there.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
@@ -25,18 +28,20 @@ out=$(mktemp -d /tmp/sandstack-fresh.XXXXXX)
 cleanup() {
   # the run cleans up after itself; this catches a run killed before its own trap ran
   if [ -s "$out/name" ]; then $fm clean-one "$(cat "$out/name")" >/dev/null 2>&1 || true; fi
+  if [ -n "${SANDSTACK_FRESH_LOG:-}" ]; then mkdir -p "$SANDSTACK_FRESH_LOG" && cp -r "$out"/. "$SANDSTACK_FRESH_LOG"/; fi
   rm -rf "$out"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "1..8"
+echo "1..9"
 n=0
 tap() { # tap OK|NOT DESCRIPTION [DIAGNOSTIC...]
   n=$((n + 1))
   if [ "$1" = OK ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
   shift 2
-  [ $# -eq 0 ] || printf '%s\n' "$@" | sed 's/^/#   /'
+  local d
+  for d in "$@"; do [ -z "$d" ] || printf '%s\n' "$d" | sed 's/^/#   /'; done
   return 0
 }
 # the demo's lines without the time stamps; say LINE-PATTERN prints the matching lines
@@ -111,4 +116,67 @@ if [ -n "$apt0" ] && [ -n "$apt1" ] && [ -n "$apt2" ]; then
   awk -v a="$apt0" -v b="$apt1" -v c="$apt2" \
     'BEGIN { printf "# apt: update and download %.0f s, unpack and configure %.0f s\n", b - a, c - b }'
 fi
+say '^fresh-machine: cpu ' | sed 's/^fresh-machine: /# CPU time the fresh machine used: /'
 echo "# demo total: $(awk -F'\t' 'END { print $1 }' "$out/log" 2>/dev/null) s; this test: $((SECONDS - t0)) s"
+
+# 9: the test command's needs. The commands it runs (run-tests.sh, tap-runner, the .t files,
+# the specs and their helpers); runsc is left out: runsc-setup.sh installs it from backports.
+needs=(
+  prove                         # run-tests.sh runs every file through prove (perl)
+  busted lua5.4 luajit          # tap-runner
+  luarocks                      # spec/rockspec.t
+  cmake make cc clang pkg-config # the builds, spec/fuzz.t
+  readelf                       # spec/linkage.t
+  nginx                         # the OpenResty specs
+  docker dockerd docker-compose # the engine specs, the compose specs
+  debootstrap                   # the Debian test image, the nested engines, this test's base
+  shellcheck                    # spec/shellcheck.t
+  strace                        # the fsync-order specs
+  socat curl python3 openssl busybox # stand-ins, probes, the inspection CA, the test images
+  ip ss iptables nsenter unshare setsid flock timeout mkfifo # namespaces and probes
+  git                           # spec/shellcheck.t (git ls-files), spec/rockspec.t, this test
+)
+# bootstrap.sh's package lists, main and --test: the words of each "packages=(" / "packages+=("
+lists=$(awk '/packages\+?=\(/ { on = 1; sub(/.*\(/, "") }
+  on { sub(/#.*/, ""); done = sub(/\).*/, ""); print; if (done) on = 0 }' spec/support/bootstrap.sh |
+  tr -s '[:blank:]' '\n' | grep -E '^[a-z0-9][a-z0-9.+-]+$' | sort -u)
+base=$($fm base 2>/dev/null)
+absent=$(docker run --rm --network none "$base" sh -c \
+  'for c; do command -v "$c" >/dev/null || echo "$c"; done' sh "${needs[@]}" 2>&1)
+base_rc=$?
+# what bootstrap.sh's packages bring with them (this machine has run it: its apt knows them)
+closure=$(printf '%s\n' "$lists" | xargs -r apt-cache depends --recurse --no-recommends --no-suggests \
+  --no-conflicts --no-breaks --no-replaces --no-enhances 2>/dev/null | grep -v '^ ' | tr -d '<>' | sort -u)
+# Which package ships each absent command on this machine: its path in Debian's directories (not
+# /usr/local or a shim), as named and resolved, in both spellings of merged /usr; one dpkg -S.
+declare -A cands=() owner=()
+paths=()
+for c in $absent; do
+  for d in /usr/sbin /usr/bin /sbin /bin; do
+    [ -x "$d/$c" ] || continue
+    r=$(readlink -f "$d/$c")
+    cands[$c]="$d/$c $r ${r#/usr} /usr$r"
+    read -ra ps <<<"${cands[$c]}"; paths+=("${ps[@]}")
+    break
+  done
+done
+while IFS= read -r line; do
+  case "$line" in diversion*) continue ;; *": /"*) ;; *) continue ;; esac
+  pk=${line%%: /*} pth=${line#*: }
+  owner[$pth]=${pk%%,*}
+done < <([ ${#paths[@]} -eq 0 ] || dpkg -S "${paths[@]}" 2>/dev/null)
+bad=() notes=()
+for c in $absent; do
+  pkg=""
+  for q in ${cands[$c]:-}; do [ -n "${owner[$q]:-}" ] && { pkg=${owner[$q]%%:*}; break; }; done
+  if [ -z "$pkg" ]; then bad+=("$c: no Debian package ships it on this machine either"); continue; fi
+  if printf '%s\n' "$closure" | grep -qxF -- "$pkg"; then notes+=("$c ($pkg)")
+  else bad+=("$c: its package $pkg is in no bootstrap.sh list nor their dependencies"); fi
+done
+if [ "$base_rc" -ne 0 ] || [ -z "$lists" ] || [ -z "$closure" ]; then
+  tap NOT "the test command's needs: minbase or bootstrap.sh's packages" "base: $base_rc $absent" \
+    "lists: $(echo "$lists" | wc -w) packages, closure: $(echo "$closure" | wc -w)"
+elif [ ${#bad[@]} -eq 0 ]; then
+  tap OK "every command the test command runs is in minbase or comes with bootstrap.sh's packages"
+  echo "# not in minbase: ${notes[*]}"
+else tap NOT "every command the test command runs is in minbase or comes with bootstrap.sh's packages" "${bad[@]}"; fi

@@ -90,7 +90,8 @@ cmd_base() {
 }
 
 # The entrypoint: waits until the host has put the egress filter in place (the file /run/go),
-# remounts what the host engine mounted read-only, then runs the README's main command.
+# remounts what the host engine mounted read-only, runs the README's main command and exits
+# with its status (after one line "fresh-machine: cpu N s").
 # shellcheck disable=SC2016 # a script for the container's sh: it expands there, not here
 entry='set -e
 while [ ! -e /run/go ]; do sleep 0.1; done
@@ -100,7 +101,14 @@ for d in /sys/fs/cgroup/*; do
   [ -d "$d" ] && { mount -o remount,bind,rw "$d" 2>/dev/null || true; }
 done
 cd /root/sandstack
-exec bash examples/demo.sh 2>&1'
+rc=0; bash examples/demo.sh 2>&1 || rc=$?
+# the CPU time the machine used (its cgroup counts the nested engine and its containers too):
+# on a loaded host the wall times say little, this says what an idle one would need at least
+for f in /sys/fs/cgroup/cpuacct/cpuacct.usage /sys/fs/cgroup/cpu,cpuacct/cpuacct.usage; do
+  [ -r "$f" ] && { echo "fresh-machine: cpu $(($(cat "$f") / 1000000000)) s"; break; }
+done
+[ -r /sys/fs/cgroup/cpu.stat ] && echo "fresh-machine: cpu $(($(sed -n "s/^usage_usec //p" /sys/fs/cgroup/cpu.stat) / 1000000)) s"
+exit "$rc"'
 
 # mirror_endpoint: "HOST PORT" of the mirror's URL
 mirror_endpoint() {
@@ -154,16 +162,17 @@ cmd_run() {
   # Seconds from here (a bare machine, let go) for each line the demo prints.
   start=$EPOCHREALTIME
   docker exec "$name" touch /run/go
-  local line t
+  local line t follow=0
   # the container ends when the demo does; a demo that hangs is stopped after 20 minutes
-  (sleep 1200; docker kill "$name" >/dev/null 2>&1) &
-  local watchdog=$!
-  docker logs -f "$name" 2>&1 | while IFS= read -r line; do
+  timeout 1200 docker logs -f "$name" 2>&1 | while IFS= read -r line; do
     t=$(( (${EPOCHREALTIME/./} - ${start/./}) / 100000 )) # tenths of a second
     printf '%d.%d\t%s\n' $((t / 10)) $((t % 10)) "$line"
-  done >"$out/log"
+  done >"$out/log" || follow=$?
+  if [ "$follow" -ne 0 ]; then
+    echo "fresh-machine: stopped after 20 minutes ($follow)" >&2
+    docker kill "$name" >/dev/null 2>&1 || true
+  fi
   rc=$(docker wait "$name")
-  kill "$watchdog" 2>/dev/null || true
   echo "$rc" >"$out/rc"
   docker cp "$name:/var/log/sandstack-dockerd.log" "$out/dockerd.log" >/dev/null 2>&1 || true
   cmd_clean_one "$name"
