@@ -19,8 +19,10 @@ printf '127.0.0.1 localhost\n198.51.100.30 outside.test\n' >"/etc/netns/$P/hosts
 (cd "$work" && openssl req -x509 -newkey rsa:2048 -nodes -keyout k -out c -days 1 -subj /CN=outside.test >/dev/null 2>&1)
 bench_standin "$work/c" "$work/k"
 token=bench-token-0123456789abcdef
+# raw rules for the peers the tunnels reach (source, hold): a tunnel elsewhere must start with TLS
+policy='{"allow":["198.51.100.30","outside.test",{"host":"198.51.100.30","port":9002,"raw":true},{"host":"198.51.100.30","port":9004,"raw":true}]}'
 ip netns exec "$P" setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unused SANDSTACK_UPSTREAM=http://outside.test \
-  SANDSTACK_EGRESS_POLICY='{"allow":["198.51.100.30","outside.test"]}' "$proxy" --listen 198.51.100.1 --port 3128 \
+  SANDSTACK_EGRESS_POLICY="$policy" "$proxy" --listen 198.51.100.1 --port 3128 \
   </dev/null >"$work/proxy.out" 2>&1 &
 # the baseline relay: socat in the same namespace, one process per connection
 ip netns exec "$P" setsid socat TCP-LISTEN:4004,bind=198.51.100.1,fork,reuseaddr TCP:198.51.100.30:9004 </dev/null >/dev/null 2>&1 &
@@ -38,7 +40,7 @@ if [ -x /usr/sbin/nginx ] && [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so 
     -e "s#/usr/local/lib/lua/5.1/#$ng/lib/#" "$ex/nginx.conf.in" >"$ng/nginx.conf"
   touch "$ng/out" && chown -R 1000:1000 "$ng" && chmod 711 "$work"   # nginx reopens /dev/stdout as uid 1000
   ip netns exec "$P" setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unused SANDSTACK_UPSTREAM=http://outside.test \
-    SANDSTACK_EGRESS_POLICY='{"allow":["198.51.100.30","outside.test"]}' \
+    SANDSTACK_EGRESS_POLICY="$policy" \
     setpriv --reuid 1000 --regid 1000 --clear-groups /usr/sbin/nginx -p "$ng/" -c "$ng/nginx.conf" -e stderr \
     </dev/null >>"$ng/out" 2>&1 &
   for _ in $(seq 100); do ip netns exec "$P" bash -c 'exec 3<>/dev/tcp/198.51.100.1/8080' 2>/dev/null && nginx_port=8080 && break

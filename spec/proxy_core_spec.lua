@@ -42,6 +42,10 @@ local function policy_json()
     "zero.test", "ula.test", "multi.test",                                       -- 9..11
     "198.51.100.30",                                                             -- 12: raw TCP peers
     "127.0.0.1:9080", "loop.test:9080",                                          -- 13, 14
+    -- 15..18: raw TCP to the peers (sink, flood, hold, echo); without these, a tunnel to them
+    -- must start with a TLS ClientHello (issue 23)
+    { host = "198.51.100.30", port = 9000, raw = true }, { host = "198.51.100.30", port = 9001, raw = true },
+    { host = "198.51.100.30", port = 9002, raw = true }, { host = "198.51.100.30", port = 9003, raw = true },
   } })
   return p:render()
 end

@@ -5,7 +5,10 @@
  *   - a wildcard rule never admits its own apex, and an admitted query names a rule that
  *     covers its host and port;
  *   - a request path carrying a dot segment or an encoded '/' or '.' is never admitted;
- *   - host matching is case-insensitive (the uppercased query gets the same verdict). */
+ *   - host matching is case-insensitive (the uppercased query gets the same verdict);
+ *   - a raw rule names its port and no method or path; a connection (no method) is marked raw
+ *     exactly when a raw rule covers its host and port, and the mark names such a rule; a
+ *     request (with a method) is never marked raw. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +41,17 @@ static void check_query(const ss_policy *p, const char *line, size_t len) {
   if (port < 0 || port > 65535) port = 0;
   ss_policy_verdict v;
   ss_policy_check(p, host, strlen(host), method, method ? strlen(method) : 0, path, path ? strlen(path) : 0, port, &v);
+  if (v.raw) {
+    CHECK(v.admitted && !method && v.raw >= v.rule && v.raw <= p->n);
+    const ss_policy_rule *r = &p->rules[v.raw - 1];
+    char canon[SS_HOST_MAX + 1];
+    CHECK(ss_host_normalize(host, strlen(host), canon, NULL) == 0);
+    CHECK(r->raw && r->port == port && ss_host_covered(r, canon));
+  } else if (v.admitted && !method) {
+    char canon[SS_HOST_MAX + 1];
+    CHECK(ss_host_normalize(host, strlen(host), canon, NULL) == 0);
+    for (int i = 0; i < p->n; i++) CHECK(!(p->rules[i].raw && p->rules[i].port == port && ss_host_covered(&p->rules[i], canon)));
+  }
   if (v.admitted) {
     CHECK(v.rule >= 1 && v.rule <= p->n);
     const ss_policy_rule *r = &p->rules[v.rule - 1];
@@ -86,6 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     return 0;
   }
+  for (int i = 0; i < p->n; i++)
+    if (p->rules[i].raw) CHECK(p->rules[i].port != 0 && p->rules[i].methods == 0 && p->rules[i].npaths == 0);
   cJSON *r1 = ss_policy_render(p);
   char *s1 = cJSON_PrintUnformatted(r1);
   ss_policy *q = ss_policy_parse(s1, strlen(s1), &err);

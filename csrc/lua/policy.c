@@ -161,6 +161,10 @@ static int l_explain(lua_State *L) {
     lua_pushstring(L, ss_deny_reason_name(v.reason));
     lua_setfield(L, -2, "reason");
   }
+  if (v.raw) { /* a connection a raw rule admits: its bytes need not be TLS */
+    lua_pushinteger(L, v.raw);
+    lua_setfield(L, -2, "raw");
+  }
   return 1;
 }
 

@@ -56,6 +56,12 @@ void ss_policy_check(const ss_policy *p, const char *host, size_t host_len, cons
       out->admitted = 1;
       out->rule = i + 1;
       out->reason = SS_DENY_NONE;
+      /* raw rules have no methods, so any of them covering this host and port admits the
+         connection too; the first one says its bytes need not be TLS */
+      for (int k = i; !method && k < p->n && !out->raw; k++) {
+        const ss_policy_rule *o = &p->rules[k];
+        if (o->raw && o->port == port && ss_host_covered(o, canon)) out->raw = k + 1;
+      }
       return;
     }
     if (!out->rule) {
@@ -64,6 +70,14 @@ void ss_policy_check(const ss_policy *p, const char *host, size_t host_len, cons
     }
   }
   out->reason = best;
+}
+
+int ss_policy_names_address(const ss_policy *p, const char *address, int port) {
+  for (int i = 0; p && i < p->n; i++) {
+    const ss_policy_rule *r = &p->rules[i];
+    if (!r->wildcard && strcmp(r->host, address) == 0 && (r->port == 0 || r->port == port)) return 1;
+  }
+  return 0;
 }
 
 const char *ss_deny_reason_name(ss_deny_reason r) {
@@ -96,6 +110,7 @@ cJSON *ss_policy_rule_json(const ss_policy_rule *r) {
     cJSON *ps = cJSON_AddArrayToObject(o, "paths");
     for (int i = 0; ps && i < r->npaths; i++) cJSON_AddItemToArray(ps, cJSON_CreateString(r->paths[i]));
   }
+  if (r->raw) cJSON_AddTrueToObject(o, "raw"); /* absent means false, so older renders stay as they were */
   return o;
 }
 

@@ -84,14 +84,16 @@ static const char *parse_rule(const cJSON *j, ss_policy_rule *r) {
   cJSON_ArrayForEach(it, j) {
     const char *k = it->string;
     if (strcmp(k, "authority") == 0) return "'authority' rules are refused";
-    if (strcmp(k, "host") && strcmp(k, "port") && strcmp(k, "methods") && strcmp(k, "paths"))
-      return "unknown key in a rule (host, port, methods, paths)";
+    if (strcmp(k, "host") && strcmp(k, "port") && strcmp(k, "methods") && strcmp(k, "paths") && strcmp(k, "raw"))
+      return "unknown key in a rule (host, port, methods, paths, raw)";
   }
   const cJSON *host = cJSON_GetObjectItemCaseSensitive(j, "host");
   const cJSON *port = cJSON_GetObjectItemCaseSensitive(j, "port");
   const cJSON *methods = cJSON_GetObjectItemCaseSensitive(j, "methods");
   const cJSON *paths = cJSON_GetObjectItemCaseSensitive(j, "paths");
+  const cJSON *raw = cJSON_GetObjectItemCaseSensitive(j, "raw");
   if (!cJSON_IsString(host)) return "a rule table needs 'host' (a string)";
+  if (raw && !cJSON_IsBool(raw)) return "'raw' must be true or false";
   const char *why = parse_host(host->valuestring, port == NULL, r);
   if (why) return why;
   if (port) {
@@ -102,6 +104,11 @@ static const char *parse_rule(const cJSON *j, ss_policy_rule *r) {
   if (methods && (why = parse_methods(methods, r))) return why;
   if (paths && !methods) return "a path rule needs 'methods' (as in sbx; use {\"ANY\"} for every method)";
   if (paths && (why = parse_paths(paths, r))) return why;
+  r->raw = cJSON_IsTrue(raw);
+  /* raw TCP is an exception made for one service (ssh on 22, a database port), never for a
+     whole host: a host's other ports stay held to TLS naming it */
+  if (r->raw && !r->port) return "a raw rule must name its port ('github.com:22' or port = 22)";
+  if (r->raw && (methods || paths)) return "a raw rule cannot have methods or paths: raw TCP carries no request to check";
   return NULL;
 }
 

@@ -37,6 +37,8 @@ typedef struct ss_policy_rule {
   unsigned methods;           /* 0: every method */
   int npaths;                 /* 0: every path */
   char *paths[SS_POLICY_MAX_PATHS];
+  int raw; /* "raw": true: a CONNECT tunnel to this host and (named) port may carry any bytes; without
+              it a tunnel must start with a TLS ClientHello naming the host (docs/policy.md) */
 } ss_policy_rule;
 
 typedef struct ss_policy {
@@ -61,11 +63,14 @@ typedef struct ss_policy_verdict {
   int admitted;
   int rule; /* 1-based: the admitting rule, or for a refusal the first rule naming the host; 0 none */
   ss_deny_reason reason;
+  int raw; /* a connection (method NULL) that is admitted: the first raw rule covering its host and
+              port (1-based), whose bytes need not be TLS; 0 when no raw rule does */
 } ss_policy_verdict;
 
 /* Builds a policy from {"allow": [rule...]} (optional "version": 1, optional "inspect": bool,
  * default true: whether a proxy may terminate TLS to enforce method and path rules). A rule is a string
- * "host", "host:port", "*.apex[:port]" or an object {host, port?, methods?, paths?}.
+ * "host", "host:port", "*.apex[:port]" or an object {host, port?, methods?, paths?, raw?}; a raw
+ * rule names its port and has no methods or paths.
  * On failure returns NULL with err kind "invalid" and field "rule" (1-based) when one rule
  * is at fault. */
 ss_policy *ss_policy_from_json(const cJSON *root, ss_error *err);
@@ -80,7 +85,12 @@ void ss_policy_check(const ss_policy *p, const char *host, size_t host_len, cons
                      ss_policy_verdict *out);
 const char *ss_deny_reason_name(ss_deny_reason r);
 
-/* The canonical JSON form: {"version":1,"allow":[{"host","port"?,"methods"?,"paths"?}...]},
+/* Whether a rule that is not a wildcard names exactly this address (canonical text) on this port
+ * (a rule without a port names every port): the proxy's exception for addresses it otherwise
+ * refuses to connect to (csrc/proxy/addr.h) holds only for such a rule. */
+int ss_policy_names_address(const ss_policy *p, const char *address, int port);
+
+/* The canonical JSON form: {"version":1,"allow":[{"host","port"?,"methods"?,"paths"?,"raw"?}...]},
  * plus "inspect":false when inspection is off (absent means on).
  * ss_policy_parse of it builds an equal policy. */
 cJSON *ss_policy_render(const ss_policy *p);

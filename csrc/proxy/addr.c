@@ -31,25 +31,66 @@ static const char *v4_range(uint32_t a) {
   return NULL;
 }
 
+static uint32_t v4_at(const uint8_t *b) { return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3]; }
+
+static int zero(const uint8_t *b, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (b[i]) return 0;
+  return 1;
+}
+
+/* The local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215) is cut by its operator into a /48, /56,
+ * /64 or /96 translation prefix, and RFC 6052 puts the IPv4 address at a different place for
+ * each (skipping bits 64-71, which are zero). The address does not say which: every layout it
+ * fits (bits 64-71 zero, the suffix after the IPv4 address zero) is judged, and the first
+ * refused IPv4 address among them refuses it. */
+static const char *local_nat64(const uint8_t *b) {
+  static const struct {
+    uint8_t at[4]; /* where the four IPv4 bytes are */
+    uint8_t suffix; /* first byte of the zero suffix (16: none) */
+  } layouts[] = {
+      {{6, 7, 9, 10}, 11}, /* /48 */
+      {{7, 9, 10, 11}, 12}, /* /56 */
+      {{9, 10, 11, 12}, 13}, /* /64 */
+      {{12, 13, 14, 15}, 16}, /* /96 */
+  };
+  if (b[8] != 0) return "reserved"; /* no RFC 6052 address: not a translator's */
+  for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+    if (!zero(b + layouts[i].suffix, 16 - layouts[i].suffix)) continue;
+    const uint8_t *a = layouts[i].at;
+    const uint8_t v4[4] = {b[a[0]], b[a[1]], b[a[2]], b[a[3]]};
+    const char *r = v4_range(v4_at(v4));
+    if (r) return r;
+  }
+  return NULL;
+}
+
+/* IPv6 forms that carry an IPv4 address reach (through a translator, a tunnel or the host's own
+ * stack) that IPv4 address, so each is judged as the IPv4 address it carries. */
 static const char *v6_range(const uint8_t *b) {
-  static const uint8_t zero[16];
-  if (memcmp(b, zero, 15) == 0 && (b[15] == 0 || b[15] == 1)) return b[15] ? "loopback" : "unspecified";
-  /* IPv4-mapped ::ffff:a.b.c.d and NAT64 64:ff9b::a.b.c.d reach the IPv4 address they carry */
-  static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
-  if (memcmp(b, mapped, 12) == 0 || memcmp(b, nat64, 12) == 0 || memcmp(b, zero, 12) == 0) {
-    uint32_t v4 = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15];
-    const char *r = v4_range(v4);
-    return r ? r : (memcmp(b, zero, 12) == 0 ? "reserved" : NULL); /* ::a.b.c.d is deprecated */
+  static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};       /* ::ffff:a.b.c.d */
+  static const uint8_t siit[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0};         /* ::ffff:0:a.b.c.d */
+  static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};     /* 64:ff9b::/96 */
+  static const uint8_t local64[6] = {0, 0x64, 0xff, 0x9b, 0, 0x01};                   /* 64:ff9b:1::/48 */
+  static const uint8_t teredo[4] = {0x20, 0x01, 0, 0};                                /* 2001::/32 */
+  if (zero(b, 15) && (b[15] == 0 || b[15] == 1)) return b[15] ? "loopback" : "unspecified";
+  if (memcmp(b, mapped, 12) == 0 || memcmp(b, siit, 12) == 0 || memcmp(b, nat64, 12) == 0)
+    return v4_range(v4_at(b + 12));
+  if (zero(b, 12)) { /* IPv4-compatible ::a.b.c.d, deprecated (RFC 4291): refused whatever it carries */
+    const char *r = v4_range(v4_at(b + 12));
+    return r ? r : "reserved";
+  }
+  if (memcmp(b, local64, 6) == 0) return local_nat64(b);
+  if (b[0] == 0x20 && b[1] == 0x02) return v4_range(v4_at(b + 2)); /* 6to4 2002:a.b.c.d::/48 */
+  if (memcmp(b, teredo, 4) == 0) { /* Teredo (RFC 4380): the server, and the client inverted */
+    const char *r = v4_range(v4_at(b + 4));
+    if (r) return r;
+    return v4_range(~v4_at(b + 12));
   }
   if ((b[0] & 0xfe) == 0xfc) return "unique_local";             /* fc00::/7 */
   if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return "link_local"; /* fe80::/10 */
   if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return "private";    /* fec0::/10, site-local */
   if (b[0] == 0xff) return "multicast";
-  if (b[0] == 0x20 && b[1] == 0x02) { /* 6to4 2002:a.b.c.d::/48 carries an IPv4 address too */
-    uint32_t v4 = (uint32_t)b[2] << 24 | (uint32_t)b[3] << 16 | (uint32_t)b[4] << 8 | b[5];
-    return v4_range(v4);
-  }
   return NULL;
 }
 

@@ -3,7 +3,10 @@
 /* Which resolved addresses the proxy refuses to connect to, whatever name led there: the proxy
  * resolves names itself and connects to the address it checked, so a name that an attacker
  * re-points (DNS rebinding) at the host, the metadata service or a private network is refused
- * (decision "address_refused") unless the policy names that literal address. */
+ * (decision "address_refused") unless a rule names that literal address on the connection's port
+ * (ss_policy_names_address). An IPv6 address that carries an IPv4 address (mapped, SIIT, NAT64
+ * well-known and local-use, IPv4-compatible, 6to4, Teredo) is judged as the IPv4 address it
+ * carries. */
 #include <netinet/in.h>
 #include <stddef.h>
 #include <sys/socket.h>

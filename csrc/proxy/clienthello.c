@@ -3,6 +3,12 @@
 
 #include <string.h>
 
+enum {
+  EXT_SERVER_NAME = 0x0000,
+  EXT_ECH = 0xfe0d,  /* encrypted_client_hello (RFC 9849); GREASE ECH looks the same, by design */
+  EXT_ESNI = 0xffce, /* encrypted_server_name (draft-ietf-tls-esni up to -02) */
+};
+
 typedef struct {
   const uint8_t *p;
   size_t n;
@@ -75,21 +81,31 @@ static ch_status hello_body(cursor c, char *sni) {
   cursor exts;
   if (vec(&c, 2, &exts) || c.n != 0) return CH_MALFORMED;
   ch_status result = CH_NO_SNI;
-  int seen_sni = 0;
+  int seen_sni = 0, seen_ech = 0, seen_esni = 0;
   while (exts.n) {
     size_t type;
     cursor body;
     if (u16(&exts, &type) || vec(&exts, 2, &body)) return CH_MALFORMED;
-    if (type != 0) continue;
-    if (seen_sni++) return CH_MALFORMED; /* a repeated extension is illegal (RFC 8446 4.2) */
+    /* a repeated extension is illegal (RFC 8446 4.2) */
+    if (type == EXT_ECH && seen_ech++) return CH_MALFORMED;
+    if (type == EXT_ESNI && seen_esni++) return CH_MALFORMED;
+    if (type != EXT_SERVER_NAME) continue;
+    if (seen_sni++) return CH_MALFORMED;
     result = server_name(body, sni);
     if (result == CH_MALFORMED) return result;
   }
+  /* the whole hello is read first, so a malformed extension after these still decides */
+  if (seen_ech) return CH_ECH;
+  if (seen_esni) return CH_ESNI;
   return result;
 }
 
 ch_status ch_parse(const uint8_t *buf, size_t len, uint8_t *scratch, char sni[CH_MAX_NAME + 1]) {
   if (len == 0) return CH_NEED_MORE;
+  /* change_cipher_spec, alert, application_data, heartbeat: a TLS record, but a client's first
+     flight starts with its ClientHello; servers that skip such a record (a warning alert) would
+     read a hello this reader never saw */
+  if (buf[0] >= 0x14 && buf[0] <= 0x18 && buf[0] != 0x16) return CH_MALFORMED;
   if (buf[0] != 0x16) return CH_NOT_TLS;
   size_t have = 0, pos = 0;
   /* reassemble handshake bytes from consecutive handshake records */
@@ -131,6 +147,8 @@ const char *ch_status_name(ch_status s) {
   case CH_MALFORMED: return "malformed_hello";
   case CH_NO_SNI: return "no_sni";
   case CH_SNI: return "sni";
+  case CH_ECH: return "ech";
+  case CH_ESNI: return "esni";
   }
   return "unknown";
 }

@@ -12,10 +12,14 @@
 
 typedef enum {
   CH_NEED_MORE = 0, /* a valid prefix: read more */
-  CH_NOT_TLS,       /* the first byte is not a TLS handshake record */
-  CH_MALFORMED,     /* TLS, but not a ClientHello we can read (or larger than CH_MAX_HELLO) */
+  CH_NOT_TLS,       /* the first byte is not a TLS record */
+  CH_MALFORMED,     /* TLS, but not a ClientHello we can read (or larger than CH_MAX_HELLO), or a
+                       record of another type (an alert...) before it */
   CH_NO_SNI,        /* a complete ClientHello without a host_name server_name */
   CH_SNI,           /* a complete ClientHello; the name is in sni (lowercased, NUL-terminated) */
+  CH_ECH,           /* a complete ClientHello offering Encrypted Client Hello (0xfe0d): the name
+                       in its SNI is only the outer one, the server may serve a hidden inner name */
+  CH_ESNI,          /* the same with the draft Encrypted SNI extension (0xffce) */
 } ch_status;
 
 /* scratch: CH_MAX_HELLO bytes where the handshake message is reassembled from its records. */

@@ -176,12 +176,6 @@ void conn_reply_and_linger(proxy_conn *c, const char *data, size_t len) {
   else after_reply(c, 0);
 }
 
-int policy_names_literal(const ss_policy *p, const char *address) {
-  for (int i = 0; i < p->n; i++)
-    if (!p->rules[i].wildcard && strcmp(p->rules[i].host, address) == 0) return 1;
-  return 0;
-}
-
 /* The proxy token in Proxy-Authorization (forward and CONNECT). */
 static int proxy_authorized(proxy_conn *c) {
   const proxy_config *cfg = c->srv->cfg;

@@ -1,5 +1,5 @@
 /* Reaching the destination: the proxy resolves the name itself, refuses every address in a
- * range the sandbox must not reach (addr.c) unless the policy names that literal address, and
+ * range the sandbox must not reach (addr.c) unless a rule names that literal address on this port, and
  * connects to the very address it checked, so the answer cannot change between check and use
  * (DNS rebinding). One deadline covers resolving and connecting. */
 #include <stdio.h>
@@ -61,13 +61,13 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         char text[64];
         addr_text(ai->ai_addr, text, sizeof text);
         const char *range = addr_refused_range(ai->ai_addr);
-        if (range && !policy_names_literal(c->srv->cfg->policy, text)) {
+        if (range && !ss_policy_names_address(c->srv->cfg->policy, text, c->port)) {
           char msg[700];
           snprintf(c->address, sizeof c->address, "%s", text);
           snprintf(msg, sizeof msg,
-                   "%s resolves to %s (%s), which the proxy does not connect to unless the policy names that "
-                   "address literally",
-                   c->host, text, range);
+                   "%s resolves to %s (%s), which the proxy does not connect to unless a rule names that "
+                   "address literally on port %d",
+                   c->host, text, range, c->port);
           reply_policy(c, "address_refused", range, 0, msg);
           chosen = NULL;
           break;

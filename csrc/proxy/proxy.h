@@ -147,7 +147,4 @@ void inspect_free(proxy_conn *c);
 /* audit.c */
 void audit_conn(const proxy_conn *c);
 
-/* policy helpers (conn.c) */
-int policy_names_literal(const ss_policy *p, const char *address);
-
 #endif

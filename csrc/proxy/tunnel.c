@@ -1,10 +1,13 @@
 /* CONNECT tunnels. The policy is checked on host and port. A tunnel has no method or path we
  * could see, so a host whose rule names methods or paths is inspected (inspect.c: TLS is
  * terminated with the stack CA and each request checked), or, when inspection is off, refused
- * with a message saying so. After the 200, the first bytes must be a TLS ClientHello whose SNI is the CONNECT
- * host: otherwise a client admitted to one name could speak to another name served at the
- * same address. On ports other than 443 a non-TLS stream is relayed as it is (the policy
- * admitted that host and port for raw TCP), but TLS there is held to the same SNI rule. */
+ * with a message saying so. After the 200, the first bytes must be a TLS ClientHello whose SNI is
+ * the CONNECT host, on every port: otherwise a client admitted to one name could speak to another
+ * name served at the same address (plain HTTP with another Host, a hello hidden behind an alert
+ * record, Encrypted Client Hello). The destination is not read before that check, so nothing it
+ * says first reaches the client either. The one way around it is a raw rule (docs/policy.md): the
+ * policy says that raw TCP to this host and this port is intended, and the bytes are relayed as
+ * they are, both ways, from the start. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,20 +39,30 @@ static void admit(proxy_conn *c) {
   relay_start(c);
 }
 
+static void refuse_not_tls(proxy_conn *c) {
+  char msg[4 * SS_HOST_MAX + 300];
+  if (c->kind == KIND_INSPECT)
+    snprintf(msg, sizeof msg, "this tunnel is inspected, so it must start with a TLS ClientHello naming %s", c->host);
+  else
+    snprintf(msg, sizeof msg,
+             "a tunnel must start with a TLS ClientHello naming %s; raw TCP to %s:%d needs a rule that says so: "
+             "{ host = \"%s\", port = %d, raw = true }",
+             c->host, c->host, c->port, c->host, c->port);
+  reply_policy(c, "not_tls", "not_tls", c->rule, msg);
+}
+
 static void check_hello(proxy_conn *c) {
   ch_status st = ch_parse((const uint8_t *)c->buf, c->len, c->hello_scratch, c->sni);
-  if (st != CH_SNI) c->sni[0] = '\0';
+  if (st != CH_SNI && st != CH_ECH && st != CH_ESNI) c->sni[0] = '\0';
   switch (st) {
   case CH_NEED_MORE:
     if (c->len >= HELLO_BUFFER) refuse_tls(c, "malformed_hello", 50 /* decode_error */);
     return;
-  case CH_NOT_TLS:
-    if (c->port != 443 && c->kind != KIND_INSPECT) return admit(c);
-    return reply_policy(c, "not_tls", "not_tls", c->rule,
-                        c->kind == KIND_INSPECT
-                            ? "this tunnel is inspected, so it must start with a TLS ClientHello naming the CONNECT host"
-                            : "the tunnel to port 443 must start with a TLS ClientHello naming the CONNECT host");
+  case CH_NOT_TLS: return refuse_not_tls(c);
   case CH_MALFORMED: return refuse_tls(c, "malformed_hello", 50);
+  /* the SNI is only the outer name: the front end would serve the encrypted inner one */
+  case CH_ECH: return refuse_tls(c, "ech", 40 /* handshake_failure */);
+  case CH_ESNI: return refuse_tls(c, "esni", 40);
   case CH_NO_SNI:
     if (is_ipv4_literal(c->host)) return admit(c); /* SNI cannot carry an address (RFC 6066) */
     return refuse_tls(c, "sni_missing", 112 /* unrecognized_name */);
@@ -59,43 +72,54 @@ static void check_hello(proxy_conn *c) {
   }
 }
 
-/* The destination spoke before the client: a TLS client always speaks first, so this is a
- * server-first protocol (SMTP, MySQL...). Off 443 that is a raw stream the policy admitted. */
-void tunnel_upstream_spoke(proxy_conn *c) {
-  if (c->state == ST_HELLO && c->port != 443 && c->len == 0) admit(c);
-}
+/* The destination is read only once the tunnel is admitted (or from the start of a raw one), so
+ * it cannot speak while the hello is checked: a server that speaks first (SMTP, SSH, MySQL) is
+ * reached only through a raw rule. */
+void tunnel_upstream_spoke(proxy_conn *c) { (void)c; }
 
 void tunnel_client_data(proxy_conn *c, const char *data, size_t len) {
-  if (c->len + len > HELLO_BUFFER) len = HELLO_BUFFER - c->len;
-  if (c->cap < HELLO_BUFFER) {
-    char *nb = realloc(c->buf, HELLO_BUFFER);
+  /* every byte is kept: what follows the hello in the same read is the tunnel's too. Reads come
+     only while less than HELLO_BUFFER is held (check_hello refuses beyond), so this is bounded */
+  if (c->len + len > c->cap) {
+    size_t cap = c->len + len < HELLO_BUFFER ? HELLO_BUFFER : c->len + len;
+    char *nb = realloc(c->buf, cap);
     if (!nb) return conn_close(c);
     c->buf = nb;
-    c->cap = HELLO_BUFFER;
+    c->cap = cap;
   }
   memcpy(c->buf + c->len, data, len);
   c->len += len;
   check_hello(c);
 }
 
+static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+/* Bytes the client sent right behind its CONNECT belong to the tunnel: moved to the buffer's
+ * start, all of them (the head's own buffer bounds them). */
+static void keep_early_bytes(proxy_conn *c) {
+  size_t early = c->len - c->req.head_len;
+  memmove(c->buf, c->buf + c->req.head_len, early);
+  c->len = early;
+}
+
 static void connected(proxy_conn *c) {
-  static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
   c->hello_scratch = malloc(CH_MAX_HELLO);
   if (!c->hello_scratch) return conn_close(c);
   c->status = 200;
   c->state = ST_HELLO;
-  if (conn_write(c, (uv_stream_t *)&c->client, ok, sizeof ok - 1, NULL) != 0) return;
+  if (conn_write(c, (uv_stream_t *)&c->client, established, sizeof established - 1, NULL) != 0) return;
   conn_set_deadline(c, c->srv->cfg->handshake_ms);
-  /* bytes the client sent right behind its CONNECT belong to the tunnel */
-  size_t early = c->len - c->req.head_len;
-  if (early > HELLO_BUFFER) early = HELLO_BUFFER;
-  memmove(c->buf, c->buf + c->req.head_len, early);
-  c->len = early;
+  keep_early_bytes(c);
   conn_read_client(c);
-  /* a server that speaks first (port != 443) is heard at once; an inspected origin is not
-   * read before the proxy's own handshake with it starts */
-  if (c->kind != KIND_INSPECT) conn_read_upstream(c);
-  if (early) check_hello(c);
+  if (c->len) check_hello(c);
+}
+
+/* A raw rule: no hello to check, both directions relayed from the start (a server may speak first). */
+static void connected_raw(proxy_conn *c) {
+  c->status = 200;
+  if (conn_write(c, (uv_stream_t *)&c->client, established, sizeof established - 1, NULL) != 0) return;
+  keep_early_bytes(c);
+  admit(c);
 }
 
 void tunnel_begin(proxy_conn *c) {
@@ -119,6 +143,7 @@ void tunnel_begin(proxy_conn *c) {
     return reply_policy(c, "deny", ss_deny_reason_name(v.reason), v.rule, NULL);
   }
   c->decision = "allow";
-  c->rule = v.rule;
-  dial_start(c, connected);
+  c->rule = v.raw ? v.raw : v.rule;
+  if (v.raw) c->reason = "raw"; /* the audit line says the bytes were not held to TLS */
+  dial_start(c, v.raw ? connected_raw : connected);
 }
