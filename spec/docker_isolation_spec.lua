@@ -125,7 +125,7 @@ describe("isolation self-check #docker", function()
 
   it("verifies this engine once before the first stack, then trusts the cache", function()
     assert(isolation.forget(eng)) -- the memos on the engine (issue 24): the next start checks
-    local api = core.stack_api_number(eng.api_version)
+    local api = require("sandstack_test.stack").api_number(eng.api_version)
     local function start()
       local name = PREFIX .. core.random_hex(3)
       local phases = {}

@@ -57,7 +57,7 @@ describe("sandstack.docker live #docker", function()
     -- An internal network with and without the options, a container on each, a host listener:
     -- the attack is a TCP connect from the container to the network's gateway address.
     local srv, port = conf.host_listener()
-    local api = core.stack_api_number(eng.api_version)
+    local api = require("sandstack_test.stack").api_number(eng.api_version)
     local p = project("facts")
     local function try(suffix, options)
       local name = p .. "-" .. suffix

@@ -354,7 +354,8 @@ describe("sandstack.docker list and reap options", function()
   local function with_engine(answers_, fn)
     local real = sandstack.engine
     sandstack.engine = function()
-      return { request = function(_, _, path) return 200, answers_[path:match("^/(%a+)")] end, close = function() end }
+      return require("spec.support.scripted_engine").with {
+        request = function(_, _, path) return 200, answers_[path:match("^/(%a+)")] end, close = function() end }
     end
     local ok, a, b = pcall(fn)
     sandstack.engine = real

@@ -423,8 +423,8 @@ describe("sandstack.docker plan (no engine)", function()
     local s, err = core.stack_pick_subnet("10.213.0.0/28", { "10.0.0.0/8" }, 0)
     assert.is_nil(s)
     assert.equal("pool_exhausted", err.reason)
-    assert.equal(141, core.stack_api_number("1.41"))
-    assert.equal(-1, core.stack_api_number("x"))
+    assert.equal(141, require("sandstack_test.stack").api_number("1.41"))
+    assert.equal(-1, require("sandstack_test.stack").api_number("x"))
   end)
 end)
 
@@ -492,6 +492,7 @@ end)
 
 describe("the executor against a scripted engine (no engine)", function()
   local core = require "sandstack.core"
+  local scripted = require "spec.support.scripted_engine"
   local A = require "sandstack.docker.apply"
 
   -- A stand-in for sandstack.engine: answers from `responder`, logs every call in order.
@@ -516,7 +517,7 @@ describe("the executor against a scripted engine (no engine)", function()
     end
     function e:poll() local out = self.q; self.q = {}; return out end
     function e:close() end
-    return e
+    return scripted.with(e)
   end
 
   local function run_for(eng, extra)

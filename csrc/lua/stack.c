@@ -8,7 +8,6 @@
  *       same token, label and names to every plan (a retry with new subnets plans again).
  *   model:close()
  *   core.stack_pick_subnet(pool, used, seed[, prefix[, count]]) -> "a.b.c.d/28" | {count of them} | nil, err
- *   core.stack_api_number("1.41") -> 141
  * opts is a table (function values are left out: callbacks stay in Lua) or a JSON string.
  * An unknown option key raises; every other refusal is a returned error object. */
 #include <stdlib.h>
@@ -211,17 +210,11 @@ static int l_stack_pick_subnet(lua_State *L) {
   return 1;
 }
 
-static int l_stack_api_number(lua_State *L) {
-  lua_pushinteger(L, ss_stack_api_number(luaL_checkstring(L, 1)));
-  return 1;
-}
-
 void sandstack_open_stack(lua_State *L) {
   static const luaL_Reg methods[] = {{"plan", m_plan}, {"close", m_close}, {NULL, NULL}};
   ss_define_class(L, STACK_MODEL_MT, methods, m_close);
   static const luaL_Reg fns[] = {{"stack_model", l_stack_model},
                                  {"stack_pick_subnet", l_stack_pick_subnet},
-                                 {"stack_api_number", l_stack_api_number},
                                  {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }

@@ -4,40 +4,25 @@ local E = require "sandstack.error"
 
 local M = {}
 
--- The engine client's constructor: a batch of one (request) fails in the shape of a batch of
--- many (submit/poll), which the client builds with it.
-local engine_error = require("sandstack.engine").engine_error
-
--- One result shape for both paths: {ok=, status=, body=, err=}. A status in ok_status counts
--- as success (304 on start/stop, 404 on delete, ...).
+-- One result shape: {ok=, status=, body=, err=}. A status in req.ok counts as success (304 on
+-- start/stop, 404 on delete, ...); the engine client's perform settles each answer that way
+-- and carries the error object of any other.
 local function settle(req, r)
   local ok_status = req.ok or {}
   if r.status and (r.status < 300 or ok_status[r.status]) then
     return { ok = true, status = r.status, body = r.body }
   end
-  if r.status then
-    return { ok = false, status = r.status, body = r.body,
-      err = r.err or engine_error(r.status, req[1]:upper(), req[2], r.body) }
-  end
-  return { ok = false, err = r.err or E.new("transport", nil, "no answer from the engine") }
+  return { ok = false, status = r.status, body = r.body,
+    err = r.err or E.new("transport", nil, "no answer from the engine") }
 end
 
--- One round: every request once. The engine client runs a batch in one call into the C core
--- (perform: all submitted together, each with its own deadline on the monotonic clock). An
--- engine object without it (a test's scripted engine) is asked one request at a time.
+-- One round: every request once, in one call into the C core (the engine client's perform: all
+-- submitted together, each with its own deadline on the monotonic clock).
 local function run_once(eng, reqs, deadline)
   local results = {}
   if #reqs == 0 then return results end
-  if eng.perform then
-    local done, err = eng:perform(reqs, deadline)
-    for i, q in ipairs(reqs) do results[i] = done and settle(q, done[i]) or settle(q, { err = err }) end
-    return results
-  end
-  for i, q in ipairs(reqs) do
-    local status, body = eng:request(q[1], q[2], q[3], q[4])
-    if status then results[i] = settle(q, { status = status, body = body })
-    else results[i] = settle(q, { err = body }) end
-  end
+  local done, err = eng:perform(reqs, deadline)
+  for i, q in ipairs(reqs) do results[i] = done and settle(q, done[i]) or settle(q, { err = err }) end
   return results
 end
 
