@@ -183,7 +183,6 @@ void ca_free(proxy_ca *ca) {
   free(ca);
 }
 
-const char *ca_cert_pem(const proxy_ca *ca) { return ca->pem; }
 EVP_PKEY *ca_leaf_key(const proxy_ca *ca) { return ca->leaf_key; }
 
 static X509 *issue(proxy_ca *ca, const char *host) {

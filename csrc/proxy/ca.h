@@ -27,8 +27,6 @@ char *ca_name_constraints(const ss_policy *p);
 /* A new CA valid from an hour ago (clock skew) for `hours`. NULL with the reason in why. */
 proxy_ca *ca_create(const ss_policy *p, unsigned hours, size_t cache_max, char *why, size_t why_len);
 void ca_free(proxy_ca *ca);
-/* The certificate as PEM (owned by ca). */
-const char *ca_cert_pem(const proxy_ca *ca);
 
 /* Writes DIR/ca.pem (the CA certificate) and DIR/bundle.pem (every certificate of roots_file,
  * then the extra upstream roots (SANDSTACK_UPSTREAM_CA, NULL for none), then the CA; with ca
