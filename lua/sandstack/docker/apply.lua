@@ -189,12 +189,7 @@ function A.create_containers(run)
       connects[#connects + 1] = { cn.method, cn.path, cn.body_json }
     end
   end
-  -- The readiness half, under the executor's name for its callers.
-local readiness = require "sandstack.docker.readiness"
-A.inspect, A.start_services, A.read_port, A.wait_ready =
-  readiness.inspect, readiness.start_services, readiness.read_port, readiness.wait_ready
-
-return A.check(batch.run(eng, connects, 60))
+  return A.check(batch.run(eng, connects, 60))
 end
 
 function A.check(results)
