@@ -269,7 +269,7 @@ for method, url in (("GET", "https://api.test/v1/py"), ("POST", "https://api.tes
     it("re-originates with Host from the CONNECT and without the token or proxy credentials", function()
       local out = h.sh(in_p("env HTTPS_PROXY=" .. h.q(proxy_url("main")) .. " CURL_CA_BUNDLE="
         .. h.q(proxies.main.ca .. "/bundle.pem") .. " curl -sS --max-time 10 -H 'X-Carry: " .. TOKEN .. "' -H 'X-"
-        .. TOKEN .. ": 1' -H 'Host: tunnel.test' -H 'X-Keep: yes' 'https://model.test:8443/v1/echo?q=1'"))
+        .. TOKEN .. ": 1' -H 'Host: MODEL.test.:8443' -H 'X-Keep: yes' 'https://model.test:8443/v1/echo?q=1'"))
       local seen = assert(core.json_decode(out), out)
       assert.equal("/v1/echo?q=1", seen.path)
       assert.same({ "model.test:8443" }, seen.headers.host)

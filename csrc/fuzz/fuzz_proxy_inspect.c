@@ -1,10 +1,13 @@
 /* libFuzzer target for the request reader used inside inspected TLS connections
  * (csrc/proxy/inspect_request.c), fed as the proxy feeds it: decrypted bytes arriving in pieces
  * (the first input byte picks the piece size), the scan position carried between calls.
- * Checks: no crash; a piecewise read ends as a whole read; an admitted request is origin-form;
- * its path length without the query is within the target; and the head the proxy would send
- * upstream carries exactly one Host (the CONNECT host's), ends with "Connection: close" and
- * CRLFCRLF, and holds the session token on no header line (the request line is the client's). */
+ * Checks: no crash; a piecewise read ends as a whole read; an admitted request's path is
+ * origin-form ("/..."), inside the target; its path length without the query is within it;
+ * the Host check passes (0) only when every name the request gives (Host, absolute-form
+ * authority) is the CONNECT host:port, compared here without the library (case, one trailing
+ * dot, 443 for no port); and the head the proxy would send upstream carries exactly one Host
+ * (the CONNECT host's), ends with "Connection: close" and CRLFCRLF, and holds neither the
+ * session token nor a method or URL override on any header line. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,50 @@
 #include "proxy/inspect_request.h"
 
 #define TOKEN "tok-fuzz-0123456789"
+#define HOST "api.example.test"
+#define PORT 8443
+
+static int lower(int c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+
+/* a (n bytes) names HOST:PORT: "api.example.test[.]:8443" in any case (no port is 443) */
+static int names_connect_host(const char *a, size_t n) {
+  static const char *const forms[] = {HOST ":8443", HOST ".:8443"};
+  for (size_t f = 0; f < 2; f++) {
+    size_t fl = strlen(forms[f]), i = 0;
+    if (fl != n) continue;
+    while (i < n && lower((unsigned char)a[i]) == forms[f][i]) i++;
+    if (i == n) return 1;
+  }
+  return 0;
+}
+
+/* what ir_host_refusal answered, judged by the request's own bytes */
+static void check_host(const ir_request *r) {
+  const char *why = NULL;
+  int st = ir_host_refusal(r, HOST, PORT, &why);
+  if (st != 0 && st != 400 && st != 421) abort();
+  if (st != 0 && (!why || !*why)) abort();
+  if (st != 0) return;
+  int n = 0;
+  const ph_header *h = ph_find(&r->head, "host", &n);
+  if (n > 1 || (h && !names_connect_host(h->value, h->value_len))) abort();
+  if (r->authority && !names_connect_host(r->authority, r->authority_len)) abort();
+}
+
+static int line_named(const char *headers, size_t hl, const char *name) {
+  size_t nl = strlen(name);
+  for (const char *p = headers; p < headers + hl;) {
+    const char *eol = memmem(p, hl - (size_t)(p - headers), "\r\n", 2);
+    if (!eol) break;
+    if ((size_t)(eol - p) > nl && p[nl] == ':') {
+      size_t i = 0;
+      while (i < nl && lower((unsigned char)p[i]) == name[i]) i++;
+      if (i == nl) return 1;
+    }
+    p = eol + 2;
+  }
+  return 0;
+}
 
 static size_t count(const char *s, size_t n, const char *needle) {
   size_t k = 0, nl = strlen(needle);
@@ -22,7 +69,7 @@ static size_t count(const char *s, size_t n, const char *needle) {
 
 static void check_outbound(const ir_request *r) {
   size_t n = 0;
-  char *out = ir_outbound_head(r, "api.example.test", 8443, TOKEN, strlen(TOKEN), &n);
+  char *out = ir_outbound_head(r, HOST, PORT, TOKEN, strlen(TOKEN), &n);
   if (!out) return;
   if (n < 4 || memcmp(out + n - 4, "\r\n\r\n", 4) != 0) abort();
   const char *first_eol = memmem(out, n, "\r\n", 2);
@@ -32,6 +79,10 @@ static void check_outbound(const ir_request *r) {
   if (memcmp(headers, "Host: api.example.test:8443\r\n", 29) != 0) abort();
   if (count(headers, hl, "\r\nHost:") + count(headers, hl, "\r\nhost:") != 0) abort(); /* only the first */
   if (memmem(headers, hl, TOKEN, strlen(TOKEN))) abort();
+  static const char *const overrides[] = {"x-http-method-override", "x-http-method", "x-method-override",
+                                          "x-original-url", "x-rewrite-url"};
+  for (size_t i = 0; i < sizeof overrides / sizeof overrides[0]; i++)
+    if (line_named(headers, hl, overrides[i])) abort();
   if (n < 23 || memcmp(out + n - 23, "\r\nConnection: close\r\n\r\n", 23) != 0) abort();
   if (strnlen(out, n) != n) abort(); /* no NUL: values are checked by the parser */
   free(out);
@@ -40,7 +91,12 @@ static void check_outbound(const ir_request *r) {
 static void check_request(const char *s, size_t n, const ir_request *r) {
   if (r->head.head_len > n || r->path_len == 0 || r->path[0] != '/') abort();
   if (r->path_noquery_len > r->path_len || memchr(r->path, '?', r->path_noquery_len)) abort();
-  if (r->path < s || r->path + r->path_len > s + r->head.head_len) abort();
+  const char *t = r->head.target, *t_end = t + r->head.target_len;
+  int empty_abs_path = r->authority && r->path_len == 1 && r->authority + r->authority_len == t_end;
+  if (!empty_abs_path && (r->path < t || r->path + r->path_len > t_end)) abort(); /* "https://h": "/" */
+  if (t < s || t_end > s + r->head.head_len) abort();
+  if (r->authority && (r->authority < t || r->authority + r->authority_len > t_end)) abort();
+  check_host(r);
   check_outbound(r);
 }
 

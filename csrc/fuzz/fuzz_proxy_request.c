@@ -3,13 +3,52 @@
  * (the first input byte picks the piece size), the scan position carried between calls.
  * Checks: no crash; a piecewise parse ends exactly as a whole parse; a parsed head lies inside
  * the input and ends in CRLFCRLF; every header name is a token without ':' and no value holds
- * CR, LF or NUL; split hosts are non-empty, without '@', '[' or ':'; ports are 1..65535. */
+ * CR, LF or NUL; split hosts are non-empty, without '@', '[' or ':'; ports are 1..65535; the
+ * Host check (ph_host_refusal against "a.test":80) passes only for a Host that is that name,
+ * judged here without the library (case, one trailing dot, ":80" or no port); and ph_dropped
+ * drops every method or URL override field and every field carrying the token. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz/proxy_fuzz_common.h"
 #include "proxy/http_head.h"
+
+static int lower(int c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+
+static int equal_nocase(const char *a, size_t n, const char *b) {
+  if (strlen(b) != n) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (lower((unsigned char)a[i]) != b[i]) return 0;
+  return 1;
+}
+
+static void check_host(const ph_request *r) {
+  const char *why = NULL;
+  int st = ph_host_refusal(r, NULL, 0, "a.test", 80, 80, &why);
+  if (st != 0 && st != 400 && st != 421) abort();
+  if (st != 0 && (!why || !*why)) abort();
+  int n = 0;
+  const ph_header *h = ph_find(r, "host", &n);
+  if (st != 0 || !h) return;
+  static const char *const same[] = {"a.test", "a.test.", "a.test:80", "a.test.:80"};
+  int ok = 0;
+  for (size_t i = 0; i < 4; i++) ok |= equal_nocase(h->value, h->value_len, same[i]);
+  if (n != 1 || !ok) abort();
+}
+
+static void check_dropped(const ph_request *r) {
+  static const char token[] = "tok";
+  static const char *const overrides[] = {"x-http-method-override", "x-http-method", "x-method-override",
+                                          "x-original-url", "x-rewrite-url"};
+  for (size_t i = 0; i < r->nheaders; i++) {
+    const ph_header *h = &r->headers[i];
+    int kept = !ph_dropped(h, token, 3);
+    for (size_t k = 0; k < 5; k++)
+      if (kept && equal_nocase(h->name, h->name_len, overrides[k])) abort();
+    if (kept && (memmem(h->name, h->name_len, token, 3) || memmem(h->value, h->value_len, token, 3))) abort();
+  }
+}
 
 static void check_request(const char *s, size_t n, const ph_request *r) {
   if (r->head_len < 4 || r->head_len > n || memcmp(s + r->head_len - 4, "\r\n\r\n", 4) != 0) abort();
@@ -29,6 +68,8 @@ static void check_request(const char *s, size_t n, const ph_request *r) {
   }
   unsigned long long cl;
   ph_content_length(r, &cl);
+  check_host(r);
+  check_dropped(r);
 }
 
 /* the piecewise parse: scan position and result carried between reads */

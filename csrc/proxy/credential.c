@@ -276,15 +276,14 @@ static carrier token_carrier(proxy_conn *c) {
   return CARRIER_NONE;
 }
 
+/* What every route leaves out (ph_dropped: hop-by-hop fields, method and URL overrides, the
+ * token in any name or value), and what curl writes itself here (the length, Expect) or the
+ * proxy puts in place (the key). */
 static int dropped(const ph_header *h, const proxy_config *cfg) {
-  static const char *const names[] = {"host",    "content-length", "transfer-encoding", "connection",
-                                      "keep-alive", "proxy-connection", "proxy-authorization", "te",
-                                      "trailer", "upgrade",        "expect",            "x-api-key",
-                                      "authorization"};
+  static const char *const names[] = {"content-length", "expect", "x-api-key", "authorization"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (ph_name_is(h, names[i])) return 1;
-  /* never forward the token, wherever the client put it */
-  return h->value_len >= cfg->token_len && memmem(h->value, h->value_len, cfg->token, cfg->token_len) != NULL;
+  return ph_dropped(h, cfg->token, cfg->token_len);
 }
 
 static int add_header(cred_req *r, const char *fmt, const char *a, size_t al, const char *b, size_t bl) {

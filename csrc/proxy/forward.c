@@ -1,29 +1,16 @@
 /* Plain-HTTP forwarding (absolute-form requests, what clients honouring HTTP_PROXY send for
- * http:// URLs). The policy is checked on host, port, method and path; the request goes out
- * in origin form with Host set from the URL (so a Host header cannot name another site at the
- * same address), without the proxy credentials or any header carrying the token, and with
- * "Connection: close": one request per connection, so a second request could never follow the
- * first unchecked. The body is passed for exactly its Content-Length. */
+ * http:// URLs). The policy is checked on host, port, method and path; a Host header must name
+ * the URL's host and port (else 421: a Host naming another site at the same address is what
+ * the client meant, and it was not checked). The request goes out in origin form with Host
+ * written from the URL, without the fields ph_dropped names (the proxy credentials, method and
+ * URL overrides, any header carrying the token), and with "Connection: close": one request per
+ * connection, so a second request could never follow the first unchecked. The body is passed
+ * for exactly its Content-Length. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proxy/proxy.h"
-
-static int hop_by_hop(const ph_header *h) {
-  static const char *const names[] = {"host",    "proxy-authorization", "proxy-connection", "connection",
-                                      "keep-alive", "te",              "trailer",          "upgrade",
-                                      "transfer-encoding"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (ph_name_is(h, names[i])) return 1;
-  return 0;
-}
-
-/* the token in the name counts too (found by fuzz_proxy_inspect on the same rewrite) */
-static int carries(const ph_header *h, const char *token, size_t tl) {
-  return (h->value_len >= tl && memmem(h->value, h->value_len, token, tl) != NULL) ||
-         (h->name_len >= tl && memmem(h->name, h->name_len, token, tl) != NULL);
-}
 
 static void connected(proxy_conn *c) {
   const proxy_config *cfg = c->srv->cfg;
@@ -41,7 +28,7 @@ static void connected(proxy_conn *c) {
   n += (size_t)snprintf(head + n, cap - n, "\r\n");
   for (size_t i = 0; i < r->nheaders; i++) {
     const ph_header *h = &r->headers[i];
-    if (hop_by_hop(h) || carries(h, cfg->token, cfg->token_len)) continue;
+    if (ph_dropped(h, cfg->token, cfg->token_len)) continue;
     n += (size_t)snprintf(head + n, cap - n, "%.*s: %.*s\r\n", (int)h->name_len, h->name, (int)h->value_len, h->value);
   }
   n += (size_t)snprintf(head + n, cap - n, "Connection: close\r\n\r\n");
@@ -81,6 +68,12 @@ void forward_begin(proxy_conn *c) {
   ss_policy_verdict v;
   ss_policy_check(c->srv->cfg->policy, c->host, strlen(c->host), c->method, strlen(c->method), path, pl, c->port, &v);
   if (!v.admitted) return reply_policy(c, "deny", ss_deny_reason_name(v.reason), v.rule, NULL);
+  const char *why;
+  int refused = ph_host_refusal(r, NULL, 0, c->host, c->port, 80, &why); /* the URL is the admitted name */
+  if (refused) {
+    c->decision = refused == 421 ? "misdirected" : "bad_request";
+    return reply_error(c, refused, "invalid_request_error", why);
+  }
   c->decision = "allow";
   c->rule = v.rule;
   dial_start(c, connected);

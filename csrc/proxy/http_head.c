@@ -146,17 +146,16 @@ int ph_authority(const char *t, size_t len, char *host_out, int *port) {
   return split_authority(t, len, host_out, port, 1);
 }
 
-int ph_absolute(const char *t, size_t len, char *host_out, int *port, const char **path, size_t *path_len) {
-  static const char scheme[] = "http://";
-  if (len < sizeof scheme - 1) return -1;
-  for (size_t i = 0; i < sizeof scheme - 1; i++)
+int ph_absolute_split(const char *t, size_t len, const char *scheme, const char **auth, size_t *auth_len,
+                      const char **path, size_t *path_len) {
+  size_t sl = strlen(scheme);
+  if (len < sl) return -1;
+  for (size_t i = 0; i < sl; i++)
     if (lower((unsigned char)t[i]) != scheme[i]) return -1;
-  const char *a = t + sizeof scheme - 1;
-  size_t rest = len - (sizeof scheme - 1), al = 0;
+  const char *a = t + sl;
+  size_t rest = len - sl, al = 0;
   while (al < rest && a[al] != '/' && a[al] != '?' && a[al] != '#') al++;
   if (al < rest && a[al] == '#') return -1;
-  *port = 80;
-  if (split_authority(a, al, host_out, port, 0) != 0) return -1;
   if (al == rest) {
     *path = "/";
     *path_len = 1;
@@ -167,7 +166,17 @@ int ph_absolute(const char *t, size_t len, char *host_out, int *port, const char
     *path_len = rest - al;
     if (memchr(*path, '#', *path_len)) return -1;
   }
+  *auth = a;
+  *auth_len = al;
   return 0;
+}
+
+int ph_absolute(const char *t, size_t len, char *host_out, int *port, const char **path, size_t *path_len) {
+  const char *a;
+  size_t al;
+  if (ph_absolute_split(t, len, "http://", &a, &al, path, path_len) != 0) return -1;
+  *port = 80;
+  return split_authority(a, al, host_out, port, 0);
 }
 
 int ph_content_length(const ph_request *r, unsigned long long *len) {
@@ -183,4 +192,64 @@ int ph_content_length(const ph_request *r, unsigned long long *len) {
   }
   *len = v;
   return 1;
+}
+
+/* ---- the fields a re-sent head leaves out ---- */
+
+static int named_any(const ph_header *h, const char *const *names, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (ph_name_is(h, names[i])) return 1;
+  return 0;
+}
+
+int ph_hop_by_hop(const ph_header *h) {
+  static const char *const names[] = {"host",       "proxy-authorization", "proxy-connection", "connection",
+                                      "keep-alive", "te",                  "trailer",          "upgrade",
+                                      "transfer-encoding"};
+  return named_any(h, names, sizeof names / sizeof names[0]);
+}
+
+int ph_override(const ph_header *h) {
+  static const char *const names[] = {"x-http-method-override", "x-http-method", "x-method-override", "x-original-url",
+                                      "x-rewrite-url"};
+  return named_any(h, names, sizeof names / sizeof names[0]);
+}
+
+int ph_carries(const ph_header *h, const char *secret, size_t sl) {
+  return sl > 0 && ((h->value_len >= sl && memmem(h->value, h->value_len, secret, sl) != NULL) ||
+                    (h->name_len >= sl && memmem(h->name, h->name_len, secret, sl) != NULL));
+}
+
+int ph_dropped(const ph_header *h, const char *token, size_t token_len) {
+  return ph_hop_by_hop(h) || ph_override(h) || ph_carries(h, token, token_len);
+}
+
+/* ---- the host a request names ---- */
+
+ph_host_match ph_authority_names(const char *a, size_t len, const char *host, int port, int default_port) {
+  char named[256];
+  int named_port = default_port;
+  if (split_authority(a, len, named, &named_port, 0) != 0) return PH_HOST_BAD;
+  size_t nl = strlen(named), hl = strlen(host);
+  if (nl > 1 && named[nl - 1] == '.') nl--; /* the absolute DNS name: the same host */
+  if (nl != hl || named_port != port) return PH_HOST_OTHER;
+  for (size_t i = 0; i < nl; i++)
+    if (lower((unsigned char)named[i]) != (unsigned char)host[i]) return PH_HOST_OTHER;
+  return PH_HOST_SAME;
+}
+
+int ph_host_refusal(const ph_request *r, const char *auth, size_t auth_len, const char *host, int port,
+                    int default_port, const char **why) {
+  int n = 0;
+  const ph_header *h = ph_find(r, "host", &n);
+  if (n > 1) return *why = "the request has more than one Host header", 400;
+  ph_host_match m = h ? ph_authority_names(h->value, h->value_len, host, port, default_port) : PH_HOST_SAME;
+  if (m == PH_HOST_BAD) return *why = "the Host header is not host[:port]", 400;
+  if (m == PH_HOST_OTHER)
+    return *why = "the Host header names another host or port than the one this request was admitted for", 421;
+  m = auth ? ph_authority_names(auth, auth_len, host, port, default_port) : PH_HOST_SAME;
+  if (m == PH_HOST_BAD) return *why = "the request target's authority is not host[:port]", 400;
+  if (m == PH_HOST_OTHER)
+    return *why = "the request target names another host or port than the one this connection was admitted for", 421;
+  return 0;
 }

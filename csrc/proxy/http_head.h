@@ -56,4 +56,38 @@ int ph_absolute(const char *t, size_t len, char *host_out, int *port, const char
 /* Content-Length: 0 none (*len = 0), 1 present (*len set), -1 malformed or repeated. */
 int ph_content_length(const ph_request *r, unsigned long long *len);
 
+/* The absolute-form target split at its authority: t starts with scheme ("http://", any case);
+ * *auth, *path point into t (*path is "/" when empty). -1 when not of that form, when there is
+ * no path before a '?', or with a fragment. The authority is not checked here. */
+int ph_absolute_split(const char *t, size_t len, const char *scheme, const char **auth, size_t *auth_len,
+                      const char **path, size_t *path_len);
+
+/* ---- what the proxy sends on: every route that re-sends a client's head uses these ---- */
+
+/* Hop-by-hop fields and the proxy's own (Host is written by the proxy from what it admitted). */
+int ph_hop_by_hop(const ph_header *h);
+/* Method and URL override fields (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override,
+ * X-Original-URL, X-Rewrite-URL): an origin or framework that obeys them acts on a method or
+ * path the policy never checked. */
+int ph_override(const ph_header *h);
+/* The secret anywhere in the field's name or value ("X-<token>: 1" carries it as well). */
+int ph_carries(const ph_header *h, const char *secret, size_t secret_len);
+/* Any of the three: the client's fields a re-sent head leaves out. */
+int ph_dropped(const ph_header *h, const char *token, size_t token_len);
+
+/* ---- whether the request names the host it was admitted for ---- */
+
+/* An authority "host[:port]" against the admitted host (canonical: lowercase, no trailing dot,
+ * as ss_host_normalize makes it) and port; default_port stands for an absent port. The host
+ * compares without case and without one trailing dot (DNS reads "a.test." as "a.test").
+ * PH_HOST_BAD: not host[:port] (userinfo, IPv6 literal, empty, a port with a leading zero). */
+typedef enum { PH_HOST_SAME = 0, PH_HOST_BAD, PH_HOST_OTHER } ph_host_match;
+ph_host_match ph_authority_names(const char *a, size_t len, const char *host, int port, int default_port);
+/* The request's Host field and, when auth is not NULL, its absolute-form authority, against
+ * host:port. 0 when both name it (no Host field is fine: the proxy writes the admitted one),
+ * else the status to answer, *why saying why: 400 for a repeated or malformed Host (RFC 9112
+ * 3.2), 421 Misdirected Request for another host or port. */
+int ph_host_refusal(const ph_request *r, const char *auth, size_t auth_len, const char *host, int port,
+                    int default_port, const char **why);
+
 #endif

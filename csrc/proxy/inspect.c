@@ -170,6 +170,12 @@ static void decide(proxy_conn *c) {
   ss_policy_check(c->srv->cfg->policy, c->host, strlen(c->host), c->method, strlen(c->method), r->path, r->path_len,
                   c->port, &v);
   if (!v.admitted) return reply_policy(c, "deny", ss_deny_reason_name(v.reason), v.rule, NULL);
+  const char *why; /* Host and an absolute-form authority must name the CONNECT host (issue 23) */
+  int refused = ir_host_refusal(r, c->host, c->port, &why);
+  if (refused) {
+    c->decision = refused == 421 ? "misdirected" : "bad_request";
+    return reply_error(c, refused, "invalid_request_error", why);
+  }
   c->decision = "allow";
   c->rule = v.rule;
   c->up_left = r->body_len;

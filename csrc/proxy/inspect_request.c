@@ -16,14 +16,18 @@ ir_status ir_read(const char *buf, size_t len, const ph_limits *lim, size_t *sca
   case PH_DONE: break;
   }
   const ph_request *h = &out->head;
-  if (h->target_len == 0 || h->target[0] != '/') return IR_NOT_ORIGIN;
-  if (memchr(h->target, '#', h->target_len)) return IR_BAD;
+  if (h->target_len > 0 && h->target[0] == '/') {
+    if (memchr(h->target, '#', h->target_len)) return IR_BAD;
+    out->path = h->target;
+    out->path_len = h->target_len;
+  } else if (ph_absolute_split(h->target, h->target_len, "https://", &out->authority, &out->authority_len, &out->path,
+                               &out->path_len) != 0) {
+    return IR_NOT_ORIGIN;
+  }
   if (ph_find(h, "transfer-encoding", NULL)) return IR_CHUNKED;
   if (ph_content_length(h, &out->body_len) < 0) return IR_BAD_LENGTH;
-  out->path = h->target;
-  out->path_len = h->target_len;
-  const char *q = memchr(h->target, '?', h->target_len);
-  out->path_noquery_len = q ? (size_t)(q - h->target) : h->target_len;
+  const char *q = memchr(out->path, '?', out->path_len);
+  out->path_noquery_len = q ? (size_t)(q - out->path) : out->path_len;
   return IR_READY;
 }
 
@@ -35,22 +39,16 @@ const char *ir_status_text(ir_status s) {
   case IR_LINE_TOO_LONG: return "the request line is longer than the proxy accepts";
   case IR_HEAD_TOO_LARGE: return "the request headers are larger than the proxy accepts";
   case IR_BAD_VERSION: return "only HTTP/1.0 and HTTP/1.1 are served";
-  case IR_NOT_ORIGIN: return "inside an inspected connection only origin-form targets (\"/path\") are served";
+  case IR_NOT_ORIGIN:
+    return "inside an inspected connection only origin-form (\"/path\") and https:// absolute-form targets are served";
   case IR_CHUNKED: return "request bodies are forwarded with Content-Length only (no Transfer-Encoding)";
   case IR_BAD_LENGTH: return "malformed or repeated Content-Length";
   }
   return "unknown";
 }
 
-static int dropped(const ph_header *h, const char *token, size_t tl) {
-  static const char *const hop[] = {"host",    "proxy-authorization", "proxy-connection", "connection",
-                                    "keep-alive", "te",              "trailer",          "upgrade",
-                                    "transfer-encoding"};
-  for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
-    if (ph_name_is(h, hop[i])) return 1;
-  /* the token in a name counts too: "X-<token>: 1" must not carry it upstream either */
-  return tl > 0 && ((h->value_len >= tl && memmem(h->value, h->value_len, token, tl) != NULL) ||
-                    (h->name_len >= tl && memmem(h->name, h->name_len, token, tl) != NULL));
+int ir_host_refusal(const ir_request *r, const char *host, int port, const char **why) {
+  return ph_host_refusal(&r->head, r->authority, r->authority_len, host, port, 443, why);
 }
 
 char *ir_outbound_head(const ir_request *r, const char *host, int port, const char *token, size_t token_len,
@@ -66,7 +64,7 @@ char *ir_outbound_head(const ir_request *r, const char *host, int port, const ch
   n += (size_t)snprintf(out + n, cap - n, "\r\n");
   for (size_t i = 0; i < h->nheaders; i++) {
     const ph_header *x = &h->headers[i];
-    if (dropped(x, token, token_len)) continue;
+    if (ph_dropped(x, token, token_len)) continue;
     n += (size_t)snprintf(out + n, cap - n, "%.*s: %.*s\r\n", (int)x->name_len, x->name, (int)x->value_len, x->value);
   }
   n += (size_t)snprintf(out + n, cap - n, "Connection: close\r\n\r\n");

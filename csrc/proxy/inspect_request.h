@@ -4,9 +4,11 @@
  * on to the real host. Pure (no allocation but the outbound head, no I/O), so the fuzz target
  * csrc/fuzz/fuzz_proxy_inspect.c links exactly what the proxy runs. The head is parsed by
  * http_head.c, as strictly as a plain-HTTP request; on top of that, an inspected request must
- * be origin-form ("/path", the CONNECT named the host), and its body must have a
- * Content-Length (no Transfer-Encoding), so the proxy knows where the request ends and can
- * pass exactly that many bytes: nothing unchecked can follow it. */
+ * be origin-form ("/path", the CONNECT named the host) or absolute-form "https://host/path"
+ * (RFC 9112 3.2.2: servers accept it), must name the CONNECT host in that authority and in its
+ * Host header (ir_host_refusal: else 421), and its body must have a Content-Length (no
+ * Transfer-Encoding), so the proxy knows where the request ends and can pass exactly that
+ * many bytes: nothing unchecked can follow it. */
 #include <stddef.h>
 
 #include "proxy/http_head.h"
@@ -18,15 +20,17 @@ typedef enum {
   IR_LINE_TOO_LONG,  /* 414 */
   IR_HEAD_TOO_LARGE, /* 431 */
   IR_BAD_VERSION,    /* 505 */
-  IR_NOT_ORIGIN,     /* an absolute-form, authority-form or "*" target: 400 */
+  IR_NOT_ORIGIN,     /* an authority-form or "*" target, or absolute-form other than https: 400 */
   IR_CHUNKED,        /* Transfer-Encoding: 411 */
   IR_BAD_LENGTH,     /* malformed or repeated Content-Length: 400 */
 } ir_status;
 
 typedef struct ir_request {
   ph_request head;
-  const char *path;         /* the target, query included (points into the buffer) */
-  size_t path_len;          /* of the target */
+  const char *authority;    /* of an absolute-form target (points into the buffer), else NULL */
+  size_t authority_len;
+  const char *path;         /* the origin-form target, or an absolute-form one's path; query included */
+  size_t path_len;
   size_t path_noquery_len;  /* of the path before any '?' */
   unsigned long long body_len;
 } ir_request;
@@ -35,10 +39,16 @@ typedef struct ir_request {
 ir_status ir_read(const char *buf, size_t len, const ph_limits *lim, size_t *scanned, ir_request *out);
 const char *ir_status_text(ir_status s);
 
-/* The head sent to the real host: "METHOD target HTTP/1.1", Host from the CONNECT (host, with
- * ":port" unless 443), the client's headers without hop-by-hop ones, the proxy credentials
- * or any header whose name or value holds the token, then "Connection: close" (one request per
- * connection). malloc'd, NULL when out of memory. */
+/* Whether a request read by ir_read names the CONNECT host:port (its authority, when
+ * absolute-form, and its Host header; 443 when they give no port). 0 when it does, else the
+ * status to answer (400 or 421, see ph_host_refusal) with *why. */
+int ir_host_refusal(const ir_request *r, const char *host, int port, const char **why);
+
+/* The head sent to the real host: "METHOD path HTTP/1.1" (origin-form), Host from the CONNECT
+ * (host, with ":port" unless 443), the client's headers without those ph_dropped names
+ * (hop-by-hop ones, the proxy credentials, method and URL overrides, any header whose name or
+ * value holds the token), then "Connection: close" (one request per connection). malloc'd,
+ * NULL when out of memory. */
 char *ir_outbound_head(const ir_request *r, const char *host, int port, const char *token, size_t token_len,
                        size_t *out_len);
 

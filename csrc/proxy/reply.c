@@ -19,6 +19,7 @@ const char *reply_status_text(int status) {
   case 411: return "Length Required";
   case 413: return "Content Too Large";
   case 414: return "URI Too Long";
+  case 421: return "Misdirected Request";
   case 431: return "Request Header Fields Too Large";
   case 500: return "Internal Server Error";
   case 502: return "Bad Gateway";

@@ -1,0 +1,402 @@
+-- What sandstack-proxy lets a request say to an origin (issue 23, items 5 and 6 and "Host must
+-- match"; docs/proxy.md "Headers and Host"), attacked through the real binary as the sandboxed
+-- agent would: method and URL override headers, the session token in a header name, and a
+-- request naming another host than the one admitted (another name at the same front end, a
+-- pipelined second request, an absolute-form target). The test bed is the one of
+-- spec/proxy_core_spec.lua (spec/support/proxy_harness.lua): the proxy and the clients in one
+-- network namespace, the outside in another. The outside is one recording origin (written
+-- here): every name is served at 198.51.100.10, plain HTTP on :80, TLS on :443 and :8443, and
+-- each connection's bytes are logged and echoed back as JSON, so a test sees exactly what an
+-- origin received. Every refusal is preceded by a control that succeeds. Needs root and ip(8).
+local h = require "helpers"
+local core = require "sandstack.core"
+
+local ph = require "proxy_harness"
+local H = ph.new("shdr")
+local TOKEN, PROXY_IP = H.TOKEN, H.PROXY_IP
+local in_p, in_o, audit, proxies = H.in_p, H.in_o, H.audit, H.proxies
+local work
+
+local SKIP = H.missing()
+
+local POLICY = {
+  { host = "api.test", methods = { "GET", "POST" }, paths = { "/v1/*" } },              -- 1: inspected
+  { host = "other.test", methods = { "GET" }, paths = { "/v1/*" } },                    -- 2: another name, same front end
+  { host = "plain.test", port = 80, methods = { "GET", "POST" }, paths = { "/v1/*" } }, -- 3: plain-HTTP forward
+  "model.test:8443",                                                                    -- 4: the credential upstream
+}
+
+local HOSTS = [[
+198.51.100.10 api.test
+198.51.100.10 other.test
+198.51.100.10 plain.test
+198.51.100.10 model.test
+]]
+
+-- The origin: :80 plain, :443 and :8443 TLS. Per connection: the request head, its
+-- Content-Length of body, then whatever else arrives within 0.3 s (a pipelined request the
+-- proxy let through); one JSON line per connection in LOG; the same JSON as the answer.
+local ORIGIN = [[
+import json, socket, ssl, sys, threading
+cert, key, log = sys.argv[1:4]
+ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+ctx.load_cert_chain(cert, key)
+lock = threading.Lock()
+
+def serve(c, port, tls):
+    try:
+        if tls:
+            c = ctx.wrap_socket(c, server_side=True)
+        c.settimeout(5)
+        raw = b""
+        while b"\r\n\r\n" not in raw:
+            d = c.recv(65536)
+            if not d:
+                return
+            raw += d
+        head = raw.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+        lines = head.split("\r\n")
+        headers = [[k.strip(), v.strip()] for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)]
+        cl = [int(v) for k, v in headers if k.lower() == "content-length"]
+        want = len(head) + 4 + (cl[0] if cl else 0)
+        while len(raw) < want:
+            d = c.recv(65536)
+            if not d:
+                break
+            raw += d
+        c.settimeout(0.3)
+        try:
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    break
+                raw += d
+        except OSError:
+            pass
+        rec = {"port": port, "line": lines[0], "headers": headers, "raw": raw.decode("latin-1")}
+        with lock:
+            with open(log, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+        body = json.dumps(rec).encode()
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                  b"Connection: close\r\n\r\n" % len(body) + body)
+    except Exception:
+        pass
+    finally:
+        c.close()
+
+def listen(port, tls):
+    s = socket.create_server(("0.0.0.0", port), backlog=64)
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=serve, args=(c, port, tls), daemon=True).start()
+
+for port, tls in ((80, False), (443, True), (8443, True)):
+    threading.Thread(target=listen, args=(port, tls), daemon=True).start()
+open(log + ".ready", "w").close()
+threading.Event().wait()
+]]
+
+-- The client: requests from a JSON file, in order, one connection each: {target, sni, data}.
+-- data goes to the proxy as it is (target "-"), or inside TLS after "CONNECT target" with SNI
+-- sni, trusting CAFILE. Prints the answers as a JSON list. One process for many requests.
+local CLIENT = [[
+import base64, json, socket, ssl, sys
+ph, pp, cafile, token, reqs = sys.argv[1:6]
+ctx = ssl.create_default_context(cafile=cafile)
+auth = base64.b64encode(("sandstack:" + token).encode()).decode()
+
+def one(req):
+    s = socket.create_connection((ph, int(pp)), timeout=10)
+    out = {}
+    if req["target"] != "-":
+        s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n"
+                   % (req["target"], req["target"], auth)).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            d = s.recv(1)
+            if not d:
+                break
+            head += d
+        out["connect"] = head.split(b"\r\n")[0].decode("latin-1")
+        s = ctx.wrap_socket(s, server_hostname=req["sni"])
+    s.sendall(req["data"].encode("latin-1"))
+    raw = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            raw += d
+    except OSError:
+        pass
+    s.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    first = head.split(b"\r\n")[0].decode("latin-1")
+    out["status"] = int(first.split(" ")[1]) if first.startswith("HTTP/") else None
+    out["responses"] = raw.count(b"HTTP/1.1 ")
+    out["body"] = body.decode("latin-1")
+    return out
+
+print(json.dumps([one(r) for r in json.load(open(reqs))]))
+]]
+
+local OVERRIDES = { "X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override", "X-Original-URL", "X-Rewrite-URL" }
+
+-- one line each, in several spellings of case (the names are case-insensitive)
+local OVERRIDE_LINES = "X-HTTP-Method-Override: DELETE\r\nx-http-method: DELETE\r\nX-METHOD-OVERRIDE: PUT\r\n"
+  .. "x-Original-Url: /admin/wipe\r\nX-Rewrite-URL: /admin/wipe\r\n"
+
+-- a request: data sent as it is ("-"), or inside TLS after "CONNECT target" with SNI sni
+local function req(target, sni, data) return { target = target, sni = sni, data = data } end
+-- a request inside an inspected tunnel to api.test:443 (SNI api.test)
+local function insp(data) return req("api.test:443", "api.test", data) end
+-- a plain-HTTP request to the proxy (absolute form, with the proxy token)
+local function fwd(line, headers)
+  return req("-", "-", line .. "\r\nProxy-Authorization: Bearer " .. TOKEN .. "\r\n" .. (headers or "") .. "\r\n")
+end
+
+-- the requests, in order, from one client process -> their answers (r.json: the body decoded)
+local function run(reqs)
+  local file = work .. "/reqs.json"
+  h.write_file(file, assert(core.json_encode(reqs)))
+  local out = h.must(in_p("python3 " .. h.q(work .. "/client.py") .. " " .. PROXY_IP .. " " .. proxies.main.port .. " "
+    .. h.q(proxies.main.ca .. "/bundle.pem") .. " " .. h.q(TOKEN) .. " " .. h.q(file)))
+  local res = assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+  assert.equal(#reqs, #res)
+  for _, r in ipairs(res) do r.json = core.json_decode(r.body) end
+  return res
+end
+
+-- the header values the origin received under a name (case-insensitive)
+local function got(rec, name)
+  local vals = {}
+  for _, kv in ipairs(rec.headers) do
+    if kv[1]:lower() == name:lower() then vals[#vals + 1] = kv[2] end
+  end
+  return vals
+end
+
+local function origin_log() return h.read_file(work .. "/origin.log") or "" end
+
+local function assert_no_overrides(rec, route)
+  for _, name in ipairs(OVERRIDES) do
+    assert.same({}, got(rec, name), route .. ": " .. name .. " reached the origin")
+  end
+  assert.is_nil(rec.raw:lower():find("/admin/wipe", 1, true), route)
+  assert.same({ "yes" }, got(rec, "X-Keep"), route .. ": control header") -- other headers pass
+end
+
+local function setup()
+  work = H.net_up("/tmp/shdr-proxy.XXXXXX", HOSTS, { "198.51.100.10" })
+  H.make_certs("shdr-test-ca", "api.test", { "api.test", "other.test", "plain.test", "model.test" })
+  h.write_file(work .. "/origin.py", ORIGIN)
+  h.write_file(work .. "/client.py", CLIENT)
+  local d = h.q(work)
+  h.must(in_o("setsid python3 " .. d .. "/origin.py " .. d .. "/srv.pem " .. d .. "/srv.key " .. d .. "/origin.log")
+    .. " </dev/null >" .. d .. "/origin.err 2>&1 &")
+  h.must("for i in $(seq 100); do [ -f " .. d .. "/origin.log.ready ] && break; sleep 0.05; done; [ -f " .. d
+    .. "/origin.log.ready ]")
+  H.start_proxy("main", 3128, H.base_env("shdr-session", {
+    SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
+    SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem"), SANDSTACK_CA_ROOTS = work .. "/ca.pem" }), { ca_dir = true })
+end
+
+-- the audit lines of kind with decision "misdirected" and status 421
+local function misdirected(kind)
+  local n = 0
+  for _, l in ipairs(audit("main")) do
+    if l.kind == kind and l.decision == "misdirected" and l.status == 421 then n = n + 1 end
+  end
+  return n
+end
+
+describe("sandstack-proxy headers and Host", function()
+  if not H.bring_up(SKIP, setup) then return end
+
+  describe("method and URL override headers (issue 23, item 5)", function()
+    it("are stripped from plain-HTTP forwarded requests, inside inspected tunnels and on the credential route", function()
+      local res = run {
+        fwd("GET http://plain.test/v1/fwd-override HTTP/1.1", "Host: plain.test\r\nX-Keep: yes\r\n" .. OVERRIDE_LINES),
+        insp("POST /v1/insp-override HTTP/1.1\r\nHost: api.test\r\nContent-Length: 2\r\nX-Keep: yes\r\n" .. OVERRIDE_LINES
+          .. "\r\nhi"),
+        req("-", "-", "POST /v1/cred-override HTTP/1.1\r\nHost: proxy\r\nx-api-key: " .. TOKEN
+          .. "\r\nContent-Length: 2\r\nX-Keep: yes\r\n" .. OVERRIDE_LINES .. "\r\nhi"),
+      }
+      local lines = { "GET /v1/fwd-override HTTP/1.1", "POST /v1/insp-override HTTP/1.1", "POST /v1/cred-override HTTP/1.1" }
+      for i, route in ipairs { "forward", "inspect", "credential" } do
+        local r = res[i]
+        assert.equal(200, r.status, route .. ": " .. r.body) -- control: the request itself went through
+        assert.equal(lines[i], r.json.line, route)
+        assert_no_overrides(r.json, route)
+      end
+      assert.same({ H.KEY }, got(res[3].json, "x-api-key")) -- control: the credential route swapped the key
+    end)
+  end)
+
+  describe("the session token in a header name (issue 23, item 6)", function()
+    it("reaches no origin on any route: credential, plain-HTTP forward or inspected", function()
+      local named = "X-" .. TOKEN .. ": 1\r\nX-Pre" .. TOKEN .. "post: 2\r\nX-Keep: yes\r\n"
+      local res = run {
+        req("-", "-", "GET /v1/cred-name HTTP/1.1\r\nHost: proxy\r\nx-api-key: " .. TOKEN .. "\r\n" .. named .. "\r\n"),
+        fwd("GET http://plain.test/v1/fwd-name HTTP/1.1", "Host: plain.test\r\n" .. named),
+        insp("GET /v1/insp-name HTTP/1.1\r\nHost: api.test\r\n" .. named .. "\r\n"),
+      }
+      for i, route in ipairs { "credential", "forward", "inspect" } do
+        local r = res[i]
+        assert.equal(200, r.status, route .. ": " .. r.body) -- control: the request itself went through
+        assert.same({ "yes" }, got(r.json, "X-Keep"), route)
+        assert.is_nil(r.json.raw:find(TOKEN, 1, true), route .. ": the token reached the origin")
+      end
+      assert.is_nil(origin_log():find(TOKEN, 1, true))
+    end)
+  end)
+
+  describe("Host must name the admitted host", function()
+    it("inspected tunnel: a request for another name gets 421 and never reaches the origin (item 3's form)", function()
+      local cases = {
+        { "GET /v1/mis-0 HTTP/1.1\r\nHost: OTHER.test.\r\n\r\n", "another name, in other case, with a dot" },
+        { "GET /v1/mis-1 HTTP/1.1\r\nHost: other.test\r\n\r\n", "another admitted name" },
+        { "GET /v1/mis-2 HTTP/1.1\r\nHost: api.test:8443\r\n\r\n", "another port" },
+        { "GET /v1/mis-3 HTTP/1.1\r\nHost: evil.test\r\n\r\n", "a name outside the policy" },
+        { "GET https://other.test/v1/mis-4 HTTP/1.1\r\nHost: api.test\r\n\r\n", "absolute-form, another name" },
+        { "GET https://api.test:444/v1/mis-5 HTTP/1.1\r\nHost: api.test\r\n\r\n", "absolute-form, another port" },
+        { "GET https://api.test/v1/mis-6 HTTP/1.1\r\nHost: other.test\r\n\r\n", "absolute-form, Host another name" },
+      }
+      -- controls: the admitted name through its tunnel; other.test is admitted and served at the
+      -- same address, through a CONNECT of its own
+      local reqs = { insp("GET /v1/host-ok HTTP/1.1\r\nHost: api.test\r\n\r\n"),
+        req("other.test:443", "other.test", "GET /v1/other-direct HTTP/1.1\r\nHost: other.test\r\n\r\n") }
+      for _, case in ipairs(cases) do reqs[#reqs + 1] = insp(case[1]) end
+      local before = misdirected("inspect")
+      local res = run(reqs)
+      assert.equal(200, res[1].status, res[1].body)
+      assert.same({ "api.test" }, got(res[1].json, "Host"))
+      assert.equal(200, res[2].status, res[2].body)
+      assert.same({ "other.test" }, got(res[2].json, "Host"))
+      for i, case in ipairs(cases) do
+        local r = res[i + 2]
+        assert.equal(421, r.status, case[2] .. ": " .. r.body)
+        assert.equal("invalid_request_error", r.json.error.type, case[2])
+      end
+      local log = origin_log()
+      assert.matches("/v1/host-ok", log, 1, true) -- control: the log records what arrived
+      for i = 0, #cases - 1 do assert.is_nil(log:find("/v1/mis-" .. i, 1, true), "mis-" .. i .. " reached the origin") end
+      assert.equal(#cases, misdirected("inspect") - before)
+    end)
+
+    it("inspected tunnel: case, one trailing dot, the explicit default port, no Host and a matching absolute-form "
+      .. "target name the admitted host; a repeated or malformed Host is a 400", function()
+      local same = {
+        { "GET /v1/same-1 HTTP/1.1\r\nHost: API.Test.\r\n\r\n", "GET /v1/same-1 HTTP/1.1" },
+        { "GET /v1/same-2 HTTP/1.1\r\nHost: api.test:443\r\n\r\n", "GET /v1/same-2 HTTP/1.1" },
+        { "GET /v1/same-3 HTTP/1.1\r\n\r\n", "GET /v1/same-3 HTTP/1.1" },
+        { "GET /v1/same-4 HTTP/1.0\r\n\r\n", "GET /v1/same-4 HTTP/1.1" },
+        { "GET https://API.test/v1/same-5?q=1 HTTP/1.1\r\nHost: api.test\r\n\r\n", "GET /v1/same-5?q=1 HTTP/1.1" },
+      }
+      local bad = {
+        "GET /v1/bad-1 HTTP/1.1\r\nHost: api.test\r\nHost: api.test\r\n\r\n",
+        "GET /v1/bad-2 HTTP/1.1\r\nHost: api.test\r\nhost: other.test\r\n\r\n",
+        "GET /v1/bad-3 HTTP/1.1\r\nHost: user@api.test\r\n\r\n",
+        "GET /v1/bad-4 HTTP/1.1\r\nHost: api.test:0443\r\n\r\n",
+        "GET /v1/bad-5 HTTP/1.1\r\nHost: \r\n\r\n",
+      }
+      local reqs = {}
+      for _, case in ipairs(same) do reqs[#reqs + 1] = insp(case[1]) end
+      for _, data in ipairs(bad) do reqs[#reqs + 1] = insp(data) end
+      local res = run(reqs)
+      for i, case in ipairs(same) do
+        local r = res[i]
+        assert.equal(200, r.status, case[1] .. ": " .. r.body)
+        assert.equal(case[2], r.json.line)
+        assert.same({ "api.test" }, got(r.json, "Host"), case[1]) -- the origin gets the admitted name, once
+      end
+      for i, data in ipairs(bad) do
+        local r = res[#same + i]
+        assert.equal(400, r.status, data .. ": " .. r.body)
+      end
+      local log = origin_log()
+      for i = 1, #bad do assert.is_nil(log:find("/v1/bad-" .. i, 1, true), "bad-" .. i .. " reached the origin") end
+    end)
+
+    it("inspected tunnel: a pipelined second request naming another host never reaches the origin (item 2's form)", function()
+      local res = run {
+        insp("GET /v1/pipe-a1 HTTP/1.1\r\nHost: api.test\r\n\r\nGET /v1/pipe-a2 HTTP/1.1\r\nHost: other.test\r\n\r\n"),
+        insp("GET /v1/pipe-b1 HTTP/1.1\r\nHost: other.test\r\n\r\nGET /v1/pipe-b2 HTTP/1.1\r\nHost: api.test\r\n\r\n"),
+      }
+      assert.equal(200, res[1].status, res[1].body) -- the first, checked request
+      assert.equal(1, res[1].responses)
+      assert.equal(421, res[2].status, res[2].body)
+      assert.equal(1, res[2].responses)
+      local log = origin_log()
+      assert.matches("/v1/pipe-a1", log, 1, true)
+      for _, p in ipairs { "/v1/pipe-a2", "/v1/pipe-b1", "/v1/pipe-b2" } do assert.is_nil(log:find(p, 1, true), p) end
+    end)
+
+    it("plain-HTTP route: a Host naming another host or port gets 421, also pipelined (item 2's form)", function()
+      local cases = {
+        { "GET http://plain.test/v1/fmis-1 HTTP/1.1", "Host: other.test\r\n" },
+        { "GET http://plain.test/v1/fmis-2 HTTP/1.1", "Host: plain.test:8080\r\n" },
+        { "GET http://plain.test/v1/fmis-3 HTTP/1.1", "Host: evil.test\r\n" },
+        { "GET http://plain.test:80/v1/fmis-4 HTTP/1.1", "Host: plain.test:81\r\n" },
+      }
+      local auth = "Proxy-Authorization: Bearer " .. TOKEN .. "\r\n"
+      local reqs = { fwd("GET http://plain.test/v1/fwd-ok HTTP/1.1", "Host: plain.test\r\n") } -- control
+      for _, case in ipairs(cases) do reqs[#reqs + 1] = fwd(case[1], case[2]) end
+      -- pipelined: a second request (another Host) in the same bytes, after a checked first, and before one
+      reqs[#reqs + 1] = req("-", "-", "GET http://plain.test/v1/fpipe-1 HTTP/1.1\r\nHost: plain.test\r\n" .. auth .. "\r\n"
+        .. "GET http://plain.test/v1/fpipe-2 HTTP/1.1\r\nHost: other.test\r\n" .. auth .. "\r\n")
+      reqs[#reqs + 1] = req("-", "-", "GET http://plain.test/v1/fpipe-3 HTTP/1.1\r\nHost: other.test\r\n" .. auth .. "\r\n"
+        .. "GET http://plain.test/v1/fpipe-4 HTTP/1.1\r\nHost: plain.test\r\n" .. auth .. "\r\n")
+      local before = misdirected("forward")
+      local res = run(reqs)
+      assert.equal(200, res[1].status, res[1].body)
+      assert.same({ "plain.test" }, got(res[1].json, "Host"))
+      for i, case in ipairs(cases) do
+        local r = res[i + 1]
+        assert.equal(421, r.status, case[2] .. ": " .. r.body)
+        assert.equal("invalid_request_error", r.json.error.type)
+      end
+      local p1, p3 = res[#cases + 2], res[#cases + 3]
+      assert.equal(200, p1.status, p1.body)
+      assert.equal(1, p1.responses)
+      assert.equal(421, p3.status, p3.body)
+      assert.equal(1, p3.responses)
+      local log = origin_log()
+      assert.matches("/v1/fwd-ok", log, 1, true)
+      assert.matches("/v1/fpipe-1", log, 1, true)
+      for i = 1, #cases do assert.is_nil(log:find("/v1/fmis-" .. i, 1, true), "fmis-" .. i .. " reached the origin") end
+      for i = 2, 4 do assert.is_nil(log:find("/v1/fpipe-" .. i, 1, true), "fpipe-" .. i .. " reached the origin") end
+      assert.equal(#cases + 1, misdirected("forward") - before)
+    end)
+
+    it("plain-HTTP route: case, one trailing dot, the explicit default port and no Host name the URL's host; "
+      .. "a repeated Host is a 400", function()
+      local hosts = { "Host: PLAIN.test.\r\n", "Host: plain.test:80\r\n", "" }
+      local reqs = {}
+      for _, hdr in ipairs(hosts) do reqs[#reqs + 1] = fwd("GET http://plain.test/v1/fsame HTTP/1.1", hdr) end
+      reqs[#reqs + 1] = fwd("GET http://plain.test/v1/fbad-1 HTTP/1.1", "Host: plain.test\r\nHost: plain.test\r\n")
+      local res = run(reqs)
+      for i, hdr in ipairs(hosts) do
+        assert.equal(200, res[i].status, hdr .. ": " .. res[i].body)
+        assert.same({ "plain.test" }, got(res[i].json, "Host"), hdr)
+      end
+      assert.equal(400, res[#hosts + 1].status, res[#hosts + 1].body)
+      assert.is_nil(origin_log():find("/v1/fbad-1", 1, true))
+    end)
+  end)
+
+  describe("shutdown", function()
+    it("exits cleanly on SIGTERM (and, under ASan, without a sanitizer report)", function()
+      local p = proxies.main
+      h.must("kill -TERM " .. p.pid)
+      h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid
+        .. " 2>/dev/null")
+      p.pid = nil
+      local err = h.read_file(p.dir .. "/err") or ""
+      assert.is_nil(err:find("Sanitizer", 1, true), err)
+      assert.is_nil(err:find("runtime error", 1, true), err)
+      assert.is_nil(h.read_file(p.dir .. "/out"):find(TOKEN, 1, true))
+    end)
+  end)
+end)
