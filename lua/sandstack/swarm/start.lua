@@ -5,12 +5,13 @@
 --   2. the first service in dependency order, with the whole session's reservation and no
 --      constraint of sandstack's: Swarm's scheduler chooses the node (a drained, paused or full
 --      node is never chosen);
---   3. the node's promises, checked on it (swarm/verify.lua);
+--   3. the forwarder, a standalone container on that node's own engine as the plan made it:
+--      publishing on the node's 127.0.0.1, joined to the session's (attachable) overlay once
+--      the first task has brought the overlay to the node; with it, the node's promises,
+--      checked on the node (swarm/verify.lua);
 --   4. the other services in dependency order, each pinned to that node (node.id==...), each
 --      wave once its dependencies run (and pass their ready test, run by exec on the node);
---   5. the forwarder, a standalone container on that node's own engine as the plan made it:
---      publishing on the node's 127.0.0.1, joined to the session's (attachable) overlay;
---   6. readiness through the forwarder (swarm/ready.lua).
+--   5. readiness through the forwarder (swarm/ready.lua).
 -- Any failure removes what this run made (by its run label, on the manager and the node).
 local core = require "sandstack.core"
 local E = require "sandstack.error"
@@ -192,12 +193,49 @@ local function create_overlays(run)
   return true
 end
 
--- The first service: Swarm chooses its node. Then that node's engine and its promises.
+-- The forwarder's publish network and its container (created, not started) on the node: they
+-- need nothing of the overlay, so they are made while the node starts the first task.
+local function forwarder_create(run)
+  local eng, fw = run.node_eng, run.shape.forwarder
+  local reqs = {}
+  for i, n in ipairs(run.shape.local_networks) do reqs[i] = { "POST", "/networks/create", n.body_json } end
+  local results = batch.run(eng, reqs, 60)
+  for i, r in ipairs(results) do
+    if not r.ok then return nil, r.err end
+    emit(run, "network_created", nil, { network = run.shape.local_networks[i].name, node = run.node.hostname })
+  end
+  local ok, err = eng:call(fw.method, fw.path, fw.body_json)
+  if not ok then return nil, err end
+  emit(run, "container_created", fw.service, { container = fw.name, node = run.node.hostname })
+  return true
+end
+
+-- Once the first task runs, the session's overlay is on the node: the forwarder joins it and
+-- starts (socat resolves the sandbox per connection, so it may start before the sandbox does),
+-- and the node probe (when this node was not checked before) is made and started alongside.
+local function forwarder_start_and_probe(run)
+  local eng, fw = run.node_eng, run.shape.forwarder
+  local probe = verify.probe_request(run)
+  local reqs = {}
+  for _, cn in ipairs(fw.connects) do reqs[#reqs + 1] = { cn.method, cn.path, cn.body_json } end
+  if probe then reqs[#reqs + 1] = probe.create end
+  local err = batch.first_error(batch.run(eng, reqs, 60))
+  if err then return nil, err end
+  reqs = { { "POST", "/containers/" .. fw.name .. "/start", nil, nil, ok = { [304] = true } } }
+  if probe then reqs[2] = probe.start end
+  err = batch.first_error(batch.run(eng, reqs, 60))
+  if err then return nil, err end
+  emit(run, "container_started", fw.service, { container = fw.name })
+  if probe then return verify.check(run, probe) end
+  return true
+end
+
+-- The first service: Swarm chooses its node. Then that node's engine, the forwarder, and the
+-- node's promises.
 local function place(run)
   local first = run.shape.services[1]
   local ok, err = create_services(run, { first })
   if not ok then return nil, err end
-  -- placement first (its own deadline), then the node's engine, then the task's start
   local t0 = now()
   while not first.node_id do
     local tasks; tasks, err = cluster.tasks(run.mgr, { first.id })
@@ -222,6 +260,8 @@ local function place(run)
   emit(run, "placed", first.service, { node = node.hostname, node_id = node.id })
   run.node_eng, err = cluster.node_engine(node, { timeout = run.timeout, project = run.plan.project })
   if not run.node_eng then return nil, err end
+  ok, err = forwarder_create(run)
+  if not ok then return nil, err end
   ok, err = wait_wave(run, { first })
   if not ok then return nil, err end
   -- did the manager keep the service's no-new-privileges? (API 1.41 drops the field)
@@ -231,7 +271,7 @@ local function place(run)
     local priv = (((s.Spec or {}).TaskTemplate or {}).ContainerSpec or {}).Privileges or {}
     run.nnp_from_node = priv.NoNewPrivileges ~= true
   end
-  return verify.node(run)
+  return forwarder_start_and_probe(run)
 end
 
 -- The other services, pinned to the node, in dependency waves.
@@ -258,28 +298,6 @@ local function start_rest(run)
     for _, c in ipairs(wave) do ready_set[c.service] = true end
     pending = later
   end
-  return true
-end
-
--- The forwarder on the node's own engine, exactly as planned: its publish network, the
--- container on it, joined to the session's overlay before its start.
-local function forwarder(run)
-  local eng, fw = run.node_eng, run.shape.forwarder
-  for _, n in ipairs(run.shape.local_networks) do
-    local ok, err = eng:call("POST", "/networks/create", n.body_json)
-    if not ok then return nil, err end
-    emit(run, "network_created", nil, { network = n.name, node = run.node.hostname })
-  end
-  local ok, err = eng:call(fw.method, fw.path, fw.body_json)
-  if not ok then return nil, err end
-  emit(run, "container_created", fw.service, { container = fw.name, node = run.node.hostname })
-  for _, cn in ipairs(fw.connects) do
-    ok, err = eng:call(cn.method, cn.path, cn.body_json)
-    if not ok then return nil, err end
-  end
-  ok, err = eng:call("POST", "/containers/" .. fw.name .. "/start", nil, { ok = { [304] = true } })
-  if not ok then return nil, err end
-  emit(run, "container_started", fw.service, { container = fw.name })
   return true
 end
 
@@ -319,7 +337,6 @@ function M.start(session_key, opts)
     function() return create_overlays(run) end,
     function() return place(run) end,
     function() return start_rest(run) end,
-    function() return forwarder(run) end,
     function()
       run.port, err = readiness.read_port { eng = run.node_eng, plan = plan }
       return run.port, err

