@@ -11,8 +11,9 @@ return {
       volumes = { { name = "workspace", target = "/workspace" } } },
     { name = "db", image = agent, command = { "agent" }, env = { AGENT_PORT = "5432" }, egress = "none" },
   },
-  -- the proxy admits exactly this: the outside stand-in of demo.sh, and the model API
-  egress_policy = { allow = { "198.51.100.2:8099", "api.anthropic.com:443" } },
+  -- the proxy admits exactly this: the outside stand-in of demo.sh (a plain TCP service that
+  -- speaks first, so raw: without it a tunnel must open with a TLS ClientHello), and the model API
+  egress_policy = { allow = { { host = "198.51.100.2", port = 8099, raw = true }, "api.anthropic.com:443" } },
   api_key = os.getenv("DEMO_API_KEY") or "sk-demo-real-key-never-in-the-sandbox",
   volumes = { { name = "workspace" } },
   ready = { db = { test = { "agent", "connect", "127.0.0.1", "5432", "500" }, interval = 0.5, retries = 20 } },

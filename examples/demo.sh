@@ -35,7 +35,9 @@ listener_pid=$!
 echo "  listening on 0.0.0.0:$port"
 
 step "sandstack up examples/demo-stack.lua"
-out=$(bin/sandstack up examples/demo-stack.lua --session "$session" | tee /dev/stderr)
+# (not `| tee /dev/stderr`: when stderr is a file, reopening it truncates what came before)
+out=$(bin/sandstack up examples/demo-stack.lua --session "$session")
+printf '%s\n' "$out"
 endpoint=$(printf '%s\n' "$out" | awk '/^endpoint/ { print $2 }')
 
 step "the agent answers through the forwarder at $endpoint"
