@@ -358,6 +358,7 @@ void inspect_start(proxy_conn *c) {
   }
   c->leaf = fresh ? "fresh" : "cached";
   c->state = ST_INSPECT;
+  c->status = 0; /* the audit line's status is the inner answer's (response_bytes), not the CONNECT's 200 */
   free(c->hello_scratch);
   c->hello_scratch = NULL;
   int fed = tls_end_feed(&s->client, c->buf, c->len); /* the ClientHello tunnel.c read */

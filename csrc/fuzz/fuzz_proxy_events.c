@@ -1,0 +1,633 @@
+/* libFuzzer target for the ORDER of events on one sandstack-proxy connection (issue 23): the
+ * parser targets feed bytes; this one feeds time. The proxy's own connection code (conn.c,
+ * tunnel.c, forward.c, credential.c, inspect.c, relay.c, dial.c, tls.c, listener.c...) runs
+ * unchanged over an in-memory libuv and a scripted libcurl (csrc/fuzz/events/mem_uv.c,
+ * mem_curl.c: a link-time seam, so the real binary keeps plain libuv), with a client and a
+ * destination that speak real TLS where the route needs it (events/peers.c). The policy:
+ * api.test (GET and POST on /up and /v1/...: inspected), tunnel.test:443, plain.test:80 (GET and
+ * POST on /up), model.test (the credential upstream, /v1/...), open.test (any port), raw.test:22.
+ *
+ * Input: byte 0 picks the route (a request template: tunnel, inspected, plain-HTTP forward,
+ * credential, raw TCP, refusals, or a client script made only of fuzzer bytes), byte 1 the body
+ * size, byte 2 the rare conditions (TLS 1.2 on either side, uv_cancel too late, accept or
+ * connect failing at once). Every later byte is one event: high nibble the kind, low nibble its
+ * size or variant: the client or the destination sends n bytes (one read), the client writes a
+ * TLS record of n plaintext bytes, the destination answers, either side half-closes or resets,
+ * the connect completes or fails, the resolver answers (public, private, mapped, none...), a
+ * side stops or resumes reading, the loop turns (closing and pending phases), time passes to the
+ * next timer, curl acts as the credential upstream, fuzzer bytes are injected raw or as TLS
+ * plaintext, SIGTERM arrives. At the end SIGTERM and the drain deadline must stop the proxy with
+ * every handle closed. csrc/fuzz/events/seeds.py writes the seeds (the review's reproductions);
+ * FUZZ_PROXY_EVENTS_TRACE=1 prints each event and the audit lines.
+ *
+ * Checks, beyond ASan/UBSan/LSan and mem_uv's libuv rules:
+ *  - nothing reaches the destination before an "allow" decision, and no refused request ever;
+ *  - an inspected request arrives with exactly the request line the client sent inside TLS
+ *    (issue 23 item 1 sent one built from freed memory), which the policy admits when judged
+ *    here from the client's bytes; its body is a prefix of the client's, at most its
+ *    Content-Length; no token, nothing the client pipelined behind it; an untrusted origin
+ *    gets nothing;
+ *  - a forwarded request arrives in origin form with the client's method and path, the same
+ *    body rules, no token;
+ *  - a tunnel relays exactly the client's bytes, in order;
+ *  - the credential route's upstream request carries the real key once, never the token, and
+ *    at most Content-Length body bytes, which are the client's;
+ *  - the proxy stops after SIGTERM: no connection, handle, resolve or transfer left. */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "fuzz/events/mem_curl.h"
+#include "fuzz/events/mem_uv.h"
+#include "fuzz/events/peers.h"
+#include "proxy/proxy.h"
+#include "proxy/tls.h"
+
+#define TOKEN "tok-fuzz-events-0123456789"
+#define KEY "sk-real-fuzz-key-0123"
+#define PIPELINED "secret" /* in a request the client pipelines behind the one it sends */
+
+typedef enum { R_TUNNEL, R_INSPECT, R_FORWARD, R_CREDENTIAL, R_RAW, R_SCRIPT } route;
+
+typedef struct tmpl {
+  route route;
+  const char *head;  /* the client's plain bytes: CONNECT, or the whole request head; "%s" = auth */
+  const char *auth;  /* the header line carrying the token, or another */
+  const char *sni;   /* TLS after the CONNECT's 200 (NULL: none) */
+  int early_hello;   /* the ClientHello right behind the CONNECT, before the 200 */
+  const char *inner; /* an inspected request's head ("%zu" = Content-Length) */
+  int body;          /* the request has a body (Content-Length in head or inner) */
+  int admitted;      /* the request may reach the destination */
+  const char *line;  /* the request line the destination must get */
+  int origin_tls, rogue;
+} tmpl;
+
+#define BEARER "Proxy-Authorization: Bearer " TOKEN "\r\n"
+
+static const tmpl TEMPLATES[16] = {
+    {R_TUNNEL, "CONNECT tunnel.test:443 HTTP/1.1\r\nHost: tunnel.test:443\r\n%s\r\n", BEARER, "tunnel.test", 0,
+     "GET /t HTTP/1.1\r\nHost: tunnel.test\r\n\r\n", 0, 1, NULL, 1, 0},
+    {R_TUNNEL, "CONNECT tunnel.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "tunnel.test", 1,
+     "GET /t HTTP/1.1\r\nHost: tunnel.test\r\n\r\n", 0, 1, NULL, 1, 0},
+    {R_TUNNEL, "CONNECT tunnel.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "api.test", 0, "GET / HTTP/1.1\r\n\r\n", 0, 0,
+     NULL, 1, 0}, /* SNI of another name */
+    {R_INSPECT, "CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n%s\r\n", BEARER, "api.test", 0,
+     "POST /up HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n", 1, 1, "POST /up HTTP/1.1", 1, 0},
+    {R_INSPECT, "CONNECT api.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "api.test", 1,
+     "GET /v1/models?limit=2 HTTP/1.1\r\nHost: api.test\r\n\r\n", 0, 1, "GET /v1/models?limit=2 HTTP/1.1", 1, 0},
+    {R_INSPECT, "CONNECT api.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "api.test", 0,
+     "DELETE /up HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n", 1, 0, NULL, 1, 0},
+    {R_INSPECT, "CONNECT api.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "api.test", 0,
+     "POST /up HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n", 1, 0, NULL, 1, 1}, /* untrusted origin */
+    {R_FORWARD, "POST http://plain.test/up HTTP/1.1\r\nHost: plain.test\r\n%sContent-Length: %zu\r\n\r\n", BEARER, NULL,
+     0, NULL, 1, 1, "POST /up HTTP/1.1", 0, 0},
+    {R_FORWARD, "GET http://plain.test/admin HTTP/1.1\r\nHost: plain.test\r\n%s\r\n", BEARER, NULL, 0, NULL, 0, 0, NULL,
+     0, 0},
+    {R_CREDENTIAL,
+     "POST /v1/messages HTTP/1.1\r\nHost: sandstack\r\n%sContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+     "x-api-key: " TOKEN "\r\n", NULL, 0, NULL, 1, 1, NULL, 0, 0},
+    {R_CREDENTIAL, "POST /v1/messages HTTP/1.1\r\nHost: sandstack\r\n%sContent-Length: %zu\r\n\r\n",
+     "x-api-key: not-the-token-at-all\r\n", NULL, 0, NULL, 1, 0, NULL, 0, 0},
+    {R_RAW, "CONNECT raw.test:22 HTTP/1.1\r\n%s\r\nSSH-2.0-fuzz-client\r\n", BEARER, NULL, 0, NULL, 0, 1, NULL, 0, 0},
+    {R_TUNNEL, "CONNECT denied.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "denied.test", 0, "GET / HTTP/1.1\r\n\r\n", 0, 0,
+     NULL, 1, 0},
+    {R_TUNNEL, "CONNECT tunnel.test:443 HTTP/1.1\r\n%s\r\n", "Proxy-Authorization: Bearer tok-wrong-0123456789ab\r\n",
+     "tunnel.test", 0, "GET / HTTP/1.1\r\n\r\n", 0, 0, NULL, 1, 0},
+    {R_SCRIPT, "", "", NULL, 0, NULL, 0, 0, NULL, 0, 0},
+    {R_FORWARD, "GET http://plain.test/up?q=1 HTTP/1.1\r\nHost: plain.test\r\n%s\r\n",
+     "Proxy-Authorization: Basic c2FuZHN0YWNrOnRvay1mdXp6LWV2ZW50cy0wMTIzNDU2Nzg5\r\n", NULL, 0, NULL, 0, 1,
+     "GET /up?q=1 HTTP/1.1", 0, 0},
+};
+
+static const size_t BODY_SIZES[8] = {0, 1, 37, 1000, 4000, 5000, 16500, 70000};
+static const size_t SIZES[16] = {1, 2, 3, 5, 8, 13, 64, 100, 512, 1400, 4096, 16384, 20000, 65536, 131072, SIZE_MAX};
+
+/* Made once: the proxy's configuration and TLS state (a long-running proxy keeps them too). */
+static struct {
+  int trace; /* FUZZ_PROXY_EVENTS_TRACE=1: the events and the audit lines, to reproduce by hand */
+  proxy_config cfg;
+  proxy_tls *tls;
+  peer_pki pki;
+  pbuf answer, banner; /* what destinations answer */
+  char dir[64];
+} G;
+
+typedef struct run {
+  const uint8_t *data;
+  size_t size, pos;
+  const tmpl *t;
+  char *body;
+  size_t body_len;
+  pbuf inner; /* what the client sends inside TLS, the pipelined request included */
+  size_t answer_off; /* how much of its answer the destination sent */
+  size_t inner_off, head_len;
+  pbuf client_plain; /* what the client sent inside TLS */
+  int raw_inner;     /* some of it came from the fuzzer's bytes, not the template */
+  peer client, origin;
+  int connected, client_eof_sent, origin_eof_sent, client_tls_max, origin_tls_max;
+  int seen_allow;
+  conn_kind kind;
+  uv_loop_t loop;
+  mu_world *w;
+  proxy_server srv;
+  int cred_started;
+  pbuf cred_body;
+} run;
+
+static void fail(const char *what) {
+  fprintf(stderr, "fuzz_proxy_events: %s\n", what);
+  abort();
+}
+
+static const char *find_mem(const pbuf *b, const char *s) {
+  return b->n ? memmem(b->p, b->n, s, strlen(s)) : NULL;
+}
+
+/* the connection's decision, seen while it lives */
+static void observe(run *r) {
+  proxy_conn *c = r->srv.conns;
+  if (!c) return;
+  if (c->decision && strcmp(c->decision, "allow") == 0) r->seen_allow = 1;
+  if (c->kind != KIND_NONE) r->kind = c->kind;
+}
+
+/* ---------------------------------------------------------------- checks ---- */
+
+/* A forwarded request as it reached the destination: the template's line (in origin form), no
+ * token or pipelined request, and a body that is a prefix of the client's. */
+static void check_forwarded(run *r, const pbuf *got) {
+  if (!got->n) return;
+  if (!r->seen_allow) fail("the destination got request bytes before the proxy allowed anything");
+  if (!r->t->admitted) fail("the destination got a request the policy refuses");
+  size_t ll = strlen(r->t->line);
+  size_t cmp = got->n < ll + 2 ? got->n : ll + 2;
+  char want[256];
+  snprintf(want, sizeof want, "%s\r\n", r->t->line);
+  if (memcmp(got->p, want, cmp) != 0) fail("the destination got a request line other than the one checked");
+  if (find_mem(got, TOKEN)) fail("the session token reached the destination");
+  if (find_mem(got, PIPELINED)) fail("a request pipelined behind the checked one reached the destination");
+  const char *end = memmem(got->p, got->n, "\r\n\r\n", 4);
+  if (!end) return;
+  size_t body = got->n - (size_t)(end + 4 - got->p);
+  if (body > r->body_len) fail("more body bytes than Content-Length reached the destination");
+  if (body && memcmp(end + 4, r->body, body) != 0) fail("body bytes the client did not send reached the destination");
+}
+
+static size_t head_end(const char *p, size_t n) {
+  const char *e = n >= 4 ? memmem(p, n, "\r\n\r\n", 4) : NULL;
+  return e ? (size_t)(e - p) + 4 : 0;
+}
+
+static unsigned long long content_length(const char *head, size_t n) {
+  static const char NAME[] = "\r\ncontent-length:";
+  for (size_t i = 0; i + sizeof NAME - 1 <= n; i++) {
+    if (strncasecmp(head + i, NAME, sizeof NAME - 1) != 0) continue;
+    unsigned long long v = 0;
+    for (size_t k = i + sizeof NAME - 1; k < n && (head[k] == ' ' || (head[k] >= '0' && head[k] <= '9')); k++)
+      if (head[k] != ' ') v = v * 10 + (unsigned)(head[k] - '0');
+    return v;
+  }
+  return 0;
+}
+
+/* An inspected request as it reached the destination, against what the client sent inside
+ * TLS (the template's request or the fuzzer's own): the same request line, which the policy
+ * admits when judged here from those bytes; the checked request only (no token, nothing
+ * pipelined behind it); and a body that is a prefix of the client's, at most its
+ * Content-Length. Issue 23 item 1 failed the first check: the line came from freed memory. */
+static void check_inspected(run *r) {
+  const pbuf *got = &r->origin.plain_in, *sent = &r->client_plain;
+  if (!got->n) return;
+  if (!r->seen_allow) fail("the destination got request bytes before the proxy allowed anything");
+  const char *eol = sent->n ? memmem(sent->p, sent->n, "\r\n", 2) : NULL;
+  if (!eol) fail("the destination got a request the client has not even finished the request line of");
+  size_t ll = (size_t)(eol - sent->p) + 2;
+  if (memcmp(got->p, sent->p, got->n < ll ? got->n : ll) != 0)
+    fail("the destination got a request line other than the one checked");
+  const char *sp1 = memchr(sent->p, ' ', ll), *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
+  if (!sp2) fail("the destination got a request whose line the proxy could not have parsed");
+  ss_policy_verdict v;
+  ss_policy_check(G.cfg.policy, "api.test", 8, sent->p, (size_t)(sp1 - sent->p), sp1 + 1, (size_t)(sp2 - sp1 - 1), 443, &v);
+  if (!v.admitted || (!r->raw_inner && !r->t->admitted)) fail("the destination got a request the policy refuses");
+  if (r->t->rogue) fail("a request went to a destination whose certificate the proxy must not trust");
+  if (find_mem(got, TOKEN)) fail("the session token reached the destination");
+  if (!r->raw_inner && find_mem(got, PIPELINED))
+    fail("a request pipelined behind the checked one reached the destination");
+  size_t gh = head_end(got->p, got->n), sh = head_end(sent->p, sent->n);
+  if (!gh) return;
+  if (!sh) fail("the destination got a whole head before the client sent one");
+  size_t body = got->n - gh, have = sent->n - sh;
+  if (body > content_length(sent->p, sh)) fail("more body bytes than Content-Length reached the destination");
+  if (body > have || memcmp(got->p + gh, sent->p + sh, body) != 0)
+    fail("body bytes the client did not send reached the destination");
+}
+
+/* A tunnel: the destination gets exactly what the client sent after its CONNECT head. */
+static void check_relay(run *r) {
+  const pbuf *got = &r->origin.in;
+  if (!got->n) return;
+  if (!r->seen_allow) fail("tunnel bytes reached the destination before the proxy allowed the tunnel");
+  if (!r->t->admitted) fail("a refused tunnel reached the destination");
+  size_t sent = r->client.sent.n > r->head_len ? r->client.sent.n - r->head_len : 0;
+  if (got->n > sent || memcmp(got->p, r->client.sent.p + r->head_len, got->n) != 0)
+    fail("the tunnel relayed bytes other than the client's");
+}
+
+static void check(run *r) {
+  observe(r);
+  switch (r->t->route) {
+  case R_INSPECT: check_inspected(r); break;
+  case R_FORWARD: check_forwarded(r, &r->origin.in); break;
+  case R_TUNNEL:
+  case R_RAW: check_relay(r); break;
+  case R_CREDENTIAL:
+    if (r->origin.in.n) fail("the credential route opened a socket of its own");
+    break;
+  case R_SCRIPT:
+    if (r->origin.in.n && !r->seen_allow) fail("bytes reached the destination before an allow decision");
+    if (r->kind == KIND_FORWARD && r->origin.in.n) {
+      const char *end = memmem(r->origin.in.p, r->origin.in.n, "\r\n\r\n", 4);
+      size_t head = end ? (size_t)(end - r->origin.in.p) : r->origin.in.n;
+      if (memmem(r->origin.in.p, head, TOKEN, strlen(TOKEN))) fail("the token reached a forwarded request's head");
+    }
+    break;
+  }
+}
+
+/* ------------------------------------------------------------ the peers ---- */
+
+static void client_got(run *r) {
+  peer *p = &r->client;
+  if (!p->ssl || p->tls_from >= 0) return;
+  const char *end = memmem(p->in.p, p->in.n, "\r\n\r\n", 4);
+  if (!end) return;
+  if (p->in.n >= 12 && memcmp(p->in.p, "HTTP/1.1 200", 12) == 0) peer_tls_begin(p, (size_t)(end + 4 - p->in.p));
+  else p->tls_dead = 1; /* refused with a plain answer */
+}
+
+static void on_sent(void *ctx, mu_side side, const char *data, size_t n) {
+  run *r = ctx;
+  observe(r);
+  if (side == MU_CLIENT) {
+    peer_receive(&r->client, data, n);
+    if (r->t->sni && !r->client.ssl && !r->client.tls_dead) {
+      const char *end = memmem(r->client.in.p, r->client.in.n, "\r\n\r\n", 4);
+      if (end && r->client.in.n >= 12 && memcmp(r->client.in.p, "HTTP/1.1 200", 12) == 0) {
+        peer_tls_client(&r->client, G.pki.client, r->t->sni, r->client_tls_max);
+        peer_tls_begin(&r->client, (size_t)(end + 4 - r->client.in.p));
+      }
+    }
+    client_got(r);
+  } else if (side == MU_UPSTREAM) {
+    if (!r->connected) fail("bytes went to a destination that is not connected");
+    peer_receive(&r->origin, data, n);
+  }
+}
+
+static void on_fin(void *ctx, mu_side side) {
+  run *r = ctx;
+  (side == MU_CLIENT ? &r->client : &r->origin)->fin_seen = 1;
+}
+
+static void on_cred_started(void *ctx, const mc_request *req) {
+  run *r = ctx;
+  observe(r);
+  r->cred_started = 1;
+  if (!r->seen_allow) fail("a credential request started before an allow decision");
+  if (r->t->route == R_CREDENTIAL && !r->t->admitted) fail("a credential request without the token started");
+  int keys = 0;
+  for (const struct curl_slist *h = req->headers; h; h = h->next) {
+    if (strstr(h->data, TOKEN)) fail("the session token is in the credential route's upstream headers");
+    if (strcmp(h->data, "x-api-key: " KEY) == 0 || strcmp(h->data, "Authorization: Bearer " KEY) == 0) keys++;
+  }
+  if (keys != 1) fail("the credential route's upstream request does not carry the real key exactly once");
+  if (r->t->route == R_CREDENTIAL) {
+    char want[400];
+    snprintf(want, sizeof want, "%s/v1/messages", G.cfg.upstream);
+    if (!req->url || strcmp(req->url, want) != 0) fail("the credential route's URL is not the upstream's plus the target");
+    if (req->postsize != (long long)r->body_len) fail("the credential route's body size is not the client's");
+  }
+}
+
+static void on_cred_body(void *ctx, const char *data, size_t n) {
+  run *r = ctx;
+  pb_add(&r->cred_body, data, n);
+  if (r->t->route != R_CREDENTIAL) return;
+  if (r->cred_body.n > r->body_len) fail("more body than Content-Length went to the credential upstream");
+  if (memcmp(r->cred_body.p, r->body, r->cred_body.n) != 0) fail("body bytes the client did not send went upstream");
+}
+
+/* One read of up to n of what a peer has to send; then its FIN once everything went. */
+static void peer_send(run *r, mu_side side, size_t n) {
+  peer *p = side == MU_CLIENT ? &r->client : &r->origin;
+  if (side == MU_UPSTREAM && !r->connected) return;
+  if (p->out.n == 0) {
+    int *sent = side == MU_CLIENT ? &r->client_eof_sent : &r->origin_eof_sent;
+    if (p->eof && mu_read_eof(r->w, side)) *sent = 1;
+    return;
+  }
+  if (n > p->out.n) n = p->out.n;
+  if (n > 65536) n = 65536; /* one read fills one buffer at most */
+  char *copy = malloc(n);
+  if (!copy) abort();
+  memcpy(copy, p->out.p, n);
+  size_t k = mu_read(r->w, side, copy, n);
+  pb_add(&p->sent, copy, k);
+  pb_drop(&p->out, k);
+  free(copy);
+}
+
+static void peer_reset(run *r, mu_side side) {
+  mu_read_error(r->w, side);
+  mu_write_error(r->w, side);
+}
+
+/* The destination's answer, n more bytes of it: a response with a body big enough for
+ * backpressure (or an SSH banner on the raw route), then bytes past its end. */
+static void origin_answer(run *r, size_t n) {
+  const pbuf *answer = r->t->route == R_RAW ? &G.banner : &G.answer;
+  size_t left = answer->n - r->answer_off;
+  if (n > left) n = left;
+  if (!n) return;
+  if (r->origin.ssl) {
+    if (peer_tls_write(&r->origin, answer->p + r->answer_off, n) != 0) return;
+  } else {
+    pb_add(&r->origin.out, answer->p + r->answer_off, n);
+  }
+  r->answer_off += n;
+}
+
+/* plaintext the client sends inside TLS, kept for the checks */
+static int client_plain_write(run *r, const char *data, size_t n) {
+  if (peer_tls_write(&r->client, data, n) != 0) return -1;
+  pb_add(&r->client_plain, data, n);
+  return 0;
+}
+
+static void client_tls_write(run *r, size_t n) {
+  size_t left = r->inner.n - r->inner_off;
+  if (n > left) n = left;
+  if (n && client_plain_write(r, r->inner.p + r->inner_off, n) == 0) r->inner_off += n;
+}
+
+/* Fuzzer bytes in the input, behind the event: a length byte, then the bytes. They go to a
+ * peer's raw stream, or (tls) through its TLS session as plaintext: an inner request or
+ * answer of the fuzzer's own. */
+static void raw_bytes(run *r, peer *p, int tls) {
+  if (r->pos >= r->size) return;
+  size_t n = r->data[r->pos++];
+  if (n > r->size - r->pos) n = r->size - r->pos;
+  const char *bytes = (const char *)r->data + r->pos;
+  r->pos += n;
+  if (!tls) return pb_add(&p->out, bytes, n);
+  if (p != &r->client) {
+    peer_tls_write(p, bytes, n);
+  } else if (n && client_plain_write(r, bytes, n) == 0) {
+    r->raw_inner = 1;
+  }
+}
+
+/* ---------------------------------------------------------------- events ---- */
+
+static void connect_done(run *r, unsigned arg) {
+  static const int FAILS[] = {UV_ECONNREFUSED, UV_ETIMEDOUT, UV_ENETUNREACH, UV_ECONNRESET};
+  int status = arg & 1 ? FAILS[(arg >> 1) & 3] : 0;
+  if (!mu_connecting(r->w)) return;
+  if (status == 0) {
+    r->connected = 1; /* before the callback: the proxy may write at once */
+    if (r->t->origin_tls) {
+      peer_tls_server(&r->origin, r->t->rogue ? G.pki.rogue : G.pki.origin, r->origin_tls_max);
+      peer_tls_begin(&r->origin, 0);
+    }
+  }
+  mu_connect_done(r->w, status);
+}
+
+static void curl_event(run *r, unsigned arg) {
+  static const struct {
+    mc_action a;
+    size_t n;
+  } ACTS[16] = {{MC_PULL, 1},       {MC_PULL, 100},        {MC_PULL, 4096},   {MC_PULL, 65536},
+                {MC_STATUS, 0},     {MC_STATUS, 1},        {MC_HEADER, 0},    {MC_END_HEADERS, 0},
+                {MC_BODY, 10},      {MC_BODY, 4000},       {MC_BODY, 60000},  {MC_DONE_OK, 0},
+                {MC_DONE_ERROR, 0}, {MC_DONE_TIMEOUT, 0},  {MC_STATUS, 3},    {MC_HEADER, 2}};
+  if (!r->srv.curl) return;
+  if (mc_queue(curl_loop_multi(r->srv.curl), ACTS[arg].a, ACTS[arg].n)) curl_loop_kick(r->srv.curl);
+}
+
+static void misc_event(run *r, unsigned arg) {
+  if (arg < 6) mu_signal(r->w, SIGTERM);
+  else if (arg < 9) mu_write_error(r->w, MU_CLIENT);
+  else if (arg < 12) mu_write_error(r->w, MU_UPSTREAM);
+  else peer_tls_close_notify(&r->client);
+}
+
+static const char *const KINDS[16] = {"client sends", "upstream sends", "client TLS record", "origin answers",
+                                      "client closes", "upstream closes", "connect", "resolve", "writable",
+                                      "stall", "next iteration", "timer", "curl", "raw client bytes",
+                                      "raw upstream bytes", "signal/error"};
+
+static void event(run *r, uint8_t e) {
+  unsigned kind = e >> 4, arg = e & 15;
+  size_t n = SIZES[arg];
+  if (G.trace) {
+    proxy_conn *c = r->srv.conns;
+    fprintf(stderr, "event %-18s %2u | conn state %d decision %s | client out %zu in %zu plain %zu | origin out %zu in %zu plain %zu\n",
+            KINDS[kind], arg, c ? (int)c->state : -1, c && c->decision ? c->decision : "-", r->client.out.n,
+            r->client.in.n, r->client.plain_in.n, r->origin.out.n, r->origin.in.n, r->origin.plain_in.n);
+  }
+  switch (kind) {
+  case 0: peer_send(r, MU_CLIENT, n); break;
+  case 1: peer_send(r, MU_UPSTREAM, n); break;
+  case 2: client_tls_write(r, n); break;
+  case 3:
+    if (arg == 15) peer_tls_close_notify(&r->origin);
+    else origin_answer(r, n);
+    break;
+  case 4:
+    if (arg < 12) r->client.eof = 1;
+    else peer_reset(r, MU_CLIENT);
+    break;
+  case 5:
+    if (arg < 12) r->origin.eof = 1;
+    else if (r->connected) peer_reset(r, MU_UPSTREAM);
+    break;
+  case 6: connect_done(r, arg); break;
+  case 7: {
+    static const mu_answer ANSWERS[16] = {
+        MU_ANSWER_PUBLIC4, MU_ANSWER_PUBLIC4, MU_ANSWER_PUBLIC4, MU_ANSWER_PUBLIC4, MU_ANSWER_PUBLIC4, MU_ANSWER_PUBLIC4,
+        MU_ANSWER_PUBLIC4, MU_ANSWER_PUBLIC4, MU_ANSWER_BOTH,    MU_ANSWER_PUBLIC6, MU_ANSWER_PRIVATE, MU_ANSWER_MIXED,
+        MU_ANSWER_MAPPED,  MU_ANSWER_NONE,    MU_ANSWER_FAIL,    MU_ANSWER_PUBLIC4};
+    mu_resolve_done(r->w, ANSWERS[arg]);
+    break;
+  }
+  case 8: mu_writable(r->w, arg & 1 ? MU_UPSTREAM : MU_CLIENT); break;
+  case 9: mu_stall(r->w, arg & 1 ? MU_UPSTREAM : MU_CLIENT); break;
+  case 10: mu_next_iteration(r->w); break;
+  case 11: mu_fire_timer(r->w); break;
+  case 12: curl_event(r, arg); break;
+  case 13: raw_bytes(r, &r->client, arg >= 8); break;
+  case 14: raw_bytes(r, &r->origin, arg >= 8); break;
+  case 15: misc_event(r, arg); break;
+  }
+  check(r);
+}
+
+/* ------------------------------------------------------------------ setup ---- */
+
+static void build_client(run *r) {
+  const tmpl *t = r->t;
+  char head[1024];
+  if (t->route == R_FORWARD || t->route == R_CREDENTIAL) {
+    if (t->body) snprintf(head, sizeof head, t->head, t->auth, r->body_len);
+    else snprintf(head, sizeof head, t->head, t->auth);
+  } else {
+    snprintf(head, sizeof head, t->head, t->auth);
+  }
+  pb_add(&r->client.out, head, strlen(head));
+  r->head_len = strlen(head);
+  if (t->route == R_RAW) r->head_len = (size_t)(strstr(head, "\r\n\r\n") + 4 - head);
+  if (t->route == R_FORWARD || t->route == R_CREDENTIAL) {
+    pb_add(&r->client.out, r->body, r->body_len);
+    static const char NEXT[] = "GET http://plain.test/" PIPELINED " HTTP/1.1\r\nHost: plain.test\r\n\r\n";
+    pb_add(&r->client.out, NEXT, sizeof NEXT - 1);
+  }
+  if (t->inner) {
+    char in[512];
+    if (t->body) snprintf(in, sizeof in, t->inner, r->body_len);
+    else snprintf(in, sizeof in, "%s", t->inner);
+    pb_add(&r->inner, in, strlen(in));
+    pb_add(&r->inner, r->body, r->body_len);
+    static const char NEXT[] = "GET /v1/" PIPELINED " HTTP/1.1\r\nHost: api.test\r\n\r\n";
+    pb_add(&r->inner, NEXT, sizeof NEXT - 1);
+  }
+  if (t->sni && t->early_hello) peer_tls_client(&r->client, G.pki.client, t->sni, r->client_tls_max);
+}
+
+static void cleanup_dir(void) {
+  const char *files[] = {"ca.pem", "bundle.pem", "roots.pem"};
+  char path[128];
+  for (size_t i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s/%s", G.dir, files[i]);
+    unlink(path);
+  }
+  rmdir(G.dir);
+}
+
+static void setup_once(void) {
+  static const char *const NAMES[] = {"api.test", "tunnel.test", "raw.test", "plain.test", "denied.test"};
+  if (peer_pki_make(&G.pki, NAMES, 5) != 0) fail("cannot make the test certificates");
+  static const char HEAD[] = "HTTP/1.1 200 OK\r\nContent-Length: 30000\r\nConnection: close\r\n\r\n";
+  static const char AFTER[] = "HTTP/1.1 200 OK\r\n\r\nbytes after the end";
+  static const char BANNER[] = "SSH-2.0-fuzz-server\r\n";
+  pb_add(&G.answer, HEAD, sizeof HEAD - 1);
+  for (size_t i = 0; i < 30000; i += 26) pb_add(&G.answer, "abcdefghijklmnopqrstuvwxyz", i + 26 <= 30000 ? 26 : 30000 - i);
+  pb_add(&G.answer, AFTER, sizeof AFTER - 1);
+  pb_add(&G.banner, BANNER, sizeof BANNER - 1);
+  pb_add(&G.banner, AFTER, sizeof AFTER - 1);
+  snprintf(G.dir, sizeof G.dir, "/tmp/fuzz-proxy-events.XXXXXX");
+  if (!mkdtemp(G.dir)) fail("mkdtemp");
+  atexit(cleanup_dir);
+  char roots[128];
+  snprintf(roots, sizeof roots, "%s/roots.pem", G.dir);
+  FILE *f = fopen(roots, "w");
+  if (!f || fputs(G.pki.ca_pem, f) < 0 || fclose(f) != 0) fail("cannot write the roots file");
+  setenv("SANDSTACK_SESSION_TOKEN", TOKEN, 1);
+  setenv("ANTHROPIC_API_KEY", KEY, 1);
+  setenv("SANDSTACK_UPSTREAM", "https://model.test", 1);
+  setenv("SANDSTACK_UPSTREAM_CA", G.pki.ca_pem, 1);
+  setenv("SANDSTACK_CA_DIR", G.dir, 1);
+  setenv("SANDSTACK_CA_ROOTS", roots, 1);
+  setenv("SANDSTACK_SESSION", "fuzz", 1);
+  setenv("SANDSTACK_PROXY_BUFFER_BYTES", "4096", 1); /* backpressure within reach of short inputs */
+  setenv("SANDSTACK_PROXY_MAX_HEADER_BYTES", "4096", 1);
+  setenv("SANDSTACK_PROXY_MAX_REQUEST_LINE", "1024", 1);
+  setenv("SANDSTACK_PROXY_DRAIN_TIMEOUT_MS", "1000", 1);
+  /* a raw rule (issue 23 item 2) where the policy language has it; the plain host:port otherwise */
+  static const char *const RAW_RULES[] = {"{\"host\":\"raw.test\",\"port\":22,\"raw\":true}", "\"raw.test:22\""};
+  char why[512];
+  for (size_t i = 0; i < 2; i++) {
+    char policy[1024];
+    snprintf(policy, sizeof policy,
+             "{\"version\":1,\"allow\":[{\"host\":\"api.test\",\"methods\":[\"GET\",\"POST\"],\"paths\":[\"/up\",\"/v1/"
+             "*\"]},\"tunnel.test:443\",{\"host\":\"plain.test\",\"port\":80,\"methods\":[\"GET\",\"POST\"],\"paths\":["
+             "\"/up\"]},{\"host\":\"model.test\",\"methods\":[\"ANY\"],\"paths\":[\"/v1/*\"]},\"open.test\",%s]}",
+             RAW_RULES[i]);
+    setenv("SANDSTACK_EGRESS_POLICY", policy, 1);
+    char *argv[] = {"fuzz_proxy_events", NULL};
+    if (proxy_config_load(&G.cfg, 1, argv, why, sizeof why) == 0) break;
+    proxy_config_free(&G.cfg);
+    if (i == 1) fail(why);
+  }
+  G.tls = tls_new(&G.cfg, why, sizeof why);
+  if (!G.tls || !G.tls->ca) fail("tls_new: no inspection CA");
+  G.trace = getenv("FUZZ_PROXY_EVENTS_TRACE") != NULL;
+  if (!G.trace && !freopen("/dev/null", "w", stdout)) fail("stdout"); /* the audit lines */
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  setup_once();
+  return 0;
+}
+
+/* SIGTERM, then turns of the loop and timers until the proxy stopped. */
+static void finish(run *r) {
+  mu_signal(r->w, SIGTERM);
+  check(r);
+  for (int i = 0; i < 400; i++) {
+    if (r->srv.stopped && !mu_open_handles(r->w) && !mu_resolving(r->w)) break;
+    mu_next_iteration(r->w);
+    if (mu_resolving(r->w)) mu_resolve_done(r->w, MU_ANSWER_FAIL);
+    else mu_fire_timer(r->w);
+    check(r);
+  }
+  if (!r->srv.stopped || r->srv.conns || r->srv.active) fail("the proxy did not stop after SIGTERM and its drain deadline");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 3) return 0;
+  run *r = calloc(1, sizeof *r);
+  if (!r) return 0;
+  r->data = data;
+  r->size = size;
+  r->pos = 3;
+  r->t = &TEMPLATES[data[0] & 15];
+  r->body_len = r->t->body ? BODY_SIZES[data[1] & 7] : 0;
+  uint8_t rare = data[2];
+  r->client_tls_max = rare & 1 ? TLS1_2_VERSION : 0;
+  r->origin_tls_max = rare & 2 ? TLS1_2_VERSION : 0;
+  r->body = malloc(r->body_len + 1);
+  for (size_t i = 0; i < r->body_len; i++) r->body[i] = (char)('0' + (i * 7 + 3) % 43);
+  mu_hooks hooks = {r, on_sent, on_fin};
+  r->w = mu_new(&r->loop, &hooks, !(rare & 4), (rare & 0xf8) == 0xf8, (rare & 0xf0) == 0xe0);
+  if (server_start(&r->srv, &r->loop, &G.cfg) != 0) fail("server_start");
+  r->srv.tls = G.tls;
+  mc_hooks ch = {r, on_cred_started, on_cred_body};
+  mc_set_hooks(curl_loop_multi(r->srv.curl), &ch);
+  build_client(r);
+  mu_accept(r->w);
+  check(r);
+  while (r->pos < r->size) event(r, r->data[r->pos++]);
+  finish(r);
+  if (G.trace) {
+    fprintf(stderr, "end: origin got %zu bytes (%zu plaintext), client got %zu (%zu plaintext), curl body %zu\n",
+            r->origin.in.n, r->origin.plain_in.n, r->client.in.n, r->client.plain_in.n, r->cred_body.n);
+    if (r->origin.plain_in.n) fprintf(stderr, "origin plaintext: %.*s\n", (int)(r->origin.plain_in.n > 300 ? 300 : r->origin.plain_in.n), r->origin.plain_in.p);
+    if (r->client.plain_in.n) fprintf(stderr, "client plaintext: %.*s\n", (int)(r->client.plain_in.n > 300 ? 300 : r->client.plain_in.n), r->client.plain_in.p);
+  }
+  mu_free(r->w);
+  peer_free(&r->client);
+  peer_free(&r->origin);
+  pb_free(&r->inner);
+  pb_free(&r->client_plain);
+  pb_free(&r->cred_body);
+  free(r->body);
+  free(r);
+  return 0;
+}
