@@ -9,15 +9,13 @@
 -- every short-lived caller pays it): its up-to-ready runs from before the process is spawned
 -- to the moment docker.start returned in it. With OLD_TREE (a checkout, e.g. a git worktree of
 -- an earlier commit, with its module built in OLD_TREE/OLD_BUILD) that tree's sandstack is a
--- fourth contender in the same run, so before/after ratios share one floor.
+-- fourth contender in the same run, so before/after ratios share one floor. With
+-- SANDSTACK_BENCH_TRACE=1 each fresh start prints its progress events on stderr.
 local child_tree, child_build = nil, nil
 if arg[1] == "--child" then child_tree, child_build = arg[3], arg[4] end
-if child_tree then
-  package.path = child_tree .. "/lua/?.lua;" .. child_tree .. "/lua/?/init.lua;" .. package.path
-  package.cpath = child_tree .. "/" .. child_build .. "/?.so;" .. package.cpath
-end
-package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
-package.cpath = "./build/?.so;" .. package.cpath
+local tree, build = child_tree or ".", child_build or "build"
+package.path = tree .. "/lua/?.lua;" .. tree .. "/lua/?/init.lua;" .. package.path
+package.cpath = tree .. "/" .. build .. "/?.so;" .. package.cpath
 local sandstack = require "sandstack"
 local core = sandstack.core
 local batch = require "sandstack.docker.batch"
