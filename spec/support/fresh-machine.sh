@@ -5,8 +5,9 @@
 #   fresh-machine.sh base          finds or builds the cached base image; prints its tag
 #   fresh-machine.sh run DIR [REV] runs `bash examples/demo.sh` from `git archive REV` (default
 #                                  HEAD) in a new container on that base and waits for it. DIR gets
-#                                  log (each line "SECONDS<TAB>LINE", seconds since the demo was
-#                                  let go), rc (the demo's exit status) and base (how the base
+#                                  log (each line "SECONDS<TAB>CPU<TAB>LINE": seconds since the
+#                                  demo was let go, and the CPU seconds the machine had used by
+#                                  then), rc (the demo's exit status) and base (how the base
 #                                  image was had)
 #   fresh-machine.sh clean-one NAME  removes one run's container, network and state directory
 #   fresh-machine.sh clean         the same for every run (by label)
@@ -90,8 +91,7 @@ cmd_base() {
 }
 
 # The entrypoint: waits until the host has put the egress filter in place (the file /run/go),
-# remounts what the host engine mounted read-only, runs the README's main command and exits
-# with its status (after one line "fresh-machine: cpu N s").
+# remounts what the host engine mounted read-only, then runs the README's main command.
 # shellcheck disable=SC2016 # a script for the container's sh: it expands there, not here
 entry='set -e
 while [ ! -e /run/go ]; do sleep 0.1; done
@@ -101,14 +101,7 @@ for d in /sys/fs/cgroup/*; do
   [ -d "$d" ] && { mount -o remount,bind,rw "$d" 2>/dev/null || true; }
 done
 cd /root/sandstack
-rc=0; bash examples/demo.sh 2>&1 || rc=$?
-# the CPU time the machine used (its cgroup counts the nested engine and its containers too):
-# on a loaded host the wall times say little, this says what an idle one would need at least
-for f in /sys/fs/cgroup/cpuacct/cpuacct.usage /sys/fs/cgroup/cpu,cpuacct/cpuacct.usage; do
-  [ -r "$f" ] && { echo "fresh-machine: cpu $(($(cat "$f") / 1000000000)) s"; break; }
-done
-[ -r /sys/fs/cgroup/cpu.stat ] && echo "fresh-machine: cpu $(($(sed -n "s/^usage_usec //p" /sys/fs/cgroup/cpu.stat) / 1000000)) s"
-exit "$rc"'
+exec bash examples/demo.sh 2>&1'
 
 # mirror_endpoint: "HOST PORT" of the mirror's URL
 mirror_endpoint() {
@@ -118,6 +111,28 @@ mirror_endpoint() {
   port=80; [ "$scheme" = https ] && port=443
   case "$hostport" in *:*) port=${hostport##*:}; hostport=${hostport%:*} ;; esac
   echo "$hostport $port"
+}
+
+# The CPU time the container has used, from its cgroup on the host (it holds the nested engine
+# and its containers too): on a loaded machine the wall times say little, this says what an idle
+# one needs at least. cgroup v1 (cgroupfs or systemd driver) or v2; "-" when none is found.
+cpu_file() {
+  local id=$1 f
+  for f in /sys/fs/cgroup/cpuacct/docker/"$id"/cpuacct.usage \
+    /sys/fs/cgroup/cpuacct/system.slice/docker-"$id".scope/cpuacct.usage \
+    /sys/fs/cgroup/docker/"$id"/cpu.stat /sys/fs/cgroup/system.slice/docker-"$id".scope/cpu.stat; do
+    [ -r "$f" ] && { echo "$f"; return 0; }
+  done
+  echo -
+}
+cpu_seconds() { # tenths of a second, printed as seconds
+  local v
+  case "$1" in
+    */cpuacct.usage) v=$(<"$1") && v=$((v / 100000000)) ;;
+    */cpu.stat) v=$(sed -n 's/^usage_usec //p' "$1") && v=$((v / 100000)) ;;
+    *) false ;;
+  esac 2>/dev/null || { echo -; return 0; }
+  printf '%d.%d\n' $((v / 10)) $((v % 10))
 }
 
 cmd_run() {
@@ -162,11 +177,13 @@ cmd_run() {
   # Seconds from here (a bare machine, let go) for each line the demo prints.
   start=$EPOCHREALTIME
   docker exec "$name" touch /run/go
-  local line t follow=0
+  local line t cpu cpufile follow=0
+  cpufile=$(cpu_file "$(docker inspect -f '{{.Id}}' "$name")")
   # the container ends when the demo does; a demo that hangs is stopped after 20 minutes
   timeout 1200 docker logs -f "$name" 2>&1 | while IFS= read -r line; do
     t=$(( (${EPOCHREALTIME/./} - ${start/./}) / 100000 )) # tenths of a second
-    printf '%d.%d\t%s\n' $((t / 10)) $((t % 10)) "$line"
+    cpu=$(cpu_seconds "$cpufile")
+    printf '%d.%d\t%s\t%s\n' $((t / 10)) $((t % 10)) "$cpu" "$line"
   done >"$out/log" || follow=$?
   if [ "$follow" -ne 0 ]; then
     echo "fresh-machine: stopped after 20 minutes ($follow)" >&2
