@@ -63,7 +63,7 @@ probe "$project-sandbox" proxy 3128 "the proxy sidecar, by name"
 step "through the egress proxy sandstack added: a CONNECT from the sandbox with its token"
 via_proxy() { # via_proxy TARGET: the proxy's answer and what came through the tunnel
   docker exec "$project-sandbox" sh -c 'auth=$(printf "sandstack:%s" "$ANTHROPIC_API_KEY" | base64 -w0)
-    { printf "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n" "$1" "$1" "$auth"; sleep 1; } |
+    { printf "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n" "$1" "$1" "$auth"; sleep 3; } |
     timeout 5 nc proxy 3128' _ "$1" 2>&1 | tr -d '\r' |
     awk -v t="$1" 'NR == 1 { printf "  %-22s %s\n", t, $0 } /inet-standin/ { print "    through the tunnel: " $0 }
       /"decision"/ { match($0, /"decision":"[^"]*"/); print "    " substr($0, RSTART, RLENGTH) }'

@@ -11,9 +11,10 @@ for kind in "ps -aq" "network ls -q" "volume ls -q"; do
   else echo "not ok $n - $left labelled objects left by: docker $kind --filter label=io.sandstack.project"; fi
   n=$((n + 1))
 done
-left=$(docker ps -aq --filter label=io.sandstack.test=nested-engine 2>/dev/null | wc -l)
-if [ "$left" -eq 0 ]; then echo "ok $n - no nested engine left running"
-else echo "not ok $n - $left nested engines left: docker ps -a --filter label=io.sandstack.test=nested-engine"; fi
+left=$(( $(docker ps -aq --filter label=io.sandstack.test=nested-engine 2>/dev/null | wc -l) +
+          $(docker ps -aq --filter label=io.sandstack.test=fresh-machine 2>/dev/null | wc -l) ))
+if [ "$left" -eq 0 ]; then echo "ok $n - no nested engine or fresh machine left running"
+else echo "not ok $n - $left left: docker ps -a --filter label=io.sandstack.test=nested-engine (or =fresh-machine)"; fi
 n=$((n + 1))
 left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^(sstest-|ssh[0-9]|sandstack-)' || true)
 if [ -z "$left" ]; then echo "ok $n - no test network namespace left"

@@ -29,7 +29,7 @@ packages=(
 [ "$with_test" = 1 ] && packages+=(
   perl luajit2 libluajit2-5.1-dev lua-busted luarocks
   nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache docker-compose
-  debootstrap shellcheck strace clang libclang-rt-14-dev llvm valgrind
+  git debootstrap shellcheck strace clang libclang-rt-14-dev llvm
 )
 
 missing=()
