@@ -195,3 +195,24 @@ describe("sandstack.swarm readiness probe argv", function()
     assert.has_error(function() ready.argv("sandbox", 8080, "health", 1) end)
   end)
 end)
+
+describe("sandstack.swarm conform helpers", function()
+  it("reads a node's local addresses from /proc/net/fib_trie, loopback and broadcasts left out", function()
+    local conform = require "sandstack.swarm.conform"
+    local fib = table.concat({
+      "Main:", "  +-- 0.0.0.0/0 3 0 5", "     +-- 127.0.0.0/8 2 0 2", "        |-- 127.0.0.1",
+      "           /32 host LOCAL", "     +-- 172.17.0.0/16 2 0 2", "        |-- 172.17.0.0", "           /16 link UNICAST",
+      "        |-- 172.17.0.1", "           /32 host LOCAL", "        |-- 172.17.255.255", "           /32 link BROADCAST",
+      "     |-- 192.168.16.2", "        /32 host LOCAL",
+      "Local:", "        |-- 172.17.0.1", "           /32 host LOCAL",
+    }, "\n")
+    assert.same({ "172.17.0.1", "192.168.16.2" }, conform.local_addresses(fib))
+    -- this machine's own table, read the same way, holds at least one address
+    local f = io.open("/proc/net/fib_trie")
+    if f then
+      local mine = conform.local_addresses(f:read("*a"))
+      f:close()
+      assert.truthy(#mine >= 1)
+    end
+  end)
+end)

@@ -22,7 +22,7 @@ usage: sandstack <command> [options]
   images [--proxy-binary PATH] [--force 1]
                                  build the default proxy and forwarder images on this engine
                                  from this machine's binaries (no registry is needed)
-  conform [--backend docker|sbx] [--image IMG] [--forwarder-image IMG] [--subnet-pool CIDR]
+  conform [--backend docker|sbx|swarm] [--image IMG] [--forwarder-image IMG] [--subnet-pool CIDR]
           [--runtime NAME]       re-check the isolation promises on this engine, as TAP
                                  (--runtime: every container under that engine runtime, e.g. runsc)
 The engine is $DOCKER_HOST or unix:///var/run/docker.sock.]]

@@ -1,6 +1,6 @@
 -- sandstack.conformance: re-checks spec 000's isolation on the engine at hand by attempting
 -- each attack, printing TAP. Run it after every engine upgrade (`sandstack conform`).
---   require("sandstack.conformance").run{ backend = "docker"|"sbx", out = io.stdout,
+--   require("sandstack.conformance").run{ backend = "docker"|"sbx"|"swarm", out = io.stdout,
 --     image =, forwarder_image =, subnet_pool =, project_prefix =, docker_host =, standin = true,
 --     runtime = nil|"runsc" (every container of the reference stack under that engine runtime) }
 -- -> ok (every probe passed), results ({ {ok=, name=, skip=}, ... })
@@ -127,6 +127,8 @@ local function tap(out)
   function t.diag(s) out:write("# ", s, "\n") end
   return t
 end
+
+M.tap = tap -- for sandstack.swarm's conform
 
 -- The reference stack of the probes: a sandbox, a sidecar without egress and one with.
 function M.stack_opts(opts)
@@ -276,8 +278,9 @@ end
 function M.run(opts)
   opts = opts or {}
   if opts.backend == "sbx" then return require("sandstack.conformance_sbx").run(opts) end
+  if opts.backend == "swarm" then return require("sandstack.swarm.conform").run(opts) end
   if opts.backend ~= nil and opts.backend ~= "docker" then
-    error("conformance: backend must be \"docker\" or \"sbx\"", 2)
+    error("conformance: backend must be \"docker\", \"sbx\" or \"swarm\"", 2)
   end
   local out = opts.out or io.stdout
   local t = tap(out)
