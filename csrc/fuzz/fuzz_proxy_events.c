@@ -12,7 +12,8 @@
  * size, byte 2 the rare conditions (TLS 1.2 on either side, uv_cancel too late, accept or
  * connect failing at once). Every later byte is one event: high nibble the kind, low nibble its
  * size or variant: the client or the destination sends n bytes (one read), the client writes a
- * TLS record of n plaintext bytes, the destination answers, either side half-closes or resets,
+ * TLS record of n plaintext bytes, the destination answers, either side half-closes (after what
+ * it has to send, or at once, cutting a request or a record anywhere) or resets,
  * the connect completes or fails, the resolver answers (public, private, mapped, none...), a
  * side stops or resumes reading, the loop turns (closing and pending phases), time passes to the
  * next timer, curl acts as the credential upstream, fuzzer bytes are injected raw or as TLS
@@ -341,9 +342,18 @@ static void peer_send(run *r, mu_side side, size_t n) {
   free(copy);
 }
 
-static void peer_reset(run *r, mu_side side) {
-  mu_read_error(r->w, side);
-  mu_write_error(r->w, side);
+/* A peer ends: FIN once everything it has is sent (arg 0-5), FIN at once, giving up what it had
+ * not sent yet: a request or a TLS record cut anywhere (6-11), or a reset (12-15). */
+static void peer_close(run *r, mu_side side, unsigned arg) {
+  peer *p = side == MU_CLIENT ? &r->client : &r->origin;
+  if (arg >= 12) {
+    if (side == MU_UPSTREAM && !r->connected) return;
+    mu_read_error(r->w, side);
+    mu_write_error(r->w, side);
+    return;
+  }
+  if (arg >= 6) pb_drop(&p->out, p->out.n);
+  p->eof = 1;
 }
 
 /* The destination's answer, n more bytes of it: a response with a body big enough for
@@ -427,7 +437,7 @@ static void misc_event(run *r, unsigned arg) {
 }
 
 static const char *const KINDS[16] = {"client sends", "upstream sends", "client TLS record", "origin answers",
-                                      "client closes", "upstream closes", "connect", "resolve", "writable",
+                                      "client ends", "upstream ends", "connect", "resolve", "writable",
                                       "stall", "next iteration", "timer", "curl", "raw client bytes",
                                       "raw upstream bytes", "signal/error"};
 
@@ -448,14 +458,8 @@ static void event(run *r, uint8_t e) {
     if (arg == 15) peer_tls_close_notify(&r->origin);
     else origin_answer(r, n);
     break;
-  case 4:
-    if (arg < 12) r->client.eof = 1;
-    else peer_reset(r, MU_CLIENT);
-    break;
-  case 5:
-    if (arg < 12) r->origin.eof = 1;
-    else if (r->connected) peer_reset(r, MU_UPSTREAM);
-    break;
+  case 4: peer_close(r, MU_CLIENT, arg); break;
+  case 5: peer_close(r, MU_UPSTREAM, arg); break;
   case 6: connect_done(r, arg); break;
   case 7: {
     static const mu_answer ANSWERS[16] = {

@@ -25,8 +25,8 @@ def upstream_send(n=ALL): return bytes([0x10 | n])
 def client_tls(n=ALL): return bytes([0x20 | n])
 def origin_answer(n=14): return bytes([0x30 | n])
 ORIGIN_CLOSE_NOTIFY = b"\x3f"
-CLIENT_EOF, CLIENT_RESET = b"\x40", b"\x4c"
-UPSTREAM_EOF, UPSTREAM_RESET = b"\x50", b"\x5c"
+CLIENT_EOF, CLIENT_ABANDON, CLIENT_RESET = b"\x40", b"\x46", b"\x4c"
+UPSTREAM_EOF, UPSTREAM_ABANDON, UPSTREAM_RESET = b"\x50", b"\x56", b"\x5c"
 CONNECT_OK, CONNECT_REFUSED = b"\x60", b"\x61"
 RESOLVE, RESOLVE_BOTH, RESOLVE_V6, RESOLVE_PRIVATE, RESOLVE_MIXED, RESOLVE_MAPPED, RESOLVE_NONE, RESOLVE_FAIL = (
     b"\x70", b"\x78", b"\x79", b"\x7a", b"\x7b", b"\x7c", b"\x7d", b"\x7e")
@@ -113,6 +113,14 @@ SEEDS = {
     "inspect_client_leaves_mid_body": seed(
         T_INSPECT_POST, 6, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), client_tls(S100), client_send(),
         upstream_send(), NEXT, upstream_send(), client_tls(S4096), client_send(), CLIENT_EOF, client_send(), NEXT, TIMER),
+    "inspect_client_cuts_a_record_waiting_origin": seed(
+        T_INSPECT_POST, 6, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), client_tls(S100), client_tls(),
+        client_send(S4096), CLIENT_ABANDON, client_send(), NEXT, upstream_send(), NEXT, TIMER),
+    "tunnel_destination_leaves_before_hello": seed(
+        T_TUNNEL, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, UPSTREAM_EOF, upstream_send(), NEXT, TIMER),
+    "forward_client_leaves_mid_body": seed(
+        T_FORWARD_POST, 6, 0, client_send(S4096), RESOLVE, CONNECT_OK, NEXT, client_send(S4096), CLIENT_ABANDON,
+        client_send(), NEXT, origin_answer(), upstream_send(), NEXT, TIMER),
     "inspect_deadline_waiting_origin": seed(
         T_INSPECT_POST, 2, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), client_tls(), client_send(), TIMER,
         NEXT, TIMER),
@@ -177,8 +185,8 @@ SEEDS = {
         CURL_100, CURL_END_HEAD, CURL_STATUS, CURL_HEADER, CURL_END_HEAD, CURL_BODY, STALL_CLIENT, CURL_BODY_BIG,
         CURL_BODY_BIG, WRITABLE_CLIENT, NEXT, CURL_BODY, CURL_DONE, NEXT, client_send(), NEXT, TIMER),
     "credential_client_leaves_mid_body": seed(
-        T_CRED, 6, 0, client_send(S4096), NEXT, CURL_PULL_ALL, CURL_PULL_ALL, CLIENT_EOF, client_send(), CURL_PULL_ALL,
-        NEXT, TIMER),
+        T_CRED, 6, 0, client_send(S4096), NEXT, CURL_PULL_ALL, CURL_PULL_ALL, CLIENT_ABANDON, client_send(),
+        CURL_PULL_ALL, NEXT, TIMER),
     "credential_upstream_fails": seed(T_CRED, 2, 0, client_send(), NEXT, CURL_PULL_ALL, CURL_ERROR, NEXT, TIMER),
     "credential_timeout_mid_response": seed(
         T_CRED, 0, 0, client_send(), NEXT, CURL_STATUS, CURL_END_HEAD, CURL_BODY, CURL_TIMEOUT, NEXT, TIMER),
