@@ -175,6 +175,23 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
       table.concat(per, "/")))
   end)
 
+  it("refuses a session no node has room for, with Swarm's reason, and leaves nothing of it", function()
+    -- each node has 2 CPUs; this session reserves 2 x 1.5 (sandbox and forwarder)
+    local big = {}
+    for k, v in pairs(light) do big[k] = v end
+    big.cpus, big.placement_timeout = 1.5, 5
+    local key = KEYP .. "big"
+    local stack, err = swarm.start(key, big)
+    assert.is_nil(stack)
+    assert.equal("engine", err.kind)
+    assert.equal("no_suitable_node", err.reason, tostring(err))
+    assert.matches("insufficient resources", tostring(err.detail), 1, true)
+    local project = "sandstack-" .. key
+    assert.same({}, on_nodes(project))
+    local f = { query = { filters = { label = { "io.sandstack.project=" .. project } } } }
+    assert.same({}, assert(mgr:call("GET", "/services", nil, f)))
+  end)
+
   it("reconnects each session from its record in another process, and the agent answers on its node's loopback", function()
     for k, s in pairs(sessions) do
       local stack = assert(swarm.reconnect(s.record))
