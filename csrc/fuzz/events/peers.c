@@ -24,6 +24,7 @@ void pb_add(pbuf *b, const void *data, size_t n) {
 
 void pb_drop(pbuf *b, size_t n) {
   if (n > b->n) n = b->n;
+  if (!n) return; /* b->p may be NULL */
   memmove(b->p, b->p + n, b->n - n);
   b->n -= n;
 }
