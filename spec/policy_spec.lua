@@ -350,6 +350,50 @@ describe("policy:render and policy.load", function()
   end)
 end)
 
+describe("a rule's reason", function()
+  local text = "read-only GitHub: ask the operator before pushing (issue #12) ~ 100%"
+  it("is returned by explain for the refusal its rule decides, as given, and not for others", function()
+    local p = assert(policy.compile { allow = {
+      { host = "api.github.test", methods = { "GET" }, reason = text },
+      { host = "db.test", port = 5432, raw = true, reason = "the database, raw" },
+      "plain.test",
+    } })
+    assert.same({ admitted = false, rule = 1, reason = "method", rule_reason = text },
+      p:explain("api.github.test", "POST", "/repos", 443))
+    assert.same({ admitted = true, rule = 1 }, p:explain("api.github.test", "GET", "/repos", 443))
+    assert.same({ admitted = false, reason = "host" }, p:explain("other.test", "GET", "/", 443))
+    assert.same({ admitted = false, reason = "host" }, p:explain("db.test", nil, nil, 5433))
+    assert.equal(text, p:rules()[1].reason)
+    assert.is_nil(p:rules()[3].reason)
+  end)
+
+  it("renders and loads back unchanged", function()
+    local p = assert(policy.compile { allow = { { host = "a.test", methods = { "GET" }, reason = text }, "b.test" } })
+    local json = p:render()
+    assert.truthy(json:find('"reason":"' .. text .. '"', 1, true), json)
+    local q = assert(policy.load(json))
+    assert.equal(json, q:render())
+    assert.equal(text, q:explain("a.test", "PUT", "/", 443).rule_reason)
+  end)
+
+  it("is refused when empty, too long, not a string, or holding control or non-ASCII bytes", function()
+    local bad = { "", string.rep("x", 201), "two\nlines", "tab\there", "caf\195\169", "del\127", 42, true, {} }
+    for i, r in ipairs(bad) do
+      local q, err = policy.compile { allow = { "ok.test", { host = "a.test", reason = r } } }
+      assert.is_nil(q, "input " .. i)
+      assert.equal("invalid", err.kind, "input " .. i)
+      assert.equal(2, err.rule, "input " .. i)
+      assert.truthy(err.message:find("reason", 1, true), err.message)
+    end
+    assert.is_nil(policy.compile { allow = { { host = "a.test", reason = "nul\0byte" } } }) -- refused by the binding
+    assert(policy.compile { allow = { { host = "a.test", reason = string.rep("x", 200) } } })
+    assert(policy.compile { allow = { { host = "a.test", reason = " !~" } } })
+    local q, err = policy.load('{"allow":[{"host":"a.test","reason":"bell\\u0007"}]}')
+    assert.is_nil(q)
+    assert.equal(1, err.rule)
+  end)
+end)
+
 describe("docs/policy.md", function()
   it("shows what the code does", function()
     local p = assert(policy.compile { allow = {

@@ -160,6 +160,10 @@ static int l_explain(lua_State *L) {
   if (!v.admitted) {
     lua_pushstring(L, ss_deny_reason_name(v.reason));
     lua_setfield(L, -2, "reason");
+    if (v.named && v.named->reason) { /* the author's own words for this refusal */
+      lua_pushstring(L, v.named->reason);
+      lua_setfield(L, -2, "rule_reason");
+    }
   }
   if (v.raw) { /* a connection a raw rule admits: its bytes need not be TLS */
     lua_pushinteger(L, v.raw);

@@ -62,10 +62,12 @@ void ss_policy_check(const ss_policy *p, const char *host, size_t host_len, cons
         const ss_policy_rule *o = &p->rules[k];
         if (o->raw && o->port == port && ss_host_covered(o, canon)) out->raw = k + 1;
       }
+      out->named = r;
       return;
     }
     if (!out->rule) {
       out->rule = i + 1;
+      out->named = r;
       best = why;
     }
   }
@@ -111,6 +113,7 @@ cJSON *ss_policy_rule_json(const ss_policy_rule *r) {
     for (int i = 0; ps && i < r->npaths; i++) cJSON_AddItemToArray(ps, cJSON_CreateString(r->paths[i]));
   }
   if (r->raw) cJSON_AddTrueToObject(o, "raw"); /* absent means false, so older renders stay as they were */
+  if (r->reason) cJSON_AddStringToObject(o, "reason", r->reason);
   return o;
 }
 

@@ -77,6 +77,19 @@ static const char *parse_paths(const cJSON *ps, ss_policy_rule *r) {
   return NULL;
 }
 
+/* The text goes back to the sandbox verbatim, in a JSON body and in a response header, so it is
+ * held to what a header can carry without escaping: printable ASCII, no control bytes. */
+static const char *parse_reason(const cJSON *j, ss_policy_rule *r) {
+  const char *bad = "'reason' must be 1 to 200 characters of printable ASCII (no control characters or non-ASCII)";
+  if (!cJSON_IsString(j)) return bad;
+  size_t len = strlen(j->valuestring);
+  if (len == 0 || len > SS_POLICY_REASON_MAX) return bad;
+  for (size_t i = 0; i < len; i++)
+    if ((unsigned char)j->valuestring[i] < 0x20 || (unsigned char)j->valuestring[i] > 0x7e) return bad;
+  if (!(r->reason = strdup(j->valuestring))) return "out of memory";
+  return NULL;
+}
+
 static const char *parse_rule(const cJSON *j, ss_policy_rule *r) {
   if (cJSON_IsString(j)) return parse_host(j->valuestring, 1, r);
   if (!cJSON_IsObject(j)) return "a rule must be a host string or a table with 'host'";
@@ -84,14 +97,16 @@ static const char *parse_rule(const cJSON *j, ss_policy_rule *r) {
   cJSON_ArrayForEach(it, j) {
     const char *k = it->string;
     if (strcmp(k, "authority") == 0) return "'authority' rules are refused";
-    if (strcmp(k, "host") && strcmp(k, "port") && strcmp(k, "methods") && strcmp(k, "paths") && strcmp(k, "raw"))
-      return "unknown key in a rule (host, port, methods, paths, raw)";
+    if (strcmp(k, "host") && strcmp(k, "port") && strcmp(k, "methods") && strcmp(k, "paths") && strcmp(k, "raw") &&
+        strcmp(k, "reason"))
+      return "unknown key in a rule (host, port, methods, paths, raw, reason)";
   }
   const cJSON *host = cJSON_GetObjectItemCaseSensitive(j, "host");
   const cJSON *port = cJSON_GetObjectItemCaseSensitive(j, "port");
   const cJSON *methods = cJSON_GetObjectItemCaseSensitive(j, "methods");
   const cJSON *paths = cJSON_GetObjectItemCaseSensitive(j, "paths");
   const cJSON *raw = cJSON_GetObjectItemCaseSensitive(j, "raw");
+  const cJSON *reason = cJSON_GetObjectItemCaseSensitive(j, "reason");
   if (!cJSON_IsString(host)) return "a rule table needs 'host' (a string)";
   if (raw && !cJSON_IsBool(raw)) return "'raw' must be true or false";
   const char *why = parse_host(host->valuestring, port == NULL, r);
@@ -109,6 +124,7 @@ static const char *parse_rule(const cJSON *j, ss_policy_rule *r) {
      whole host: a host's other ports stay held to TLS naming it */
   if (r->raw && !r->port) return "a raw rule must name its port ('github.com:22' or port = 22)";
   if (r->raw && (methods || paths)) return "a raw rule cannot have methods or paths: raw TCP carries no request to check";
+  if (reason && (why = parse_reason(reason, r))) return why;
   return NULL;
 }
 
@@ -189,8 +205,10 @@ ss_policy *ss_policy_parse(const char *buf, size_t len, ss_error *err) {
 
 void ss_policy_free(ss_policy *p) {
   if (!p) return;
-  for (int i = 0; i < p->n; i++)
+  for (int i = 0; i < p->n; i++) {
     for (int k = 0; k < p->rules[i].npaths; k++) free(p->rules[i].paths[k]);
+    free(p->rules[i].reason);
+  }
   free(p->rules);
   free(p);
 }

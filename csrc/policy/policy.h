@@ -39,7 +39,11 @@ typedef struct ss_policy_rule {
   char *paths[SS_POLICY_MAX_PATHS];
   int raw; /* "raw": true: a CONNECT tunnel to this host and (named) port may carry any bytes; without
               it a tunnel must start with a TLS ClientHello naming the host (docs/policy.md) */
+  char *reason; /* "reason": the policy author's words for a refusal this rule decides, returned to the
+                   client as given (NULL when none); printable ASCII, so a header can carry it */
 } ss_policy_rule;
+
+#define SS_POLICY_REASON_MAX 200
 
 typedef struct ss_policy {
   int n;
@@ -65,12 +69,15 @@ typedef struct ss_policy_verdict {
   ss_deny_reason reason;
   int raw; /* a connection (method NULL) that is admitted: the first raw rule covering its host and
               port (1-based), whose bytes need not be TLS; 0 when no raw rule does */
+  const ss_policy_rule *named; /* rules[rule - 1], or NULL: valid while the policy checked is (a refusal
+                                  reads its methods, paths and reason to say what could be allowed) */
 } ss_policy_verdict;
 
 /* Builds a policy from {"allow": [rule...]} (optional "version": 1, optional "inspect": bool,
  * default true: whether a proxy may terminate TLS to enforce method and path rules). A rule is a string
- * "host", "host:port", "*.apex[:port]" or an object {host, port?, methods?, paths?, raw?}; a raw
- * rule names its port and has no methods or paths.
+ * "host", "host:port", "*.apex[:port]" or an object {host, port?, methods?, paths?, raw?, reason?}; a
+ * raw rule names its port and has no methods or paths; reason is 1..SS_POLICY_REASON_MAX bytes of
+ * printable ASCII (space to '~').
  * On failure returns NULL with err kind "invalid" and field "rule" (1-based) when one rule
  * is at fault. */
 ss_policy *ss_policy_from_json(const cJSON *root, ss_error *err);
@@ -90,7 +97,7 @@ const char *ss_deny_reason_name(ss_deny_reason r);
  * refuses to connect to (csrc/proxy/addr.h) holds only for such a rule. */
 int ss_policy_names_address(const ss_policy *p, const char *address, int port);
 
-/* The canonical JSON form: {"version":1,"allow":[{"host","port"?,"methods"?,"paths"?,"raw"?}...]},
+/* The canonical JSON form: {"version":1,"allow":[{"host","port"?,"methods"?,"paths"?,"raw"?,"reason"?}...]},
  * plus "inspect":false when inspection is off (absent means on).
  * ss_policy_parse of it builds an equal policy. */
 cJSON *ss_policy_render(const ss_policy *p);
