@@ -16,14 +16,19 @@ with_test=0
 step_start=$SECONDS
 took() { echo "bootstrap: $1 $((SECONDS - step_start)) s"; step_start=$SECONDS; }
 
-# The main job: compiler and build tools, the C core's libraries (libcurl, cJSON, libuv, and
-# OpenSSL for sandstack-proxy), Lua 5.4, the engine, and what demo.sh itself runs (curl, socat,
-# python3 for a free port, iproute2/iptables for the outside stand-in, busybox for the images).
-packages=(
-  ca-certificates openssl gcc make cmake pkg-config libc6-dev curl python3 iproute2 iptables
-  docker.io busybox-static socat
+# The main job, in two apt transactions so the module compiles on one core while dpkg (which uses
+# one) unpacks the engine and the tools: first the compiler and the C core's libraries (libcurl,
+# cJSON, libuv, and OpenSSL for sandstack-proxy) with Lua 5.4; then the engine and what demo.sh
+# itself runs (curl, socat, python3 for a free port, iproute2/iptables for the outside stand-in,
+# busybox for the images).
+build_packages=(
+  ca-certificates gcc make cmake pkg-config libc6-dev
   lua5.4 liblua5.4-dev
   libcurl4-openssl-dev libcjson-dev libuv1-dev libssl-dev
+)
+packages=(
+  openssl curl python3 iproute2 iptables
+  docker.io busybox-static socat
 )
 # The tests: the list spec/fresh_machine.t checks against a minbase Debian 12.
 [ "$with_test" = 1 ] && packages+=(
@@ -32,17 +37,40 @@ packages=(
   git debootstrap shellcheck strace clang libclang-rt-14-dev llvm
 )
 
-missing=()
-for p in "${packages[@]}"; do
-  # no `| grep -q`: under pipefail an early exit of the reader can fail the writer
-  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "bootstrap: installing ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-took "packages"
+missing() { # missing PACKAGE...: those not installed, one a line
+  local p
+  for p; do
+    # no `| grep -q`: under pipefail an early exit of the reader can fail the writer
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] || echo "$p"
+  done
+}
+apt_updated=0
+install() { # install STEP PACKAGE...: apt-get install of those missing, timed as STEP
+  local todo
+  mapfile -t todo < <(missing "${@:2}")
+  if [ ${#todo[@]} -gt 0 ]; then
+    echo "bootstrap: installing ${todo[*]}"
+    [ "$apt_updated" = 1 ] || { apt-get update -qq; apt_updated=1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${todo[@]}" >/dev/null
+  fi
+  took "$1"
+}
+
+build() { # build DIR CMAKE-ARGS...
+  local dir=$1; shift
+  cmake -S "$top" -B "$top/$dir" "$@" >/dev/null
+  cmake --build "$top/$dir" -j"$(nproc)" >/dev/null
+}
+
+install "build packages" "${build_packages[@]}"
+# The module compiles while apt installs the rest (its log is shown when it fails).
+build_log=/tmp/sandstack-build.$$.log
+build build -DSANDSTACK_LUA=lua5.4 >"$build_log" 2>&1 &
+build_pid=$!
+# a failed apt-get ends the script: the build it started ends with it (our own child, by pid)
+trap '[ -z "${build_pid:-}" ] || kill "$build_pid" 2>/dev/null || true' EXIT
+build_start=$SECONDS
+install "packages" "${packages[@]}"
 
 # gVisor's runsc for `runtime = "runsc"` (issue 18), tests only: installed from
 # bookworm-backports and registered in /etc/docker/daemon.json before the engine starts.
@@ -58,18 +86,17 @@ if ! engine_up; then
   took "engine"
 fi
 
-build() { # build DIR CMAKE-ARGS...
-  local dir=$1; shift
-  cmake -S "$top" -B "$top/$dir" "$@" >/dev/null
-  cmake --build "$top/$dir" -j"$(nproc)" >/dev/null
-}
-# The images build while the module compiles: both are a few seconds of one core each.
+# The images build while the module finishes compiling: both are a few seconds of one core each.
 if [ "$with_test" = 1 ]; then images=(bash "$top/spec/support/build-images.sh" --test)
 else images=(bash "$top/spec/support/build-images.sh"); fi
 "${images[@]}" >/tmp/sandstack-build-images.$$.log 2>&1 &
 images_pid=$!
-build build -DSANDSTACK_LUA=lua5.4
-took "build (lua5.4)"
+build_rc=0; wait "$build_pid" || build_rc=$?
+build_pid=
+[ "$build_rc" -eq 0 ] || { echo "bootstrap: the build failed ($build_rc):"; tail -40 "$build_log"; exit 1; }
+rm -f "$build_log"
+echo "bootstrap: build (lua5.4) done, $((SECONDS - build_start)) s after it started beside apt"
+took "build (lua5.4) wait"
 images_rc=0; wait "$images_pid" || images_rc=$?
 cat /tmp/sandstack-build-images.$$.log; rm -f /tmp/sandstack-build-images.$$.log
 [ "$images_rc" -eq 0 ] || { echo "bootstrap: build-images.sh failed ($images_rc)"; exit 1; }
