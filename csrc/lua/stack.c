@@ -3,9 +3,10 @@
  *       Validates the options once, compiles egress_policy, mints the session token (when the
  *       stack has a proxy) and the run label. fixed = {now=, token=, run=} pins what is
  *       otherwise taken from the clock and the CSPRNG (for a plan shown to a user or a test).
- *   model:plan{api_version=, pool=, subnets={sbx=, pub=, egress=, isocheck=}} -> plan | nil, err
+ *   model:plan{api_version=, pool=, subnets={sbx=, pub=, egress=, isocheck=}, redact=} -> plan | nil, err
  *       Every create as a finished request {method, path, body_json}; the same model gives the
- *       same token, label and names to every plan (a retry with new subnets plans again).
+ *       same token, label, names and credential placeholders to every plan (a retry with new
+ *       subnets plans again). redact = true: a plan to show, with no credential's secret in it.
  *   model:close()
  *   core.stack_pick_subnet(pool, used, seed[, prefix[, count]]) -> "a.b.c.d/28" | {count of them} | nil, err
  * opts is a table (function values are left out: callbacks stay in Lua) or a JSON string.
@@ -147,8 +148,11 @@ static int m_plan(lua_State *L) {
   ss_stack_ctx ctx = {0};
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
-    static const char *const keys[] = {"api_version", "pool", "subnets", NULL};
+    static const char *const keys[] = {"api_version", "pool", "subnets", "redact", NULL};
     ss_check_keys(L, 2, keys, "model:plan");
+    lua_getfield(L, 2, "redact");
+    ctx.redact_secrets = lua_toboolean(L, -1);
+    lua_pop(L, 1);
     ctx.api_version = ss_opt_string(L, 2, "api_version", NULL);
     ctx.pool = ss_opt_string(L, 2, "pool", NULL);
     lua_getfield(L, 2, "subnets");

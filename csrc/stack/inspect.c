@@ -148,6 +148,7 @@ int ss_stack_check_inspection(const cJSON *opts, ss_stack_model *m, ss_error *er
   if (!p) return -1;
   int rc = 0, needed = 0;
   for (int i = 0; i < p->n; i++) needed |= needs_inspection(&p->rules[i]);
+  needed |= m->ncreds > 0; /* a credential goes only into a request the proxy has read */
   if (p->no_inspect) { /* whichever proxy serves the stack: the policy itself says no */
     rc = refuse_weakened(p, err);
   } else if (needed && m->proxy_idx >= 0 && m->svc[m->proxy_idx].added) {

@@ -32,6 +32,22 @@ typedef struct ss_hardening {
   const char *user;          /* NULL: the image's */
 } ss_hardening;
 
+/* One entry of the `credentials` option, checked (credentials.c). The secret is borrowed from
+ * the options tree; the placeholder is minted by ss_stack_mint_placeholders. */
+#define SS_STACK_MAX_CREDENTIALS 32
+#define SS_CRED_SECRET_MIN 16
+#define SS_CRED_SECRET_MAX 4096
+typedef struct ss_cred {
+  const char *name;          /* the sandbox's variable */
+  char host[SS_HOST_MAX + 1]; /* normalised: lowercase, no trailing dot */
+  int port;                  /* 443 unless given */
+  const char *placement;     /* "header", "query", "basic" or "path" */
+  const char *where;         /* that placement's value: header name, parameter, user, template */
+  const char *format;        /* header only; NULL: the secret alone */
+  const char *secret;
+  char placeholder[SS_CRED_SECRET_MAX + 1]; /* as long as the secret, [A-Za-z0-9] */
+} ss_cred;
+
 typedef struct ss_stack_model {
   const cJSON *opts;
   char project[96];
@@ -48,6 +64,8 @@ typedef struct ss_stack_model {
   const char *proxy_upstream;       /* the added proxy's SANDSTACK_UPSTREAM, or NULL (its default) */
   const char *proxy_upstream_ca;    /* the added proxy's SANDSTACK_UPSTREAM_CA (PEM text), or NULL */
   int inspect_ca; /* the added proxy inspects TLS: the CA volume and its wiring (inspect.c) */
+  int ncreds;
+  ss_cred creds[SS_STACK_MAX_CREDENTIALS];
 } ss_stack_model;
 
 /* The proxy sandstack adds when egress_policy comes without a proxy_service. */
@@ -74,6 +92,14 @@ int ss_stack_check_inspection(const cJSON *opts, ss_stack_model *m, ss_error *er
 /* The CA volume's DriverOpts: a tmpfs owned by the proxy's user (so the certificates never
  * touch the disk and vanish when no container holds the volume). Caller owns the result. */
 cJSON *ss_stack_ca_volume_opts(const ss_stack_model *m);
+/* credentials.c: the `credentials` option checked into m->creds (after the proxy is known);
+ * 0, or -1 with compose/invalid_option naming credentials[i].field (never quoting a secret). */
+int ss_stack_check_credentials(const cJSON *opts, ss_stack_model *m, ss_error *err);
+/* Mints every credential's placeholder from the kernel CSPRNG; 0, or -1 with io/random. */
+int ss_stack_mint_placeholders(ss_stack_model *m, ss_error *err);
+/* A credential as JSON: with secret, the entry of SANDSTACK_CREDENTIALS; with NULL, what a plan
+ * and a record show (no secret member). Caller owns the result. */
+cJSON *ss_stack_credential_json(const ss_cred *cr, const char *secret);
 /* The compiled egress_policy (egress.c): NULL without err set when there is none. */
 ss_policy *ss_stack_compile_policy(const cJSON *opts, ss_error *err);
 

@@ -19,6 +19,7 @@ typedef struct plan_ctx {
   const ss_stack_ctx *ctx;
   int api;
   const char *token; /* NULL without a proxy */
+  char *creds_json;  /* the proxy's SANDSTACK_CREDENTIALS, or NULL (owned) */
   char net_sbx[128], net_pub[128], net_egress[128];
   int has_egress;
 } plan_ctx;
@@ -162,6 +163,31 @@ static void wire_added_proxy(const plan_ctx *p, const ss_svc *px, cJSON *env) {
   if (p->m->proxy_upstream) env_set(env, "SANDSTACK_UPSTREAM", p->m->proxy_upstream);
   if (p->m->proxy_upstream_ca) env_set(env, "SANDSTACK_UPSTREAM_CA", p->m->proxy_upstream_ca);
   if (p->m->inspect_ca) env_set(env, "SANDSTACK_CA_DIR", SS_CA_PROXY_DIR);
+  if (p->m->ncreds > 0) env_set(env, "SANDSTACK_CREDENTIALS", p->creds_json);
+}
+
+/* The proxy's SANDSTACK_CREDENTIALS (docs/proxy.md): the only place a secret goes. A plan
+ * shown to a user carries a marker instead. NULL without credentials. */
+static char *credentials_env(const ss_stack_model *m, int redact) {
+  if (m->ncreds == 0) return NULL;
+  cJSON *a = cJSON_CreateArray();
+  for (int i = 0; i < m->ncreds; i++)
+    cJSON_AddItemToArray(a, ss_stack_credential_json(&m->creds[i], redact ? SS_STACK_REDACTED : m->creds[i].secret));
+  char *text = cJSON_PrintUnformatted(a);
+  cJSON_Delete(a);
+  return text;
+}
+
+/* What a plan (and so a record) says of the credentials: everything but the secrets. */
+static void add_credentials(cJSON *plan, const ss_stack_model *m) {
+  if (m->ncreds == 0) return;
+  cJSON *a = cJSON_AddArrayToObject(plan, "credentials");
+  for (int i = 0; i < m->ncreds; i++) cJSON_AddItemToArray(a, ss_stack_credential_json(&m->creds[i], NULL));
+}
+
+/* The sandbox's side: NAME=<placeholder>, set last, so the spec's own NAME is removed. */
+static void wire_placeholders(const ss_stack_model *m, cJSON *env) {
+  for (int i = 0; i < m->ncreds; i++) env_set(env, m->creds[i].name, m->creds[i].placeholder);
 }
 
 /* The sandbox's TLS clients trust the bundle the proxy published: the image's roots, the
@@ -188,6 +214,7 @@ static void wire_credentials(const plan_ctx *p, const ss_svc *s, cJSON *env) {
       env_set(env, "ANTHROPIC_API_KEY", p->token);
       if (px->added) wire_proxy_clients(p, px, env);
       if (px->added && m->inspect_ca) wire_ca_bundle(env);
+      if (px->added) wire_placeholders(m, env);
     } else if (key) {
       env_set(env, "ANTHROPIC_API_KEY", key->valuestring);
     }
@@ -696,6 +723,11 @@ cJSON *ss_stack_plan_model(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_
   snprintf(p.net_pub, sizeof p.net_pub, "%s-pub", m->project);
   snprintf(p.net_egress, sizeof p.net_egress, "%s-egress", m->project);
   for (int i = 0; i < m->nsvc; i++) p.has_egress |= m->svc[i].egress_allow;
+  p.creds_json = credentials_env(m, ctx->redact_secrets);
+  if (m->ncreds > 0 && !p.creds_json) {
+    ss_error_set(err, "usage", "oom", "out of memory");
+    return NULL;
+  }
 
   cJSON *plan = cJSON_CreateObject();
   cJSON_AddStringToObject(plan, "project", m->project);
@@ -719,6 +751,7 @@ cJSON *ss_stack_plan_model(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_
     cJSON_AddBoolToObject(px, "added", m->svc[m->proxy_idx].added); /* by egress_policy, not a proxy_service */
     cJSON_AddStringToObject(plan, "session_token", p.token);
   }
+  add_credentials(plan, m);
   if (m->inspect_ca) { /* where the inspection CA's certificates live (never its key) */
     cJSON *in = cJSON_AddObjectToObject(plan, "inspection");
     char vol[200];
@@ -777,5 +810,6 @@ cJSON *ss_stack_plan_model(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_
     finish_request(cJSON_GetObjectItemCaseSensitive(chk, "network"), "/networks/create", 0);
     finish_request(cJSON_GetObjectItemCaseSensitive(chk, "container"), "/containers/create", 1);
   }
+  cJSON_free(p.creds_json);
   return plan;
 }

@@ -25,10 +25,13 @@ typedef struct ss_stack_ctx {
   const char *egress_policy_json; /* rendered policy for the proxy, or NULL */
   const char *pool;               /* warm pool name: io.sandstack.pool on every object, or NULL */
   const char *run_label;          /* io.sandstack.run on every object, or NULL */
+  int redact_secrets; /* a plan shown, not applied: each credential's secret in the proxy's
+                         environment is SS_STACK_REDACTED (the plan a start applies has it) */
   ss_stack_subnets subnets;
 } ss_stack_ctx;
 
 #define SS_STACK_MAX_SERVICES 64
+#define SS_STACK_REDACTED "(secret not shown)"
 
 /* Checks every spec rule of API.md without side effects. 0 or -1 with err set:
  * kind "compose" (reasons of API.md), or kind "usage"/reason "unknown_option" for an unknown

@@ -17,7 +17,7 @@ static const char *const TOP_KEYS[] = {
     "api_key", "health_timeout", "cpus", "memory", "cap_drop", "security_opt", "pids_limit",
     "user", "readonly_rootfs", "tmpfs", "pull", "egress_policy", "on_event", "subnet_pool",
     "session_token", "runtime", "proxy_image", "proxy_hosts", "proxy_upstream",
-    "proxy_upstream_ca", NULL};
+    "proxy_upstream_ca", "credentials", NULL};
 static const char *const SERVICE_KEYS[] = {"name", "image", "egress", "entrypoint", "command",
                                            "env", "volumes", "depends_on", "user", "port",
                                            "hosts", NULL};
@@ -270,7 +270,8 @@ static int check_service(const cJSON *opts, const cJSON *spec, ss_stack_model *m
  * `sandstack images` builds) as one more sidecar, with egress, and the sandbox starts after it.
  * The options that shape that proxy are refused anywhere else: they would be silently unused. */
 static int add_proxy(const cJSON *opts, ss_stack_model *m, ss_error *err) {
-  static const char *const own[] = {"proxy_image", "proxy_hosts", "proxy_upstream", "proxy_upstream_ca", NULL};
+  static const char *const own[] = {"proxy_image", "proxy_hosts", "proxy_upstream", "proxy_upstream_ca",
+                                    "credentials", NULL};
   int adds = cJSON_GetObjectItemCaseSensitive(opts, "egress_policy") &&
              !cJSON_GetObjectItemCaseSensitive(opts, "proxy_service");
   if (!adds) {
@@ -689,6 +690,7 @@ int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_mo
     m->svc[p].port = (int)port->valuedouble;
     m->proxy_idx = p;
   }
+  if (ss_stack_check_credentials(opts, m, err) || ss_stack_mint_placeholders(m, err)) return -1;
   return ss_stack_check_inspection(opts, m, err);
 }
 

@@ -30,4 +30,18 @@ function M.scrub(t)
   return scrub(t, {})
 end
 
+-- The credentials a record may keep: each one's name, host, port, placement and placeholder,
+-- copied by allow list, so a secret (or any member added later) never reaches a record.
+local CREDENTIAL_FIELDS = { "name", "host", "port", "header", "format", "query", "basic", "path", "placeholder" }
+function M.credentials(list)
+  if list == nil then return nil end
+  local out = {}
+  for i, c in ipairs(list) do
+    local kept = {}
+    for _, k in ipairs(CREDENTIAL_FIELDS) do kept[k] = c[k] end
+    out[i] = kept
+  end
+  return out
+end
+
 return M

@@ -34,7 +34,7 @@ local function slim(plan)
     ready_path = plan.ready_path, ready_timeout = plan.ready_timeout, health_timeout = plan.health_timeout,
     capture_path = plan.capture_path, sandbox = plan.sandbox, forwarder = plan.forwarder,
     containers = cs, docker_host = plan.docker_host, timeout = plan.timeout,
-    networks = names(plan.networks), volumes = names(plan.volumes) }
+    networks = names(plan.networks), volumes = names(plan.volumes), credentials = store.credentials(plan.credentials) }
 end
 
 function M.new(eng, plan, hooks)
@@ -66,6 +66,14 @@ function Stack:reconnect()
   set_port(self, port)
   if not port then return nil, err end
   return port
+end
+
+-- { NAME = placeholder, ... }: what the sandbox's environment holds for each credential (never
+-- a secret); {} without credentials. Kept by the record, so a reconnected handle answers too.
+function Stack:credentials()
+  local out = {}
+  for _, c in ipairs(self.plan.credentials or {}) do out[c.name] = c.placeholder end
+  return out
 end
 
 function Stack:record()

@@ -58,6 +58,10 @@ function M.new(opts)
     return E.fail("compose", "invalid_option", "pool: the pool names its stacks' projects; drop project_name",
       { option = "project_name" })
   end
+  if stack.credentials ~= nil then -- a claim plans the stack again, which would mint other placeholders
+    return E.fail("compose", "invalid_option", "pool: credentials are not supported in a warm pool yet (a claimed "
+      .. "stack's handle could not know the placeholders its sandbox holds)", { option = "credentials" })
+  end
   for _, s in ipairs(stack.services or {}) do
     if type(s) == "table" and MARK_NAMES[s.name] then
       return E.fail("compose", "invalid_option", "pool: a service may not be named '" .. s.name .. "' (the pool's marks)",

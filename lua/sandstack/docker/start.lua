@@ -81,7 +81,8 @@ function M.start(session_key, opts, pool)
 end
 
 -- The plan a start would apply, without an engine (for inspection and tests): the same model and
--- the same bodies. ctx: api_version (the engine's, default 1.41), pool, subnets = {sbx=, pub=,
+-- the same bodies, except that a credential's secret is never shown (SANDSTACK_CREDENTIALS holds
+-- a marker in its place). ctx: api_version (the engine's, default 1.41), pool, subnets = {sbx=, pub=,
 -- egress=, isocheck=}, and now/token/run to pin what a start takes from the clock and the CSPRNG.
 local PLAN_CTX = { api_version = true, pool = true, subnets = true, now = true, token = true, run = true }
 function M.plan(session_key, opts, ctx)
@@ -90,7 +91,9 @@ function M.plan(session_key, opts, ctx)
   E.check_keys(ctx, PLAN_CTX, "sandstack.docker.plan")
   local model, err = core.stack_model(clean, session_key, { now = ctx.now, token = ctx.token, run = ctx.run })
   if not model then return nil, err end
-  local plan; plan, err = model:plan { api_version = ctx.api_version, pool = ctx.pool, subnets = ctx.subnets }
+  -- shown, never applied: each credential's secret is left out of the proxy's environment
+  local plan; plan, err = model:plan { api_version = ctx.api_version, pool = ctx.pool, subnets = ctx.subnets,
+    redact = true }
   model:close()
   return plan, err
 end
