@@ -393,7 +393,7 @@ void credential_begin(proxy_conn *c) {
     return reply_error(c, 413, "invalid_request_error", "the request body is larger than the proxy accepts");
   }
   ss_policy_verdict v;
-  ss_policy_check(cfg->policy, c->host, strlen(c->host), c->method, strlen(c->method), req->target,
+  ss_policy_check(c->srv->policy, c->host, strlen(c->host), c->method, strlen(c->method), req->target,
                   req->target_len, c->port, &v);
   if (!v.admitted) return reply_policy(c, "deny", ss_deny_reason_name(v.reason), v.rule, NULL);
   c->decision = "allow";

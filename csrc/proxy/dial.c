@@ -61,7 +61,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         char text[64];
         addr_text(ai->ai_addr, text, sizeof text);
         const char *range = addr_refused_range(ai->ai_addr);
-        if (range && !ss_policy_names_address(c->srv->cfg->policy, text, c->port)) {
+        if (range && !ss_policy_names_address(policy_of(c), text, c->port)) {
           char msg[700];
           snprintf(c->address, sizeof c->address, "%s", text);
           snprintf(msg, sizeof msg,

@@ -66,7 +66,7 @@ void forward_begin(proxy_conn *c) {
   int port;
   ph_absolute(r->target, r->target_len, host, &port, &path, &pl);
   ss_policy_verdict v;
-  ss_policy_check(c->srv->cfg->policy, c->host, strlen(c->host), c->method, strlen(c->method), path, pl, c->port, &v);
+  ss_policy_check(policy_judge(c), c->host, strlen(c->host), c->method, strlen(c->method), path, pl, c->port, &v);
   if (!v.admitted) return reply_policy(c, "deny", ss_deny_reason_name(v.reason), v.rule, NULL);
   const char *why;
   int refused = ph_host_refusal(r, NULL, 0, c->host, c->port, 80, &why); /* the URL is the admitted name */

@@ -167,7 +167,7 @@ static void decide(proxy_conn *c) {
   memcpy(c->path, r->path, r->path_noquery_len); /* the audit line keeps the path without its query */
   c->path[r->path_noquery_len] = '\0';
   ss_policy_verdict v;
-  ss_policy_check(c->srv->cfg->policy, c->host, strlen(c->host), c->method, strlen(c->method), r->path, r->path_len,
+  ss_policy_check(c->srv->policy, c->host, strlen(c->host), c->method, strlen(c->method), r->path, r->path_len,
                   c->port, &v);
   if (!v.admitted) return reply_policy(c, "deny", ss_deny_reason_name(v.reason), v.rule, NULL);
   const char *why; /* Host and an absolute-form authority must name the CONNECT host (issue 23) */

@@ -67,6 +67,7 @@ int server_start(proxy_server *s, uv_loop_t *loop, const proxy_config *cfg) {
   memset(s, 0, sizeof *s);
   s->loop = loop;
   s->cfg = cfg;
+  live_policy_init(s, cfg->policy);
   struct sockaddr_storage addr;
   if (uv_ip4_addr(cfg->listen, cfg->port, (struct sockaddr_in *)&addr) != 0 &&
       uv_ip6_addr(cfg->listen, cfg->port, (struct sockaddr_in6 *)&addr) != 0) {

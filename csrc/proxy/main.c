@@ -2,6 +2,7 @@
  * One port serves CONNECT tunnels, plain-HTTP forwarding and the credential route, all checked
  * against the stack's egress policy with the same C matcher as sandstack.policy. Configuration
  * comes from the environment (docs/proxy.md); every decision is a JSON line on stdout. */
+#include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,9 +33,31 @@ static int ready_test(void) {
   return 0;
 }
 
+/* The control socket (control.c) when SANDSTACK_CONTROL_SOCKET names one (the image sets it). A
+ * proxy that cannot bind it still serves, under its start policy, and says why on stdout. */
+static void start_control(proxy_server *srv) {
+  const char *path = getenv("SANDSTACK_CONTROL_SOCKET");
+  char why[512];
+  if (!path || !*path) return;
+  cJSON *o = cJSON_CreateObject();
+  if (control_start(srv, path, why, sizeof why) == 0) {
+    cJSON_AddStringToObject(o, "event", "control_listening");
+    cJSON_AddStringToObject(o, "path", path);
+  } else {
+    cJSON_AddStringToObject(o, "event", "control_unavailable");
+    cJSON_AddStringToObject(o, "reason", why);
+  }
+  char *line = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (line) printf("%s\n", line);
+  fflush(stdout);
+  free(line);
+}
+
 int main(int argc, char **argv) {
   char why[512];
   if (argc == 2 && strcmp(argv[1], "--ready") == 0) return ready_test();
+  if (argc == 3 && strcmp(argv[1], "--control") == 0) return control_client(argv[2]);
   proxy_config cfg;
   if (proxy_config_load(&cfg, argc, argv, why, sizeof why) != 0) {
     fprintf(stderr, "sandstack-proxy: %s\n", why);
@@ -73,10 +96,13 @@ int main(int argc, char **argv) {
       fflush(stdout);
     }
     free(summary);
+    start_control(&srv);
     uv_run(&loop, UV_RUN_DEFAULT);
     rc = 0;
   }
+  control_stop(&srv); /* its handle is unreferenced: the loop ended without it */
   uv_run(&loop, UV_RUN_DEFAULT); /* let every close callback run */
+  live_policy_end(&srv);
   uv_loop_close(&loop);
   curl_global_cleanup();
   tls_free(tls);

@@ -16,6 +16,8 @@ typedef struct curl_loop curl_loop;
 typedef struct cred_req cred_req;
 typedef struct inspect_session inspect_session;
 typedef struct proxy_tls proxy_tls;
+typedef struct policy_pin policy_pin;
+typedef struct control_server control_server;
 
 typedef struct proxy_server {
   uv_loop_t *loop;
@@ -29,6 +31,12 @@ typedef struct proxy_server {
   proxy_conn *conns; /* every live connection (the drain walks it) */
   curl_loop *curl;
   proxy_tls *tls; /* OpenSSL contexts and the inspection CA (tls.h) */
+  /* The egress policy in force (issue 25: replaced live through the control socket, control.c).
+   * Every decision reads it once, synchronously on the loop, so a request is judged wholly by
+   * one policy; cfg->policy stays the start policy (the inspection CA was made from it). */
+  ss_policy *policy;
+  policy_pin *policy_pin;  /* a replaced-in policy, kept alive while a connection judged by it lives */
+  control_server *control; /* NULL when SANDSTACK_CONTROL_SOCKET is unset or could not be bound */
 } proxy_server;
 
 typedef enum { KIND_NONE, KIND_CONNECT, KIND_FORWARD, KIND_CREDENTIAL, KIND_INSPECT } conn_kind;
@@ -74,6 +82,10 @@ struct proxy_conn {
   cred_req *cred;
   inspect_session *insp; /* an inspected CONNECT (inspect.c) */
   const char *leaf;      /* its leaf certificate: "cached" or "fresh" (the audit line) */
+  /* the policy that admitted it, for the checks after the resolve (dial.c); judged_by pins it
+   * unless it is the start policy, which lives as long as the process */
+  const ss_policy *judged_rules;
+  policy_pin *judged_by;
 };
 
 /* listener.c */
@@ -143,6 +155,27 @@ void inspect_deadline(proxy_conn *c);
  * 0 with the ciphertext in *out (NULL when none), or -1 when c has no TLS session. */
 int inspect_seal(proxy_conn *c, const char *data, size_t len, char **out, size_t *out_len);
 void inspect_free(proxy_conn *c);
+
+/* live_policy.c: the swappable policy (issue 25) */
+void live_policy_init(proxy_server *s, ss_policy *start); /* start stays owned by the config */
+void live_policy_end(proxy_server *s);
+/* The policy in force, pinned to c so the checks after its resolve use the same one. */
+const ss_policy *policy_judge(proxy_conn *c);
+/* The policy that admitted c (its pin), else the one in force. */
+const ss_policy *policy_of(const proxy_conn *c);
+void policy_unpin(proxy_conn *c);
+/* sha256 of the canonical render (ss_policy_render), lowercase hex; never holds a secret. */
+int policy_digest(const ss_policy *p, char out[65]);
+/* Takes next (owned from now on) as the policy in force, closes every tunnel and inspected
+ * connection it does not admit (end "policy_changed"; control.c writes the audit line). Returns the
+ * number closed; old_digest/new_digest get the two digests. */
+size_t live_policy_swap(proxy_server *s, ss_policy *next, char old_digest[65], char new_digest[65]);
+
+/* control.c: the control socket (a unix socket in the proxy's own filesystem) */
+int control_start(proxy_server *s, const char *path, char *why, size_t why_len);
+void control_stop(proxy_server *s);
+/* control_client.c: `sandstack-proxy --control VERB` (payload in SANDSTACK_CONTROL_PAYLOAD) */
+int control_client(const char *verb);
 
 /* audit.c */
 void audit_conn(const proxy_conn *c);

@@ -124,10 +124,12 @@ static void connected_raw(proxy_conn *c) {
 
 void tunnel_begin(proxy_conn *c) {
   ss_policy_verdict v;
-  ss_policy_check(c->srv->cfg->policy, c->host, strlen(c->host), NULL, 0, NULL, 0, c->port, &v);
+  const ss_policy *p = policy_judge(c);
+  ss_policy_check(p, c->host, strlen(c->host), NULL, 0, NULL, 0, c->port, &v);
   if (!v.admitted) {
     const proxy_tls *t = c->srv->tls;
-    if (v.rule && (v.reason == SS_DENY_METHOD || v.reason == SS_DENY_PATH) && t && t->ca) {
+    /* a policy set live may turn inspection off although the start policy made a CA */
+    if (v.rule && (v.reason == SS_DENY_METHOD || v.reason == SS_DENY_PATH) && t && t->ca && !p->no_inspect) {
       c->kind = KIND_INSPECT; /* each request is checked inside the TLS session */
       c->rule = v.rule;
       return dial_start(c, connected);

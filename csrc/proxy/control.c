@@ -1,0 +1,320 @@
+/* The control socket (issue 25): how the host changes a running proxy's policy. It is a unix
+ * socket in the proxy container's own filesystem, in a directory of mode 0700 that the proxy
+ * makes itself, the socket 0600; it is on no TCP port and on no volume, so nothing in the
+ * sandbox (another container, another network namespace, another mount namespace) can name it.
+ * The host reaches it by an Engine exec of `sandstack-proxy --control VERB` inside the proxy's
+ * container (control_client.c). A peer must also run as the proxy's own uid (SO_PEERCRED).
+ *
+ * One request per connection: {"verb": "...", "payload": "..."} up to EOF, then one JSON line
+ * back and the close. Verbs: "egress" (the policy in force and its digest), "set-egress" (the
+ * payload is a rendered policy: parsed, checked, swapped in; live_policy.c closes the tunnels
+ * it no longer admits). Every change is an audit line with the old and new digest; a refused
+ * change changes nothing. The listening handle is unreferenced: it never keeps the loop (and so
+ * a drained proxy) alive. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "proxy/proxy.h"
+#include "proxy/tls.h"
+
+#define CONTROL_MAX_REQUEST (8u << 20) /* a policy is at most 1 MiB rendered; room for escaping */
+#define CONTROL_DEADLINE_MS 10000
+
+struct control_server {
+  uv_pipe_t listener;
+  proxy_server *srv;
+  char path[108];
+};
+
+typedef struct control_peer {
+  uv_pipe_t pipe;
+  uv_timer_t timer;
+  uv_write_t write;
+  proxy_server *srv;
+  char *buf, *answer;
+  size_t len, cap;
+  int open_handles, answered;
+} control_peer;
+
+static void peer_freed(uv_handle_t *h) {
+  control_peer *p = h->data;
+  if (--p->open_handles) return;
+  free(p->buf);
+  free(p->answer);
+  free(p);
+}
+
+static void peer_close(control_peer *p) {
+  if (uv_is_closing((uv_handle_t *)&p->pipe)) return;
+  uv_close((uv_handle_t *)&p->pipe, peer_freed);
+  uv_close((uv_handle_t *)&p->timer, peer_freed);
+}
+
+static void on_answer_written(uv_write_t *w, int status) {
+  (void)status;
+  peer_close(w->data);
+}
+
+static void answer(control_peer *p, cJSON *o) {
+  char *line = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  size_t n = line ? strlen(line) : 0;
+  p->answer = line ? realloc(line, n + 2) : NULL;
+  if (!p->answer) {
+    free(line);
+    return peer_close(p);
+  }
+  p->answer[n] = '\n';
+  p->answered = 1;
+  uv_buf_t b = uv_buf_init(p->answer, (unsigned)(n + 1));
+  p->write.data = p;
+  if (uv_write(&p->write, (uv_stream_t *)&p->pipe, &b, 1, on_answer_written) != 0) peer_close(p);
+}
+
+static cJSON *refusal(const char *error, const char *message) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddBoolToObject(o, "ok", 0);
+  cJSON_AddStringToObject(o, "error", error);
+  cJSON_AddStringToObject(o, "message", message);
+  return o;
+}
+
+/* The audit line of a change: what changed and the two digests, never the content. */
+static void audit_change(const proxy_server *s, const char *what, const char *old_digest, const char *new_digest,
+                         size_t closed) {
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "ts", (double)tv.tv_sec + tv.tv_usec / 1e6);
+  cJSON_AddStringToObject(o, "session", s->cfg->session);
+  cJSON_AddStringToObject(o, "route", "control");
+  cJSON_AddStringToObject(o, "event", what);
+  cJSON_AddStringToObject(o, "decision", "allow");
+  cJSON_AddStringToObject(o, "old_digest", old_digest);
+  cJSON_AddStringToObject(o, "new_digest", new_digest);
+  cJSON_AddNumberToObject(o, "closed", (double)closed);
+  char *line = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!line) return;
+  printf("%s\n", line);
+  fflush(stdout);
+  free(line);
+}
+
+/* Whether host lies under one of the names the start policy's CA may vouch for (ca.c puts a rule's
+ * host, a wildcard's apex, as a permitted DNS subtree, an IPv4 literal as one address). */
+static int ca_covers(const ss_policy *start, const char *host) {
+  size_t hl = strlen(host);
+  for (int i = 0; i < start->n; i++) {
+    const ss_policy_rule *r = &start->rules[i];
+    if (!ca_rule_needs_inspection(r)) continue;
+    size_t rl = strlen(r->host);
+    if (strcmp(r->host, host) == 0) return 1;
+    if (hl > rl && host[hl - rl - 1] == '.' && strcmp(host + hl - rl, r->host) == 0 && strspn(host, "0123456789.") != hl)
+      return 1;
+  }
+  return 0;
+}
+
+/* A policy the running proxy can serve as written: a host it would inspect needs a leaf the
+ * stack's CA may sign, and that CA's name constraints were fixed at start. */
+static int servable(const proxy_server *s, const ss_policy *p, char *why, size_t n) {
+  if (!s->tls || !s->tls->ca || p->no_inspect) return 1;
+  for (int i = 0; i < p->n; i++) {
+    const ss_policy_rule *r = &p->rules[i];
+    if (!ca_rule_needs_inspection(r) || ca_covers(s->cfg->policy, r->host)) continue;
+    snprintf(why, n,
+             "rule %d names methods or paths on %s%s, so its HTTPS needs TLS inspection, but the stack's inspection CA "
+             "was made at start for the hosts the start policy inspected and cannot vouch for this one; start the "
+             "stack with a policy that inspects it",
+             i + 1, r->wildcard ? "*." : "", r->host);
+    return 0;
+  }
+  return 1;
+}
+
+static cJSON *verb_egress(proxy_server *s) {
+  char digest[65] = "";
+  policy_digest(s->policy, digest);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddBoolToObject(o, "ok", 1);
+  cJSON_AddItemToObject(o, "policy", ss_policy_render(s->policy));
+  cJSON_AddStringToObject(o, "digest", digest);
+  return o;
+}
+
+static cJSON *verb_set_egress(proxy_server *s, const cJSON *payload) {
+  if (!cJSON_IsString(payload)) return refusal("invalid_policy", "set-egress needs the rendered policy as its payload");
+  ss_error e;
+  ss_error_init(&e);
+  ss_policy *next = ss_policy_parse(payload->valuestring, strlen(payload->valuestring), &e);
+  if (!next) {
+    cJSON *o = refusal("invalid_policy", e.message);
+    const cJSON *rule = e.fields ? cJSON_GetObjectItemCaseSensitive(e.fields, "rule") : NULL;
+    if (cJSON_IsNumber(rule)) cJSON_AddNumberToObject(o, "rule", rule->valuedouble);
+    ss_error_clear(&e);
+    return o;
+  }
+  char why[700];
+  if (!servable(s, next, why, sizeof why)) {
+    ss_policy_free(next);
+    return refusal("needs_restart", why);
+  }
+  char old_digest[65] = "", new_digest[65] = "";
+  size_t closed = live_policy_swap(s, next, old_digest, new_digest);
+  if (closed == (size_t)-1) return refusal("internal", "out of memory; the old policy stays in force");
+  audit_change(s, "policy_changed", old_digest, new_digest, closed);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddBoolToObject(o, "ok", 1);
+  cJSON_AddStringToObject(o, "old_digest", old_digest);
+  cJSON_AddStringToObject(o, "digest", new_digest);
+  cJSON_AddNumberToObject(o, "closed", (double)closed);
+  return o;
+}
+
+static void handle_request(control_peer *p) {
+  cJSON *req = cJSON_ParseWithLength(p->buf, p->len);
+  const cJSON *verb = req ? cJSON_GetObjectItemCaseSensitive(req, "verb") : NULL;
+  const cJSON *payload = req ? cJSON_GetObjectItemCaseSensitive(req, "payload") : NULL;
+  cJSON *out;
+  if (!cJSON_IsString(verb)) out = refusal("bad_request", "a request is {\"verb\": ..., \"payload\": ...}");
+  else if (strcmp(verb->valuestring, "egress") == 0) out = verb_egress(p->srv);
+  else if (strcmp(verb->valuestring, "set-egress") == 0) out = verb_set_egress(p->srv, payload);
+  else out = refusal("bad_request", "unknown verb (egress, set-egress)");
+  cJSON_Delete(req);
+  answer(p, out);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
+  control_peer *p = h->data;
+  (void)suggested;
+  if (p->cap - p->len < 4096) {
+    size_t cap = p->cap ? p->cap * 2 : 65536;
+    char *nb = cap <= CONTROL_MAX_REQUEST + 4096 ? realloc(p->buf, cap) : NULL;
+    if (!nb) {
+      *b = uv_buf_init(NULL, 0);
+      return;
+    }
+    p->buf = nb;
+    p->cap = cap;
+  }
+  *b = uv_buf_init(p->buf + p->len, (unsigned)(p->cap - p->len));
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
+  control_peer *p = st->data;
+  (void)b;
+  if (p->answered) return;
+  if (n > 0) {
+    p->len += (size_t)n;
+    if (p->len > CONTROL_MAX_REQUEST) {
+      uv_read_stop(st);
+      return answer(p, refusal("too_large", "the request is larger than the control socket accepts"));
+    }
+    return;
+  }
+  if (n == UV_EOF) {
+    uv_read_stop(st);
+    return handle_request(p);
+  }
+  if (n < 0) peer_close(p); /* UV_ENOBUFS too: the request outgrew its buffer */
+}
+
+static void on_peer_deadline(uv_timer_t *t) { peer_close(t->data); }
+
+/* Only the proxy's own uid may speak: an exec in its container runs as it. */
+static int peer_is_us(uv_pipe_t *pipe) {
+  uv_os_fd_t fd;
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  if (uv_fileno((uv_handle_t *)pipe, &fd) != 0) return 0;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
+  return cred.uid == geteuid();
+}
+
+static void on_control_connection(uv_stream_t *l, int status) {
+  control_server *cs = l->data;
+  if (status < 0) return;
+  control_peer *p = calloc(1, sizeof *p);
+  if (!p) return;
+  p->srv = cs->srv;
+  uv_pipe_init(l->loop, &p->pipe, 0);
+  uv_timer_init(l->loop, &p->timer);
+  p->pipe.data = p->timer.data = p;
+  p->open_handles = 2;
+  if (uv_accept(l, (uv_stream_t *)&p->pipe) != 0 || !peer_is_us(&p->pipe)) return peer_close(p);
+  uv_timer_start(&p->timer, on_peer_deadline, CONTROL_DEADLINE_MS, 0);
+  uv_read_start((uv_stream_t *)&p->pipe, on_alloc, on_read);
+}
+
+/* The socket's directory: made 0700 here, or one that exists already only when it is ours and
+ * closed to everyone else (a directory someone else prepared could be watched or swapped). */
+static int prepare_dir(const char *path, char *why, size_t n) {
+  char dir[108];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir) {
+    snprintf(why, n, "SANDSTACK_CONTROL_SOCKET must be an absolute path inside a directory of its own");
+    return -1;
+  }
+  *slash = '\0';
+  if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    snprintf(why, n, "cannot make %s: %s", dir, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+    snprintf(why, n, "%s must be a directory of this user with mode 0700", dir);
+    return -1;
+  }
+  /* a socket left by an earlier run of this proxy (the directory is ours alone) */
+  if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path);
+  return 0;
+}
+
+static void control_freed(uv_handle_t *h) { free(h->data); }
+
+int control_start(proxy_server *s, const char *path, char *why, size_t n) {
+  if (strlen(path) >= sizeof ((control_server *)0)->path) {
+    snprintf(why, n, "SANDSTACK_CONTROL_SOCKET is longer than a unix socket path may be");
+    return -1;
+  }
+  if (prepare_dir(path, why, n) != 0) return -1;
+  control_server *cs = calloc(1, sizeof *cs);
+  if (!cs) {
+    snprintf(why, n, "out of memory");
+    return -1;
+  }
+  cs->srv = s;
+  snprintf(cs->path, sizeof cs->path, "%s", path);
+  uv_pipe_init(s->loop, &cs->listener, 0);
+  cs->listener.data = cs;
+  mode_t was = umask(077); /* the socket is born 0600: no moment where another user could connect */
+  int rc = uv_pipe_bind(&cs->listener, path);
+  umask(was);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&cs->listener, 16, on_control_connection);
+  if (rc != 0) {
+    snprintf(why, n, "cannot listen on %s: %s", path, uv_strerror(rc));
+    uv_close((uv_handle_t *)&cs->listener, control_freed);
+    return -1;
+  }
+  chmod(path, 0600);
+  uv_unref((uv_handle_t *)&cs->listener);
+  s->control = cs;
+  return 0;
+}
+
+void control_stop(proxy_server *s) {
+  control_server *cs = s->control;
+  if (!cs) return;
+  s->control = NULL;
+  unlink(cs->path);
+  uv_close((uv_handle_t *)&cs->listener, control_freed);
+}
