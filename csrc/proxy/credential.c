@@ -395,7 +395,7 @@ void credential_begin(proxy_conn *c) {
   ss_policy_verdict v;
   ss_policy_check(c->srv->policy, c->host, strlen(c->host), c->method, strlen(c->method), req->target,
                   req->target_len, c->port, &v);
-  if (!v.admitted) return reply_policy(c, "deny", ss_deny_reason_name(v.reason), v.rule, NULL);
+  if (!v.admitted) return reply_refused(c, &v);
   c->decision = "allow";
   c->rule = v.rule;
   cred_req *r = calloc(1, sizeof *r);

@@ -68,6 +68,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
                    "%s resolves to %s (%s), which the proxy does not connect to unless a rule names that "
                    "address literally on port %d",
                    c->host, text, range, c->port);
+          c->security_event = "address_refused";
           reply_policy(c, "address_refused", range, 0, msg);
           chosen = NULL;
           break;

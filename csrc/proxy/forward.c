@@ -28,7 +28,10 @@ static void connected(proxy_conn *c) {
   n += (size_t)snprintf(head + n, cap - n, "\r\n");
   for (size_t i = 0; i < r->nheaders; i++) {
     const ph_header *h = &r->headers[i];
-    if (ph_dropped(h, cfg->token, cfg->token_len)) continue;
+    if (ph_dropped(h, cfg->token, cfg->token_len)) {
+      if (ph_override(h)) c->security_event = "override_header_stripped"; /* it asked to be another request */
+      continue;
+    }
     n += (size_t)snprintf(head + n, cap - n, "%.*s: %.*s\r\n", (int)h->name_len, h->name, (int)h->value_len, h->value);
   }
   n += (size_t)snprintf(head + n, cap - n, "Connection: close\r\n\r\n");
@@ -67,11 +70,12 @@ void forward_begin(proxy_conn *c) {
   ph_absolute(r->target, r->target_len, host, &port, &path, &pl);
   ss_policy_verdict v;
   ss_policy_check(policy_judge(c), c->host, strlen(c->host), c->method, strlen(c->method), path, pl, c->port, &v);
-  if (!v.admitted) return reply_policy(c, "deny", ss_deny_reason_name(v.reason), v.rule, NULL);
+  if (!v.admitted) return reply_refused(c, &v);
   const char *why;
   int refused = ph_host_refusal(r, NULL, 0, c->host, c->port, 80, &why); /* the URL is the admitted name */
   if (refused) {
     c->decision = refused == 421 ? "misdirected" : "bad_request";
+    if (refused == 421) c->security_event = "host_mismatch";
     return reply_error(c, refused, "invalid_request_error", why);
   }
   c->decision = "allow";

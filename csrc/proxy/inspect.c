@@ -169,11 +169,12 @@ static void decide(proxy_conn *c) {
   ss_policy_verdict v;
   ss_policy_check(c->srv->policy, c->host, strlen(c->host), c->method, strlen(c->method), r->path, r->path_len,
                   c->port, &v);
-  if (!v.admitted) return reply_policy(c, "deny", ss_deny_reason_name(v.reason), v.rule, NULL);
+  if (!v.admitted) return reply_refused(c, &v);
   const char *why; /* Host and an absolute-form authority must name the CONNECT host (issue 23) */
   int refused = ir_host_refusal(r, c->host, c->port, &why);
   if (refused) {
     c->decision = refused == 421 ? "misdirected" : "bad_request";
+    if (refused == 421) c->security_event = "host_mismatch";
     return reply_error(c, refused, "invalid_request_error", why);
   }
   c->decision = "allow";

@@ -4,6 +4,7 @@
  * connections, all on one libuv loop. No globals: every callback finds its state through the
  * handle's data pointer. A connection lives until its last handle has closed and its last
  * request (write, resolve, connect, shutdown) has called back: `refs` counts them. */
+#include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <stdint.h>
 #include <uv.h>
@@ -64,6 +65,7 @@ struct proxy_conn {
   char method[33], host[SS_HOST_MAX + 1], path[SS_PATH_MAX + 1], address[64];
   int port, status, rule;
   const char *decision, *reason;
+  const char *security_event; /* a refusal that is an attack's signature (audit.c lists them), or NULL */
   uint64_t bytes_up, bytes_down;
 
   /* relaying */
@@ -112,6 +114,9 @@ void conn_reply_and_linger(proxy_conn *c, const char *data, size_t len);
 void reply_error(proxy_conn *c, int status, const char *error_type, const char *message);
 /* A policy refusal: 403 with {"policy":{decision, reason, rule, host, port, method, path}}. */
 void reply_policy(proxy_conn *c, const char *decision, const char *reason, int rule, const char *message);
+/* A refusal by a policy verdict (403): like reply_policy, and the body's "deny" object quotes the
+ * rule the verdict names (its reason text too) and the rule that would admit the request. */
+void reply_refused(proxy_conn *c, const ss_policy_verdict *v);
 /* An answer about the destination (502/504) with "upstream":{"reason","host","port"} in the body. */
 void reply_upstream(proxy_conn *c, int status, const char *reason, const char *message);
 const char *reply_status_text(int status);
@@ -179,5 +184,12 @@ int control_client(const char *verb);
 
 /* audit.c */
 void audit_conn(const proxy_conn *c);
+/* The stable "route" name of a connection: connect, forward, credential, inspect, or head (refused
+ * before its head named a route). */
+const char *audit_route(const proxy_conn *c);
+/* A line with the stable schema's every field (the nullable ones null, the counts 0) for an event
+ * that is no connection's (route "control": a live policy change); add fields, then emit it. */
+cJSON *audit_line_start(const proxy_server *s, const char *route, const char *decision);
+void audit_line_emit(cJSON *o); /* writes the line and frees o */
 
 #endif

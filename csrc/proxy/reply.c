@@ -1,13 +1,17 @@
 /* Every refusal is an HTTP answer with a JSON body, never HTML and never a bare reset: the
  * Anthropic API's error shape ({"type":"error","error":{type,message}}) so SDKs surface the
- * message, plus a "policy" object naming the decision and the rule for the 403s. */
+ * message, plus a "policy" object naming the decision and the rule for the 403s, and for every
+ * answer the proxy makes itself a "deny" object (deny.c) saying what was refused, why, and what
+ * the user could allow. The same code and words go in an X-Sandstack-Deny-Reason header and after
+ * the status line's reason phrase: a client that shows nothing else of a refused CONNECT (Python's
+ * http.client raises "Tunnel connection failed: 403 <phrase>") still shows them. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/deny.h"
 #include "proxy/proxy.h"
-
 const char *reply_status_text(int status) {
   switch (status) {
   case 200: return "OK";
@@ -30,20 +34,23 @@ const char *reply_status_text(int status) {
   return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
 }
 
-static void send_json(proxy_conn *c, int status, cJSON *body) {
+static void send_json(proxy_conn *c, int status, cJSON *body, const deny_note *d) {
+  if (body) deny_attach(c, d, body);
   char *json = body ? cJSON_PrintUnformatted(body) : NULL;
   cJSON_Delete(body);
   if (!json) return conn_close(c);
-  size_t jl = strlen(json), cap = jl + 512;
+  char why[400];
+  deny_header_text(d, why, sizeof why);
+  size_t jl = strlen(json), cap = jl + 2 * sizeof why + 512;
   char *msg = malloc(cap);
   if (!msg) {
     free(json);
     return conn_close(c);
   }
   int n = snprintf(msg, cap,
-                   "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                   "Cache-Control: no-store\r\nConnection: close\r\n%s\r\n%s",
-                   status, reply_status_text(status), jl,
+                   "HTTP/1.1 %d %s (sandstack: %s)\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                   "X-Sandstack-Deny-Reason: %s\r\nCache-Control: no-store\r\nConnection: close\r\n%s\r\n%s",
+                   status, reply_status_text(status), why, jl, why,
                    status == 407 ? "Proxy-Authenticate: Basic realm=\"sandstack\"\r\n" : "", json);
   free(json);
   c->status = status;
@@ -54,7 +61,7 @@ static void send_json(proxy_conn *c, int status, cJSON *body) {
 static cJSON *error_body(const char *type, const char *message) {
   cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
   cJSON_AddStringToObject(o, "type", "error");
-  char text[1700];
+  char text[3 * DENY_TEXT_MAX];
   snprintf(text, sizeof text, "sandstack proxy: %s", message);
   cJSON_AddStringToObject(e, "type", type);
   cJSON_AddStringToObject(e, "message", text);
@@ -64,34 +71,43 @@ static cJSON *error_body(const char *type, const char *message) {
 void reply_error(proxy_conn *c, int status, const char *error_type, const char *message) {
   if (c->state == ST_CLOSING) return;
   if (!c->decision) c->decision = "error";
-  send_json(c, status, error_body(error_type, message));
+  deny_note d;
+  deny_from_status(c, status, &d);
+  snprintf(d.why, sizeof d.why, "%s", message);
+  send_json(c, status, error_body(error_type, message), &d);
 }
 
 void reply_upstream(proxy_conn *c, int status, const char *reason, const char *message) {
   if (c->state == ST_CLOSING) return;
   c->reason = reason;
+  deny_note d;
+  deny_from_status(c, status, &d);
+  snprintf(d.why, sizeof d.why, "%s", message);
   cJSON *body = error_body("api_error", message);
   cJSON *u = cJSON_AddObjectToObject(body, "upstream");
   cJSON_AddStringToObject(u, "reason", reason);
   cJSON_AddStringToObject(u, "host", c->host);
   cJSON_AddNumberToObject(u, "port", c->port);
-  send_json(c, status, body);
+  send_json(c, status, body, &d);
 }
 
-void reply_policy(proxy_conn *c, const char *decision, const char *reason, int rule, const char *message) {
-  if (c->state == ST_CLOSING) return;
+/* The 403 every policy refusal answers: the "policy" object (decision, reason, rule, what was
+ * asked) and the message an SDK shows, which also carries the rule's own reason and the hint. */
+static void send_policy(proxy_conn *c, const char *decision, const char *reason, int rule, const char *message,
+                        const deny_note *d) {
   c->decision = decision;
   c->reason = reason;
   c->rule = rule;
-  char text[1600];
-  if (message) {
-    snprintf(text, sizeof text, "%s", message);
-  } else {
-    char rule_txt[32] = "";
-    if (rule) snprintf(rule_txt, sizeof rule_txt, ", rule %d", rule);
-    snprintf(text, sizeof text, "%s %s on %s:%d is outside the egress policy (%s%s)", c->method,
-             c->kind == KIND_CONNECT ? "tunnel" : c->path, c->host, c->port, reason, rule_txt);
-  }
+  char text[2 * DENY_TEXT_MAX + 400];
+  char rule_txt[32] = "";
+  if (rule) snprintf(rule_txt, sizeof rule_txt, ", rule %d", rule);
+  int n = message ? snprintf(text, sizeof text, "%s", message)
+                  : snprintf(text, sizeof text, "%s %s on %s:%d is outside the egress policy (%s%s)", c->method,
+                             c->kind == KIND_CONNECT ? "tunnel" : c->path, c->host, c->port, reason, rule_txt);
+  if (n > 0 && (size_t)n < sizeof text && d->rule_reason)
+    n += snprintf(text + n, sizeof text - (size_t)n, "; the policy says: %s", d->rule_reason);
+  if (n > 0 && (size_t)n < sizeof text && d->hint[0])
+    snprintf(text + n, sizeof text - (size_t)n, "; to allow it: %s", d->hint);
   cJSON *body = error_body("permission_error", text);
   cJSON *p = cJSON_AddObjectToObject(body, "policy");
   cJSON_AddStringToObject(p, "decision", decision);
@@ -102,5 +118,23 @@ void reply_policy(proxy_conn *c, const char *decision, const char *reason, int r
   cJSON_AddStringToObject(p, "method", c->method);
   if (c->kind != KIND_CONNECT) cJSON_AddStringToObject(p, "path", c->path);
   if (c->address[0]) cJSON_AddStringToObject(p, "address", c->address);
-  send_json(c, 403, body);
+  send_json(c, 403, body, d);
+}
+
+void reply_policy(proxy_conn *c, const char *decision, const char *reason, int rule, const char *message) {
+  if (c->state == ST_CLOSING) return;
+  deny_note d;
+  memset(&d, 0, sizeof d);
+  d.rule = rule;
+  deny_from_check(c, decision, reason, &d);
+  if (!d.why[0]) snprintf(d.why, sizeof d.why, "%s", message ? message : reason);
+  if (!d.code) d.code = reason;
+  send_policy(c, decision, reason, rule, message, &d);
+}
+
+void reply_refused(proxy_conn *c, const ss_policy_verdict *v) {
+  if (c->state == ST_CLOSING) return;
+  deny_note d;
+  deny_from_verdict(c, v, &d);
+  send_policy(c, "deny", ss_deny_reason_name(v->reason), v->rule, NULL, &d);
 }

@@ -19,10 +19,20 @@
 
 static int is_ipv4_literal(const char *h) { return strspn(h, "0123456789.") == strlen(h); }
 
+/* The audit line's security_event for a hello refused (docs/proxy.md, "Audit lines"). */
+static const char *security_event_of(const char *decision) {
+  if (strcmp(decision, "ech") == 0) return "ech_refused";
+  if (strcmp(decision, "esni") == 0) return "esni_refused";
+  if (strcmp(decision, "sni_mismatch") == 0) return "sni_mismatch";
+  if (strcmp(decision, "sni_missing") == 0) return "sni_missing";
+  return "malformed_hello";
+}
+
 /* A fatal TLS alert: the client is speaking TLS, so an HTTP body would be unreadable to it. */
 static void refuse_tls(proxy_conn *c, const char *decision, unsigned char alert) {
   const char rec[7] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, (char)alert};
   c->decision = decision;
+  c->security_event = security_event_of(decision);
   conn_reply_and_linger(c, rec, sizeof rec);
 }
 
@@ -48,6 +58,7 @@ static void refuse_not_tls(proxy_conn *c) {
              "a tunnel must start with a TLS ClientHello naming %s; raw TCP to %s:%d needs a rule that says so: "
              "{ host = \"%s\", port = %d, raw = true }",
              c->host, c->host, c->port, c->host, c->port);
+  c->security_event = "raw_refused";
   reply_policy(c, "not_tls", "not_tls", c->rule, msg);
 }
 
@@ -142,7 +153,7 @@ void tunnel_begin(proxy_conn *c) {
                v.rule, c->host, t && t->off_reason ? t->off_reason : "inspection is off", c->host, c->port);
       return reply_policy(c, "deny", "needs_inspection", v.rule, msg);
     }
-    return reply_policy(c, "deny", ss_deny_reason_name(v.reason), v.rule, NULL);
+    return reply_refused(c, &v);
   }
   c->decision = "allow";
   c->rule = v.raw ? v.raw : v.rule;

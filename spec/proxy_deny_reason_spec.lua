@@ -1,0 +1,335 @@
+-- Refusals an agent can read, and the audit lines' stable schema (issue 25; csrc/proxy/reply.c,
+-- deny.c, audit.c; docs/proxy.md "Refusals an agent can read", "Audit lines"). Real clients (curl,
+-- Python's urllib and http.client) go through the built sandstack-proxy, in the network-namespace
+-- test bed of spec/support/proxy_harness.lua, and each refusal must reach the caller with its
+-- reason: the X-Sandstack-Deny-Reason header, the JSON body's "deny" object (what, why,
+-- allow_hint, the rule's own reason), and for a refused CONNECT the status line's reason phrase,
+-- which is what Python's tunnel error shows. Every refusal follows a control that is admitted.
+-- Needs root and ip(8). SANDSTACK_DENY_SPEC_PROXY (a path under the checkout) runs another proxy
+-- binary, e.g. one built from the code before this change, to see these tests fail there.
+local h = require "helpers"
+local core = require "sandstack.core"
+
+local ph = require "proxy_harness"
+local H = ph.new("ssh25d")
+if os.getenv("SANDSTACK_DENY_SPEC_PROXY") then H.PROXY = os.getenv("SANDSTACK_DENY_SPEC_PROXY") end
+local TOKEN, PROXY_IP, top = H.TOKEN, H.PROXY_IP, H.top
+local in_p, proxy_url, proxies = H.in_p, H.proxy_url, H.proxies
+local work
+
+local SKIP = H.missing()
+
+local REASON = "ro.test is read-only for agents: ask the operator (ticket OPS-7) before writing"
+
+local POLICY = {
+  "allowed.test",                                                             -- 1: every port, TLS over CONNECT
+  { host = "api.test", methods = { "GET" }, paths = { "/v1/*" } },             -- 2: inspected over CONNECT
+  { host = "ro.test", port = 80, methods = { "GET", "HEAD" }, reason = REASON }, -- 3: its own reason
+  "private.test",                                                             -- 4: resolves to 10.1.2.3
+}
+
+local HOSTS = [[
+198.51.100.10 allowed.test
+198.51.100.11 denied.test
+198.51.100.10 api.test
+198.51.100.10 ro.test
+10.1.2.3 private.test
+]]
+
+-- What each Python client shows its caller, as one JSON line:
+--   urllib URL [METHOD]   urllib.request through HTTP(S)_PROXY from the environment
+--   tunnel HOST PORT      http.client with set_tunnel (CONNECT), then GET / inside the tunnel
+--   sni TARGET SNI        CONNECT TARGET, then a TLS handshake naming SNI
+local CLIENT = [[
+import base64, http.client, json, os, socket, ssl, sys, urllib.error, urllib.request
+mode = sys.argv[1]
+out = {}
+ctx = ssl.create_default_context(cafile=os.environ.get("CAFILE"))
+auth = "Basic " + base64.b64encode(("sandstack:" + os.environ["TOKEN"]).encode()).decode()
+try:
+    if mode == "urllib":
+        req = urllib.request.Request(sys.argv[2], method=sys.argv[3] if len(sys.argv) > 3 else "GET",
+                                     data=b"x" if len(sys.argv) > 3 and sys.argv[3] == "POST" else None)
+        r = urllib.request.urlopen(req, context=ctx, timeout=15)
+        out.update(status=r.status, body=r.read().decode("latin-1"))
+    elif mode == "tunnel":
+        c = http.client.HTTPConnection(os.environ["PROXY_IP"], int(os.environ["PROXY_PORT"]), timeout=15)
+        c.set_tunnel(sys.argv[2], int(sys.argv[3]), headers={"Proxy-Authorization": auth})
+        c.request("GET", "/")
+        r = c.getresponse()
+        out.update(status=r.status, phrase=r.reason, header=r.getheader("X-Sandstack-Deny-Reason"),
+                   body=r.read().decode("latin-1"))
+    elif mode == "sni":
+        s = socket.create_connection((os.environ["PROXY_IP"], int(os.environ["PROXY_PORT"])), timeout=15)
+        s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n"
+                   % (sys.argv[2], sys.argv[2], auth)).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            d = s.recv(1)
+            if not d:
+                break
+            head += d
+        out["connect"] = head.split(b"\r\n")[0].decode()
+        t = ctx.wrap_socket(s, server_hostname=sys.argv[3])
+        t.sendall(b"GET / HTTP/1.1\r\nHost: " + sys.argv[3].encode() + b"\r\nConnection: close\r\n\r\n")
+        out["reply"] = t.recv(65536).decode("latin-1")
+except urllib.error.HTTPError as e:
+    out.update(status=e.code, error=str(e), header=e.headers.get("X-Sandstack-Deny-Reason"),
+               body=e.read().decode("latin-1"))
+except Exception as e:
+    out.update(error_type=type(e).__name__, error=str(e))
+print(json.dumps(out))
+]]
+
+-- Checks every audit line of a proxy's stdout against the stable schema, on the raw JSON (a null
+-- and an absent field look alike once decoded into Lua): prints {lines, bad: [...]}.
+local SCHEMA = [[
+import json, sys
+types = {"ts": (int, float), "session": str, "route": str, "decision": str, "bytes_in": int, "bytes_out": int,
+         "duration_ms": int}
+nullable = {"host": str, "port": int, "method": str, "path": str, "rule": int, "security_event": str}
+routes = {"connect", "forward", "credential", "inspect", "control", "head"}
+bad, n = [], 0
+for line in open(sys.argv[1]):
+    v = json.loads(line)
+    if "decision" not in v:
+        continue
+    n += 1
+    for k, t in list(types.items()) + list(nullable.items()):
+        if k not in v:
+            bad.append("line %d lacks %s" % (n, k))
+        elif v[k] is None and k in nullable:
+            pass
+        elif isinstance(v[k], bool) or not isinstance(v[k], t):
+            bad.append("line %d: %s is %r" % (n, k, v[k]))
+    if v.get("route") not in routes:
+        bad.append("line %d: route %r" % (n, v.get("route")))
+print(json.dumps({"lines": n, "bad": bad}))
+]]
+
+local function setup()
+  work = H.net_up("/tmp/ssh25d-proxy.XXXXXX", HOSTS, { "198.51.100.10", "198.51.100.11" })
+  H.make_certs("ssh25d-test-ca", "allowed.test", { "allowed.test", "denied.test", "api.test" })
+  h.write_file(work .. "/client.py", CLIENT)
+  h.write_file(work .. "/schema.py", SCHEMA)
+  H.start_standin()
+  H.wait_standin()
+  H.start_proxy("main", 3128, H.base_env("deny-session", {
+    SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
+    SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem") }), { ca_dir = true })
+end
+
+-- Clients trust the test CA (the origins) and the proxy's inspection CA (api.test).
+local function cafile()
+  local f = work .. "/trust.pem"
+  if not h.read_file(f) then
+    h.write_file(f, h.read_file(work .. "/ca.pem") .. h.read_file(proxies.main.ca .. "/bundle.pem"))
+  end
+  return f
+end
+
+-- curl through the proxy (http_proxy and HTTPS_PROXY: curl reads only the lowercase name for
+-- http:// URLs): everything it printed (stdout and stderr), ok
+local function curl(args)
+  return h.sh(in_p("env http_proxy=" .. h.q(proxy_url("main")) .. " HTTPS_PROXY=" .. h.q(proxy_url("main"))
+    .. " curl -sS --max-time 15 --cacert " .. h.q(cafile()) .. " " .. args .. " 2>&1"))
+end
+
+local function py(...)
+  local args = {}
+  for i, a in ipairs { ... } do args[i] = h.q(a) end
+  local out = h.must(in_p("env HTTP_PROXY=" .. h.q(proxy_url("main")) .. " HTTPS_PROXY=" .. h.q(proxy_url("main"))
+    .. " CAFILE=" .. h.q(cafile()) .. " TOKEN=" .. h.q(TOKEN) .. " PROXY_IP=" .. PROXY_IP .. " PROXY_PORT="
+    .. proxies.main.port .. " python3 " .. h.q(work .. "/client.py") .. " " .. table.concat(args, " ")))
+  return assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+end
+
+-- the JSON body after curl -i's head (the last head when a CONNECT's 200 came first)
+local function body_of(out)
+  local json = out:match("\r\n\r\n(%b{})%s*$") or out:match("(%b{})%s*$")
+  return assert(json and core.json_decode(json), "no JSON body in: " .. out)
+end
+
+-- the header as curl printed it (-i or -v)
+local function deny_header(out) return out:match("[Xx]%-[Ss]andstack%-[Dd]eny%-[Rr]eason: ([^\r\n]*)") end
+
+-- the body says what, why and what to allow, and keeps the older "policy" fields
+local function assert_deny(b, code, what)
+  assert.is_table(b.deny, "no deny object")
+  assert.equal(code, b.deny.code)
+  for k, v in pairs(what) do assert.equal(v, b.deny.what[k], k) end
+  assert.is_string(b.deny.why)
+  assert.truthy(#b.deny.why > 10, b.deny.why)
+  assert.equal("error", b.type)
+end
+
+-- the audit lines once one matching pred has been written (lines are written when a connection ends)
+local function audit_until(pred)
+  for _ = 1, 200 do
+    for _, l in ipairs(H.audit("main")) do
+      if pred(l) then return l end
+    end
+    h.sh("sleep 0.05")
+  end
+  error("no such audit line in: " .. (h.read_file(proxies.main.dir .. "/out") or ""))
+end
+
+describe("sandstack-proxy refusals an agent can read", function()
+  if not H.bring_up(SKIP, setup) then return end
+
+  it("a denied host over plain HTTP: curl prints the header and the JSON body, urllib's HTTPError carries both", function()
+    local out, ok = curl("-i http://allowed.test/control")
+    assert.is_true(ok, out)
+    assert.matches("HTTP/1.1 200", out, 1, true) -- control: the same proxy admits a listed host
+    out = curl("-i http://denied.test/x?q=1")
+    assert.matches("^HTTP/1.1 403 Forbidden %(sandstack: host; ", out)
+    assert.equal("host; no rule admits GET to denied.test:80", deny_header(out))
+    local b = body_of(out)
+    assert.equal("host", b.policy.reason) -- the older fields stay
+    assert.equal("denied.test", b.policy.host)
+    assert_deny(b, "host", { route = "forward", host = "denied.test", port = 80, method = "GET", path = "/x" })
+    assert.matches('{ host = "denied.test", port = 80 }', b.deny.allow_hint, 1, true)
+    assert.matches('to allow it: add the rule { host = "denied.test", port = 80 }', b.error.message, 1, true)
+    local r = py("urllib", "http://denied.test/py")
+    assert.equal(403, r.status)
+    assert.matches("HTTP Error 403: Forbidden (sandstack: host; no rule admits GET to denied.test:80)", r.error, 1, true)
+    assert.equal("host; no rule admits GET to denied.test:80", r.header)
+    assert_deny(assert(core.json_decode(r.body)), "host", { host = "denied.test", path = "/py" })
+  end)
+
+  it("a Host header naming another site: 421 with the reason and a security event", function()
+    local out = curl("-i -H 'Host: denied.test' http://allowed.test/h")
+    assert.matches("^HTTP/1.1 421 ", out)
+    assert.matches("^host_mismatch; ", deny_header(out))
+    local b = body_of(out)
+    assert_deny(b, "host_mismatch", { host = "allowed.test", port = 80 })
+    assert.equal("host_mismatch", b.deny.security_event)
+    assert.matches("allowed.test:80", b.deny.allow_hint, 1, true)
+    audit_until(function(l) return l.security_event == "host_mismatch" and l.path == "/h" end)
+  end)
+
+  it("CONNECT to a denied host: curl -v shows the header, urllib's tunnel error the reason, the body says what to add", function()
+    local out, ok = curl("https://allowed.test/control")
+    assert.is_true(ok, out) -- control: a tunnel to a listed host
+    assert.matches("hello from allowed.test /control", out, 1, true)
+    out, ok = curl("-v https://denied.test/")
+    assert.is_false(ok)
+    assert.matches("CONNECT tunnel failed, response 403", out, 1, true)
+    assert.equal("host; no rule admits a tunnel to denied.test:443", deny_header(out))
+    local r = py("urllib", "https://denied.test/py")
+    assert.equal("URLError", r.error_type)
+    assert.matches("Tunnel connection failed: 403 Forbidden (sandstack: host; no rule admits a tunnel to denied.test:443)",
+      r.error, 1, true)
+    -- http.client's own tunnel reads no body; a client reading the 403 itself gets the JSON
+    local raw = h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " raw " .. PROXY_IP
+      .. " 3128 " .. h.q("CONNECT denied.test:443 HTTP/1.1\\r\\nProxy-Authorization: Bearer " .. TOKEN .. "\\r\\n\\r\\n")))
+    local b = assert(core.json_decode(assert(core.json_decode(raw:match("([^\n]+)%s*$"))).body))
+    assert_deny(b, "host", { route = "connect", host = "denied.test", port = 443, method = "CONNECT" })
+    assert.is_nil(b.deny.what.path)
+    assert.equal('add the rule { host = "denied.test", port = 443 } to the egress policy', b.deny.allow_hint)
+  end)
+
+  it("a denied method and a denied path on an inspected host: the rule as it would read with them", function()
+    local out, ok = curl("https://api.test/v1/ok")
+    assert.is_true(ok, out) -- control: GET /v1/* is admitted inside the inspected tunnel
+    assert.matches("hello from api.test /v1/ok", out, 1, true)
+    out = curl("-i -X POST -d x https://api.test/v1/ok")
+    assert.matches("HTTP/1.1 403 Forbidden %(sandstack: method; ", out)
+    assert.equal("method; rule 2 names api.test:443 but admits only the methods GET, not POST", deny_header(out))
+    local b = body_of(out)
+    assert_deny(b, "method", { route = "inspect", host = "api.test", port = 443, method = "POST", path = "/v1/ok" })
+    assert.equal(2, b.deny.rule)
+    assert.equal('add "POST" to the methods of rule 2: { host = "api.test", methods = { "GET", "POST" }, '
+      .. 'paths = { "/v1/*" } }', b.deny.allow_hint)
+    out = curl("-i https://api.test/v2/list")
+    assert.equal("path; rule 2 names api.test:443 and GET but none of its paths is /v2/list", deny_header(out))
+    b = body_of(out)
+    assert_deny(b, "path", { host = "api.test", method = "GET", path = "/v2/list" })
+    assert.matches('{ host = "api.test", methods = { "GET" }, paths = { "/v1/*", "/v2/list" } }', b.deny.allow_hint, 1, true)
+    local r = py("urllib", "https://api.test/v1/py", "POST")
+    assert.equal(403, r.status)
+    assert.matches("(sandstack: method; rule 2 names api.test:443", r.error, 1, true)
+    assert.equal(2, assert(core.json_decode(r.body)).deny.rule)
+  end)
+
+  it("a rule's own reason reaches curl and urllib as the policy wrote it", function()
+    local out, ok = curl("-i http://ro.test/read")
+    assert.is_true(ok, out)
+    assert.matches("HTTP/1.1 200", out, 1, true) -- control: GET is what rule 3 admits
+    out = curl("-i -X POST -d x http://ro.test/write")
+    assert.equal("method; " .. REASON, deny_header(out))
+    local b = body_of(out)
+    assert_deny(b, "method", { host = "ro.test", method = "POST", path = "/write" })
+    assert.equal(REASON, b.deny.rule_reason)
+    assert.equal(3, b.deny.rule)
+    assert.matches("the policy says: " .. REASON, b.error.message, 1, true)
+    assert.matches('{ host = "ro.test", port = 80, methods = { "GET", "HEAD", "POST" } }', b.deny.allow_hint, 1, true)
+    local r = py("urllib", "http://ro.test/py", "POST")
+    assert.matches("HTTP Error 403: Forbidden (sandstack: method; " .. REASON .. ")", r.error, 1, true)
+    assert.equal("method; " .. REASON, r.header)
+    assert.equal(REASON, assert(core.json_decode(r.body)).deny.rule_reason)
+  end)
+
+  it("an address the proxy does not connect to: the range, and the literal rule that would allow it", function()
+    local out = curl("-i http://private.test/a")
+    assert.matches("^HTTP/1.1 403 Forbidden %(sandstack: address_refused; ", out)
+    assert.matches("^address_refused; private.test resolves to 10.1.2.3 %(", deny_header(out))
+    local b = body_of(out)
+    assert.equal("address_refused", b.policy.decision) -- the older fields stay
+    assert_deny(b, "address_refused", { host = "private.test", port = 80 })
+    assert.equal("address_refused", b.deny.security_event)
+    assert.matches('{ host = "10.1.2.3", port = 80 }', b.deny.allow_hint, 1, true)
+    local r = py("urllib", "https://private.test/")
+    assert.matches("Tunnel connection failed: 403 Forbidden (sandstack: address_refused; private.test resolves to 10.1.2.3",
+      r.error, 1, true)
+  end)
+
+  it("a tunnel that is not TLS without a raw rule: curl and http.client read the 403 after the 200", function()
+    local out, ok = curl("-p https://allowed.test:443/tls")
+    assert.is_true(ok, out) -- control: the same host over a tunnel that starts with TLS
+    out = curl("-i -p http://allowed.test:9003/plain")
+    assert.matches("HTTP/1.1 200 Connection established", out, 1, true)
+    assert.matches("HTTP/1.1 403 Forbidden (sandstack: raw_refused; ", out, 1, true)
+    assert.matches("^raw_refused; the tunnel to allowed.test:9003 did not start with a TLS ClientHello", deny_header(out))
+    local b = body_of(out)
+    assert_deny(b, "raw_refused", { route = "connect", host = "allowed.test", port = 9003 })
+    assert.equal("raw_refused", b.deny.security_event)
+    assert.matches('{ host = "allowed.test", port = 9003, raw = true }', b.deny.allow_hint, 1, true)
+    local r = py("tunnel", "allowed.test", "9003")
+    assert.equal(403, r.status)
+    assert.matches("^raw_refused; ", r.header)
+    assert.matches("(sandstack: raw_refused; ", r.phrase, 1, true)
+    assert.equal("raw_refused", assert(core.json_decode(r.body)).deny.code)
+  end)
+
+  it("an SNI naming another host: a TLS alert to the client, a security event in the audit line", function()
+    local ok = py("sni", "allowed.test:443", "allowed.test")
+    assert.matches("hello from allowed.test", ok.reply or "", 1, true) -- control
+    local r = py("sni", "allowed.test:443", "denied.test")
+    assert.matches("200", r.connect, 1, true)
+    assert.matches("UNRECOGNIZED_NAME", r.error or "", 1, true)
+    local l = audit_until(function(a) return a.decision == "sni_mismatch" end)
+    assert.equal("sni_mismatch", l.security_event)
+    assert.equal("connect", l.route)
+  end)
+
+  it("every audit line has each stable field with its type; security events only on refusals that are attacks", function()
+    audit_until(function(l) return l.security_event == "raw_refused" end)
+    local res = assert(core.json_decode(h.must("python3 " .. h.q(work .. "/schema.py") .. " "
+      .. h.q(proxies.main.dir .. "/out"))))
+    assert.truthy(res.lines >= 15, "only " .. res.lines .. " audit lines")
+    assert.same({}, res.bad)
+    local seen = {}
+    for _, l in ipairs(H.audit("main")) do
+      assert.equal("deny-session", l.session)
+      if l.security_event then seen[l.security_event] = true end
+      if l.decision == "allow" then assert.is_nil(l.security_event) end
+      if l.route == "connect" and l.decision == "allow" and l.host == "allowed.test" and l.port == 443 then
+        assert.truthy(l.bytes_in > 0 and l.bytes_out > 0, "an allowed tunnel carried bytes both ways")
+        assert.equal(l.bytes_up, l.bytes_in)
+        assert.equal(l.bytes_down, l.bytes_out)
+      end
+    end
+    assert.same({ address_refused = true, host_mismatch = true, raw_refused = true, sni_mismatch = true }, seen)
+  end)
+end)
