@@ -23,8 +23,7 @@ static int b64_value(unsigned char c) {
   return -1;
 }
 
-/* Standard base64 with padding; returns the decoded length or -1. */
-static long b64_decode(const char *s, size_t n, unsigned char *out, size_t cap) {
+long auth_b64_decode(const char *s, size_t n, unsigned char *out, size_t cap) {
   if (n % 4) return -1;
   size_t o = 0;
   for (size_t i = 0; i < n; i += 4) {
@@ -69,7 +68,7 @@ int auth_proxy_value(const char *v, size_t len, const char *token, size_t token_
   size_t bl;
   if (scheme(v, len, "Basic", &b, &bl)) {
     unsigned char plain[1024];
-    long n = b64_decode(b, bl, plain, sizeof plain);
+    long n = auth_b64_decode(b, bl, plain, sizeof plain);
     if (n < 0) return 0;
     const unsigned char *colon = memchr(plain, ':', (size_t)n); /* user:password; the user is free */
     if (!colon) return 0;

@@ -65,27 +65,29 @@ int ca_policy_needs_inspection(const ss_policy *p) {
  * refuses all-numeric DNS names). */
 static int is_ipv4(const char *h) { return h[0] && strspn(h, "0123456789.") == strlen(h); }
 
-char *ca_name_constraints(const ss_policy *p) {
-  size_t cap = 64 + (size_t)(p ? p->n : 0) * (SS_HOST_MAX + 40), n = 0;
+/* Appends host as a permitted name (a DNS name, or an IPv4 address) unless it is one already. */
+static void permit(char *out, size_t cap, size_t *n, const char *host, int *dns, int *ip) {
+  char entry[SS_HOST_MAX + 48];
+  int v4 = is_ipv4(host);
+  size_t el = (size_t)snprintf(entry, sizeof entry, v4 ? ",permitted;IP:%s/255.255.255.255" : ",permitted;DNS:%s", host);
+  for (const char *p = out; (p = strstr(p, entry)) != NULL; p++)
+    if (p[el] == ',' || p[el] == '\0') return;
+  *n += (size_t)snprintf(out + *n, cap - *n, "%s", entry);
+  ++*(v4 ? ip : dns);
+}
+
+char *ca_name_constraints(const ss_policy *p, const proxy_creds *creds) {
+  size_t hosts = (size_t)(p ? p->n : 0) + (creds ? creds->n : 0);
+  size_t cap = 128 + hosts * (SS_HOST_MAX + 40), n = 0;
   char *out = malloc(cap);
   if (!out) return NULL;
   n += (size_t)snprintf(out, cap, "critical");
   int dns = 0, ip = 0;
-  for (int i = 0; p && i < p->n; i++) {
-    const ss_policy_rule *r = &p->rules[i];
-    if (!ca_rule_needs_inspection(r)) continue;
-    int dup = 0;
-    for (int k = 0; k < i; k++)
-      dup |= ca_rule_needs_inspection(&p->rules[k]) && strcmp(p->rules[k].host, r->host) == 0;
-    if (dup) continue;
-    if (is_ipv4(r->host)) {
-      ip++;
-      n += (size_t)snprintf(out + n, cap - n, ",permitted;IP:%s/255.255.255.255", r->host);
-    } else {
-      dns++;
-      n += (size_t)snprintf(out + n, cap - n, ",permitted;DNS:%s", r->host);
-    }
-  }
+  for (int i = 0; p && i < p->n; i++)
+    if (ca_rule_needs_inspection(&p->rules[i])) permit(out, cap, &n, p->rules[i].host, &dns, &ip);
+  /* a credential's host is always inspected (the proxy places its secret inside the TLS session) */
+  for (size_t i = 0; creds && i < creds->n; i++)
+    if (!creds->e[i].legacy) permit(out, cap, &n, creds->e[i].host, &dns, &ip);
   /* A name type without a permitted subtree would be unconstrained: pin both. "invalid" is a
    * reserved TLD (RFC 6761) that no real host has. */
   if (!dns) n += (size_t)snprintf(out + n, cap - n, ",permitted;DNS:invalid");
@@ -131,9 +133,9 @@ static char *cert_pem(X509 *x) {
   return out;
 }
 
-proxy_ca *ca_create(const ss_policy *p, unsigned hours, size_t cache_max, char *why, size_t why_len) {
+proxy_ca *ca_create(const ss_policy *p, const proxy_creds *creds, unsigned hours, size_t cache_max, char *why, size_t why_len) {
   proxy_ca *ca = calloc(1, sizeof *ca);
-  char *constraints = ca_name_constraints(p);
+  char *constraints = ca_name_constraints(p, creds);
   if (!ca || !constraints || !(ca->cache = calloc(cache_max ? cache_max : 1, sizeof *ca->cache))) {
     free(constraints);
     ca_free(ca);

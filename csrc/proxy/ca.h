@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "policy/policy.h"
+#include "proxy/credentials.h"
 
 typedef struct proxy_ca proxy_ca;
 
@@ -21,11 +22,12 @@ int ca_policy_needs_inspection(const ss_policy *p);
 
 /* The name constraints for p, OpenSSL's config syntax ("critical,permitted;DNS:a.test,...").
  * Hosts are the rules' hosts (a wildcard's apex: RFC 5280 DNS constraints have no
- * subdomains-only form); IP addresses are permitted one by one, or all excluded. Caller frees. */
-char *ca_name_constraints(const ss_policy *p);
+ * subdomains-only form), and every credential's host (creds may be NULL: a credential's host
+ * is always inspected); IP addresses are permitted one by one, or all excluded. Caller frees. */
+char *ca_name_constraints(const ss_policy *p, const proxy_creds *creds);
 
 /* A new CA valid from an hour ago (clock skew) for `hours`. NULL with the reason in why. */
-proxy_ca *ca_create(const ss_policy *p, unsigned hours, size_t cache_max, char *why, size_t why_len);
+proxy_ca *ca_create(const ss_policy *p, const proxy_creds *creds, unsigned hours, size_t cache_max, char *why, size_t why_len);
 void ca_free(proxy_ca *ca);
 
 /* Writes DIR/ca.pem (the CA certificate) and DIR/bundle.pem (every certificate of roots_file,

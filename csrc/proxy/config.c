@@ -173,7 +173,23 @@ int proxy_config_load(proxy_config *c, int argc, char **argv, char *why, size_t 
   if (!c->token || !c->key || (ca && !c->upstream_ca) || (ca_dir && !c->ca_dir) || (ca_roots && !c->ca_roots))
     return fail(why, n, "out of memory");
   c->token_len = strlen(token);
+  const char *cj = env("SANDSTACK_CREDENTIALS");
+  if (cj && !(c->credentials_json = strdup(cj))) return fail(why, n, "out of memory");
+  char cwhy[400];
+  if (!(c->creds = proxy_config_credentials(c, cwhy, sizeof cwhy)))
+    return fail(why, n, "SANDSTACK_CREDENTIALS is refused: %s", cwhy);
   return 0;
+}
+
+proxy_creds *proxy_config_credentials(const proxy_config *c, char *why, size_t n) {
+  const char *j = c->credentials_json ? c->credentials_json : "";
+  proxy_creds *t = creds_parse(j, strlen(j), why, n);
+  if (t && creds_add_legacy(t, c->upstream_host, c->upstream_port, c->key, c->token) != 0) {
+    creds_free(t);
+    fail(why, n, "out of memory");
+    return NULL;
+  }
+  return t;
 }
 
 void proxy_config_free(proxy_config *c) {
@@ -184,6 +200,9 @@ void proxy_config_free(proxy_config *c) {
   free(c->upstream_ca);
   free(c->ca_dir);
   free(c->ca_roots);
+  if (c->credentials_json) memset(c->credentials_json, 0, strlen(c->credentials_json));
+  free(c->credentials_json);
+  creds_free(c->creds);
   ss_policy_free(c->policy);
   memset(c, 0, sizeof *c);
 }
@@ -201,6 +220,17 @@ char *proxy_config_summary(const proxy_config *c) {
   cJSON_AddNumberToObject(o, "idle_timeout_ms", c->idle_ms);
   cJSON_AddNumberToObject(o, "drain_timeout_ms", c->drain_ms);
   if (c->ca_dir) cJSON_AddStringToObject(o, "ca_dir", c->ca_dir);
+  cJSON *creds = cJSON_AddArrayToObject(o, "credentials"); /* names and places only: never a secret */
+  static const char *const places[] = {"header", "query", "basic", "path"};
+  for (size_t i = 0; c->creds && i < c->creds->n; i++) {
+    const cred_entry *e = &c->creds->e[i];
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddStringToObject(x, "name", e->name);
+    cJSON_AddStringToObject(x, "host", e->host);
+    cJSON_AddNumberToObject(x, "port", e->port);
+    cJSON_AddStringToObject(x, "place", e->legacy ? "credential_route" : places[e->place]);
+    cJSON_AddItemToArray(creds, x);
+  }
   char *s = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   return s;

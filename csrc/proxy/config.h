@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "policy/policy.h"
+#include "proxy/credentials.h"
 
 typedef struct proxy_config {
   char listen[64];
@@ -21,6 +22,8 @@ typedef struct proxy_config {
   size_t leaf_cache;            /* leaf certificates kept */
   char session[128];            /* label in the audit lines */
   ss_policy *policy;
+  char *credentials_json;       /* SANDSTACK_CREDENTIALS as given; NULL: none */
+  proxy_creds *creds;           /* the start table (with the credential route's own entry): the CA names its hosts */
   size_t max_conns, max_line, max_head, max_headers, buffer_bytes;
   unsigned long long max_body;
   unsigned handshake_ms, connect_ms, idle_ms, stream_ms, drain_ms;
@@ -30,6 +33,9 @@ typedef struct proxy_config {
 /* 0, or -1 with the reason (never containing a secret) in why. */
 int proxy_config_load(proxy_config *cfg, int argc, char **argv, char *why, size_t why_len);
 void proxy_config_free(proxy_config *cfg);
+/* A fresh table from SANDSTACK_CREDENTIALS plus the credential route's own entry (ANTHROPIC_API_KEY
+ * toward the upstream, the session token its placeholder). NULL with the reason in why. */
+proxy_creds *proxy_config_credentials(const proxy_config *cfg, char *why, size_t why_len);
 /* A JSON summary without the secrets (for --check and the start-up line). Caller frees. */
 char *proxy_config_summary(const proxy_config *cfg);
 

@@ -90,8 +90,8 @@ proxy_tls *tls_new(const proxy_config *cfg, char *why, size_t why_len) {
   SSL_CTX_set_verify(t->origin, SSL_VERIFY_PEER, NULL);
   trust_extra(SSL_CTX_get_cert_store(t->origin), t->extra);
   t->off_reason = inspection_off_reason(cfg);
-  int needs = ca_policy_needs_inspection(cfg->policy);
-  if (!t->off_reason && needs && !(t->ca = ca_create(cfg->policy, cfg->ca_hours, cfg->leaf_cache, why, why_len)))
+  int needs = ca_policy_needs_inspection(cfg->policy) || creds_any_host(cfg->creds);
+  if (!t->off_reason && needs && !(t->ca = ca_create(cfg->policy, cfg->creds, cfg->ca_hours, cfg->leaf_cache, why, why_len)))
     goto fail;
   if (cfg->ca_dir) {
     const char *roots = cfg->ca_roots ? cfg->ca_roots : getenv(X509_get_default_cert_file_env());

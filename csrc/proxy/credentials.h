@@ -1,0 +1,90 @@
+#ifndef SANDSTACK_PROXY_CREDENTIALS_H
+#define SANDSTACK_PROXY_CREDENTIALS_H
+/* Credentials for any host (issue 25; docs/proxy.md "Credentials for any host"). The sandbox
+ * holds a placeholder per credential; only the proxy holds the secret. On an inspected request
+ * it has admitted for the credential's host and port, the proxy puts the secret where the
+ * credential names (a header, a query parameter, Basic auth, a path prefix), in place of the
+ * placeholder the client wrote there. A placeholder anywhere else is misplaced and refused. A
+ * response carrying a secret back has it replaced by a mask of the same length (the
+ * placeholder), so its framing stays valid.
+ *
+ * Pure: no I/O, no libuv, so csrc/fuzz/fuzz_proxy_credentials.c links exactly this file. The
+ * table is replaced whole while the proxy runs (srv->creds, swapped live), so callers never
+ * keep a pointer into it from one callback to the next; a stream's state (creds_stream) holds
+ * bytes only. Nothing here ever writes a secret into an error text. */
+#include <stddef.h>
+
+typedef enum { CRED_HEADER, CRED_QUERY, CRED_BASIC, CRED_PATH } cred_place;
+
+typedef struct cred_entry {
+  char *name;        /* the sandbox's variable, e.g. GH_TOKEN (error texts and audit name it) */
+  char *host;        /* canonical (ss_host_normalize) */
+  int port;
+  cred_place place;
+  char *field;       /* header name, query parameter or Basic user; NULL for a path */
+  char *format;      /* header value ("Bearer %s") or path prefix template ("/bot%s/"); else NULL */
+  char *secret, *placeholder;
+  char *mask;        /* what a response gets in place of the secret: same length (the placeholder) */
+  size_t secret_len, placeholder_len;
+  int legacy;        /* the model key of the credential route: placed by credential.c only */
+} cred_entry;
+
+typedef struct proxy_creds {
+  cred_entry *e;
+  size_t n;
+} proxy_creds;
+
+#define CREDS_MAX 64
+#define CREDS_SECRET_MIN 16
+#define CREDS_SECRET_MAX 4096
+
+/* The SANDSTACK_CREDENTIALS array (contract: name, host, port, secret, placeholder and one of
+ * header (+ format) / query / basic / path). NULL with a reason in why (never a secret).
+ * An empty json (len 0) is an empty table. */
+proxy_creds *creds_parse(const char *json, size_t len, char *why, size_t why_len);
+/* Appends the credential route's own entry (ANTHROPIC_API_KEY toward the upstream, its
+ * placeholder the session token). Its secret may be any length: its mask is the placeholder
+ * when the lengths agree, else '*' repeated. 0, or -1 when out of memory. */
+int creds_add_legacy(proxy_creds *t, const char *host, int port, const char *secret, const char *placeholder);
+void creds_free(proxy_creds *t);
+
+/* 1 when a (non-legacy) credential names host:port: such a host is always inspected. */
+int creds_has_host(const proxy_creds *t, const char *host, int port);
+/* 1 when any (non-legacy) credential exists: the proxy then needs its inspection CA. */
+int creds_any_host(const proxy_creds *t);
+
+typedef enum { CREDS_OK = 0, CREDS_MISPLACED, CREDS_NOMEM } creds_status;
+
+/* An inspected request toward host:port. orig: the head exactly as the client sent it; *head:
+ * the head the proxy will send on (request line, Host, kept fields; malloc'd). Every placeholder
+ * of this host's credentials in its named place is replaced by the secret (*head is replaced by
+ * a new allocation). CREDS_MISPLACED when the client's head holds any placeholder that was not
+ * so replaced (another header, the request line, another host's credential, inside a Basic
+ * value), with the credential's name copied into what; *head is then unchanged. */
+creds_status creds_rewrite_head(const proxy_creds *t, const char *host, int port, const char *orig, size_t orig_len,
+                                char **head, size_t *head_len, char *what, size_t what_len);
+/* A head that gets no credential (plain HTTP, the credential route): CREDS_MISPLACED when it
+ * holds any placeholder (raw, or inside a Basic value), naming it in what. */
+creds_status creds_check_head(const proxy_creds *t, const char *head, size_t len, char *what, size_t what_len);
+
+/* Streams scanned across reads. The carry holds the tail of what was fed that could be the
+ * start of a needle, so a needle split over two reads is still seen; it is never longer than
+ * the longest needle less one byte. */
+typedef struct creds_stream {
+  char *carry;
+  size_t len;
+} creds_stream;
+
+typedef enum {
+  CREDS_SCRUB, /* response: every secret of host:port's credentials becomes its mask */
+  CREDS_SCAN,  /* request body: any placeholder at all is CREDS_MISPLACED */
+} creds_mode;
+
+/* Feeds n bytes. *out (malloc'd, NULL when *out_len is 0) is what may be passed on now; with
+ * final, the carry is let go too (the stream ended). */
+creds_status creds_stream_feed(const proxy_creds *t, const char *host, int port, creds_mode mode, creds_stream *st,
+                               const char *data, size_t n, int final, char **out, size_t *out_len, char *what,
+                               size_t what_len);
+void creds_stream_free(creds_stream *st);
+
+#endif
