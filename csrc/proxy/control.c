@@ -145,7 +145,11 @@ static cJSON *verb_egress(proxy_server *s) {
   policy_digest(s->policy, digest);
   cJSON *o = cJSON_CreateObject();
   cJSON_AddBoolToObject(o, "ok", 1);
-  cJSON_AddItemToObject(o, "policy", ss_policy_render(s->policy));
+  cJSON *r = ss_policy_render(s->policy);
+  char *text = r ? cJSON_PrintUnformatted(r) : NULL;
+  cJSON_AddItemToObject(o, "policy", r);
+  if (text) cJSON_AddStringToObject(o, "rendered", text); /* the digest's input, byte for byte */
+  free(text);
   cJSON_AddStringToObject(o, "digest", digest);
   return o;
 }

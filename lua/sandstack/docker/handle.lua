@@ -7,6 +7,7 @@ local store = require "sandstack.store"
 local A = require "sandstack.docker.apply"
 local batch = require "sandstack.docker.batch"
 local inventory = require "sandstack.docker.inventory"
+local live = require "sandstack.docker.egress_live"
 
 local M = {}
 local Stack = {}
@@ -23,6 +24,11 @@ local function names(list)
   return out
 end
 
+-- The proxy sandstack added (egress_live.lua reaches its control socket by exec): its service.
+local function added_proxy(px)
+  if type(px) == "table" and px.added then return { service = px.service, added = true } end
+end
+
 -- The part of a plan a handle keeps: names, order, checks; no bodies, no secrets.
 local function slim(plan)
   local cs = {}
@@ -34,7 +40,8 @@ local function slim(plan)
     ready_path = plan.ready_path, ready_timeout = plan.ready_timeout, health_timeout = plan.health_timeout,
     capture_path = plan.capture_path, sandbox = plan.sandbox, forwarder = plan.forwarder,
     containers = cs, docker_host = plan.docker_host, timeout = plan.timeout,
-    networks = names(plan.networks), volumes = names(plan.volumes), credentials = store.credentials(plan.credentials) }
+    networks = names(plan.networks), volumes = names(plan.volumes), credentials = store.credentials(plan.credentials),
+    proxy = added_proxy(plan.proxy) }
 end
 
 function M.new(eng, plan, hooks)
@@ -246,6 +253,17 @@ function M.adopt(plan, port, opts)
   local stack = M.new(eng, plan, { on_event = opts.on_event, req_adapter = opts.req_adapter })
   set_port(stack, port)
   return stack
+end
+
+-- The egress of the running stack, changed live through the added proxy (egress_live.lua).
+function Stack:set_egress(policy)
+  check_open(self)
+  return live.set_egress(self, policy)
+end
+
+function Stack:egress()
+  check_open(self)
+  return live.egress(self)
 end
 
 -- Rebuilds a handle from stack:record() and re-reads the forwarder's port.

@@ -1,0 +1,82 @@
+-- A running stack's egress, changed live (issue 25; internal to sandstack.docker, the handle's
+-- set_egress, egress and set_credentials). The added proxy listens on a control socket in its
+-- own container's filesystem (docs/proxy.md, "Policy changed live"), which nothing in the sandbox
+-- can reach; the host reaches it by an Engine exec of `sandstack-proxy --control VERB` in that
+-- container, the payload in the exec's environment, the answer one JSON line on stdout. Every
+-- answer is read from the proxy itself: the handle caches no policy.
+local core = require "sandstack.core"
+local E = require "sandstack.error"
+local policy = require "sandstack.policy"
+
+local M = {}
+
+local PROXY_PATH = "/usr/local/bin/sandstack-proxy"
+local EXEC_TIMEOUT = 30
+
+-- The proxy container sandstack added, from the plan or the record (handle.lua keeps `proxy`).
+local function proxy_container(stack)
+  local px = stack.plan.proxy
+  if type(px) ~= "table" or not px.added then
+    return nil, E.new("invalid", "no_added_proxy", "stack " .. tostring(stack.project) .. " has no proxy sandstack "
+      .. "added (egress_policy without proxy_service), so its egress cannot be changed live", { project = stack.project })
+  end
+  for _, c in ipairs(stack.plan.containers or {}) do
+    if c.service == px.service then return c.name end
+  end
+  return stack.plan.project .. "-" .. px.service
+end
+
+-- The proxy's refusals, as typed errors: a policy it cannot parse is the caller's (invalid).
+local INVALID = { invalid_policy = true, needs_restart = true, invalid_credentials = true }
+
+local function control(stack, verb, payload)
+  local name, err = proxy_container(stack)
+  if not name then return nil, err end
+  local res
+  res, err = stack.eng:exec(name, { PROXY_PATH, "--control", verb },
+    { env = payload and { SANDSTACK_CONTROL_PAYLOAD = payload } or nil, timeout = EXEC_TIMEOUT })
+  if not res then return nil, err end
+  local answer = core.json_decode((res.stdout or ""):match("[^\n]+") or "")
+  if type(answer) ~= "table" then
+    return nil, E.new("proxy", "no_control", ("the proxy in %s did not answer %s (exit %s): %s"):format(name, verb,
+      tostring(res.exit_code), (res.stderr or ""):sub(1, 300)), { service = stack.plan.proxy.service })
+  end
+  if answer.ok ~= true then
+    local reason = type(answer.error) == "string" and answer.error or "refused"
+    return nil, E.new(INVALID[reason] and "invalid" or "proxy", reason, verb .. ": " .. tostring(answer.message),
+      { rule = answer.rule, index = answer.index, service = stack.plan.proxy.service })
+  end
+  return answer
+end
+
+-- A policy table (compiled here) or a compiled sandstack.policy, as the JSON the proxy parses.
+local function rendered(p)
+  if policy.is_policy(p) then return p:render() end
+  if type(p) ~= "table" then error("set_egress: expected a policy table or a compiled sandstack.policy", 3) end
+  local compiled, err = policy.compile(p)
+  if not compiled then
+    return nil, E.new("invalid", "invalid_policy", "set_egress: " .. tostring(err.message), { rule = err.rule })
+  end
+  return compiled:render()
+end
+
+-- true, or nil, err; a refused policy changes nothing (the proxy keeps the one in force).
+function M.set_egress(stack, p)
+  local json, err = rendered(p)
+  if not json then return nil, err end
+  local answer; answer, err = control(stack, "set-egress", json)
+  if not answer then return nil, err end
+  return true
+end
+
+-- The policy in force, compiled, and its digest (sha256 of the canonical render), as the proxy
+-- reports them.
+function M.egress(stack)
+  local answer, err = control(stack, "egress")
+  if not answer then return nil, err end
+  local p; p, err = policy.load(answer.rendered or core.json_encode(answer.policy))
+  if not p then return nil, err end
+  return p, answer.digest
+end
+
+return M

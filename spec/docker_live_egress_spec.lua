@@ -1,0 +1,218 @@
+-- Issue 25, "Policy changed live", on a real stack: stack:set_egress widens and narrows the
+-- policy of the running proxy sandstack added, shown from inside the sandbox; stack:egress()
+-- reads the policy in force back from the proxy; the change works on a handle rebuilt from
+-- stack:record(); a bad policy changes nothing; and the control socket the change travels
+-- through is out of the sandbox's reach (every way in is attempted, after a control that shows
+-- the proxy itself is reachable). The outside is a network namespace of this test on a /28 of
+-- 203.0.113.0/24 with a TLS stand-in (spec/support/proxy_standin.py) serving a.test and b.test;
+-- the sandbox's probes are spec/support/live_probe.py. Objects: project and netns
+-- "sstest-lv-<random>", removed at the end.
+local sandstack = require "sandstack"
+local h = require "helpers"
+local core = sandstack.core
+local docker = sandstack.docker
+local policy = sandstack.policy
+
+local dh = require "docker_proxy_harness"
+
+local S = dh.stack("lv", "slv", function(r) return 16 * (4 + r % 8) end)
+local FORWARDER_IMAGE, PROXY_IMAGE, CLIENT = S.FORWARDER_IMAGE, S.PROXY_IMAGE, S.CLIENT
+local PROJECT, NS, top = S.PROJECT, S.NS, S.top
+local addr, sandbox, audit = S.addr, S.sandbox, S.audit
+
+local START = { allow = { "b.test:443" } }
+local WIDE = { allow = { "a.test:443", "b.test:443" } }
+local NARROW = { allow = { "a.test:443" } }
+
+-- live_probe.py CMD ARGS... in the sandbox -> its last line, decoded when it is JSON
+local function probe(cmd, ...)
+  local args = {}
+  for i, a in ipairs { ... } do args[i] = h.q(a) end
+  local out = h.must(("docker exec -i %s python3 - %s %s < %s"):format(sandbox(), cmd, table.concat(args, " "),
+    h.q(top .. "/spec/support/live_probe.py")))
+  local last = out:match("([^\n]+)%s*$") or ""
+  return core.json_decode(last) or last, out
+end
+
+-- curl in the sandbox, through the proxy (HTTPS_PROXY): its stdout, and the exit code
+local function curl(url)
+  local out, _, code = h.sh(("docker exec %s curl -sS --max-time 20 %s 2>&1"):format(sandbox(), h.q(url)))
+  return out, code
+end
+
+local function egress_render(stack)
+  local p, digest = assert(stack:egress())
+  return p:render(), digest
+end
+
+describe("a live stack's egress changed with set_egress #docker", function()
+  local skip_why = S.missing()
+  local work, stack, start_err
+
+  lazy_setup(function()
+    if skip_why then return end
+    work = h.must("mktemp -d /tmp/sstest-lv.XXXXXX"):gsub("%s+$", "")
+    dh.make_certs(work, "sstest-lv-ca", "a.test", { "a.test", "b.test" })
+    S.outside_up { 2 }
+    S.start_standin(work)
+    for _ = 1, 100 do
+      if h.read_file(work .. "/standin.ready") then break end
+      core.sleep(0.05)
+    end
+    S.build_images()
+    local ca = h.read_file(work .. "/ca.pem")
+    stack, start_err = docker.start(PROJECT, {
+      project_name = PROJECT, agent_port = 8080, pull = "never",
+      forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
+      services = { { name = "sandbox", image = CLIENT,
+        command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
+        env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
+      api_key = S.KEY, session_token = S.TOKEN,
+      egress_policy = START,
+      proxy_hosts = { ["a.test"] = addr(2), ["b.test"] = addr(2) },
+    })
+  end)
+
+  lazy_teardown(function() if not skip_why then S.teardown(stack, work) end end)
+  local function ready() return S.ready(skip_why, stack, start_err) end
+
+  it("widens: a.test is refused from the sandbox, then reached once set_egress admits it", function()
+    if not ready() then return end
+    assert.matches("hello from b.test /one", (curl("https://b.test/one"))) -- control: the proxy serves
+    local out, code = curl("https://a.test/one")
+    assert.not_equal(0, code, out)
+    assert.matches("403", out)
+    assert.is_true(assert(stack:set_egress(WIDE)))
+    assert.matches("hello from a.test /two", (curl("https://a.test/two")))
+    assert.equal(assert(policy.compile(WIDE)):render(), (egress_render(stack)))
+    local changes = {}
+    for _, l in ipairs(audit()) do if l.route == "control" then changes[#changes + 1] = l end end
+    assert.equal(1, #changes)
+    assert.equal("policy_changed", changes[1].event)
+    assert.matches("^%x+$", changes[1].old_digest)
+    assert.equal(select(2, egress_render(stack)), changes[1].new_digest)
+  end)
+
+  it("narrows: a long-lived tunnel to b.test is closed, one to a.test stays open", function()
+    if not ready() then return end
+    assert(stack:set_egress(WIDE))
+    local files = {}
+    for _, host in ipairs { "a.test", "b.test" } do
+      files[host] = work .. "/hold-" .. host
+      h.must(("docker exec -i %s python3 - hold %s 40 < %s > %s 2>&1 &"):format(sandbox(), host,
+        h.q(top .. "/spec/support/live_probe.py"), h.q(files[host])))
+    end
+    local function line(host) return (h.read_file(files[host]) or "") end
+    for _ = 1, 400 do
+      if line("a.test"):find("open") and line("b.test"):find("open") then break end
+      core.sleep(0.05)
+    end
+    assert.matches("open", line("a.test"))
+    assert.matches("open", line("b.test"))
+    assert(stack:set_egress(NARROW))
+    for _ = 1, 400 do
+      if line("b.test"):find("eof") then break end
+      core.sleep(0.05)
+    end
+    assert.matches("eof", line("b.test"))
+    core.sleep(1)
+    assert.not_matches("eof", line("a.test")) -- still admitted: not touched
+    local closed
+    for _, l in ipairs(audit()) do
+      if l.host == "b.test" and l["end"] == "policy_changed" then closed = l end
+    end
+    assert.truthy(closed, "no audit line ends the b.test tunnel with policy_changed")
+    -- and a new tunnel to b.test is refused, while a.test is served
+    local out, code = curl("https://b.test/three")
+    assert.not_equal(0, code, out)
+    assert.matches("hello from a.test /four", (curl("https://a.test/four")))
+    assert.equal(assert(policy.compile(NARROW)):render(), (egress_render(stack)))
+  end)
+
+  it("a bad policy returns invalid_policy and leaves the one in force", function()
+    if not ready() then return end
+    assert(stack:set_egress(WIDE))
+    local before, digest = egress_render(stack)
+    local ok, err = stack:set_egress { allow = { "a.test:443", "b..test" } }
+    assert.is_nil(ok)
+    assert.equal("invalid", err.kind)
+    assert.equal("invalid_policy", err.reason)
+    assert.equal(2, err.rule)
+    ok, err = stack:set_egress { allow = { { host = "a.test", methods = { "FETCH" } } } }
+    assert.is_nil(ok)
+    assert.equal("invalid_policy", err.reason)
+    local after, digest_after = egress_render(stack)
+    assert.equal(before, after)
+    assert.equal(digest, digest_after)
+    assert.matches("hello from b.test /five", (curl("https://b.test/five")))
+    assert.has_error(function() stack:set_egress("a.test") end)
+  end)
+
+  it("works on a handle rebuilt from record(), which holds no policy and no secret", function()
+    if not ready() then return end
+    local rec = core.json_decode(core.json_encode(stack:record()))
+    assert.falsy(core.json_encode(rec):find(S.TOKEN, 1, true))
+    assert.falsy(core.json_encode(rec):find(S.KEY, 1, true))
+    local again = assert(docker.reconnect(rec))
+    assert(again:set_egress(assert(policy.compile(START))))
+    assert.equal(assert(policy.compile(START)):render(), (egress_render(again)))
+    assert.equal(assert(policy.compile(START)):render(), (egress_render(stack))) -- one proxy, read live
+    local out, code = curl("https://a.test/six")
+    assert.not_equal(0, code, out)
+    assert(again:set_egress(WIDE))
+    assert.matches("hello from a.test /seven", (curl("https://a.test/seven")))
+    again:close()
+    -- a record without the added proxy (a stack with its own proxy_service, or none): a typed error
+    rec.proxy = nil
+    local other = assert(docker.reconnect(rec))
+    local ok, err = other:set_egress(WIDE)
+    assert.is_nil(ok)
+    assert.equal("no_added_proxy", err.reason)
+    ok, err = other:egress()
+    assert.is_nil(ok)
+    assert.equal("no_added_proxy", err.reason)
+    other:close()
+  end)
+
+  it("the control socket is out of the sandbox's reach (the proxy itself is reachable)", function()
+    if not ready() then return end
+    assert(stack:set_egress(WIDE))
+    local _, digest = egress_render(stack)
+    -- the control: the sandbox reaches the proxy on its port, and a unix socket of its own
+    local ports = probe("scan", "proxy")
+    assert.same({ 3128 }, ports, "the proxy's open TCP ports as the sandbox sees them")
+    assert.matches("hello from b.test /ctl", (curl("https://b.test/ctl")))
+    h.must(("docker exec -d %s python3 -c %s"):format(sandbox(), h.q(
+      "import socket,time; s=socket.socket(socket.AF_UNIX); s.bind('/tmp/own.sock'); s.listen(); time.sleep(60)")))
+    core.sleep(1)
+    -- looking for it: no socket or control path in the sandbox's filesystem but its own
+    local found = probe("find")
+    for _, p in ipairs(found.sockets) do assert.not_matches("sandstack", p) end
+    assert.truthy(found.sockets[1] and table.concat(found.sockets, " "):find("/tmp/own.sock", 1, true),
+      "the search did not even find the sandbox's own socket")
+    for _, p in ipairs(found.control) do assert.not_matches("sandstack%-control", p) end
+    -- connecting to every path it could be at: the proxy's, the CA volume's two mount points,
+    -- the abstract namespace; the sandbox's own socket is the control
+    local tried = probe("unix", "/tmp/own.sock", "/tmp/sandstack-control/control.sock", "/run/sandstack/ca/control.sock",
+      "/etc/sandstack/ca/control.sock", "/run/sandstack-control/control.sock", "@sandstack-control",
+      "@/tmp/sandstack-control/control.sock")
+    assert.equal("connected", tried["/tmp/own.sock"])
+    for p, r in pairs(tried) do
+      if p ~= "/tmp/own.sock" then assert.not_equal("connected", r, p) end
+    end
+    -- speaking the control protocol to the one port it reaches: the proxy's HTTP parser refuses it
+    local payload = core.json_encode { verb = "set-egress", payload = assert(policy.compile(NARROW)):render() }
+    local sent = probe("send", "proxy", "3128", payload .. "\\n")
+    assert.not_matches("\"ok\"", sent.first_line)
+    assert.matches("^HTTP/1%.1 4%d%d", sent.first_line)
+    -- signals: the proxy's process is not in the sandbox's view at all (its own agent is)
+    local procs = probe("procs")
+    local seen = table.concat(procs, "\n")
+    assert.matches("agent", seen)
+    assert.not_matches("sandstack%-proxy", seen)
+    -- nothing changed
+    local _, after = egress_render(stack)
+    assert.equal(digest, after)
+    assert.matches("hello from b.test /still", (curl("https://b.test/still")))
+  end)
+end)
