@@ -32,6 +32,7 @@ static void conn_free(proxy_conn *c) {
   free(c->buf);
   free(c->hello_scratch);
   inspect_free(c);
+  cred_flow_free(c);
   policy_unpin(c);
   free(c);
   server_conn_gone(s);

@@ -28,7 +28,8 @@ struct cred_req {
   size_t resp_len;
   long status;
   int send_paused, recv_paused, head_sent, chunked, is_head, has_cl, has_te;
-  int in_callback, aborted, finished, client_paused;
+  int in_callback, aborted, finished, client_paused, added;
+  creds_stream scrub_head; /* one header line at a time (the body's is c->cred_response) */
 };
 
 static size_t queued(proxy_conn *c) { return uv_stream_get_write_queue_size((uv_stream_t *)&c->client); }
@@ -43,6 +44,7 @@ static void free_req(cred_req *r) {
   free(r->url);
   free(r->body);
   free(r->resp);
+  creds_stream_free(&r->scrub_head);
   free(r);
   c->cred = NULL;
   conn_release(c);
@@ -83,18 +85,29 @@ void credential_client_data(proxy_conn *c, const char *data, size_t len) {
   if (!r || len == 0) return;
   if (len > r->body_left) len = (size_t)r->body_left; /* bytes past the body are not a request we checked */
   if (len == 0) return;
+  r->body_left -= len;
+  c->bytes_up += len;
+  char *pass = NULL; /* what the credential scan lets go (a placeholder: refused, the transfer ends) */
+  if (cred_flow_body(c, data, len, r->body_left == 0, &pass, &len) != 0) {
+    if (!r->added) r->finished = 1; /* not in curl's multi yet */
+    if (c->cred) credential_abort(c);
+    return;
+  }
+  data = pass;
   if (r->body_len + len > r->body_cap) {
     size_t cap = r->body_cap ? r->body_cap : 65536;
     while (cap < r->body_len + len) cap *= 2;
     char *nb = realloc(r->body, cap);
-    if (!nb) return conn_close(c);
+    if (!nb) {
+      free(pass);
+      return conn_close(c);
+    }
     r->body = nb;
     r->body_cap = cap;
   }
-  memcpy(r->body + r->body_len, data, len);
+  if (len) memcpy(r->body + r->body_len, data, len);
+  free(pass);
   r->body_len += len;
-  r->body_left -= len;
-  c->bytes_up += len;
   if (r->body_len - r->body_off > c->srv->cfg->buffer_bytes) {
     uv_read_stop((uv_stream_t *)&c->client);
     r->client_paused = 1;
@@ -165,13 +178,22 @@ static size_t on_header(char *line, size_t size, size_t n, void *ud) {
   } else {
     if (len >= 18 && strncasecmp(line, "transfer-encoding:", 18) == 0) r->has_te = 1;
     if (len >= 15 && strncasecmp(line, "content-length:", 15) == 0) r->has_cl = 1;
+    char *clean = NULL; /* the line with the key (or any secret of this host) masked, same length */
+    size_t cl = 0;
+    if (!hop_by_hop(line, len) && cred_flow_response(r->c, &r->scrub_head, line, len, 1, &clean, &cl) != 0) {
+      r->in_callback--;
+      return 0;
+    }
+    if (clean) line = clean, len = cl;
     if (!hop_by_hop(line, len)) {
       if (r->resp_len + len + 2 > MAX_RESPONSE_HEAD) {
+        free(clean);
         r->in_callback--;
         return 0; /* fails the transfer: a 502 */
       }
       char *nb = realloc(r->resp, r->resp_len + len + 2);
       if (!nb) {
+        free(clean);
         r->in_callback--;
         return 0;
       }
@@ -180,9 +202,10 @@ static size_t on_header(char *line, size_t size, size_t n, void *ud) {
       r->resp_len += len;
       if (len == 0 || line[len - 1] != '\n') r->resp[r->resp_len++] = '\n';
     }
+    free(clean);
   }
   r->in_callback--;
-  return r->aborted ? 0 : len;
+  return r->aborted ? 0 : size * n;
 }
 
 void credential_client_drained(proxy_conn *c) {
@@ -198,6 +221,20 @@ static void after_body_write(proxy_conn *c, int status) {
   credential_client_drained(c);
 }
 
+/* Response body bytes toward the client, as one chunk when the answer is chunked. */
+static int write_body(proxy_conn *c, int chunked, const char *data, size_t len) {
+  if (len == 0) return 0;
+  char *out = malloc(len + 32);
+  size_t o = 0;
+  if (!out) return -1;
+  if (chunked) o += (size_t)snprintf(out, 32, "%zx\r\n", len);
+  memcpy(out + o, data, len);
+  o += len;
+  if (chunked) memcpy(out + o, "\r\n", 2), o += 2;
+  conn_write_owned(c, (uv_stream_t *)&c->client, out, o, after_body_write);
+  return 0;
+}
+
 static size_t on_body(char *data, size_t size, size_t n, void *ud) {
   cred_req *r = ud;
   proxy_conn *c = r->c;
@@ -210,18 +247,14 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
   if (len == 0) return 0;
   r->in_callback++;
   if (!r->head_sent) send_head(r);
-  char *out = malloc(len + 32);
-  size_t o = 0;
-  if (out) {
-    if (r->chunked) o += (size_t)snprintf(out, 32, "%zx\r\n", len);
-    memcpy(out + o, data, len);
-    o += len;
-    if (r->chunked) memcpy(out + o, "\r\n", 2), o += 2;
-    c->bytes_down += len;
-    conn_write_owned(c, (uv_stream_t *)&c->client, out, o, after_body_write);
-  }
+  char *clean = NULL; /* the key masked; a tail that may start it waits for the next bytes */
+  size_t cl = 0;
+  int ok = cred_flow_response(c, &c->cred_response, data, len, 0, &clean, &cl) == 0 && !r->aborted &&
+           write_body(c, r->chunked, clean, cl) == 0;
+  free(clean);
+  if (ok) c->bytes_down += len;
   r->in_callback--;
-  return out && !r->aborted ? len : 0;
+  return ok && !r->aborted ? len : 0;
 }
 
 void credential_done(CURL *easy, CURLcode rc) {
@@ -247,6 +280,12 @@ void credential_done(CURL *easy, CURLcode rc) {
   if (!r->head_sent) send_head(r);
   int chunked = r->chunked;
   free_req(r);
+  char *tail = NULL; /* what the scrub held at the end of the response */
+  size_t tl = 0;
+  if (cred_flow_response(c, &c->cred_response, NULL, 0, 1, &tail, &tl) != 0) return;
+  int ok = write_body(c, chunked, tail, tl);
+  free(tail);
+  if (ok != 0) return conn_close(c);
   conn_reply_and_linger(c, "0\r\n\r\n", chunked ? 5 : 0);
 }
 
@@ -396,6 +435,7 @@ void credential_begin(proxy_conn *c) {
   ss_policy_check(c->srv->policy, c->host, strlen(c->host), c->method, strlen(c->method), req->target,
                   req->target_len, c->port, &v);
   if (!v.admitted) return reply_refused(c, &v);
+  if (cred_flow_check_head(c, c->buf, req->head_len) != 0) return; /* another credential's placeholder */
   c->decision = "allow";
   c->rule = v.rule;
   cred_req *r = calloc(1, sizeof *r);
@@ -413,6 +453,7 @@ void credential_begin(proxy_conn *c) {
   size_t early = c->len - req->head_len;
   if (early) credential_client_data(c, c->buf + req->head_len, early);
   if (c->state != ST_CREDENTIAL) return;
+  r->added = 1;
   if (curl_multi_add_handle(curl_loop_multi(c->srv->curl), r->easy) != CURLM_OK) {
     r->finished = 1;
     free_req(r);

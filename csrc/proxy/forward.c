@@ -78,6 +78,10 @@ void forward_begin(proxy_conn *c) {
     if (refused == 421) c->security_event = "host_mismatch";
     return reply_error(c, refused, "invalid_request_error", why);
   }
+  /* a credential never goes over plain http: any placeholder in the head or the body bytes sent
+     with it is refused (later body bytes are relayed unscanned: docs/proxy.md) */
+  size_t with_head = c->len - r->head_len < cl ? c->len : r->head_len + (size_t)cl;
+  if (cred_flow_check_head(c, c->buf, with_head) != 0) return;
   c->decision = "allow";
   c->rule = v.rule;
   dial_start(c, connected);

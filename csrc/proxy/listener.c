@@ -83,6 +83,11 @@ int server_start(proxy_server *s, uv_loop_t *loop, const proxy_config *cfg) {
     uv_close((uv_handle_t *)&s->listener, NULL);
     return -1;
   }
+  char why[400];
+  if (!(s->creds = proxy_config_credentials(cfg, why, sizeof why))) { /* the server's own, swapped live */
+    fprintf(stderr, "sandstack-proxy: SANDSTACK_CREDENTIALS: %s\n", why);
+    return -1;
+  }
   s->curl = curl_loop_new(loop, credential_done);
   if (!s->curl) {
     fprintf(stderr, "sandstack-proxy: cannot set up libcurl\n");

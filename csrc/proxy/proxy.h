@@ -38,6 +38,10 @@ typedef struct proxy_server {
   ss_policy *policy;
   policy_pin *policy_pin;  /* a replaced-in policy, kept alive while a connection judged by it lives */
   control_server *control; /* NULL when SANDSTACK_CONTROL_SOCKET is unset or could not be bound */
+  /* The credentials in force (credentials.h; proxy_config_credentials at start). Replaced whole
+   * and freed at once by a live swap: read it synchronously, never keep a pointer into it from
+   * one callback to the next (cred_flow.c looks it up on every call). */
+  proxy_creds *creds;
 } proxy_server;
 
 typedef enum { KIND_NONE, KIND_CONNECT, KIND_FORWARD, KIND_CREDENTIAL, KIND_INSPECT } conn_kind;
@@ -88,6 +92,9 @@ struct proxy_conn {
    * unless it is the start policy, which lives as long as the process */
   const ss_policy *judged_rules;
   policy_pin *judged_by;
+  /* credentials (cred_flow.c): the request body scanned for placeholders, the response scrubbed
+   * of secrets; each holds only the few bytes undecided at the end of the last read */
+  creds_stream cred_body, cred_response;
 };
 
 /* listener.c */
@@ -181,6 +188,21 @@ int control_start(proxy_server *s, const char *path, char *why, size_t why_len);
 void control_stop(proxy_server *s);
 /* control_client.c: `sandstack-proxy --control VERB` (payload in SANDSTACK_CONTROL_PAYLOAD) */
 int control_client(const char *verb);
+
+/* cred_flow.c: credentials on a connection's bytes (credentials.h). A refusal (a misplaced
+ * placeholder: 403, security_event "credential_misplaced", or the connection closed when its
+ * response already began) has been made when these return -1; the caller just returns. */
+/* An inspected request's outbound head: the secrets of c->host:c->port placed (*head replaced). */
+int cred_flow_place(proxy_conn *c, const char *orig, size_t orig_len, char **head, size_t *head_len);
+/* A head that gets no credential (plain HTTP, the credential route): any placeholder refuses. */
+int cred_flow_check_head(proxy_conn *c, const char *head, size_t len);
+/* Request body bytes (final: the body ends with them): *out is what may go on now. */
+int cred_flow_body(proxy_conn *c, const char *data, size_t n, int final, char **out, size_t *out_len);
+/* Response bytes from c->host:c->port, secrets replaced by their masks (same length); with
+ * final the held tail is let go (the response ended). -1: out of memory (the connection closed). */
+int cred_flow_response(proxy_conn *c, creds_stream *st, const char *data, size_t n, int final, char **out,
+                       size_t *out_len);
+void cred_flow_free(proxy_conn *c);
 
 /* audit.c */
 void audit_conn(const proxy_conn *c);

@@ -133,6 +133,24 @@ static void connected_raw(proxy_conn *c) {
   admit(c);
 }
 
+/* An admitted host with a credential (credentials.h) is always inspected: its secret goes only
+ * into a request the proxy has read. Without a CA to inspect with, the CONNECT is refused (fail
+ * closed: a tunnel would carry the placeholder past the proxy, or tempt a raw rule). */
+static void credential_host(proxy_conn *c, const ss_policy *p, int rule) {
+  const proxy_tls *t = c->srv->tls;
+  if (t && t->ca && !p->no_inspect) {
+    c->kind = KIND_INSPECT;
+    c->rule = rule;
+    return dial_start(c, connected);
+  }
+  char msg[700];
+  snprintf(msg, sizeof msg,
+           "%s:%d has a credential, which the proxy places only inside an inspected TLS session, and this proxy "
+           "cannot inspect (%s), so the tunnel is refused",
+           c->host, c->port, t && t->off_reason ? t->off_reason : p->no_inspect ? "the policy sets inspect = false" : "no CA");
+  reply_policy(c, "deny", "credential_needs_inspection", rule, msg);
+}
+
 void tunnel_begin(proxy_conn *c) {
   ss_policy_verdict v;
   const ss_policy *p = policy_judge(c);
@@ -155,6 +173,7 @@ void tunnel_begin(proxy_conn *c) {
     }
     return reply_refused(c, &v);
   }
+  if (creds_has_host(c->srv->creds, c->host, c->port)) return credential_host(c, p, v.raw ? v.raw : v.rule);
   c->decision = "allow";
   c->rule = v.raw ? v.raw : v.rule;
   if (v.raw) c->reason = "raw"; /* the audit line says the bytes were not held to TLS */
