@@ -2,6 +2,7 @@
 /* The test agent: a small HTTP/1.1 server built statically into the test images.
  *   GET /health             200 "ok"
  *   GET /stream?n=N         chunked response, one chunk per second for N seconds
+ *   GET /sse?n=N            server-sent events (text/event-stream), one event per second
  *   GET /connect?host=H&port=P   tries a TCP connect (2 s): 200 "open" or 200 "closed <why>"
  *   /echo..., /v1/...       200 with the request head and body echoed (a fake upstream API)
  * Port from $AGENT_PORT (default 8080). Also a client mode used by reachability probes:
@@ -126,6 +127,18 @@ static void *serve(void *arg) {
       sleep(1);
     }
     send_all(fd, "0\r\n\r\n", 5);
+  } else if (strncmp(target, "/sse", 4) == 0) {
+    /* an event stream as an agent's chat API sends one: no length, ended by closing */
+    int n = query_param(target, "n", a, sizeof a) ? atoi(a) : 3;
+    const char *head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                       "Connection: close\r\n\r\n";
+    send_all(fd, head, strlen(head));
+    for (int i = 0; i < n; i++) {
+      char ev[64];
+      int en = snprintf(ev, sizeof ev, "event: tick\ndata: %d\n\n", i);
+      send_all(fd, ev, (size_t)en);
+      sleep(1);
+    }
   } else if (strncmp(target, "/connect", 8) == 0 && query_param(target, "host", a, sizeof a) &&
              query_param(target, "port", b, sizeof b)) {
     char why[256] = "", out[300];
