@@ -225,7 +225,7 @@ describe("the credentials option refused (no engine)", function()
       "api.github.com:443", "api..github.com", ("a"):rep(64) .. ".example" } do
       refused(with_first { host = bad }, "credentials[1].host")
     end
-    for _, bad in ipairs { 0, 65536, "443", 1.5, -1 } do refused(with_first { port = bad }, "credentials[1].port") end
+    for _, bad in ipairs { 0, 65536, "443", 1.5, -1, 1e300, -1e300 } do refused(with_first { port = bad }, "credentials[1].port") end
   end)
 
   it("refuses a host the egress_policy does not admit (the credential could never be used)", function()

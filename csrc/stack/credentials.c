@@ -5,6 +5,7 @@
  * the credential's host. No message here ever quotes a secret. */
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -129,7 +130,8 @@ static int check_host(const cJSON *c, int i, ss_cred *cr, ss_error *err) {
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(c, "port");
   cr->port = DEFAULT_PORT;
   if (p) {
-    if (!cJSON_IsNumber(p) || p->valuedouble != (int)p->valuedouble || p->valuedouble < 1 || p->valuedouble > 65535)
+    /* the range first: a double outside int's range may not be cast */
+    if (!cJSON_IsNumber(p) || !(p->valuedouble >= 1 && p->valuedouble <= 65535) || p->valuedouble != floor(p->valuedouble))
       return refuse(err, i, "port", "%s must be a port number (1-65535)%s", NULL);
     cr->port = (int)p->valuedouble;
   }
