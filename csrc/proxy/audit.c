@@ -85,6 +85,7 @@ void audit_conn(const proxy_conn *c) {
   if (c->address[0]) cJSON_AddStringToObject(o, "address", c->address);
   if (c->sni[0]) cJSON_AddStringToObject(o, "sni", c->sni);
   if (c->leaf) cJSON_AddStringToObject(o, "leaf", c->leaf);
+  if (c->relay) cJSON_AddStringToObject(o, "relay", c->relay); /* a tunnel: "splice" or "uv" (splice_relay.c) */
   cJSON_AddNumberToObject(o, "bytes_up", (double)c->bytes_up);
   cJSON_AddNumberToObject(o, "bytes_down", (double)c->bytes_down);
   if (c->end) cJSON_AddStringToObject(o, "end", c->end);

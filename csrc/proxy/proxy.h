@@ -17,6 +17,7 @@ typedef struct curl_loop curl_loop;
 typedef struct cred_req cred_req;
 typedef struct inspect_session inspect_session;
 typedef struct proxy_tls proxy_tls;
+typedef struct splice_relay splice_relay;
 typedef struct policy_pin policy_pin;
 typedef struct control_server control_server;
 
@@ -79,6 +80,8 @@ struct proxy_conn {
   uv_getaddrinfo_t gai;
   uv_connect_t connect_req;
   struct sockaddr_storage dest;
+  splice_relay *splice; /* a raw tunnel the kernel relays (splice_relay.c), or NULL */
+  const char *relay;    /* how a tunnel was relayed: "splice" or "uv" (the audit line) */
 
   void (*on_connected)(proxy_conn *c);
   int counted, gai_pending;
@@ -137,6 +140,13 @@ void relay_client_data(proxy_conn *c, char *base, size_t len);   /* takes base *
 void relay_upstream_data(proxy_conn *c, char *base, size_t len); /* takes base */
 void relay_client_eof(proxy_conn *c);
 void relay_upstream_eof(proxy_conn *c);
+void relay_maybe_finish(proxy_conn *c); /* ends a tunnel whose directions have both ended */
+
+/* splice_relay.c: a CONNECT tunnel relayed socket -> pipe -> socket by splice(2) (Linux): 0 when it
+ * took the tunnel over, -1 when relay.c relays it (no splice, or no fds for the pipes) */
+int splice_relay_start(proxy_conn *c);
+void splice_relay_stop(proxy_conn *c); /* conn_close: its handles and fds are closed */
+
 
 /* tunnel.c / forward.c / credential.c: the three routes, after the head is read */
 void tunnel_begin(proxy_conn *c);

@@ -1,4 +1,5 @@
-/* Relaying bytes both ways (CONNECT tunnels, and a forwarded request's body and response).
+/* Relaying bytes both ways through user space (a forwarded request's body and response, and
+ * CONNECT tunnels where splice_relay.c cannot take them: no splice(2), or no fds for its pipes).
  * Backpressure: when the write queue toward one side holds more than buffer_bytes, reading
  * from the other side stops (uv_read_stop) until the queue has drained to half, so a fast
  * sender facing a slow reader costs at most about buffer_bytes plus one read per direction.
@@ -9,7 +10,7 @@
 
 static size_t queued(uv_tcp_t *t) { return uv_stream_get_write_queue_size((uv_stream_t *)t); }
 
-static void maybe_finish(proxy_conn *c) {
+void relay_maybe_finish(proxy_conn *c) {
   /* a tunnel ends when both directions have ended and their shutdowns went out; a forwarded
    * request ends when the response has (the client's side of a request has a fixed length) */
   if (c->kind == KIND_FORWARD ? (c->upstream_eof && c->shutdowns == 0)
@@ -28,7 +29,7 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
   (void)status;
   free(r);
   c->shutdowns--;
-  if (c->state == ST_RELAY) maybe_finish(c);
+  if (c->state == ST_RELAY) relay_maybe_finish(c);
   conn_release(c);
 }
 
@@ -91,7 +92,7 @@ void relay_upstream_data(proxy_conn *c, char *base, size_t len) {
 
 void relay_client_eof(proxy_conn *c) {
   c->client_eof = 1;
-  if (c->kind == KIND_FORWARD) return maybe_finish(c); /* the response may still come */
+  if (c->kind == KIND_FORWARD) return relay_maybe_finish(c); /* the response may still come */
   shut(c, &c->upstream);
 }
 
@@ -107,6 +108,10 @@ void relay_upstream_eof(proxy_conn *c) {
 void relay_start(proxy_conn *c) {
   c->state = ST_RELAY;
   conn_set_deadline(c, c->srv->cfg->idle_ms);
+  if (c->kind == KIND_CONNECT) { /* a raw tunnel: the kernel relays it where it can */
+    if (splice_relay_start(c) == 0) return;
+    c->relay = "uv";
+  }
   if (c->up_left > 0 && !c->client_eof) conn_read_client(c);
   if (!c->upstream_paused) conn_read_upstream(c);
 }
