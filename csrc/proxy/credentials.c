@@ -31,6 +31,9 @@ static void entry_free(cred_entry *e) {
   free(e->secret);
   free(e->placeholder);
   free(e->mask);
+  if (e->sent) memset(e->sent, 0, e->sent_len);
+  free(e->sent);
+  free(e->sent_mask);
 }
 
 void creds_free(proxy_creds *t) {
@@ -108,6 +111,8 @@ static int parse_place(cred_entry *e, const cJSON *o, size_t i, char *why, size_
   return 0;
 }
 
+static int sent_form(cred_entry *e);
+
 static int parse_entry(cred_entry *e, const cJSON *o, size_t i, char *why, size_t n) {
   static const char *const known[] = {"name", "host", "port", "secret", "placeholder", "header", "format", "query", "basic", "path"};
   if (!cJSON_IsObject(o)) return fail(why, n, "credential %zu is not an object", i);
@@ -145,7 +150,8 @@ static int parse_entry(cred_entry *e, const cJSON *o, size_t i, char *why, size_
   e->mask = strdup(ph);
   e->secret_len = e->placeholder_len = sl;
   if (!e->secret || !e->placeholder || !e->mask) return fail(why, n, "out of memory");
-  return parse_place(e, o, i, why, n);
+  if (parse_place(e, o, i, why, n) != 0) return -1;
+  return sent_form(e) == 0 ? 0 : fail(why, n, "out of memory");
 }
 
 /* No two credentials share a name or a placeholder, and no secret holds a placeholder (its
@@ -251,13 +257,17 @@ static void put(outbuf *o, const char *s, size_t n) {
   o->len += n;
 }
 
-/* value percent-encoded but for unreserved characters (a query value or a path segment) */
-static void put_pct(outbuf *o, const char *s, size_t n) {
+/* RFC 3986 pchar less pct-encoded: what a path segment holds as it is */
+static int path_literal(unsigned char c) { return unreserved(c) || (c && strchr("!$&'()*+,;=:@", c)); }
+
+/* value percent-encoded: in a query value all but unreserved characters ('&', '=', '+' would be
+ * read as syntax), in a path segment all but pchar ('/', '?', '#', '%') */
+static void put_pct(outbuf *o, const char *s, size_t n, int in_path) {
   static const char hex[] = "0123456789ABCDEF";
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
     char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
-    if (unreserved(c)) put(o, (const char *)&s[i], 1);
+    if (in_path ? path_literal(c) : unreserved(c)) put(o, (const char *)&s[i], 1);
     else put(o, esc, 3);
   }
 }
@@ -266,7 +276,7 @@ static void put_pct(outbuf *o, const char *s, size_t n) {
 static void put_filled(outbuf *o, const char *fmt, const char *v, size_t vl, int pct) {
   const char *slot = strstr(fmt, "%s");
   put(o, fmt, (size_t)(slot - fmt));
-  if (pct) put_pct(o, v, vl);
+  if (pct) put_pct(o, v, vl, 1);
   else put(o, v, vl);
   put(o, slot + 2, strlen(slot + 2));
 }
@@ -278,6 +288,31 @@ static void put_b64(outbuf *o, const unsigned char *s, size_t n) {
     char q[4] = {al[w >> 18 & 63], al[w >> 12 & 63], i + 1 < n ? al[w >> 6 & 63] : '=', i + 2 < n ? al[w & 63] : '='};
     put(o, q, 4);
   }
+}
+
+/* The secret as the placement writes it, when that is not the secret itself (see cred_entry). */
+static int sent_form(cred_entry *e) {
+  outbuf o = {0};
+  if (e->place == CRED_QUERY || e->place == CRED_PATH) put_pct(&o, e->secret, e->secret_len, e->place == CRED_PATH);
+  if (e->place == CRED_BASIC) {
+    outbuf plain = {0};
+    put(&plain, e->field, strlen(e->field));
+    put(&plain, ":", 1);
+    put(&plain, e->secret, e->secret_len);
+    if (!plain.oom) put_b64(&o, (const unsigned char *)plain.p, plain.len);
+    o.oom |= plain.oom;
+    if (plain.p) memset(plain.p, 0, plain.len);
+    free(plain.p);
+  }
+  if (o.oom) return free(o.p), -1;
+  if (!o.p || (o.len == e->secret_len && memcmp(o.p, e->secret, o.len) == 0)) return free(o.p), 0;
+  e->sent = o.p;
+  e->sent_len = o.len;
+  e->sent[o.len] = '\0';
+  if (!(e->sent_mask = malloc(o.len + 1))) return -1;
+  memset(e->sent_mask, '*', o.len);
+  e->sent_mask[o.len] = '\0';
+  return 0;
 }
 
 /* ---- finding placeholders in a head ---- */
@@ -300,7 +335,7 @@ static long basic_value(const char *line, size_t n, unsigned char *buf, size_t c
   if (!colon) return -1;
   const char *v = colon + 1, *end = line + n;
   while (v < end && (*v == ' ' || *v == '\t')) v++;
-  while (end > v && (end[-1] == ' ' || end[-1] == '\t')) end--;
+  while (end > v && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r')) end--;
   if (end - v < 6 || strncasecmp(v, "Basic ", 6) != 0) return -1;
   v += 6;
   while (v < end && *v == ' ') v++;
@@ -376,7 +411,7 @@ static void place_target(const proxy_creds *t, const char *host, int port, const
           memcmp(tg + s, e->field, nl) != 0 || vl != e->placeholder_len || memcmp(eq + 1, e->placeholder, vl) != 0)
         continue;
       put(o, tg + s, nl + 1);
-      put_pct(o, e->secret, e->secret_len);
+      put_pct(o, e->secret, e->secret_len, 0);
       subs[i]++;
       done = 1;
     }
@@ -491,6 +526,10 @@ static size_t needles_of(const proxy_creds *t, const char *host, int port, creds
   memset(first, 0, 256);
   for (size_t i = 0; t && i < t->n; i++) {
     const cred_entry *e = &t->e[i];
+    if (mode == CREDS_SCRUB && for_host(e, host, port) && e->sent) {
+      nd[k++] = (needle){e->sent, e->sent_mask, e->sent_len, i};
+      first[(unsigned char)e->sent[0]] = 1;
+    }
     if (mode == CREDS_SCRUB && for_host(e, host, port) && e->secret_len)
       nd[k++] = (needle){e->secret, e->mask, e->secret_len, i};
     else if (mode == CREDS_SCAN && !e->legacy)
@@ -504,7 +543,7 @@ static size_t needles_of(const proxy_creds *t, const char *host, int port, creds
 creds_status creds_stream_feed(const proxy_creds *t, const char *host, int port, creds_mode mode, creds_stream *st,
                                const char *data, size_t n, int final, char **out, size_t *out_len, char *what,
                                size_t what_len) {
-  needle nd[CREDS_MAX + 1];
+  needle nd[2 * (CREDS_MAX + 1)];
   unsigned char first[256];
   size_t k = needles_of(t, host, port, mode, nd, first);
   *out = NULL;

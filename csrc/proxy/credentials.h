@@ -25,7 +25,10 @@ typedef struct cred_entry {
   char *format;      /* header value ("Bearer %s") or path prefix template ("/bot%s/"); else NULL */
   char *secret, *placeholder;
   char *mask;        /* what a response gets in place of the secret: same length (the placeholder) */
-  size_t secret_len, placeholder_len;
+  /* the secret as it is sent when not as it is (percent-encoded in a query or path, base64 of
+   * user:secret for Basic), scrubbed too, with '*' of its length; NULL when the same */
+  char *sent, *sent_mask;
+  size_t secret_len, placeholder_len, sent_len;
   int legacy;        /* the model key of the credential route: placed by credential.c only */
 } cred_entry;
 
