@@ -198,6 +198,13 @@ describe("the credentials option refused (no engine)", function()
     local many = {}
     for i = 1, 33 do many[i] = { name = "K" .. i, host = "api.github.com", header = "X-K", secret = GH } end
     refused(opts { credentials = many }, "credentials")
+    -- the proxy's SANDSTACK_CREDENTIALS is one environment string (the kernel caps it at 128 KiB)
+    local big = {}
+    for i = 1, 12 do big[i] = { name = "K" .. i, host = "api.github.com", header = "X-K" .. i, secret = ("s"):rep(4096) } end
+    assert.matches("too large", refused(opts { credentials = big }, "credentials").message, nil, true)
+    for i = 10, 12 do big[i] = nil end -- nine of them fit
+    local p = assert(applied(opts { credentials = big }))
+    assert.is_true(#env_map(by_service(p, "proxy")).SANDSTACK_CREDENTIALS < 128 * 1024)
     assert(applied(opts { credentials = {} })) -- an empty list is no credential
   end)
 

@@ -25,6 +25,12 @@ static const char *const RESERVED_NAMES[] = {"AGENT_PORT", "ANTHROPIC_BASE_URL",
 #define NAME_MAX_LEN 128
 #define PLACEMENT_MAX_LEN 256
 #define DEFAULT_PORT 443
+/* SANDSTACK_CREDENTIALS is one environment string, and the kernel caps each at 128 KiB
+ * (MAX_ARG_STRLEN): past it the proxy could not even be exec'd. Counted at its worst: a secret
+ * of quotes and backslashes doubles when escaped, its placeholder adds its length again, and
+ * each entry's keys and quoting stay under 128 bytes. */
+#define CREDENTIALS_ENV_MAX (120 * 1024)
+#define ENTRY_OVERHEAD 128
 
 static const char ALNUM[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
@@ -220,6 +226,19 @@ int ss_stack_check_credentials(const cJSON *opts, ss_stack_model *m, ss_error *e
         check_secret(c, i, cr, err))
       return -1;
     m->ncreds++;
+  }
+  size_t total = 0;
+  for (int k = 0; k < m->ncreds; k++) {
+    const ss_cred *cr = &m->creds[k];
+    total += 3 * strlen(cr->secret) + strlen(cr->name) + strlen(cr->host) + strlen(cr->where) +
+             (cr->format ? strlen(cr->format) : 0) + ENTRY_OVERHEAD;
+  }
+  if (total > CREDENTIALS_ENV_MAX) {
+    ss_error_set(err, "compose", "invalid_option",
+                 "credentials: together they are too large for the proxy's environment (one variable holds at "
+                 "most 128 KiB, and each secret counts about three times its length); use fewer or shorter secrets");
+    ss_error_field_str(err, "option", "credentials");
+    return -1;
   }
   return check_against_policy(opts, m, err);
 }
