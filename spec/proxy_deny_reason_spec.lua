@@ -208,6 +208,21 @@ describe("sandstack-proxy refusals an agent can read", function()
     audit_until(function(l) return l.security_event == "host_mismatch" and l.path == "/h" end)
   end)
 
+  it("a method override header is removed from a forwarded request, and the line says so", function()
+    local out, ok = curl("http://allowed.test/plain")
+    assert.is_true(ok, out) -- control: no override, no event
+    local plain = audit_until(function(l) return l.path == "/plain" end)
+    assert.is_nil(plain.security_event)
+    out, ok = curl("-H 'X-HTTP-Method-Override: DELETE' http://allowed.test/ov")
+    assert.is_true(ok, out)
+    local seen = assert(core.json_decode(out:match("(%b{})%s*$")), out) -- the stand-in echoes what it got
+    assert.equal("GET", seen.method)
+    assert.is_nil(seen.headers["x-http-method-override"])
+    local l = audit_until(function(a) return a.path == "/ov" end)
+    assert.equal("allow", l.decision)
+    assert.equal("override_header_stripped", l.security_event)
+  end)
+
   it("CONNECT to a denied host: curl -v shows the header, urllib's tunnel error the reason, the body says what to add", function()
     local out, ok = curl("https://allowed.test/control")
     assert.is_true(ok, out) -- control: a tunnel to a listed host
@@ -323,13 +338,14 @@ describe("sandstack-proxy refusals an agent can read", function()
     for _, l in ipairs(H.audit("main")) do
       assert.equal("deny-session", l.session)
       if l.security_event then seen[l.security_event] = true end
-      if l.decision == "allow" then assert.is_nil(l.security_event) end
+      if l.decision == "allow" and l.path ~= "/ov" then assert.is_nil(l.security_event) end
       if l.route == "connect" and l.decision == "allow" and l.host == "allowed.test" and l.port == 443 then
         assert.truthy(l.bytes_in > 0 and l.bytes_out > 0, "an allowed tunnel carried bytes both ways")
         assert.equal(l.bytes_up, l.bytes_in)
         assert.equal(l.bytes_down, l.bytes_out)
       end
     end
-    assert.same({ address_refused = true, host_mismatch = true, raw_refused = true, sni_mismatch = true }, seen)
+    assert.same({ address_refused = true, host_mismatch = true, raw_refused = true, sni_mismatch = true,
+      override_header_stripped = true }, seen)
   end)
 end)
