@@ -274,7 +274,7 @@ for method, url in (("GET", "https://api.test/v1/py"), ("POST", "https://api.tes
       assert.equal("/v1/echo?q=1", seen.path)
       assert.same({ "model.test:8443" }, seen.headers.host)
       assert.same({ "yes" }, seen.headers["x-keep"]) -- control: other headers pass
-      assert.same({ "close" }, seen.headers.connection)
+      assert.is_nil(seen.headers.connection) -- issue 25: kept alive, no longer "close" on every request
       assert.is_nil(seen.headers["proxy-authorization"])
       assert.is_nil(seen.headers["x-carry"])
       assert.is_nil(out:find(TOKEN, 1, true))

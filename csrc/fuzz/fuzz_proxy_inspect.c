@@ -6,7 +6,10 @@
  * the Host check passes (0) only when every name the request gives (Host, absolute-form
  * authority) is the CONNECT host:port, compared here without the library (case, one trailing
  * dot, 443 for no port); and the head the proxy would send upstream carries exactly one Host
- * (the CONNECT host's), ends with "Connection: close" and CRLFCRLF, and holds neither the
+ * (the CONNECT host's), ends with "Connection: close" exactly when the client will send no other
+ * request (HTTP/1.0 or its own Connection: close), carries one "Transfer-Encoding: chunked"
+ * exactly when the body is chunked (the client's own was dropped as hop-by-hop) and never with
+ * a Content-Length, ends in CRLFCRLF, and holds neither the
  * session token nor a method or URL override on any header line. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -83,7 +86,12 @@ static void check_outbound(const ir_request *r) {
                                           "x-original-url", "x-rewrite-url"};
   for (size_t i = 0; i < sizeof overrides / sizeof overrides[0]; i++)
     if (line_named(headers, hl, overrides[i])) abort();
-  if (n < 23 || memcmp(out + n - 23, "\r\nConnection: close\r\n\r\n", 23) != 0) abort();
+  int closes = n >= 23 && memcmp(out + n - 23, "\r\nConnection: close\r\n\r\n", 23) == 0;
+  if (closes == r->keep_alive) abort();
+  if (r->keep_alive && (r->head.minor != 1 || ir_connection_close(&r->head))) abort();
+  int te = line_named(headers, hl, "transfer-encoding");
+  if (te != r->chunked) abort();
+  if (r->chunked && line_named(headers, hl, "content-length")) abort();
   if (strnlen(out, n) != n) abort(); /* no NUL: values are checked by the parser */
   free(out);
 }

@@ -4,9 +4,15 @@
  * as plain HTTP, and re-originates an admitted request over its own TLS connection to the
  * real host (the pinned address dial.c checked), verifying that host's certificate. A refusal
  * is the usual JSON 403, inside the TLS session; a certificate the proxy will not trust is a
- * JSON 502 naming why. One request per connection, as on the plain-HTTP route: the request
- * goes out with "Connection: close" and exactly its Content-Length of body, so nothing
- * unchecked can follow it; the client opens a new tunnel for the next request.
+ * JSON 502 naming why. A connection carries several requests (issue 25), one at a time: a
+ * request's body goes out exactly as framed (Content-Length, or chunked and validated as it
+ * streams, http_chunked.h); what the client sends behind it is held, unchecked and unsent,
+ * until the origin's response has ended (framed by http_response.h); only then is the next
+ * head read from those bytes and checked on its own, as the first was. A refused request ends
+ * the connection (its 403 is the last answer). When either side will not keep the connection
+ * alive (Connection: close, HTTP/1.0, a response framed by the origin's close or not clearly
+ * framed), the response is the last and the connection ends with close_notify. Each request
+ * is one audit line.
  *
  * Both TLS endpoints run over memory BIOs (tls.c): bytes libuv read are fed in, and what
  * OpenSSL produced is written out with uv_write, so the loop never blocks. The origin
@@ -18,17 +24,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/http_chunked.h"
+#include "proxy/http_response.h"
 #include "proxy/inspect_request.h"
 #include "proxy/proxy.h"
 #include "proxy/tls.h"
 
 #define PLAIN_CHUNK 16384
+#define HOLD_EXTRA (256 * 1024) /* client bytes held past max_head (reading stops while they wait) */
 
 typedef enum {
   IN_HANDSHAKE,   /* the sandbox's TLS handshake */
   IN_HEAD,        /* reading the request head */
   IN_WAIT_ORIGIN, /* admitted; waiting for the origin's handshake */
-  IN_BODY,        /* the request went out; body up, response down */
+  IN_BODY,        /* the request went out; body up, response down (until the response ends) */
 } in_phase;
 
 struct inspect_session {
@@ -45,10 +54,16 @@ struct inspect_session {
   char *plain;
   size_t plain_len, plain_cap, scanned;
   ir_request req;
-  /* body bytes decrypted before the request went out (those behind the head in its read, and
-   * those decrypted after reading stopped), at most Content-Length: a buffer of their own */
+  /* client bytes after the head that have not gone out, in a buffer of their own: body bytes
+   * decrypted before the request went out, and whatever follows the body (the next request,
+   * pipelined or not), held unchecked until this request's response has ended */
   char *early;
   size_t early_len, early_cap;
+  /* the request in flight, kept past send_request (which clears req) */
+  int body_chunked, client_keep_alive;
+  hc_decoder body_chunks; /* a chunked request body, validated as it streams */
+  hr_parser resp;         /* where the origin's response ends */
+  unsigned requests;      /* requests whose response has ended on this connection */
 };
 
 static size_t queued(uv_tcp_t *t) { return uv_stream_get_write_queue_size((uv_stream_t *)t); }
@@ -124,29 +139,64 @@ static void origin_failed(proxy_conn *c, const char *reason, const char *detail)
   if (s->phase == IN_WAIT_ORIGIN) origin_refused(c);
 }
 
+/* How many of data[0..n) belong to the request's body (the rest follows it): at most
+ * Content-Length, or up to the end of the chunked coding. up_left becomes 0 when the body has
+ * ended (a chunked body keeps UINT64_MAX until then). -1: the chunked framing is malformed. */
+static int body_part(proxy_conn *c, const char *data, size_t n, size_t *k) {
+  inspect_session *s = c->insp;
+  *k = 0;
+  if (!c->up_left) return 0;
+  if (!s->body_chunked) {
+    *k = n < c->up_left ? n : (size_t)c->up_left;
+    c->up_left -= *k;
+    return 0;
+  }
+  hc_result r;
+  *k = hc_feed(&s->body_chunks, data, n, &r);
+  if (r == HC_END) c->up_left = 0;
+  return r == HC_BAD ? -1 : 0;
+}
+
+/* A chunked body the proxy cannot frame exactly: 400, and nothing more goes to the origin. */
+static void bad_body(proxy_conn *c) {
+  char msg[200];
+  snprintf(msg, sizeof msg, "malformed chunked request body: %s", c->insp->body_chunks.why);
+  c->decision = "bad_request";
+  reply_error(c, 400, "invalid_request_error", msg);
+}
+
+/* The bytes held behind data[0..k): moved to the start of `early` (the next request's). */
+static void drop_sent(inspect_session *s, size_t k) {
+  memmove(s->early, s->early + k, s->early_len - k);
+  s->early_len -= k;
+}
+
 static void send_request(proxy_conn *c) {
   inspect_session *s = c->insp;
   const proxy_config *cfg = c->srv->cfg;
+  size_t early;
+  if (body_part(c, s->early, s->early_len, &early) != 0) return bad_body(c); /* before anything went out */
   size_t hn;
   char *head = ir_outbound_head(&s->req, c->host, c->port, cfg->token, cfg->token_len, &hn);
-  size_t early = s->early_len;
-  if (early > c->up_left) early = (size_t)c->up_left;
+  char *body = NULL; /* credentials: the secrets placed in the head, the early body scanned (refused: answered) */
+  size_t bn = 0;
+  if (head && (cred_flow_place(c, s->plain, s->req.head.head_len, &head, &hn) != 0 ||
+               cred_flow_body(c, s->early, early, c->up_left == 0, &body, &bn) != 0))
+    return free(head);
   int rc = head ? seal_to(&s->origin, head, hn) : -1;
-  if (rc == 0) rc = seal_to(&s->origin, s->early, early);
+  if (rc == 0) rc = seal_to(&s->origin, body, bn);
+  free(body);
   free(head);
   if (rc != 0) {
     c->end = "origin_tls_error";
     return conn_close(c);
   }
   c->bytes_up += hn + early;
-  c->up_left -= early;
   memset(&s->req, 0, sizeof s->req); /* the head went out: nothing points into it any more */
   free(s->plain);
   s->plain = NULL;
   s->plain_len = s->plain_cap = 0;
-  free(s->early);
-  s->early = NULL;
-  s->early_len = s->early_cap = 0;
+  drop_sent(s, early); /* what is left follows the body: held */
   s->phase = IN_BODY;
   flush_origin(c);
   if (!live(c)) return;
@@ -179,7 +229,11 @@ static void decide(proxy_conn *c) {
   }
   c->decision = "allow";
   c->rule = v.rule;
-  c->up_left = r->body_len;
+  c->up_left = r->chunked ? UINT64_MAX : r->body_len;
+  s->body_chunked = r->chunked;
+  s->client_keep_alive = r->keep_alive;
+  hc_init(&s->body_chunks, HC_REQUEST);
+  hr_begin(&s->resp, r->head.method_len == 4 && memcmp(r->head.method, "HEAD", 4) == 0);
   s->phase = IN_WAIT_ORIGIN;
   uv_read_stop((uv_stream_t *)&c->client); /* nothing more is read until the request went out */
   if (s->origin_state < 0) return origin_refused(c);
@@ -203,10 +257,13 @@ static int keep(char **buf, size_t *len, size_t *cap, const char *data, size_t n
   return 0;
 }
 
-/* Body bytes before the request went out: never more than its Content-Length. */
-static int keep_early(inspect_session *s, const char *data, size_t n) {
-  size_t body = s->req.body_len > SIZE_MAX ? SIZE_MAX : (size_t)s->req.body_len;
-  return keep(&s->early, &s->early_len, &s->early_cap, data, n, body);
+/* Client bytes after the head that have not gone out (see inspect_session). Reading stops
+ * while they wait, so they are a few reads at most; past the bound the connection closes
+ * rather than drop any. */
+static int keep_early(proxy_conn *c, const char *data, size_t n) {
+  inspect_session *s = c->insp;
+  if (s->early_len + n > c->srv->cfg->max_head + HOLD_EXTRA) return -1;
+  return keep(&s->early, &s->early_len, &s->early_cap, data, n, SIZE_MAX);
 }
 
 static void head_bytes(proxy_conn *c, const char *data, size_t n) {
@@ -223,13 +280,12 @@ static void head_bytes(proxy_conn *c, const char *data, size_t n) {
     /* The head is parsed: `plain` is frozen from here (see inspect_session). The bytes behind
      * the head in this read are body bytes and move to their own buffer; plain_len shrinks to
      * the head, so nothing past it is ever read as part of the request again. */
-    if (keep_early(s, s->plain + s->req.head.head_len, s->plain_len - s->req.head.head_len) != 0) return conn_close(c);
+    if (keep_early(c, s->plain + s->req.head.head_len, s->plain_len - s->req.head.head_len) != 0) return conn_close(c);
     s->plain_len = s->req.head.head_len;
     return decide(c);
   case IR_LINE_TOO_LONG: status = 414; break;
   case IR_HEAD_TOO_LARGE: status = 431; break;
   case IR_BAD_VERSION: status = 505; break;
-  case IR_CHUNKED: status = 411; break;
   default: break;
   }
   c->decision = status == 414 || status == 431 ? "too_large" : "bad_request";
@@ -241,16 +297,23 @@ static void client_plain(proxy_conn *c, const char *data, size_t n) {
   switch (s->phase) {
   case IN_HEAD: return head_bytes(c, data, n);
   case IN_WAIT_ORIGIN: /* body bytes decrypted before reading stopped: kept apart from the head */
-    if (keep_early(s, data, n) != 0) conn_close(c);
+    if (keep_early(c, data, n) != 0) conn_close(c);
     return;
   case IN_BODY: {
-    size_t k = n < c->up_left ? n : (size_t)c->up_left; /* never more than Content-Length */
-    if (k && seal_to(&s->origin, data, k) != 0) {
+    size_t k;
+    int bad = body_part(c, data, n, &k); /* never more than the body's framing says */
+    char *pass = NULL; /* what the credential scan lets go now (a placeholder: refused, answered) */
+    size_t pn = 0;
+    if (cred_flow_body(c, data, k, c->up_left == 0, &pass, &pn) != 0) return;
+    int sealed = seal_to(&s->origin, pass, pn);
+    free(pass);
+    if (sealed != 0) {
       c->end = "origin_tls_error";
       return conn_close(c);
     }
-    c->up_left -= k;
     c->bytes_up += k;
+    if (bad) return bad_body(c);
+    if (k < n && keep_early(c, data + k, n - k) != 0) return conn_close(c); /* the next request: held */
     if (c->up_left == 0) uv_read_stop((uv_stream_t *)&c->client);
     conn_set_deadline(c, c->srv->cfg->idle_ms);
     return flush_origin(c);
@@ -295,17 +358,70 @@ static void client_progress(proxy_conn *c) {
   if (live(c)) flush_client(c); /* session tickets and the like */
 }
 
-static void response_bytes(proxy_conn *c, const char *data, size_t n) {
-  if (!c->status && n >= 12 && memcmp(data, "HTTP/1.", 7) == 0) { /* for the audit line */
-    int st = 0;
-    for (int i = 9; i < 12; i++) st = st * 10 + (data[i] >= '0' && data[i] <= '9' ? data[i] - '0' : 0);
-    c->status = st;
-  }
-  if (seal_to(&c->insp->client, data, n) != 0) {
+/* final: the response ends with these bytes (the credential scrub lets go what it held) */
+static void response_bytes(proxy_conn *c, const char *data, size_t n, int final) {
+  char *clean; /* every secret of this host replaced by its placeholder, same length */
+  size_t cn;
+  if (cred_flow_response(c, &c->cred_response, data, n, final, &clean, &cn) != 0) return;
+  int sealed = seal_to(&c->insp->client, clean, cn);
+  free(clean);
+  if (sealed != 0) {
     c->end = "client_tls_error";
     return conn_close(c);
   }
   c->bytes_down += n;
+}
+
+/* The request's audit line; the connection's fields are then the next request's. */
+static void request_audited(proxy_conn *c) {
+  audit_conn(c);
+  c->method[0] = c->path[0] = '\0';
+  c->status = c->rule = 0;
+  c->decision = c->reason = NULL;
+  c->bytes_up = c->bytes_down = 0;
+  c->started_ms = uv_now(c->srv->loop);
+}
+
+/* The response has ended (after `extra` more bytes from the origin that belong to no request).
+ * Either the connection ends here (close_notify; conn_close writes the audit line), or the
+ * held bytes are the next request, read and checked as the first was. */
+static void response_ended(proxy_conn *c, size_t extra) {
+  inspect_session *s = c->insp;
+  s->requests++;
+  if (!s->resp.keep_alive || !s->client_keep_alive || c->up_left || extra || c->client_eof) {
+    flush_client(c);
+    return conn_reply_and_linger(c, NULL, 0);
+  }
+  flush_client(c);
+  if (!live(c)) return;
+  request_audited(c);
+  free(s->plain); /* the held bytes become the head buffer: nothing points into either now */
+  s->plain = s->early;
+  s->plain_len = s->early_len;
+  s->plain_cap = s->early_cap;
+  s->early = NULL;
+  s->early_len = s->early_cap = 0;
+  s->scanned = 0;
+  s->phase = IN_HEAD;
+  conn_set_deadline(c, c->srv->cfg->idle_ms);
+  if (s->plain_len) head_bytes(c, NULL, 0);
+  if (live(c) && s->phase == IN_HEAD && !c->client_paused) conn_read_client(c);
+}
+
+/* Plaintext from the origin: the response to the request in flight, up to its end. */
+static void origin_plain(proxy_conn *c, const char *data, size_t n) {
+  inspect_session *s = c->insp;
+  if (s->phase != IN_BODY) { /* before the first request: nothing to answer, dropped */
+    if (!s->requests) return;
+    c->end = "origin_spoke_unasked"; /* between requests: it would be read as the next answer */
+    return conn_reply_and_linger(c, NULL, 0);
+  }
+  int ended = 0;
+  size_t k = hr_feed(&s->resp, data, n, &ended);
+  if (k == (size_t)-1) return conn_close(c);
+  if (s->resp.status) c->status = s->resp.status; /* for the audit line */
+  response_bytes(c, data, k, ended);
+  if (live(c) && ended) response_ended(c, n - k);
 }
 
 static void origin_progress(proxy_conn *c) {
@@ -332,7 +448,7 @@ static void origin_progress(proxy_conn *c) {
     ERR_clear_error();
     int n = SSL_read(ssl, buf, sizeof buf);
     if (n > 0) {
-      if (s->phase == IN_BODY) response_bytes(c, buf, (size_t)n); /* before a request: nothing to answer */
+      origin_plain(c, buf, (size_t)n);
       continue;
     }
     int e = SSL_get_error(ssl, n);
@@ -385,19 +501,37 @@ void inspect_upstream_data(proxy_conn *c, const char *data, size_t len) {
   origin_progress(c);
 }
 
+/* Whether the body held before the request went out is whole (the client may leave then). */
+static int early_body_whole(inspect_session *s) {
+  if (!s->req.chunked) return s->early_len >= s->req.body_len;
+  hc_decoder d = s->body_chunks;
+  hc_result r;
+  hc_feed(&d, s->early, s->early_len, &r);
+  return r == HC_END;
+}
+
 void inspect_client_eof(proxy_conn *c) {
   inspect_session *s = c->insp;
+  c->client_eof = 1;
   /* the request is whole: the response may still come */
   if (s->phase == IN_BODY && c->up_left == 0) return;
-  if (s->phase == IN_WAIT_ORIGIN && s->early_len >= s->req.body_len) return;
+  if (s->phase == IN_WAIT_ORIGIN && early_body_whole(s)) return;
   c->end = "client_closed";
   conn_close(c);
 }
 
 void inspect_upstream_eof(proxy_conn *c) {
   inspect_session *s = c->insp;
-  if (s->phase == IN_BODY) { /* the response ended: close_notify toward the sandbox, then close */
+  c->upstream_eof = 1;
+  if (s->phase == IN_BODY) { /* the response ended (or was cut): close_notify toward the sandbox, then close */
+    if (s->resp.phase != HR_UNTIL_CLOSE) c->end = "origin_closed";
+    response_bytes(c, NULL, 0, 1); /* what the credential scrub held */
+    if (!live(c)) return;
     flush_client(c);
+    return conn_reply_and_linger(c, NULL, 0);
+  }
+  if (s->requests) { /* between requests: the connection ends cleanly, the client opens another */
+    c->end = "origin_closed";
     return conn_reply_and_linger(c, NULL, 0);
   }
   if (s->origin_state >= 0) origin_failed(c, "origin_closed", "the origin closed the connection before the request");
@@ -411,6 +545,10 @@ void inspect_deadline(proxy_conn *c) {
     c->reason = "tls_handshake_timeout";
     return conn_close(c);
   case IN_HEAD:
+    if (s->requests && !s->plain_len) { /* an idle keep-alive connection: ends cleanly */
+      c->end = "idle_timeout";
+      return conn_reply_and_linger(c, NULL, 0);
+    }
     c->decision = "timeout";
     c->end = "handshake_timeout";
     return reply_error(c, 408, "timeout_error", "the request head did not arrive in time");
@@ -444,6 +582,7 @@ void inspect_free(proxy_conn *c) {
   if (s->origin.ssl) tls_end_free(&s->origin);
   free(s->plain);
   free(s->early);
+  hr_free(&s->resp);
   free(s);
   c->insp = NULL;
 }

@@ -5,6 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+int ir_connection_close(const ph_request *h) {
+  for (size_t i = 0; i < h->nheaders; i++) {
+    const ph_header *x = &h->headers[i];
+    if (!ph_name_is(x, "connection")) continue;
+    for (size_t k = 0; k < x->value_len;) { /* a comma-separated list of options */
+      while (k < x->value_len && (x->value[k] == ',' || x->value[k] == ' ' || x->value[k] == '\t')) k++;
+      size_t s = k;
+      while (k < x->value_len && x->value[k] != ',' && x->value[k] != ' ' && x->value[k] != '\t') k++;
+      if (ph_name_is(&(ph_header){x->value + s, NULL, k - s, 0}, "close")) return 1;
+    }
+  }
+  return 0;
+}
+
 ir_status ir_read(const char *buf, size_t len, const ph_limits *lim, size_t *scanned, ir_request *out) {
   memset(out, 0, sizeof *out);
   switch (ph_parse(buf, len, lim, scanned, &out->head)) {
@@ -24,8 +38,12 @@ ir_status ir_read(const char *buf, size_t len, const ph_limits *lim, size_t *sca
                                &out->path_len) != 0) {
     return IR_NOT_ORIGIN;
   }
-  if (ph_find(h, "transfer-encoding", NULL)) return IR_CHUNKED;
-  if (ph_content_length(h, &out->body_len) < 0) return IR_BAD_LENGTH;
+  int te = 0, cl = ph_content_length(h, &out->body_len);
+  const ph_header *t = ph_find(h, "transfer-encoding", &te);
+  if (cl < 0 || (te && cl)) return IR_BAD_LENGTH; /* both: which one frames the body is what smuggling exploits */
+  if (te && (te > 1 || !ph_name_is(&(ph_header){t->value, NULL, t->value_len, 0}, "chunked"))) return IR_CHUNKED;
+  out->chunked = te;
+  out->keep_alive = h->minor == 1 && !ir_connection_close(h);
   const char *q = memchr(out->path, '?', out->path_len);
   out->path_noquery_len = q ? (size_t)(q - out->path) : out->path_len;
   return IR_READY;
@@ -41,8 +59,8 @@ const char *ir_status_text(ir_status s) {
   case IR_BAD_VERSION: return "only HTTP/1.0 and HTTP/1.1 are served";
   case IR_NOT_ORIGIN:
     return "inside an inspected connection only origin-form (\"/path\") and https:// absolute-form targets are served";
-  case IR_CHUNKED: return "request bodies are forwarded with Content-Length only (no Transfer-Encoding)";
-  case IR_BAD_LENGTH: return "malformed or repeated Content-Length";
+  case IR_CHUNKED: return "the only Transfer-Encoding accepted is one \"chunked\"";
+  case IR_BAD_LENGTH: return "malformed or repeated Content-Length, or Content-Length beside Transfer-Encoding";
   }
   return "unknown";
 }
@@ -55,7 +73,7 @@ char *ir_outbound_head(const ir_request *r, const char *host, int port, const ch
                        size_t *out_len) {
   const ph_request *h = &r->head;
   /* each line is at most its input plus one blank after the colon; then Host and Connection */
-  size_t cap = h->head_len + h->nheaders + strlen(host) + 128, n = 0;
+  size_t cap = h->head_len + h->nheaders + strlen(host) + 160, n = 0;
   char *out = malloc(cap);
   if (!out) return NULL;
   n += (size_t)snprintf(out, cap, "%.*s %.*s HTTP/1.1\r\nHost: %s", (int)h->method_len, h->method, (int)r->path_len,
@@ -67,7 +85,8 @@ char *ir_outbound_head(const ir_request *r, const char *host, int port, const ch
     if (ph_dropped(x, token, token_len)) continue;
     n += (size_t)snprintf(out + n, cap - n, "%.*s: %.*s\r\n", (int)x->name_len, x->name, (int)x->value_len, x->value);
   }
-  n += (size_t)snprintf(out + n, cap - n, "Connection: close\r\n\r\n");
+  n += (size_t)snprintf(out + n, cap - n, "%s%s\r\n", r->chunked ? "Transfer-Encoding: chunked\r\n" : "",
+                        r->keep_alive ? "" : "Connection: close\r\n");
   *out_len = n;
   return out;
 }
