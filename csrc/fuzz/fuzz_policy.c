@@ -8,7 +8,9 @@
  *   - host matching is case-insensitive (the uppercased query gets the same verdict);
  *   - a raw rule names its port and no method or path; a connection (no method) is marked raw
  *     exactly when a raw rule covers its host and port, and the mark names such a rule; a
- *     request (with a method) is never marked raw. */
+ *     request (with a method) is never marked raw;
+ *   - a rule's reason is 1..SS_POLICY_REASON_MAX bytes of printable ASCII (a proxy puts it in a
+ *     header as it is), and a verdict's named rule is the rule its index names. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,7 @@ static void check_query(const ss_policy *p, const char *line, size_t len) {
   if (port < 0 || port > 65535) port = 0;
   ss_policy_verdict v;
   ss_policy_check(p, host, strlen(host), method, method ? strlen(method) : 0, path, path ? strlen(path) : 0, port, &v);
+  CHECK(v.rule ? v.named == &p->rules[v.rule - 1] : v.named == NULL);
   if (v.raw) {
     CHECK(v.admitted && !method && v.raw >= v.rule && v.raw <= p->n);
     const ss_policy_rule *r = &p->rules[v.raw - 1];
@@ -100,8 +103,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     return 0;
   }
-  for (int i = 0; i < p->n; i++)
+  for (int i = 0; i < p->n; i++) {
     if (p->rules[i].raw) CHECK(p->rules[i].port != 0 && p->rules[i].methods == 0 && p->rules[i].npaths == 0);
+    const char *why = p->rules[i].reason;
+    if (!why) continue;
+    CHECK(why[0] && strlen(why) <= SS_POLICY_REASON_MAX);
+    for (const char *c = why; *c; c++) CHECK(*c >= 0x20 && *c <= 0x7e);
+  }
   cJSON *r1 = ss_policy_render(p);
   char *s1 = cJSON_PrintUnformatted(r1);
   ss_policy *q = ss_policy_parse(s1, strlen(s1), &err);
