@@ -4,8 +4,10 @@
 -- the engine's labels, so pools of the same name in several processes share their idle stacks:
 --   <project>-ready  a created, never started container: the filler's mark that the stack passed
 --                    readiness (an unmarked stack is starting, or half-made by a dead filler)
---   <project>-claim  the same, naming the session: the engine refuses a second create of a name
---                    (409), so exactly one claimant wins, whatever process it runs in
+--   <project>-claim  the ready mark renamed by acquire (issue 26: one engine round trip; the
+--                    engine lets exactly one rename to this name succeed, whatever process it runs
+--                    in), with a volume <project>-claim naming the session; or, for a cold start
+--                    and for reap, a container created under that name (a second create is 409)
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local A = require "sandstack.docker.apply"
@@ -15,13 +17,15 @@ local M = {}
 local Pool = {}
 Pool.__index = Pool
 
-local KEYS = { name = true, size = true, max = true, stack = true, on_event = true }
+local KEYS = { name = true, size = true, max = true, stack = true, on_event = true, concurrency = true }
+local DEFAULT_CONCURRENCY, MAX_CONCURRENCY = 4, 16
 -- Overrides an acquire accepts: callbacks, which are not part of any create body. Anything else
 -- (env, image, limits...) would need another create body than the pooled stack was made with.
 local ACQUIRE_OVERRIDES = { on_event = true, req_adapter = true }
 local MARK_NAMES = { claim = true, ready = true }
 
 local function docker() return require "sandstack.docker" end
+local function inventory() return require "sandstack.docker.inventory" end
 
 local function count(name, v, min)
   if type(v) ~= "number" or v ~= math.floor(v) or v < min then
@@ -81,10 +85,20 @@ function M.new(opts)
     end
     return nil, err
   end
+  local concurrency = opts.concurrency or DEFAULT_CONCURRENCY
+  if type(concurrency) ~= "number" or concurrency ~= math.floor(concurrency) or concurrency < 1
+    or concurrency > MAX_CONCURRENCY then
+    error("sandstack.docker.pool: concurrency must be a whole number from 1 to " .. MAX_CONCURRENCY, 2)
+  end
+  -- what a pooled stack of this plan has: the re-check reads them from the pool's container list
   local image
-  for _, c in ipairs(plan.containers) do if c.service == plan.forwarder then image = c.image end end
+  local shape = { forwarder = plan.forwarder, agent_port = plan.agent_port, services = {} }
+  for _, c in ipairs(plan.containers) do
+    if c.service == plan.forwarder then image = c.image end
+    shape.services[#shape.services + 1] = c.service
+  end
   return setmetatable({ name = opts.name, size = size, max = max, stack = stack, on_event = opts.on_event,
-    placeholder = placeholder, mark_image = image,
+    placeholder = placeholder, mark_image = image, shape = shape, concurrency = concurrency,
     grace = (stack.ready_timeout or 60) + (stack.health_timeout or 60) + 120 }, Pool)
 end
 
@@ -153,66 +167,146 @@ function Pool:_fill_one()
   return project
 end
 
--- Starts stacks until `size` are ready or starting (counted across processes), never more than
--- `max` in the pool (in use included), up to `concurrency` at once (default 4, at most 16). Each
--- start runs in a coroutine; while one waits for health or readiness the others go on (the
--- engine calls themselves block: measured on 20.10, the engine serialises most of its own work,
--- so the gain is in the waits). After the first error no new start begins; the ones running
--- finish. Returns the number of stacks started, or nil, the first error and that number.
-local FILL_KEYS = { concurrency = true }
-local DEFAULT_FILL_CONCURRENCY, MAX_FILL_CONCURRENCY = 4, 16
-function Pool:fill(opts)
-  opts = E.check_keys(opts, FILL_KEYS, "pool:fill")
-  local width = opts.concurrency or DEFAULT_FILL_CONCURRENCY
-  if type(width) ~= "number" or width ~= math.floor(width) or width < 1 or width > MAX_FILL_CONCURRENCY then
-    error("pool:fill: concurrency must be a whole number from 1 to " .. MAX_FILL_CONCURRENCY, 2)
-  end
-  local st, err = self:status()
-  if not st then return nil, err end
-  local live = st.ready + st.starting + st.in_use
-  local want = math.min(self.size - st.ready - st.starting, self.max - live)
-  local running, begun, n, first_err, crash = {}, 0, 0, nil, nil
-  while #running > 0 or (begun < want and not first_err and not crash) do
-    while #running < width and begun < want and not first_err and not crash do
+-- Runs job(i) for i = 1..n, each in a coroutine, at most `width` at once: while one start waits
+-- for health or readiness the others go on (the engine calls themselves block: measured on
+-- 20.10, the engine serialises most of its own work, so the gain is in the waits). With
+-- stop_on_error, no new job begins after the first failure; the ones running finish. Returns
+-- {[i] = {ok =, value =, err =, done = clock}}, and the first programming error raised in a job.
+local function run_bounded(width, n, job, stop_on_error)
+  local running, begun, out, failed, crash = {}, 0, {}, false, nil
+  local function may_begin() return begun < n and not crash and not (stop_on_error and failed) end
+  while #running > 0 or may_begin() do
+    while #running < width and may_begin() do
       begun = begun + 1
-      local co = coroutine.create(function() return self:_fill_one() end)
+      local i = begun
+      local co = coroutine.create(function() return job(i) end)
       A.cooperate(co)
-      running[#running + 1] = { co = co, wake = 0 }
+      running[#running + 1] = { co = co, wake = 0, i = i }
     end
     local t, next_wake = A.now(), math.huge
-    for i = #running, 1, -1 do
-      local r = running[i]
+    for k = #running, 1, -1 do
+      local r = running[k]
       if r.wake <= t then
         local ok, a, b = coroutine.resume(r.co)
         if not ok then -- a programming error in a start (which rolled back first): the others finish
-          table.remove(running, i)
+          table.remove(running, k)
           crash = crash or a
         elseif coroutine.status(r.co) == "dead" then
-          table.remove(running, i)
-          if a then n = n + 1 else first_err = first_err or b end
+          table.remove(running, k)
+          out[r.i] = { ok = a ~= nil and a ~= false, value = a, err = b, done = A.now() }
+          if not a then failed = true end
         else
           r.wake = A.now() + (tonumber(a) or 0)
         end
       end
-      if running[i] == r then next_wake = math.min(next_wake, r.wake) end
+      if running[k] == r then next_wake = math.min(next_wake, r.wake) end
     end
     local idle = next_wake - A.now()
     if #running > 0 and idle > 0 then A.sleep(math.min(idle, 0.1)) end
   end
-  if crash then error(crash, 0) end
-  if first_err then return nil, first_err, n end
-  return n
+  return out, crash
 end
 
--- Hands out a ready stack to session_key: claim it on the engine, re-check it (the forwarder's
--- port is re-read, the sandbox still runs), or destroy it with an event and try the next. With
--- no ready stack, a cold start: the normal start, labelled with the pool and claimed at once.
-function Pool:acquire(session_key, overrides)
+local function check_width(width, what)
+  if type(width) ~= "number" or width ~= math.floor(width) or width < 1 or width > MAX_CONCURRENCY then
+    error(what .. ": concurrency must be a whole number from 1 to " .. MAX_CONCURRENCY, 3)
+  end
+end
+
+-- Starts n stacks into the pool, up to width at once. Returns the number started, or nil, the
+-- first error and that number.
+function Pool:_start_many(n, width)
+  if n <= 0 then return 0 end
+  local out, crash = run_bounded(width, n, function() return self:_fill_one() end, true)
+  if crash then error(crash, 0) end
+  local started, first_err = 0, nil
+  for i = 1, n do
+    local r = out[i]
+    if r and r.ok then started = started + 1 elseif r then first_err = first_err or r.err end
+  end
+  if first_err then return nil, first_err, started end
+  return started
+end
+
+-- Starts stacks until `size` are ready or starting (counted across processes), never more than
+-- `max` in the pool (in use included), up to `concurrency` at once (default: the pool's, 4; at
+-- most 16). After the first error no new start begins; the ones running finish. Returns the
+-- number of stacks started, or nil, the first error and that number.
+local FILL_KEYS = { concurrency = true }
+function Pool:fill(opts)
+  opts = E.check_keys(opts, FILL_KEYS, "pool:fill")
+  local width = opts.concurrency or self.concurrency
+  check_width(width, "pool:fill")
+  local st, err = self:status()
+  if not st then return nil, err end
+  local live = st.ready + st.starting + st.in_use
+  return self:_start_many(math.min(self.size - st.ready - st.starting, self.max - live), width)
+end
+
+-- The pool as one container list shows it: the list and the re-check in one answer. The list
+-- carries each container's state, labels, name and published ports, so a stack is idle and
+-- healthy when its ready mark is unclaimed, every service of the plan is running and the
+-- forwarder publishes the agent's port: the checks the old inspects made, without them.
+-- Returns { idle = {{project =, port =}}, dead = {project}, stale = {project}, claimed =,
+-- starting = } or nil, err.
+function Pool:_survey(eng)
+  local r = batch.run(eng, { { "GET", "/containers/json", nil, { query = { all = "1",
+    filters = { label = { "io.sandstack.pool=" .. self.name } } } } } }, 60)[1]
+  if not r.ok then return nil, r.err end
+  if not inventory().is_array(r.body) then return nil, inventory().bad_answer("container list") end
+  local by = {}
+  for _, c in ipairs(r.body) do
+    local l = type(c) == "table" and type(c.Labels) == "table" and c.Labels or {}
+    local p = l["io.sandstack.project"]
+    if type(p) == "string" then
+      local e = by[p] or { services = {}, created = tonumber(l["io.sandstack.created"]) }
+      by[p] = e
+      local role = inventory().mark_role(c)
+      if role == "claim" then e.claimed = true
+      elseif role == "ready" then e.marked = true
+      else
+        local svc = l["io.sandstack.service"]
+        if svc then e.services[svc] = c.State end
+        if svc == self.shape.forwarder and type(c.Ports) == "table" then
+          for _, b in ipairs(c.Ports) do
+            if type(b) == "table" and b.PrivatePort == self.shape.agent_port and b.Type == "tcp" and tonumber(b.PublicPort) then
+              e.port = e.port or tonumber(b.PublicPort)
+            end
+          end
+        end
+      end
+    end
+  end
+  local view, now = { idle = {}, dead = {}, stale = {}, claimed = 0, starting = 0 }, os.time()
+  for p, e in pairs(by) do
+    if e.claimed then view.claimed = view.claimed + 1
+    elseif e.marked then
+      local healthy = e.port ~= nil
+      for _, svc in ipairs(self.shape.services) do if e.services[svc] ~= "running" then healthy = false end end
+      if healthy then view.idle[#view.idle + 1] = { project = p, port = e.port }
+      else view.dead[#view.dead + 1] = p end
+    elseif e.created and now - e.created < self.grace then view.starting = view.starting + 1
+    else view.stale[#view.stale + 1] = p end
+  end
+  -- tried in random order, so that processes acquiring at once rarely collide
+  local idle = view.idle
+  for i = #idle, 2, -1 do
+    local j = tonumber(core.random_hex(2), 16) % i + 1
+    idle[i], idle[j] = idle[j], idle[i]
+  end
+  return view
+end
+
+local function check_session_key(session_key)
   if type(session_key) ~= "string" or not session_key:match("^%w[%w_.%-]*$") or #session_key > 200 then
     return E.fail("compose", "invalid_name", "pool: session_key must be a valid name", { option = "session_key" })
   end
+  return true
+end
+
+local function check_overrides(overrides)
+  if overrides ~= nil and type(overrides) ~= "table" then error("pool:acquire: overrides must be a table", 3) end
   local hooks = {}
-  if overrides ~= nil and type(overrides) ~= "table" then error("pool:acquire: overrides must be a table", 2) end
   for k, v in pairs(overrides or {}) do
     if not ACQUIRE_OVERRIDES[k] then
       return E.fail("compose", "invalid_option", "pool: option '" .. tostring(k)
@@ -220,63 +314,218 @@ function Pool:acquire(session_key, overrides)
     end
     hooks[k] = v
   end
-  local eng, err = self:_engine()
+  return hooks
+end
+
+-- Waits for one submitted request (the claim's record) while the caller did other work.
+local function settle_submitted(eng, id, deadline)
+  while A.now() < deadline do
+    for _, r in ipairs(eng:poll(0.05)) do
+      if r.id == id then return r end
+    end
+  end
+  return { ok = false, err = E.new("transport", nil, "the engine did not answer the claim's record in time") }
+end
+
+-- Claims one idle stack for session_key: the rename (one round trip; the engine arbitrates),
+-- then the record naming the session, submitted and left in flight while the handle is made
+-- (the plan in C and the handle cost no engine call). Returns the handle; nil, nil, true when
+-- another claimant won; nil, err on an engine error (a claimed stack whose record failed is
+-- removed: no session could be named for it).
+function Pool:_claim(eng, idle, session_key, hooks, t)
+  local t0 = A.now()
+  local r = batch.run(eng, { inventory().claim_request(idle.project) }, 30)[1]
+  t.claim, t.tries = (t.claim or 0) + (A.now() - t0), (t.tries or 0) + 1
+  if not r.ok then
+    if inventory().claim_lost(r) then return nil, nil, true end
+    return nil, r.err
+  end
+  t0 = A.now()
+  local q = inventory().claim_record_request(idle.project, self.name, session_key)
+  local id = eng:submit(q[1], q[2], q[3], q[4])
+  local plan, err = docker().plan(session_key, self:_plan_opts(idle.project), { token = "x" })
+  t.plan = A.now() - t0
+  local stack
+  if plan then
+    stack, err = require("sandstack.docker.handle").adopt(plan, idle.port, { docker_host = self.stack.docker_host,
+      timeout = self.stack.timeout, api_version = eng.api_version, on_event = hooks.on_event or self.on_event,
+      req_adapter = hooks.req_adapter })
+  end
+  t.handle = A.now() - t0 - t.plan
+  local rec = settle_submitted(eng, id, A.now() + 30)
+  t.record = A.now() - t0
+  if not (plan and stack and rec.ok) then
+    if stack then stack:close() end
+    docker().down(idle.project, { docker_host = self.stack.docker_host, timeout = self.stack.timeout })
+    return nil, (not rec.ok and rec.err) or err
+  end
+  stack.pool = self.name
+  return stack
+end
+
+-- Stacks failing their re-check (a ready mark, a service not running or no published port) are
+-- claimed, so no acquire can take them meanwhile, and removed, each with a pool_dead event.
+-- Returns the number removed.
+function Pool:_remove_dead(eng, dead)
+  local n = 0
+  for _, project in ipairs(dead) do
+    local r = batch.run(eng, { inventory().claim_request(project) }, 30)[1]
+    if r.ok then
+      emit(self, "pool_dead", { project = project, reason = "a service is not running or publishes no port" })
+      if docker().down(project, { docker_host = self.stack.docker_host, timeout = self.stack.timeout }) then n = n + 1 end
+    end
+  end
+  return n
+end
+
+-- Hands out an idle stack to session_key in three engine round trips, each one request: the
+-- pool's container list (the re-check is in it), the claim (a rename the engine arbitrates), and
+-- the session's record (in flight while the handle is made). A stack whose rename another
+-- claimant won is skipped for the next. With no healthy idle stack left, those failing their
+-- re-check are removed (event pool_dead) and the session starts cold: the normal start, labelled
+-- with the pool and claimed at once (event pool_empty). pool.last_acquire holds the time of each
+-- step of the last acquire, in seconds.
+function Pool:acquire(session_key, overrides)
+  local ok, err = check_session_key(session_key)
+  if not ok then return nil, err end
+  local hooks; hooks, err = check_overrides(overrides)
+  if not hooks then return nil, err end
+  local t = { t0 = A.now() }
+  self.last_acquire = t
+  local eng; eng, err = self:_engine()
   if not eng then return nil, err end
-  local r = batch.run(eng, { { "GET", "/containers/json", nil, { query = { all = "1",
-    filters = { label = { "io.sandstack.pool=" .. self.name } } } } } }, 60)[1]
-  if not r.ok then return nil, r.err end
-  local inventory = require "sandstack.docker.inventory"
-  if not inventory.is_array(r.body) then return nil, inventory.bad_answer("container list") end
-  -- idle = marked ready, not claimed; tried in random order so that processes rarely collide
-  local marked, claimed = {}, {}
-  for _, c in ipairs(r.body) do
-    local l = type(c) == "table" and type(c.Labels) == "table" and c.Labels or {}
-    local p = l["io.sandstack.project"]
-    if p and l["io.sandstack.role"] == "ready" then marked[p] = true end
-    if p and l["io.sandstack.role"] == "claim" then claimed[p] = true end
+  local view; view, err = self:_survey(eng)
+  t.list = A.now() - t.t0
+  if not view then return nil, err end
+  for _, idle in ipairs(view.idle) do
+    local stack, cerr, lost = self:_claim(eng, idle, session_key, hooks, t)
+    if stack then
+      t.total = A.now() - t.t0
+      emit(self, "pool_acquired", { project = idle.project, session_key = session_key })
+      return stack
+    end
+    if not lost then return nil, cerr end
   end
-  local idle = {}
-  for p in pairs(marked) do if not claimed[p] then idle[#idle + 1] = p end end
-  for i = #idle, 2, -1 do
-    local j = tonumber(core.random_hex(2), 16) % i + 1
-    idle[i], idle[j] = idle[j], idle[i]
-  end
-  for _, project in ipairs(idle) do
-    local ok, cerr = require("sandstack.docker.inventory").mark(eng, "claim", project, self.name, session_key, self.mark_image)
-    if ok then
-      local stack, why = self:_checked(eng, project, session_key, hooks)
-      if stack then
-        emit(self, "pool_acquired", { project = project, session_key = session_key })
-        return stack
-      end
-      emit(self, "pool_dead", { project = project, reason = why })
-      docker().down(project, { docker_host = self.stack.docker_host, timeout = self.stack.timeout })
-    elseif cerr.status ~= 409 then
-      return nil, cerr
-    end -- 409: another session claimed it first; try the next
-  end
+  self:_remove_dead(eng, view.dead)
   emit(self, "pool_empty", { session_key = session_key })
   return self:_cold(session_key, hooks)
 end
 
--- The cheap health check after a claim: both inspects in parallel, then a handle.
-function Pool:_checked(eng, project, session_key, hooks)
-  local plan, err = docker().plan(session_key, self:_plan_opts(project), { token = "x" })
-  if not plan then return nil, err and err.message end
-  local fw, sbx = project .. "-" .. plan.forwarder, project .. "-" .. plan.sandbox
-  local rs = batch.run(eng, { { "GET", "/containers/" .. fw .. "/json" }, { "GET", "/containers/" .. sbx .. "/json" } }, 30)
-  if not rs[1].ok or not rs[2].ok then return nil, "a container is gone" end
-  local function running(info) return type(info) == "table" and type(info.State) == "table" and info.State.Running == true end
-  if not running(rs[1].body) or not running(rs[2].body) then return nil, "a container is not running" end
-  local ports = rs[1].body.NetworkSettings and rs[1].body.NetworkSettings.Ports or {}
-  local b = type(ports[("%d/tcp"):format(plan.agent_port)]) == "table" and ports[("%d/tcp"):format(plan.agent_port)][1]
-  local port = b and tonumber(b.HostPort)
-  if not port then return nil, "the forwarder publishes no port" end
-  local stack; stack, err = require("sandstack.docker.handle").adopt(plan, port, { docker_host = self.stack.docker_host, timeout = self.stack.timeout,
-    api_version = eng.api_version, on_event = hooks.on_event or self.on_event, req_adapter = hooks.req_adapter })
-  if not stack then return nil, err and err.message end
-  stack.pool = self.name
-  return stack
+-- A burst: acquires for every key of `keys` at once. Idle stacks are claimed first, one list
+-- for the whole burst; the other sessions start cold, in parallel, up to the pool's concurrency
+-- (the fill's own scheduler). Returns {[i] = {stack =, err =, seconds =}} in the order of keys;
+-- seconds counts from the call.
+function Pool:acquire_many(keys, overrides)
+  if type(keys) ~= "table" then error("pool:acquire_many: keys must be a list", 2) end
+  for _, key in ipairs(keys) do
+    local ok, err = check_session_key(key)
+    if not ok then return nil, err end
+  end
+  local hooks, err = check_overrides(overrides)
+  if not hooks then return nil, err end
+  local t0 = A.now()
+  local eng; eng, err = self:_engine()
+  if not eng then return nil, err end
+  local view; view, err = self:_survey(eng)
+  if not view then return nil, err end
+  local out, cold, next_idle = {}, {}, 1
+  for i, key in ipairs(keys) do
+    while not out[i] and next_idle <= #view.idle do
+      local idle = view.idle[next_idle]
+      next_idle = next_idle + 1
+      local stack, cerr, lost = self:_claim(eng, idle, key, hooks, {})
+      if stack then
+        emit(self, "pool_acquired", { project = idle.project, session_key = key })
+        out[i] = { stack = stack, seconds = A.now() - t0 }
+      elseif not lost then
+        out[i] = { err = cerr, seconds = A.now() - t0 }
+      end
+    end
+    if not out[i] then cold[#cold + 1] = i end
+  end
+  local done, crash = run_bounded(self.concurrency, #cold, function(k) return self:_cold(keys[cold[k]], hooks) end)
+  if crash then error(crash, 0) end
+  for k, i in ipairs(cold) do
+    local r = done[k]
+    out[i] = { stack = r.value or nil, err = r.err, seconds = r.done - t0 }
+  end
+  return out
+end
+
+-- Keeping the pool full (issue 26): pool:serve{ target_idle =, max =, interval =, concurrency = }
+-- returns the pool's server. One tick is one pass: the pool's list, the stacks failing their
+-- re-check replaced (claimed and removed, and half-made ones whose filler died), then starts up
+-- to target_idle idle stacks (idle and starting count, across processes), never more than max in
+-- the pool. The gateway's refill timer runs server:tick() (lua/sandstack/gateway/worker.lua); a
+-- plain process runs server:run(seconds), or calls tick() from its own loop. pool:close() stops
+-- the server (a tick under way finishes its starts) and drains the idle stacks.
+local SERVE_KEYS = { target_idle = true, max = true, interval = true, concurrency = true }
+local Server = {}
+Server.__index = Server
+
+function Pool:serve(opts)
+  opts = E.check_keys(opts, SERVE_KEYS, "pool:serve")
+  local target = opts.target_idle or self.size
+  count("target_idle", target, 0)
+  local max = opts.max or math.max(self.max, target)
+  count("max", max, 1)
+  if max < target then error("pool:serve: max must be at least target_idle", 2) end
+  local interval = opts.interval or 5
+  if type(interval) ~= "number" or interval < 0.1 then error("pool:serve: interval must be a number >= 0.1", 2) end
+  local width = opts.concurrency or self.concurrency
+  check_width(width, "pool:serve")
+  local server = setmetatable({ pool = self, target_idle = target, max = max, interval = interval,
+    concurrency = width, counts = { idle = 0, claimed = 0, starting = 0, failed = 0 } }, Server)
+  self.server = server
+  return server
+end
+
+local function counts_of(view)
+  return { idle = #view.idle, claimed = view.claimed, starting = view.starting, failed = #view.dead + #view.stale }
+end
+
+-- One refill pass. Returns the counts after it { idle =, claimed =, starting =, failed =,
+-- started =, replaced = } (also in server.counts), or nil, err (err.started: stacks started
+-- before the error). Counted from the engine, so several processes serving one pool agree.
+function Server:tick()
+  local pool = self.pool
+  if self.closed then return E.fail("compose", "closed", "pool:serve: the pool is closed") end
+  local eng, err = pool:_engine()
+  if not eng then return nil, err end
+  local view; view, err = pool:_survey(eng)
+  if not view then return nil, err end
+  local replaced = pool:_remove_dead(eng, view.dead)
+  for _, project in ipairs(view.stale) do -- half-made by a filler that died: reap claims it first
+    local gone = docker().reap { docker_host = pool.stack.docker_host, timeout = pool.stack.timeout, pool = pool.name,
+      project = project }
+    replaced = replaced + (gone and #gone or 0)
+  end
+  local live = #view.idle + view.claimed + view.starting
+  local want = math.min(self.target_idle - #view.idle - view.starting, self.max - live)
+  local started, serr, partial = pool:_start_many(want, self.concurrency)
+  view, err = pool:_survey(eng)
+  if not view then return nil, err end
+  self.counts = counts_of(view)
+  self.counts.started, self.counts.replaced = started or partial or 0, replaced
+  if not started then
+    serr.started = partial
+    return nil, serr
+  end
+  return self.counts
+end
+
+-- Ticks every `interval` seconds for `seconds` (forever when nil) or until the pool is closed.
+-- An error is reported as a pool_serve_error event and the next tick tries again.
+function Server:run(seconds)
+  local stop = seconds and A.now() + seconds or math.huge
+  while not self.closed and A.now() < stop do
+    local t0 = A.now()
+    local ok, err = self:tick()
+    if not ok and not self.closed then emit(self.pool, "pool_serve_error", { reason = err and err.message }) end
+    local rest = math.min(self.interval - (A.now() - t0), stop - A.now())
+    if rest > 0 and not self.closed then A.sleep(rest) end
+  end
+  return self.counts
 end
 
 function Pool:_plan_opts(project)
@@ -298,6 +547,7 @@ end
 -- Destroys the idle stacks of the pool (each claimed first, so none is handed out while it is
 -- being removed); stacks held by sessions stay theirs. Idempotent.
 function Pool:close()
+  if self.server then self.server.closed = true end
   local removed, err = docker().reap { docker_host = self.stack.docker_host, timeout = self.stack.timeout,
     pool = self.name, idle_only = true }
   if self.eng then self.eng:close(); self.eng = nil end

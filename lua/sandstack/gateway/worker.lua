@@ -107,16 +107,22 @@ function M.acquire(key, pool_opts, meta)
   end)
 end
 
--- fill(pool_opts, concurrency) -> true, {started=, ready=, starting=, in_use=, failed=}
+-- fill(pool_opts, concurrency) -> true, {started=, replaced=, idle=, claimed=, starting=, failed=,
+-- and the same as ready=, in_use=}: one tick of the pool's own server (pool:serve), the one
+-- refill mechanism; the gateway's timer only schedules it.
 function M.fill(pool_opts, concurrency)
   return guarded(function()
     local pool, err = docker().pool(pool_opts)
     if not pool then return nil, err end
-    local n, ferr = pool:fill { concurrency = concurrency }
-    local st = pool:status() or {}
+    local server = pool:serve { target_idle = pool_opts.size, max = pool_opts.max, concurrency = concurrency }
+    local st, ferr = server:tick()
     if pool.eng then pool.eng:close(); pool.eng = nil end
-    st.started = n or 0
-    st.error = not n and plain_error(ferr) or nil
+    if not st then
+      st = server.counts
+      st.started = ferr and ferr.started or 0
+      st.error = plain_error(ferr)
+    end
+    st.ready, st.in_use = st.idle, st.claimed
     return st
   end)
 end
@@ -153,11 +159,20 @@ function M.adopt(a)
     if not eng then return nil, err end
     local list; list, err = eng:call("GET", "/containers/json", nil,
       { query = { all = "1", filters = { label = { "io.sandstack.project" } } } })
+    -- a pooled stack claimed by rename names its session in a volume (its claim record)
+    local records, rerr
+    if list then records, rerr = eng:call("GET", "/volumes", nil, { query = { filters = { label = { "io.sandstack.role=claim" } } } }) end
     eng:close()
     if not list then return nil, err end
+    if not records then return nil, rerr end
     -- an answer of the wrong shape is an error, never "no stacks": adoption is retried
     local inventory = require "sandstack.docker.inventory"
     if not inventory.is_array(list) then return nil, inventory.bad_answer("container list") end
+    local recorded = {}
+    for _, v in ipairs(type(records) == "table" and type(records.Volumes) == "table" and records.Volumes or {}) do
+      local l = type(v) == "table" and type(v.Labels) == "table" and v.Labels or {}
+      if l["io.sandstack.project"] then recorded[l["io.sandstack.project"]] = l["io.sandstack.session"] end
+    end
     local projects = {}
     for _, c in ipairs(list) do
       local l = type(c) == "table" and c.Labels or {}
@@ -167,8 +182,9 @@ function M.adopt(a)
         projects[p] = e
         if l["io.sandstack.role"] == "gateway" then
           e.marker = l
-        elseif l["io.sandstack.role"] == "claim" then
-          e.claim = l["io.sandstack.session"]
+        elseif inventory.mark_role(c) == "claim" then
+          -- a renamed ready mark whose record is not written yet is claimed by an unknown session
+          e.claim = l["io.sandstack.role"] == "claim" and l["io.sandstack.session"] or recorded[p] or "?"
         end
         e.pool = e.pool or l["io.sandstack.pool"]
         e.session = e.session or l["io.sandstack.session"]
