@@ -39,9 +39,8 @@ local HOSTS = [[
 -- What each Python client shows its caller, as one JSON line:
 --   urllib URL [METHOD]   urllib.request through HTTP(S)_PROXY from the environment
 --   tunnel HOST PORT      http.client with set_tunnel (CONNECT), then GET / inside the tunnel
---   sni TARGET SNI        CONNECT TARGET, then a TLS handshake naming SNI
 local CLIENT = [[
-import base64, http.client, json, os, socket, ssl, sys, urllib.error, urllib.request
+import base64, http.client, json, os, ssl, sys, urllib.error, urllib.request
 mode = sys.argv[1]
 out = {}
 ctx = ssl.create_default_context(cafile=os.environ.get("CAFILE"))
@@ -59,20 +58,6 @@ try:
         r = c.getresponse()
         out.update(status=r.status, phrase=r.reason, header=r.getheader("X-Sandstack-Deny-Reason"),
                    body=r.read().decode("latin-1"))
-    elif mode == "sni":
-        s = socket.create_connection((os.environ["PROXY_IP"], int(os.environ["PROXY_PORT"])), timeout=15)
-        s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n"
-                   % (sys.argv[2], sys.argv[2], auth)).encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            d = s.recv(1)
-            if not d:
-                break
-            head += d
-        out["connect"] = head.split(b"\r\n")[0].decode()
-        t = ctx.wrap_socket(s, server_hostname=sys.argv[3])
-        t.sendall(b"GET / HTTP/1.1\r\nHost: " + sys.argv[3].encode() + b"\r\nConnection: close\r\n\r\n")
-        out["reply"] = t.recv(65536).decode("latin-1")
 except urllib.error.HTTPError as e:
     out.update(status=e.code, error=str(e), header=e.headers.get("X-Sandstack-Deny-Reason"),
                body=e.read().decode("latin-1"))
@@ -141,6 +126,16 @@ local function py(...)
   local out = h.must(in_p("env HTTP_PROXY=" .. h.q(proxy_url("main")) .. " HTTPS_PROXY=" .. h.q(proxy_url("main"))
     .. " CAFILE=" .. h.q(cafile()) .. " TOKEN=" .. h.q(TOKEN) .. " PROXY_IP=" .. PROXY_IP .. " PROXY_PORT="
     .. proxies.main.port .. " python3 " .. h.q(work .. "/client.py") .. " " .. table.concat(args, " ")))
+  return assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+end
+
+-- spec/support/proxy_client.py COMMAND ARGS... (after the proxy's address) -> decoded JSON
+local function socket_client(cmd, ...)
+  local args = { PROXY_IP, tostring(proxies.main.port) }
+  for _, a in ipairs { ... } do args[#args + 1] = a end
+  for i, a in ipairs(args) do args[i] = h.q(a) end
+  local out = h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " " .. cmd .. " "
+    .. table.concat(args, " ")))
   return assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
 end
 
@@ -236,9 +231,9 @@ describe("sandstack-proxy refusals an agent can read", function()
     assert.matches("Tunnel connection failed: 403 Forbidden (sandstack: host; no rule admits a tunnel to denied.test:443)",
       r.error, 1, true)
     -- http.client's own tunnel reads no body; a client reading the 403 itself gets the JSON
-    local raw = h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " raw " .. PROXY_IP
-      .. " 3128 " .. h.q("CONNECT denied.test:443 HTTP/1.1\\r\\nProxy-Authorization: Bearer " .. TOKEN .. "\\r\\n\\r\\n")))
-    local b = assert(core.json_decode(assert(core.json_decode(raw:match("([^\n]+)%s*$"))).body))
+    local raw = socket_client("raw", "CONNECT denied.test:443 HTTP/1.1\\r\\nProxy-Authorization: Bearer " .. TOKEN
+      .. "\\r\\n\\r\\n")
+    local b = assert(core.json_decode(raw.body))
     assert_deny(b, "host", { route = "connect", host = "denied.test", port = 443, method = "CONNECT" })
     assert.is_nil(b.deny.what.path)
     assert.equal('add the rule { host = "denied.test", port = 443 } to the egress policy', b.deny.allow_hint)
@@ -318,11 +313,13 @@ describe("sandstack-proxy refusals an agent can read", function()
   end)
 
   it("an SNI naming another host: a TLS alert to the client, a security event in the audit line", function()
-    local ok = py("sni", "allowed.test:443", "allowed.test")
-    assert.matches("hello from allowed.test", ok.reply or "", 1, true) -- control
-    local r = py("sni", "allowed.test:443", "denied.test")
-    assert.matches("200", r.connect, 1, true)
-    assert.matches("UNRECOGNIZED_NAME", r.error or "", 1, true)
+    local ok = socket_client("tunnel_tls", "allowed.test:443", "allowed.test", cafile(), TOKEN)
+    assert.equal("ok", ok.tls, ok.error) -- control
+    assert.matches("hello from allowed.test", ok.reply.body, 1, true)
+    local r = socket_client("tunnel_tls", "allowed.test:443", "denied.test", cafile(), TOKEN)
+    assert.equal(200, r.connect_status)
+    assert.equal("error", r.tls)
+    assert.matches("UNRECOGNIZED_NAME", r.error, 1, true)
     local l = audit_until(function(a) return a.decision == "sni_mismatch" end)
     assert.equal("sni_mismatch", l.security_event)
     assert.equal("connect", l.route)
