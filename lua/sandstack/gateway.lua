@@ -138,6 +138,7 @@ local function create(tenant, key)
   if not valid_key(key) then
     return fail(400, "invalid", "session key must match [a-z0-9][a-z0-9_-]* (at most 48, not pool-...)")
   end
+  if conf.backend == "swarm" then return require("sandstack.gateway.swarm").create(G, tenant, key) end
   local sid = S.sid(tenant.name, key)
   local ok, which = limits.claim(dict, tenant.name, tenant.max_sessions, conf.max_sessions)
   if not ok then
@@ -245,6 +246,7 @@ function M.api()
     return fail(405, "gateway", "method not allowed")
   end
   if not valid_key(key) then return fail(404, "not_found", "no such session") end
+  if conf.backend == "swarm" then return require("sandstack.gateway.swarm").api(G, method, tenant, key) end
   local sid, entry = authorized(tenant, key)
   if not sid then return entry end -- the answer was sent
   if method == "GET" then return reply(200, S.view(key, entry)) end
@@ -285,6 +287,7 @@ end
 
 local function route_to(key, force_refresh)
   local dict = dicts()
+  if conf.backend == "swarm" then return require("sandstack.gateway.swarm").route(G, force_refresh) end
   local sid, entry = session_of_secret(key)
   if not sid then return entry end -- the answer was sent
   ngx.var.sandstack_sid = sid
@@ -361,6 +364,7 @@ end
 function M.init_worker()
   dicts()
   if ngx.worker.id() ~= 0 then return end
+  if conf.backend == "swarm" then return end -- the manager holds the sessions: nothing to adopt (docs/gateway.md)
   require("sandstack.gateway.adoption").start(G)
   require("sandstack.gateway.expiry").start(G)
   if conf.pool then
@@ -368,6 +372,10 @@ function M.init_worker()
     ngx.timer.every(conf.pool.interval, refill)
   end
 end
+
+-- What the swarm backend (gateway/swarm.lua) shares with these handlers.
+G.reply, G.fail, G.failure_status, G.sid, G.stack_options, G.upstream_uri =
+  reply, fail, failure_status, S.sid, stack_options, upstream_uri
 
 M._G = G -- for the specs
 return M

@@ -27,11 +27,14 @@ M.DEFAULTS = {
   lua_path = nil, lua_cpath = nil, -- nginx's search paths; `sandstack gateway` derives defaults
   nginx = nil,               -- { http = "...", server = "...", metrics = "..." }: extra directives
   error_log_level = "notice",
+  backend = "docker",        -- "docker": this node's engine; "swarm": sandstack.swarm, stack.docker_host a manager
+  swarm = nil,               -- backend "swarm": { node = <this node's hostname in the swarm>, cache_ttl = 5 }
 }
 local REQUIRED_TABLES = { tenants = true, stack = true }
 local POOL_KEYS = { size = true, max = true, concurrency = true, interval = true }
 local TENANT_KEYS = { name = true, token_sha256 = true, max_sessions = true }
 local NGINX_KEYS = { http = true, server = true, metrics = true }
+local SWARM_KEYS = { node = true, cache_ttl = true }
 local NUMBERS = { max_sessions = 1, idle_ttl = 1, max_ttl = 1, expiry_interval = 0.1, workers = 1,
   threads = 1, vms = 1, worker_connections = 16, proxy_connect_timeout = 1, proxy_read_timeout = 1,
   proxy_send_timeout = 1, client_body_timeout = 1, client_header_timeout = 1, send_timeout = 1,
@@ -125,7 +128,7 @@ function M.check(t)
   local c = {}
   for k, v in pairs(t) do
     if M.DEFAULTS[k] == nil and not REQUIRED_TABLES[k] and k ~= "pool" and k ~= "lua_path"
-      and k ~= "lua_cpath" and k ~= "nginx" then
+      and k ~= "lua_cpath" and k ~= "nginx" and k ~= "swarm" then
       return bad(k, "unknown key '" .. tostring(k) .. "'")
     end
     c[k] = v
@@ -164,6 +167,8 @@ function M.check(t)
     ok, err = check_pool(c.pool)
     if not ok then return nil, err end
   end
+  ok, err = M.check_backend(c)
+  if not ok then return nil, err end
   if c.nginx ~= nil then
     if type(c.nginx) ~= "table" then return bad("nginx", "nginx must be a table of directive strings") end
     for k, v in pairs(c.nginx) do
@@ -176,6 +181,34 @@ function M.check(t)
     end
   end
   return c
+end
+
+-- The backend: "docker" (the node's own engine), or "swarm" (docs/gateway.md "On a swarm"):
+-- every node's gateway starts sessions through the manager and finds them there.
+function M.check_backend(c)
+  if c.backend == "docker" then
+    if c.swarm ~= nil then return bad("swarm", "swarm is for backend = \"swarm\"") end
+    return true
+  end
+  if c.backend ~= "swarm" then return bad("backend", "backend must be \"docker\" or \"swarm\"") end
+  local sw = c.swarm
+  if type(sw) ~= "table" then return bad("swarm", "backend \"swarm\" needs swarm = { node = <this node's hostname> }") end
+  for k in pairs(sw) do
+    if not SWARM_KEYS[k] then return bad("swarm", "swarm: unknown key '" .. tostring(k) .. "'") end
+  end
+  if type(sw.node) ~= "string" or sw.node == "" or #sw.node > 255 then
+    return bad("swarm", "swarm.node must be this node's hostname as the swarm names it")
+  end
+  sw.cache_ttl = sw.cache_ttl or 5
+  if type(sw.cache_ttl) ~= "number" or sw.cache_ttl < 0.1 or sw.cache_ttl > 3600 then
+    return bad("swarm", "swarm.cache_ttl: seconds, from 0.1 to 3600")
+  end
+  -- a warm pool is one engine's; expiry and adoption are not done on a swarm (docs/gateway.md)
+  if c.pool ~= nil then return bad("pool", "pool is not offered with backend \"swarm\"") end
+  if type(c.stack.docker_host) ~= "string" then
+    return bad("stack", "backend \"swarm\" needs stack.docker_host: a manager's Engine API")
+  end
+  return true
 end
 
 -- load(path) -> config | nil, err: runs the file (it returns the table) and checks it.

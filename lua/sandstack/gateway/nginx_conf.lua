@@ -67,6 +67,25 @@ http {
       content_by_lua_block { require("sandstack.gateway").api() }
     }
 
+{{session_routes}}
+    location / { return 404 '{"error":{"kind":"not_found","message":"no such route"}}\n'; }
+{{extra_server}}
+  }
+
+  server {
+    listen {{metrics_listen}};
+    location = /metrics {
+      default_type "text/plain; version=0.0.4";
+      content_by_lua_block { require("sandstack.gateway").metrics() }
+    }
+    location = /ping { default_type text/plain; return 200 "pong\n"; }
+{{extra_metrics}}
+  }
+}
+]]
+
+-- The proxied routes of backend "docker": the session's forwarder on this machine's loopback.
+local DOCKER_ROUTES = [[
     location ~ ^/sessions/(?<sandstack_key>[a-z0-9][a-z0-9_-]*)(?<sandstack_path>/.*)$ {
       set $sandstack_port "";
       set $sandstack_uri "";
@@ -85,21 +104,37 @@ http {
       log_by_lua_block { require("sandstack.gateway").done() }
 {{proxy}}
     }
+]]
 
-    location / { return 404 '{"error":{"kind":"not_found","message":"no such route"}}\n'; }
-{{extra_server}}
-  }
-
-  server {
-    listen {{metrics_listen}};
-    location = /metrics {
-      default_type "text/plain; version=0.0.4";
-      content_by_lua_block { require("sandstack.gateway").metrics() }
+-- The proxied routes of backend "swarm" (gateway/swarm.lua): the upstream is the forwarder on
+-- this node's loopback, or the gateway of the node that holds the session. Only to that
+-- gateway does the secret go on (it checks it again); the agent never sees it.
+local SWARM_ROUTES = [[
+    location ~ ^/sessions/(?<sandstack_key>[a-z0-9][a-z0-9_-]*)(?<sandstack_path>/.*)$ {
+      set $sandstack_upstream "";
+      set $sandstack_uri "";
+      set $sandstack_fwd_secret "";
+      set $sandstack_forwarded "";
+      set $sandstack_open "";
+      access_by_lua_block { require("sandstack.gateway").route() }
+      proxy_pass http://$sandstack_upstream$sandstack_uri;
+      error_page 502 504 = @sandstack_reconnect; # not reached: ask the manager again, once
+{{proxy}}
     }
-    location = /ping { default_type text/plain; return 200 "pong\n"; }
-{{extra_metrics}}
-  }
-}
+
+    location @sandstack_reconnect {
+      access_by_lua_block { require("sandstack.gateway").reroute() }
+      proxy_pass http://$sandstack_upstream$sandstack_uri;
+{{proxy}}
+    }
+
+    # GET/DELETE /sessions/<key> for a session on another node: to that node's gateway as it came
+    location @sandstack_forward {
+      proxy_pass http://$sandstack_upstream$request_uri;
+      proxy_set_header X-Sandstack-Forwarded 1;
+      proxy_connect_timeout {{proxy_connect_timeout}}s;
+      proxy_read_timeout {{create_timeout}}s;
+    }
 ]]
 
 -- Proxy settings of both proxied locations. The session secret is the gateway's business:
@@ -138,7 +173,14 @@ function M.render(c, paths)
   v.extra_http = extra.http or ""
   v.extra_server = extra.server or ""
   v.extra_metrics = extra.metrics or ""
-  v.proxy = fill(PROXY, v)
+  local proxy = PROXY
+  if c.backend == "swarm" then
+    proxy = proxy:gsub('proxy_set_header X%-Sandstack%-Session%-Secret "";',
+      "proxy_set_header X-Sandstack-Session-Secret $sandstack_fwd_secret;\n"
+      .. "      proxy_set_header X-Sandstack-Forwarded $sandstack_forwarded;")
+  end
+  v.proxy = fill(proxy, v)
+  v.session_routes = fill(c.backend == "swarm" and SWARM_ROUTES or DOCKER_ROUTES, v)
   return fill(TEMPLATE, v)
 end
 

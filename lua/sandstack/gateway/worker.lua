@@ -227,4 +227,6 @@ function M.health(host)
   end)
 end
 
+M.guarded = guarded -- for gateway/swarm_worker.lua: the same error contract
+
 return M

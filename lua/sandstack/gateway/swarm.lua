@@ -1,0 +1,186 @@
+-- sandstack.gateway.swarm: the gateway's swarm backend, event-loop half (docs/gateway.md "On a
+-- swarm", docs/scale-out.md "The gateway on a swarm"). The gateway runs on every node of the
+-- swarm, all with one configuration but `name` and `swarm.node`. Any of them takes any request:
+--   POST /sessions        sandstack.swarm.start through the manager: Swarm places the session;
+--   /sessions/<key>/...   the session is looked up on the manager (by key, then by the digest of
+--                         the presented secret), cached for swarm.cache_ttl seconds, and the
+--                         request goes to the forwarder's port on this node's loopback when the
+--                         session is here, else to the gateway of the node that holds it (that
+--                         node's label io.sandstack.gateway=<host:port>), which does the same;
+--   GET/DELETE /sessions/<key>  looked up on the manager (never cached); a DELETE of a session
+--                         on another node that answers goes to that node's gateway.
+-- No hash and no table of our own: the manager's labels are the sessions. A session whose node
+-- the manager reports down, or whose node's gateway does not answer, gets 502 node_down; one
+-- whose tasks ended (a drained node) gets 410 session_ended; once removed (reaped, deleted) it is
+-- 404 not_found, the answer of a key never held. Every answer drops the cached entry but a live
+-- one.
+local auth = require "sandstack.gateway.auth"
+local metrics = require "sandstack.gateway.metrics"
+
+local M = {}
+
+local WORKER = "sandstack.gateway.swarm_worker"
+
+local function run(fn, a)
+  local ok, res, val = ngx.run_worker_thread("sandstack", WORKER, fn, a)
+  if not ok then
+    if res == "no available Lua vm" then return false, { kind = "busy", message = res } end
+    return false, { kind = "gateway", message = tostring(res) }
+  end
+  return res, val
+end
+
+local function conn(G, extra)
+  local c = G.conf
+  local a = { docker_host = c.stack.docker_host, timeout = c.stack.timeout, prefix = c.project_prefix,
+    node = c.swarm.node }
+  for k, v in pairs(extra or {}) do a[k] = v end
+  return a
+end
+
+-- The cache: c:<digest> -> the entry find() returned for a live session (with the dict's own
+-- expiry), and p:<port> -> the digest whose session was last seen on this node's port (a port
+-- is only trusted while that says so: ports are reused).
+local function cached(dict, digest)
+  local text = dict:get("c:" .. digest)
+  return text and require("sandstack.core").json_decode(text) or nil
+end
+
+local function keep(G, digest, e)
+  local dict = G.dict
+  local ttl = G.conf.swarm.cache_ttl
+  dict:safe_set("c:" .. digest, require("sandstack.core").json_encode(e), ttl)
+  if e.port then dict:safe_set("p:" .. e.port, digest, ttl) end
+end
+
+local function drop(G, digest) G.dict:delete("c:" .. digest) end
+
+-- The answer for an entry that is not live: 502 node_down, 410 session_ended.
+local function not_live(G, e, key)
+  metrics.failure(G.metrics, e.state)
+  if e.state == "node_down" then
+    return G.fail(502, "node_down", "the node holding this session is down: " .. tostring(e.detail),
+      { key = key, node = e.node })
+  end
+  return G.fail(410, "session_ended", "the session has ended: " .. tostring(e.detail), { key = key, node = e.node })
+end
+
+local function failed(G, err)
+  return G.fail(G.failure_status(err), err.kind or "gateway", err.message or "manager lookup failed",
+    { reason = err.reason })
+end
+
+-- POST /sessions[/<key>] on a swarm.
+function M.create(G, tenant, key)
+  local c = G.conf
+  local sid = G.sid(tenant.name, key)
+  -- one start per key at a time on this gateway (the manager refuses a second one's services)
+  if not G.dict:add("creating:" .. sid, true, c.create_timeout) then
+    return G.fail(409, "conflict", "session exists", { key = key })
+  end
+  local secret, digest = auth.new_secret()
+  local created = ngx.time()
+  local t0 = ngx.now()
+  -- the project as on one engine, but "-" before the tenant's tag: a Swarm service name is a DNS
+  -- label (no "."); still one name per (tenant, key), the tag being the fixed-length tail
+  local opts = G.stack_options(tenant.name, key)
+  opts.project_name = opts.project_name:gsub("%.(%x+)$", "-%1")
+  local ok, res = run("start", conn(G, { sid = sid, opts = opts,
+    meta = { gateway = c.name, key = key, tenant = tenant.name, digest = digest, created = created },
+    tenant_max = tenant.max_sessions, global_max = c.max_sessions }))
+  G.dict:delete("creating:" .. sid)
+  ngx.update_time()
+  if not ok then
+    metrics.failure(G.metrics, res.kind == "limit" and ("limit_" .. tostring(res.reason)) or res.kind)
+    if res.kind == "limit" then
+      ngx.header["Retry-After"] = "30"
+      return G.fail(429, "limit", res.message)
+    end
+    if res.kind == "conflict" then return G.fail(409, "conflict", "session exists", { key = key }) end
+    return failed(G, res)
+  end
+  metrics.observe(G.metrics, "sandstack_gateway_start_seconds", ngx.now() - t0)
+  metrics.inc(G.metrics, "sandstack_gateway_starts_total", 'how="swarm"')
+  ngx.log(ngx.NOTICE, "sandstack gateway: session ", key, " started on node ", tostring(res.node))
+  return G.reply(201, { key = key, secret = secret, endpoint_path = "/sessions/" .. key .. "/", node = res.node })
+end
+
+-- GET and DELETE /sessions/<key> on a swarm.
+function M.api(G, method, tenant, key)
+  local secret = ngx.var.http_x_sandstack_session_secret
+  local ok, res = run("find", conn(G, { key = key, tenant = tenant.name }))
+  if not ok then return failed(G, res) end
+  local e = res.entry
+  if not e then return G.fail(404, "not_found", "no such session", { key = key }) end
+  if not auth.session_ok(e, secret) then
+    return G.fail(401, "unauthorized", "wrong or missing " .. auth.SECRET_HEADER)
+  end
+  if method == "GET" then
+    return G.reply(200, { key = key, state = e.state == "running" and "ready" or e.state, tenant = e.tenant,
+      created = e.created, node = e.node, endpoint_path = "/sessions/" .. key .. "/" })
+  end
+  -- a DELETE for a live session on another node is that node's gateway's (its cache goes too)
+  if e.state == "running" and e.node ~= G.conf.swarm.node and e.gateway and not ngx.var["http_x_sandstack_forwarded"] then
+    ngx.var.sandstack_upstream = e.gateway
+    return ngx.exec("@sandstack_forward")
+  end
+  local done; done, res = run("destroy", conn(G, { project = e.project }))
+  drop(G, e.digest)
+  if not done then return failed(G, res) end
+  metrics.inc(G.metrics, "sandstack_gateway_destroyed_total", 'reason="deleted"')
+  return G.reply(200, { key = key, destroyed = true, deferred = #(res.deferred or {}) > 0 or nil })
+end
+
+-- access of /sessions/<key>/... on a swarm: $sandstack_upstream, $sandstack_uri and the two
+-- headers of the next hop set, or an answer sent. again: nginx could not reach the upstream
+-- the first pass chose (the named location): the manager is asked afresh, and a session still
+-- placed where it could not be reached is answered node_down.
+function M.route(G, again)
+  local key = ngx.var.sandstack_key
+  local secret = ngx.var.http_x_sandstack_session_secret
+  if type(secret) ~= "string" or secret == "" then
+    return G.fail(401, "unauthorized", "missing " .. auth.SECRET_HEADER)
+  end
+  if #secret > 1024 then return G.fail(404, "not_found", "no such session", { key = key }) end
+  local digest = auth.digest(secret)
+  local e = not again and cached(G.dict, digest) or nil
+  if e and (e.key ~= key or (e.port and G.dict:get("p:" .. e.port) ~= digest)) then e = nil end
+  if not e then
+    local ok, res = run("find", conn(G, { key = key, digest = digest }))
+    if not ok then return failed(G, res) end
+    e = res.entry
+    if not e then
+      drop(G, digest)
+      return G.fail(404, "not_found", "no such session", { key = key })
+    end
+    if e.state == "running" then keep(G, digest, e) end
+  end
+  if e.state ~= "running" then drop(G, digest); return not_live(G, e, key) end
+  local here = e.node == G.conf.swarm.node
+  local upstream = here and e.port and ("127.0.0.1:" .. e.port) or (not here and e.gateway) or nil
+  if again and upstream == ngx.var.sandstack_upstream then
+    drop(G, digest)
+    return not_live(G, { state = "node_down", node = e.node, detail = "its " .. (here and "forwarder" or "gateway")
+      .. " at " .. upstream .. " does not answer" }, key)
+  end
+  if not upstream then
+    return G.fail(502, "gateway", here and "the session's forwarder publishes no port"
+      or ("node " .. tostring(e.node) .. " has no label io.sandstack.gateway=<host:port>"), { key = key })
+  end
+  if not here and ngx.var["http_x_sandstack_forwarded"] then
+    -- a gateway sent it here, yet the manager places it elsewhere: never a second hop
+    return G.fail(502, "gateway", "misrouted: forwarded for a session on node " .. tostring(e.node), { key = key })
+  end
+  ngx.var.sandstack_upstream = upstream
+  if here then
+    ngx.var.sandstack_uri = G.upstream_uri()
+    ngx.var.sandstack_fwd_secret = ""
+    ngx.var.sandstack_forwarded = ""
+  else
+    ngx.var.sandstack_uri = ngx.var.request_uri
+    ngx.var.sandstack_fwd_secret = secret
+    ngx.var.sandstack_forwarded = "1"
+  end
+end
+
+return M
