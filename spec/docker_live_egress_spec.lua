@@ -20,9 +20,14 @@ local FORWARDER_IMAGE, PROXY_IMAGE, CLIENT = S.FORWARDER_IMAGE, S.PROXY_IMAGE, S
 local PROJECT, NS, top = S.PROJECT, S.NS, S.top
 local addr, sandbox, audit = S.addr, S.sandbox, S.audit
 
-local START = { allow = { "b.test:443" } }
-local WIDE = { allow = { "a.test:443", "b.test:443" } }
-local NARROW = { allow = { "a.test:443" } }
+-- c.test:9443 (a credential's host: its origin records the token it gets) stays in every policy
+local START = { allow = { "b.test:443", "c.test:9443" } }
+local WIDE = { allow = { "a.test:443", "b.test:443", "c.test:9443" } }
+local NARROW = { allow = { "a.test:443", "c.test:9443" } }
+local S1, S2, S3 = "s1-" .. core.random_hex(14), "s2-" .. core.random_hex(14), "s3-" .. core.random_hex(14)
+local function echo_token(secret)
+  return { name = "ECHO_TOKEN", host = "c.test", port = 9443, header = "X-Token", secret = secret }
+end
 
 -- live_probe.py CMD ARGS... in the sandbox -> its last line, decoded when it is JSON
 local function probe(cmd, ...)
@@ -52,11 +57,13 @@ describe("a live stack's egress changed with set_egress #docker", function()
   lazy_setup(function()
     if skip_why then return end
     work = h.must("mktemp -d /tmp/sstest-lv.XXXXXX"):gsub("%s+$", "")
-    dh.make_certs(work, "sstest-lv-ca", "a.test", { "a.test", "b.test" })
-    S.outside_up { 2 }
+    dh.make_certs(work, "sstest-lv-ca", "a.test", { "a.test", "b.test", "c.test" })
+    S.outside_up { 2, 3 }
     S.start_standin(work)
+    h.must(("ip netns exec %s setsid python3 %s %s/srv.pem %s/srv.key %s %s </dev/null >%s/tokens.out 2>&1 &"):format(
+      NS, h.q(top .. "/spec/support/live_token_standin.py"), h.q(work), h.q(work), h.q(work), addr(3), h.q(work)))
     for _ = 1, 100 do
-      if h.read_file(work .. "/standin.ready") then break end
+      if h.read_file(work .. "/standin.ready") and h.read_file(work .. "/tokens.ready") then break end
       core.sleep(0.05)
     end
     S.build_images()
@@ -69,7 +76,10 @@ describe("a live stack's egress changed with set_egress #docker", function()
         env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
       api_key = S.KEY, session_token = S.TOKEN,
       egress_policy = START,
-      proxy_hosts = { ["a.test"] = addr(2), ["b.test"] = addr(2) },
+      proxy_hosts = { ["a.test"] = addr(2), ["b.test"] = addr(2), ["c.test"] = addr(3) },
+      -- a credential turns inspection on, and the sandbox's clients then trust the stack's bundle:
+      -- the test CA reaches it (for the tunnelled a.test and b.test) through proxy_upstream_ca
+      credentials = { echo_token(S1) }, proxy_upstream_ca = ca,
     })
   end)
 
@@ -214,5 +224,61 @@ describe("a live stack's egress changed with set_egress #docker", function()
     local _, after = egress_render(stack)
     assert.equal(digest, after)
     assert.matches("hello from b.test /still", (curl("https://b.test/still")))
+  end)
+
+  -- the token the origin got for one request from the sandbox, with the placeholder it holds
+  local function token_seen(tag)
+    local out, _, code = h.sh(("docker exec %s sh -c %s 2>&1"):format(sandbox(), h.q(
+      'curl -sS --max-time 20 -H "X-Token: $ECHO_TOKEN" https://c.test:9443/' .. tag)))
+    assert.equal(0, code, out)
+    assert.matches("seen", out)
+    local log = h.read_file(work .. "/tokens.log") or ""
+    return log:match("([^\n]*)\n$")
+  end
+
+  it("set_credentials rotates a secret live: the origin gets the new one, the sandbox keeps its placeholder", function()
+    if not ready() then return end
+    assert(stack:set_egress(WIDE))
+    local placeholder = assert(stack:credentials().ECHO_TOKEN)
+    assert.equal(#S1, #placeholder)
+    assert.equal(S1, token_seen("one"))
+    assert.is_true(assert(stack:set_credentials { echo_token(S2) }))
+    assert.equal(S2, token_seen("two"))
+    assert.equal(placeholder, stack:credentials().ECHO_TOKEN)
+    -- refusals change nothing: a secret of another length than the placeholder, a name the sandbox
+    -- has no placeholder for, a secret the stack option would refuse, a host the policy does not admit
+    local bad = echo_token(S3 .. "x")
+    local ok, err = stack:set_credentials { bad }
+    assert.is_nil(ok)
+    assert.equal("invalid_option", err.reason)
+    assert.equal("credentials[1].secret", err.option)
+    bad = echo_token(S3)
+    bad.name = "OTHER_TOKEN"
+    ok, err = stack:set_credentials { bad }
+    assert.equal("credentials[1].name", err.option)
+    ok, err = stack:set_credentials { echo_token("short") }
+    assert.equal("credentials[1].secret", err.option)
+    bad = echo_token(S3)
+    bad.host = "d.test"
+    ok, err = stack:set_credentials { bad }
+    assert.equal("credentials[1].host", err.option)
+    assert.equal(S2, token_seen("three"))
+    -- from a record, which holds no secret: the caller passes it again
+    local rec = core.json_decode(core.json_encode(stack:record()))
+    for _, secret in ipairs { S1, S2, S3 } do assert.falsy(core.json_encode(rec):find(secret, 1, true)) end
+    local again = assert(docker.reconnect(rec))
+    assert(again:set_credentials { echo_token(S3) })
+    assert.equal(S3, token_seen("four"))
+    again:close()
+    -- each change an audit line with digests; no secret in the proxy's log or in the sandbox
+    local changes = 0
+    for _, l in ipairs(audit()) do if l.event == "credentials_changed" then changes = changes + 1 end end
+    assert.equal(2, changes)
+    local logs = h.sh("docker logs " .. PROJECT .. "-proxy 2>&1")
+    local env = h.sh(("docker exec %s sh -c 'env; cat /proc/1/environ'"):format(sandbox()))
+    for _, secret in ipairs { S1, S2, S3 } do
+      assert.falsy(logs:find(secret, 1, true), "a secret in the proxy's log")
+      assert.falsy(env:find(secret, 1, true), "a secret in the sandbox")
+    end
   end)
 end)

@@ -28,6 +28,13 @@ local POLICY = {
   "private.test",                                                             -- 4: resolves to 10.1.2.3
 }
 
+-- a second proxy with inspection off: a method rule cannot be checked over CONNECT there
+local OFF_REASON = "api.test writes go through the review bot; reads need inspection, which this stack has off"
+local OFF_POLICY = {
+  "allowed.test:443",                                                                          -- 1
+  { host = "api.test", methods = { "GET" }, paths = { "/v1/*" }, reason = OFF_REASON },          -- 2
+}
+
 local HOSTS = [[
 198.51.100.10 allowed.test
 198.51.100.11 denied.test
@@ -102,6 +109,8 @@ local function setup()
   H.start_proxy("main", 3128, H.base_env("deny-session", {
     SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
     SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem") }), { ca_dir = true })
+  H.start_proxy("off", 3129, H.base_env("deny-session", {
+    SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = OFF_POLICY, inspect = false }):render() }), { ca_dir = true })
 end
 
 -- Clients trust the test CA (the origins) and the proxy's inspection CA (api.test).
@@ -115,15 +124,17 @@ end
 
 -- curl through the proxy (http_proxy and HTTPS_PROXY: curl reads only the lowercase name for
 -- http:// URLs): everything it printed (stdout and stderr), ok
-local function curl(args)
-  return h.sh(in_p("env http_proxy=" .. h.q(proxy_url("main")) .. " HTTPS_PROXY=" .. h.q(proxy_url("main"))
+local function curl(args, name)
+  local url = proxy_url(name or "main")
+  return h.sh(in_p("env http_proxy=" .. h.q(url) .. " HTTPS_PROXY=" .. h.q(url)
     .. " curl -sS --max-time 15 --cacert " .. h.q(cafile()) .. " " .. args .. " 2>&1"))
 end
 
 local function py(...)
-  local args = {}
-  for i, a in ipairs { ... } do args[i] = h.q(a) end
-  local out = h.must(in_p("env HTTP_PROXY=" .. h.q(proxy_url("main")) .. " HTTPS_PROXY=" .. h.q(proxy_url("main"))
+  local args, name = { ... }, "main"
+  if args[1] == "off" then name = table.remove(args, 1) end -- the inspection-off proxy
+  for i, a in ipairs(args) do args[i] = h.q(a) end
+  local out = h.must(in_p("env HTTP_PROXY=" .. h.q(proxy_url(name)) .. " HTTPS_PROXY=" .. h.q(proxy_url(name))
     .. " CAFILE=" .. h.q(cafile()) .. " TOKEN=" .. h.q(TOKEN) .. " PROXY_IP=" .. PROXY_IP .. " PROXY_PORT="
     .. proxies.main.port .. " python3 " .. h.q(work .. "/client.py") .. " " .. table.concat(args, " ")))
   return assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
@@ -132,6 +143,7 @@ end
 -- spec/support/proxy_client.py COMMAND ARGS... (after the proxy's address) -> decoded JSON
 local function socket_client(cmd, ...)
   local args = { PROXY_IP, tostring(proxies.main.port) }
+  if cmd == "raw_off" then cmd, args[2] = "raw", tostring(proxies.off.port) end
   for _, a in ipairs { ... } do args[#args + 1] = a end
   for i, a in ipairs(args) do args[i] = h.q(a) end
   local out = h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " " .. cmd .. " "
@@ -278,6 +290,26 @@ describe("sandstack-proxy refusals an agent can read", function()
     assert.matches("HTTP Error 403: Forbidden (sandstack: method; " .. REASON .. ")", r.error, 1, true)
     assert.equal("method; " .. REASON, r.header)
     assert.equal(REASON, assert(core.json_decode(r.body)).deny.rule_reason)
+  end)
+
+  it("a method rule over CONNECT without inspection: needs_inspection, with the rule's own reason", function()
+    local out, ok = curl("https://allowed.test/off", "off")
+    assert.is_true(ok, out) -- control: this proxy admits a plain rule's host
+    out, ok = curl("-v https://api.test/v1/x", "off")
+    assert.is_false(ok)
+    assert.equal("needs_inspection; " .. OFF_REASON, deny_header(out))
+    local r = py("off", "urllib", "https://api.test/v1/py")
+    assert.matches("Tunnel connection failed: 403 Forbidden (sandstack: needs_inspection; " .. OFF_REASON .. ")",
+      r.error, 1, true)
+    local raw = socket_client("raw_off", "CONNECT api.test:443 HTTP/1.1\\r\\nProxy-Authorization: Bearer " .. TOKEN
+      .. "\\r\\n\\r\\n")
+    local b = assert(core.json_decode(raw.body))
+    assert.equal("needs_inspection", b.policy.reason) -- the older fields stay
+    assert_deny(b, "needs_inspection", { route = "connect", host = "api.test", port = 443 })
+    assert.equal(2, b.deny.rule)
+    assert.equal(OFF_REASON, b.deny.rule_reason)
+    assert.matches("turn TLS inspection on", b.deny.allow_hint, 1, true)
+    assert.matches("inspect = false", b.error.message, 1, true)
   end)
 
   it("an address the proxy does not connect to: the range, and the literal rule that would allow it", function()

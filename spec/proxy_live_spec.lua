@@ -89,6 +89,34 @@ describe("sandstack-proxy's policy changed live", function()
     assert.equal(0, n, "a refused change wrote an audit line")
   end)
 
+  it("set-credentials: a table it cannot parse, or one this proxy (without a CA) cannot serve, changes nothing", function()
+    local secret = "sec-" .. core.random_hex(12)
+    local entry = { name = "GH_TOKEN", host = "site.test", port = 443, header = "Authorization", format = "Bearer %s",
+      secret = secret, placeholder = ("P"):rep(#secret) }
+    local r, code = control("set-credentials", core.json_encode { entry })
+    assert.equal(1, code)
+    assert.equal("needs_restart", r.error)
+    assert.matches("no inspection CA", r.message)
+    local short = {}
+    for k, v in pairs(entry) do short[k] = v end
+    short.secret, short.placeholder = "short", "PPPPP"
+    r = control("set-credentials", core.json_encode { short })
+    assert.equal("invalid_credentials", r.error)
+    r = control("set-credentials", "{")
+    assert.equal("invalid_credentials", r.error)
+    local out = h.read_file(H.work .. "/main/out") or ""
+    assert.falsy(out:find(secret, 1, true), "a secret in the proxy's output")
+    assert.falsy(out:find("credentials_changed", 1, true))
+    -- an empty table (no credential but the credential route's own) is servable, and audited
+    r, code = control("set-credentials", "[]")
+    assert.equal(0, code, core.json_encode(r))
+    local seen
+    for _, l in ipairs(audit("main")) do if l.event == "credentials_changed" then seen = l end end
+    assert.truthy(seen)
+    assert.equal("control", seen.route)
+    assert.equal(r.digest, seen.new_digest)
+  end)
+
   it("closes a raw tunnel once the policy no longer admits it raw; each change is one audit line", function()
     assert.equal(A, (control("egress")).rendered)
     -- a raw tunnel to the hold peer (it answers "hi" and keeps the connection)
@@ -120,7 +148,7 @@ describe("sandstack-proxy's policy changed live", function()
     assert.matches("eof", h.read_file(out_file) or "") -- the client saw its tunnel end
     assert.equal(1, r.closed)
     local changes = {}
-    for _, l in ipairs(audit("main")) do if l.route == "control" then changes[#changes + 1] = l end end
+    for _, l in ipairs(audit("main")) do if l.event == "policy_changed" then changes[#changes + 1] = l end end
     assert.equal(1, #changes)
     assert.equal("policy_changed", changes[1].event)
     assert.equal(r.old_digest, changes[1].old_digest)

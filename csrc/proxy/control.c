@@ -8,7 +8,8 @@
  * One request per connection: {"verb": "...", "payload": "..."} up to EOF, then one JSON line
  * back and the close. Verbs: "egress" (the policy in force and its digest), "set-egress" (the
  * payload is a rendered policy: parsed, checked, swapped in; live_policy.c closes the tunnels
- * it no longer admits). Every change is an audit line with the old and new digest; a refused
+ * it no longer admits), "set-credentials" (the payload is SANDSTACK_CREDENTIALS: parsed, checked,
+ * swapped in). Every change is an audit line with the old and new digest; a refused
  * change changes nothing. The listening handle is unreferenced: it never keeps the loop (and so
  * a drained proxy) alive. */
 #include <cjson/cJSON.h>
@@ -21,6 +22,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "proxy/credentials.h"
 #include "proxy/proxy.h"
 #include "proxy/tls.h"
 
@@ -86,40 +88,34 @@ static cJSON *refusal(const char *error, const char *message) {
   return o;
 }
 
-/* The audit line of a change: what changed and the two digests, never the content. */
+/* The audit line of a change (the stable schema, route "control"): what changed and the two
+ * digests, never the content. */
 static void audit_change(const proxy_server *s, const char *what, const char *old_digest, const char *new_digest,
                          size_t closed) {
-  struct timeval tv;
-  gettimeofday(&tv, NULL);
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "ts", (double)tv.tv_sec + tv.tv_usec / 1e6);
-  cJSON_AddStringToObject(o, "session", s->cfg->session);
-  cJSON_AddStringToObject(o, "route", "control");
+  cJSON *o = audit_line_start(s, "control", "allow");
+  if (!o) return;
   cJSON_AddStringToObject(o, "event", what);
-  cJSON_AddStringToObject(o, "decision", "allow");
   cJSON_AddStringToObject(o, "old_digest", old_digest);
   cJSON_AddStringToObject(o, "new_digest", new_digest);
   cJSON_AddNumberToObject(o, "closed", (double)closed);
-  char *line = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  if (!line) return;
-  printf("%s\n", line);
-  fflush(stdout);
-  free(line);
+  audit_line_emit(o);
 }
 
-/* Whether host lies under one of the names the start policy's CA may vouch for (ca.c puts a rule's
- * host, a wildcard's apex, as a permitted DNS subtree, an IPv4 literal as one address). */
-static int ca_covers(const ss_policy *start, const char *host) {
-  size_t hl = strlen(host);
-  for (int i = 0; i < start->n; i++) {
-    const ss_policy_rule *r = &start->rules[i];
-    if (!ca_rule_needs_inspection(r)) continue;
-    size_t rl = strlen(r->host);
-    if (strcmp(r->host, host) == 0) return 1;
-    if (hl > rl && host[hl - rl - 1] == '.' && strcmp(host + hl - rl, r->host) == 0 && strspn(host, "0123456789.") != hl)
-      return 1;
-  }
+/* Whether host is permitted by one name of the CA's constraints: the name itself, or for a DNS
+ * name a subdomain of it (ca.c: a permitted DNS subtree; an IPv4 literal is one address). */
+static int under(const char *host, const char *name) {
+  size_t hl = strlen(host), nl = strlen(name);
+  if (strcmp(host, name) == 0) return 1;
+  return hl > nl && host[hl - nl - 1] == '.' && strcmp(host + hl - nl, name) == 0 && strspn(host, "0123456789.") != hl;
+}
+
+/* Whether the stack's CA, made at start, may vouch for host: it names the hosts the start policy
+ * inspected and the start credentials' hosts (ca_name_constraints). */
+static int ca_covers(const proxy_config *cfg, const char *host) {
+  for (int i = 0; i < cfg->policy->n; i++)
+    if (ca_rule_needs_inspection(&cfg->policy->rules[i]) && under(host, cfg->policy->rules[i].host)) return 1;
+  for (size_t i = 0; cfg->creds && i < cfg->creds->n; i++)
+    if (!cfg->creds->e[i].legacy && under(host, cfg->creds->e[i].host)) return 1;
   return 0;
 }
 
@@ -129,7 +125,7 @@ static int servable(const proxy_server *s, const ss_policy *p, char *why, size_t
   if (!s->tls || !s->tls->ca || p->no_inspect) return 1;
   for (int i = 0; i < p->n; i++) {
     const ss_policy_rule *r = &p->rules[i];
-    if (!ca_rule_needs_inspection(r) || ca_covers(s->cfg->policy, r->host)) continue;
+    if (!ca_rule_needs_inspection(r) || ca_covers(s->cfg, r->host)) continue;
     snprintf(why, n,
              "rule %d names methods or paths on %s%s, so its HTTPS needs TLS inspection, but the stack's inspection CA "
              "was made at start for the hosts the start policy inspected and cannot vouch for this one; start the "
@@ -183,6 +179,81 @@ static cJSON *verb_set_egress(proxy_server *s, const cJSON *payload) {
   return o;
 }
 
+/* A digest of a credentials table without its secrets: name, host, port, place and placeholder
+ * of each entry (the placeholder is in the sandbox already). A new secret under the same name
+ * and placeholder keeps the digest: the audit line says a change happened, never what. */
+static void creds_digest(const proxy_creds *t, char out[65]) {
+  static const char *const places[] = {"header", "query", "basic", "path"};
+  cJSON *a = cJSON_CreateArray();
+  for (size_t i = 0; t && i < t->n; i++) {
+    const cred_entry *e = &t->e[i];
+    if (e->legacy) continue;
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddStringToObject(x, "name", e->name);
+    cJSON_AddStringToObject(x, "host", e->host);
+    cJSON_AddNumberToObject(x, "port", e->port);
+    cJSON_AddStringToObject(x, "place", places[e->place]);
+    if (e->field) cJSON_AddStringToObject(x, "field", e->field);
+    if (e->format) cJSON_AddStringToObject(x, "format", e->format);
+    cJSON_AddStringToObject(x, "placeholder", e->placeholder);
+    cJSON_AddItemToArray(a, x);
+  }
+  char *text = cJSON_PrintUnformatted(a);
+  cJSON_Delete(a);
+  sha256_hex(text ? text : "", out);
+  free(text);
+}
+
+/* The credentials a running proxy can serve: each host is inspected, so it needs a CA whose
+ * constraints (fixed at start) name it. */
+static int creds_servable(const proxy_server *s, const proxy_creds *t, char *why, size_t n) {
+  for (size_t i = 0; i < t->n; i++) {
+    const cred_entry *e = &t->e[i];
+    if (e->legacy) continue;
+    if (!s->tls || !s->tls->ca) {
+      snprintf(why, n, "credential %s needs TLS inspection of %s, but this proxy has no inspection CA (%s); start "
+               "the stack with credentials", e->name, e->host, s->tls && s->tls->off_reason ? s->tls->off_reason : "none was made");
+      return 0;
+    }
+    if (!ca_covers(s->cfg, e->host)) {
+      snprintf(why, n, "credential %s is for %s, but the stack's inspection CA was made at start for other hosts and "
+               "cannot vouch for this one; start the stack with a credential for it", e->name, e->host);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* The payload is SANDSTACK_CREDENTIALS (the whole table, secrets included); the credential
+ * route's own entry is added again as at start. cred_flow.c looks srv->creds up on every call,
+ * so freeing the old table here leaves nothing pointing into it. */
+static cJSON *verb_set_credentials(proxy_server *s, const cJSON *payload) {
+  if (!cJSON_IsString(payload)) return refusal("invalid_credentials", "set-credentials needs the credentials as its payload");
+  char why[700];
+  proxy_creds *next = creds_parse(payload->valuestring, strlen(payload->valuestring), why, sizeof why);
+  if (!next) return refusal("invalid_credentials", why);
+  const proxy_config *cfg = s->cfg;
+  if (creds_add_legacy(next, cfg->upstream_host, cfg->upstream_port, cfg->key, cfg->token) != 0) {
+    creds_free(next);
+    return refusal("internal", "out of memory; the credentials in force stay");
+  }
+  if (!creds_servable(s, next, why, sizeof why)) {
+    creds_free(next);
+    return refusal("needs_restart", why);
+  }
+  char old_digest[65], new_digest[65];
+  creds_digest(s->creds, old_digest);
+  creds_digest(next, new_digest);
+  creds_free(s->creds);
+  s->creds = next;
+  audit_change(s, "credentials_changed", old_digest, new_digest, 0);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddBoolToObject(o, "ok", 1);
+  cJSON_AddStringToObject(o, "old_digest", old_digest);
+  cJSON_AddStringToObject(o, "digest", new_digest);
+  return o;
+}
+
 static void handle_request(control_peer *p) {
   cJSON *req = cJSON_ParseWithLength(p->buf, p->len);
   const cJSON *verb = req ? cJSON_GetObjectItemCaseSensitive(req, "verb") : NULL;
@@ -191,7 +262,8 @@ static void handle_request(control_peer *p) {
   if (!cJSON_IsString(verb)) out = refusal("bad_request", "a request is {\"verb\": ..., \"payload\": ...}");
   else if (strcmp(verb->valuestring, "egress") == 0) out = verb_egress(p->srv);
   else if (strcmp(verb->valuestring, "set-egress") == 0) out = verb_set_egress(p->srv, payload);
-  else out = refusal("bad_request", "unknown verb (egress, set-egress)");
+  else if (strcmp(verb->valuestring, "set-credentials") == 0) out = verb_set_credentials(p->srv, payload);
+  else out = refusal("bad_request", "unknown verb (egress, set-egress, set-credentials)");
   cJSON_Delete(req);
   answer(p, out);
 }

@@ -164,6 +164,14 @@ void deny_from_check(const proxy_conn *c, const char *decision, const char *reas
     put(d->why, sizeof d->why, "the path %s could mean something other than it reads (dot segments, //, "
         "encoded slashes or dots, control or non-ASCII bytes)", c->path);
     put(d->hint, sizeof d->hint, "no rule can admit it as written: send the path in plain form");
+  } else if (strcmp(reason, "credential_needs_inspection") == 0) {
+    put(d->why, sizeof d->why, "%s:%d has a credential, which the proxy places only inside an inspected TLS session, "
+        "and this proxy cannot inspect", c->host, c->port);
+    put(d->hint, sizeof d->hint, "give the proxy a CA and keep the policy's inspect = true (a stack started with "
+        "credentials does both)");
+  } else if (strcmp(reason, "credential_misplaced") == 0) {
+    put(d->hint, sizeof d->hint, "send a credential's placeholder only to the host it was made for, in the place it "
+        "is meant to go; nothing in the policy can allow it elsewhere");
   } else if (strcmp(decision, "address_refused") == 0) { /* reason: the range's name */
     d->code = "address_refused";
     put(d->why, sizeof d->why, "%s resolves to %s (%s), an address the proxy does not connect to", c->host, c->address,

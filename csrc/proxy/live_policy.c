@@ -60,20 +60,24 @@ void policy_unpin(proxy_conn *c) {
   c->judged_rules = NULL;
 }
 
+void sha256_hex(const char *text, char out[65]) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256((const unsigned char *)text, strlen(text), md);
+  for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+    out[2 * i] = hex[md[i] >> 4];
+    out[2 * i + 1] = hex[md[i] & 15];
+  }
+  out[64] = '\0';
+}
+
 int policy_digest(const ss_policy *p, char out[65]) {
   cJSON *r = ss_policy_render(p);
   char *text = r ? cJSON_PrintUnformatted(r) : NULL;
   cJSON_Delete(r);
   if (!text) return -1;
-  unsigned char md[SHA256_DIGEST_LENGTH];
-  SHA256((const unsigned char *)text, strlen(text), md);
+  sha256_hex(text, out);
   free(text);
-  for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
-    static const char hex[] = "0123456789abcdef";
-    out[2 * i] = hex[md[i] >> 4];
-    out[2 * i + 1] = hex[md[i] & 15];
-  }
-  out[64] = '\0';
   return 0;
 }
 

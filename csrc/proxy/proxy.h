@@ -127,6 +127,9 @@ void reply_policy(proxy_conn *c, const char *decision, const char *reason, int r
 /* A refusal by a policy verdict (403): like reply_policy, and the body's "deny" object quotes the
  * rule the verdict names (its reason text too) and the rule that would admit the request. */
 void reply_refused(proxy_conn *c, const ss_policy_verdict *v);
+/* A refusal by a check on what a verdict's rule demands (needs_inspection): reply_policy's "deny"
+ * with the verdict's rule, whose own reason text is returned too. */
+void reply_refused_check(proxy_conn *c, const char *reason, const ss_policy_verdict *v, const char *message);
 /* An answer about the destination (502/504) with "upstream":{"reason","host","port"} in the body. */
 void reply_upstream(proxy_conn *c, int status, const char *reason, const char *message);
 const char *reply_status_text(int status);

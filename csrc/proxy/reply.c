@@ -121,15 +121,25 @@ static void send_policy(proxy_conn *c, const char *decision, const char *reason,
   send_json(c, 403, body, d);
 }
 
-void reply_policy(proxy_conn *c, const char *decision, const char *reason, int rule, const char *message) {
+static void policy_check_refusal(proxy_conn *c, const char *decision, const char *reason, int rule,
+                                 const char *rule_reason, const char *message) {
   if (c->state == ST_CLOSING) return;
   deny_note d;
   memset(&d, 0, sizeof d);
   d.rule = rule;
+  d.rule_reason = rule_reason;
   deny_from_check(c, decision, reason, &d);
   if (!d.why[0]) snprintf(d.why, sizeof d.why, "%s", message ? message : reason);
   if (!d.code) d.code = reason;
   send_policy(c, decision, reason, rule, message, &d);
+}
+
+void reply_policy(proxy_conn *c, const char *decision, const char *reason, int rule, const char *message) {
+  policy_check_refusal(c, decision, reason, rule, NULL, message);
+}
+
+void reply_refused_check(proxy_conn *c, const char *reason, const ss_policy_verdict *v, const char *message) {
+  policy_check_refusal(c, "deny", reason, v->rule, v->named ? v->named->reason : NULL, message);
 }
 
 void reply_refused(proxy_conn *c, const ss_policy_verdict *v) {

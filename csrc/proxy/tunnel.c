@@ -169,7 +169,7 @@ void tunnel_begin(proxy_conn *c) {
                "rule %d admits only some methods or paths on %s, and those cannot be checked inside a CONNECT "
                "tunnel without TLS inspection (%s), so %s:%d is not reachable over CONNECT",
                v.rule, c->host, t && t->off_reason ? t->off_reason : "inspection is off", c->host, c->port);
-      return reply_policy(c, "deny", "needs_inspection", v.rule, msg);
+      return reply_refused_check(c, "needs_inspection", &v, msg);
     }
     return reply_refused(c, &v);
   }

@@ -7,6 +7,7 @@
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local policy = require "sandstack.policy"
+local store = require "sandstack.store"
 
 local M = {}
 
@@ -77,6 +78,54 @@ function M.egress(stack)
   local p; p, err = policy.load(answer.rendered or core.json_encode(answer.policy))
   if not p then return nil, err end
   return p, answer.digest
+end
+
+-- The credentials option's own validator (csrc/stack/credentials.c, through the stack model) on
+-- list, against the policy in force: nil, or the compose error naming credentials[i].field.
+local function validate(list, in_force)
+  local model, err = core.stack_model({ agent_port = 1, image = "validate", api_key = string.rep("k", 32),
+    egress_policy = core.json_decode(in_force:render()), credentials = list }, "set-credentials")
+  if not model then return err end
+  model:close()
+end
+
+local function refuse(i, field, message)
+  local option = ("credentials[%d].%s"):format(i, field)
+  return E.fail("compose", "invalid_option", "set_credentials: " .. option .. " " .. message, { option = option })
+end
+
+-- The whole table of credentials, secrets included, as the stack option takes it. Each name must
+-- be one the stack started with (the sandbox holds its placeholder and no other), and a new
+-- secret must have its placeholder's length (a response's framing depends on it). true, or nil,
+-- err; on any refusal the proxy keeps the credentials in force.
+local ENTRY_FIELDS = { "name", "host", "port", "header", "format", "query", "basic", "path" }
+function M.set_credentials(stack, list)
+  if type(list) ~= "table" then error("set_credentials: expected a list of credentials", 3) end
+  local in_force, err = M.egress(stack)
+  if not in_force then return nil, err end
+  err = validate(list, in_force)
+  if err then return nil, err end
+  local known = {}
+  for _, c in ipairs(stack.plan.credentials or {}) do known[c.name] = c end
+  local entries = {}
+  for i, c in ipairs(list) do
+    local k = known[c.name]
+    if not k then
+      return refuse(i, "name", "names no credential of this stack: the sandbox holds no placeholder for "
+        .. tostring(c.name) .. " (a new credential needs a new stack)")
+    end
+    if #c.secret ~= #k.placeholder then
+      return refuse(i, "secret", ("must be %d characters long, as the placeholder the sandbox holds"):format(#k.placeholder))
+    end
+    local e = { secret = c.secret, placeholder = k.placeholder }
+    for _, f in ipairs(ENTRY_FIELDS) do e[f] = c[f] end
+    e.port = e.port or 443
+    entries[i] = e
+  end
+  local answer; answer, err = control(stack, "set-credentials", core.json_encode(entries))
+  if not answer then return nil, err end
+  stack.plan.credentials = store.credentials(entries) -- what a record keeps: no secret
+  return true
 end
 
 return M

@@ -266,6 +266,11 @@ function Stack:egress()
   return live.egress(self)
 end
 
+function Stack:set_credentials(list)
+  check_open(self)
+  return live.set_credentials(self, list)
+end
+
 -- Rebuilds a handle from stack:record() and re-reads the forwarder's port.
 local RECONNECT_KEYS = { docker_host = true, timeout = true, on_event = true, req_adapter = true }
 function M.reconnect(record, opts)
