@@ -150,7 +150,6 @@ void relay_maybe_finish(proxy_conn *c); /* ends a tunnel whose directions have b
 int splice_relay_start(proxy_conn *c);
 void splice_relay_stop(proxy_conn *c); /* conn_close: its handles and fds are closed */
 
-
 /* tunnel.c / forward.c / credential.c: the three routes, after the head is read */
 void tunnel_begin(proxy_conn *c);
 void tunnel_client_data(proxy_conn *c, const char *data, size_t len);
@@ -191,6 +190,7 @@ const ss_policy *policy_of(const proxy_conn *c);
 void policy_unpin(proxy_conn *c);
 /* sha256 of the canonical render (ss_policy_render), lowercase hex; never holds a secret. */
 int policy_digest(const ss_policy *p, char out[65]);
+void sha256_hex(const char *text, char out[65]); /* of a NUL-terminated text, lowercase hex */
 /* Takes next (owned from now on) as the policy in force, closes every tunnel and inspected
  * connection it does not admit (end "policy_changed"; control.c writes the audit line). Returns the
  * number closed; old_digest/new_digest get the two digests. */
