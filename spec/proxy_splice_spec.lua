@@ -256,11 +256,7 @@ describe("sandstack-proxy splice relay", function()
   end)
 
   it("exits cleanly on SIGTERM (and, under ASan, without a sanitizer report)", function()
-    local p = proxies.main
-    h.must("kill -TERM " .. p.pid)
-    h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid .. " 2>/dev/null")
-    p.pid = nil
-    local err = h.read_file(p.dir .. "/err") or ""
+    local err = H.stop("main")
     assert.is_nil(err:find("Sanitizer", 1, true), err)
     assert.is_nil(err:find("runtime error", 1, true), err)
   end)

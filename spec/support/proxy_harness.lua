@@ -145,6 +145,17 @@ function M.new(prefix)
     return lines
   end
 
+  -- SIGTERM to the named proxy, waited for (10 s); then its stderr, which must hold no sanitizer
+  -- report (ASan, LSan, UBSan's "runtime error") for the caller to assert on
+  function H.stop(name)
+    local p = H.proxies[name]
+    h.must("kill -TERM " .. p.pid)
+    h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid
+      .. " 2>/dev/null")
+    p.pid = nil
+    return h.read_file(p.dir .. "/err") or ""
+  end
+
   function H.teardown()
     for _, p in pairs(H.proxies) do
       if p.pid then h.sh("kill -TERM " .. p.pid .. " 2>/dev/null") end
