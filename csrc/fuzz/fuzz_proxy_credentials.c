@@ -22,8 +22,8 @@
 
 static const char TABLE[] =
     "[{\"name\":\"GH\",\"host\":\"api.example.test\",\"port\":8443,\"secret\":\"ghp_SECRETsecret0001\","
-    "\"placeholder\":\"PHghAAAAAAAAAAAAAAA\",\"header\":\"Authorization\",\"format\":\"Bearer %s\"},"
-    "{\"name\":\"Q\",\"host\":\"api.example.test\",\"port\":8443,\"secret\":\"q/s e&c=r%t?00000\","
+    "\"placeholder\":\"PHghAAAAAAAAAAAAAAAA\",\"header\":\"Authorization\",\"format\":\"Bearer %s\"},"
+    "{\"name\":\"Q\",\"host\":\"api.example.test\",\"port\":8443,\"secret\":\"q/s+e&c=r%t?00000\","
     "\"placeholder\":\"PHqBBBBBBBBBBBBBB\",\"query\":\"key\"},"
     "{\"name\":\"B\",\"host\":\"api.example.test\",\"port\":8443,\"secret\":\"basic:secret-0000\","
     "\"placeholder\":\"PHbCCCCCCCCCCCCCC\",\"basic\":\"bot\"},"
