@@ -109,7 +109,8 @@ static int leaves_fds_free(int highest) {
   return (rlim_t)highest < rl.rlim_cur - rl.rlim_cur / 4;
 }
 
-/* The fds: two pipes and two dups, or -1 with nothing left open (the caller releases). */
+/* The fds: two pipes and two dups; -1 when one cannot be made or they crowd the fd table (what was
+ * made is closed by the caller's release). */
 static int make_fds(proxy_conn *c) {
   splice_relay *sr = c->splice;
   int highest = 0;
@@ -263,11 +264,10 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     sr->events[side] = 0;
     events = UV_READABLE | UV_WRITABLE;
   }
-  ssize_t moved = 0, n;
-  if ((events & UV_WRITABLE) && (n = pump(c, !side)) < 0) return;
-  moved += n > 0 ? n : 0;
-  if ((events & UV_READABLE) && (n = pump(c, side)) < 0) return;
-  moved += n > 0 ? n : 0;
+  ssize_t out = 0, in = 0; /* what the two directions through this socket moved */
+  if ((events & UV_WRITABLE) && (out = pump(c, !side)) < 0) return;
+  if ((events & UV_READABLE) && (in = pump(c, side)) < 0) return;
+  ssize_t moved = out + in;
   if (status < 0 && moved == 0) {
     int err = 0;
     socklen_t len = sizeof err;
