@@ -140,7 +140,7 @@ describe("TLS inspection wired by the Docker stack, with real clients in a real 
   end)
 
   lazy_teardown(function() if not skip_why then S.teardown(stack, work) end end)
-  local function ready() return S.ready(skip_why, stack, start_err) end
+  local function ready() return S.ready(skip_why, stack, start_err, pending) end
 
   it("mounts the CA read-only in the sandbox, before the agent starts, and points its clients at the bundle", function()
     if not ready() then return end

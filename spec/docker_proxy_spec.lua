@@ -96,7 +96,7 @@ describe("the proxy sandstack adds for egress_policy, with real clients in a rea
   end)
 
   lazy_teardown(function() if not skip_why then S.teardown(stack, work) end end)
-  local function ready() return S.ready(skip_why, stack, start_err) end
+  local function ready() return S.ready(skip_why, stack, start_err, pending) end
 
   it("adds the proxy like any service, with its image; the sandbox holds the token as proxy userinfo, never the key", function()
     if not ready() then return end
