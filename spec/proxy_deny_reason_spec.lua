@@ -26,6 +26,11 @@ local POLICY = {
   { host = "api.test", methods = { "GET" }, paths = { "/v1/*" } },             -- 2: inspected over CONNECT
   { host = "ro.test", port = 80, methods = { "GET", "HEAD" }, reason = REASON }, -- 3: its own reason
   "private.test",                                                             -- 4: resolves to 10.1.2.3
+  { host = "long.test", methods = { "GET" }, paths = (function()              -- 5: a rule too long to quote whole
+    local t = {}
+    for i = 1, 32 do t[i] = "/" .. string.rep(string.char(96 + (i - 1) % 26 + 1), 200) .. "/" .. i .. "/*" end
+    return t
+  end)() },
 }
 
 -- a second proxy with inspection off: a method rule cannot be checked over CONNECT there
@@ -40,6 +45,7 @@ local HOSTS = [[
 198.51.100.11 denied.test
 198.51.100.10 api.test
 198.51.100.10 ro.test
+198.51.100.10 long.test
 10.1.2.3 private.test
 ]]
 
@@ -153,7 +159,7 @@ end
 
 -- the JSON body after curl -i's head (the last head when a CONNECT's 200 came first)
 local function body_of(out)
-  local json = out:match("\r\n\r\n(%b{})%s*$") or out:match("(%b{})%s*$")
+  local json = out:match(".*\r\n\r\n(.*)$")
   return assert(json and core.json_decode(json), "no JSON body in: " .. out)
 end
 
@@ -310,6 +316,18 @@ describe("sandstack-proxy refusals an agent can read", function()
     assert.equal(OFF_REASON, b.deny.rule_reason)
     assert.matches("turn TLS inspection on", b.deny.allow_hint, 1, true)
     assert.matches("inspect = false", b.error.message, 1, true)
+  end)
+
+  it("a rule too long to quote whole: the hint is cut, the body still JSON and the header still one line", function()
+    local out, ok = curl("-i http://long.test/" .. string.rep("a", 200) .. "/1/x")
+    assert.is_true(ok, out)
+    assert.matches("HTTP/1.1 200", out, 1, true) -- control: the first path prefix
+    out = curl("-i http://long.test/elsewhere")
+    assert.matches("^path; rule 5 names long.test:80 and GET but none of its paths is /elsewhere$", deny_header(out))
+    local b = body_of(out)
+    assert_deny(b, "path", { host = "long.test", path = "/elsewhere" })
+    assert.matches('^add "/elsewhere" %(or a prefix ending in /%*%) to the paths of rule 5: { host = "long.test"', b.deny.allow_hint)
+    assert.truthy(#b.deny.allow_hint < 700, #b.deny.allow_hint)
   end)
 
   it("an address the proxy does not connect to: the range, and the literal rule that would allow it", function()

@@ -17,53 +17,64 @@ static void put(char *out, size_t cap, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* A Lua string literal: printable ASCII as it is, quote and backslash escaped, any other byte as \ddd. */
-static size_t lua_string(char *out, size_t cap, const char *s) {
-  size_t n = 0;
-  if (cap < 8) return 0;
-  out[n++] = '"';
-  for (; *s && n + 6 < cap; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\') n += (size_t)snprintf(out + n, cap - n, "\\%c", ch);
-    else if (ch < 0x20 || ch > 0x7e) n += (size_t)snprintf(out + n, cap - n, "\\%u", ch);
-    else out[n++] = (char)ch;
-  }
-  out[n++] = '"';
-  out[n] = '\0';
-  return n;
+/* Text built piece by piece into a fixed buffer: what does not fit is cut, never overrun. */
+typedef struct text {
+  char *p;
+  size_t cap, n;
+} text;
+
+static void add(text *t, const char *fmt, ...) {
+  if (t->n + 1 >= t->cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(t->p + t->n, t->cap - t->n, fmt, ap);
+  va_end(ap);
+  if (k > 0) t->n = t->n + (size_t)k < t->cap ? t->n + (size_t)k : t->cap - 1;
 }
 
-static size_t lua_list(char *out, size_t cap, const cJSON *arr) {
-  size_t n = (size_t)snprintf(out, cap, "{ ");
-  const cJSON *it;
-  cJSON_ArrayForEach(it, arr) {
-    if (n + 8 >= cap) break;
-    n += lua_string(out + n, cap - n, it->valuestring);
-    n += (size_t)snprintf(out + n, cap - n, it->next ? ", " : " ");
+/* A Lua string literal: printable ASCII as it is, quote and backslash escaped, any other byte as \ddd. */
+static void add_lua_string(text *t, const char *s) {
+  add(t, "\"");
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') add(t, "\\%c", ch);
+    else if (ch < 0x20 || ch > 0x7e) add(t, "\\%u", ch);
+    else add(t, "%c", ch);
   }
-  if (n + 2 < cap) n += (size_t)snprintf(out + n, cap - n, "}");
-  return n;
+  add(t, "\"");
+}
+
+static void lua_quote(char *out, size_t cap, const char *s) {
+  text t = {out, cap, 0};
+  out[0] = '\0';
+  add_lua_string(&t, s);
 }
 
 /* A rule (ss_policy_rule_json's form) as the Lua table a policy author writes. */
 static void lua_rule(const cJSON *r, char *out, size_t cap) {
-  size_t n = (size_t)snprintf(out, cap, "{ host = ");
-  n += lua_string(out + n, cap - n, cJSON_GetObjectItemCaseSensitive(r, "host")->valuestring);
+  text t = {out, cap, 0};
+  out[0] = '\0';
+  add(&t, "{ host = ");
+  add_lua_string(&t, cJSON_GetObjectItemCaseSensitive(r, "host")->valuestring);
   const cJSON *port = cJSON_GetObjectItemCaseSensitive(r, "port");
-  if (port && n < cap) n += (size_t)snprintf(out + n, cap - n, ", port = %d", port->valueint);
+  if (port) add(&t, ", port = %d", port->valueint);
   static const char *const lists[] = {"methods", "paths"};
   for (int i = 0; i < 2; i++) {
-    const cJSON *l = cJSON_GetObjectItemCaseSensitive(r, lists[i]);
-    if (!l || n + 16 >= cap) continue;
-    n += (size_t)snprintf(out + n, cap - n, ", %s = ", lists[i]);
-    n += lua_list(out + n, cap - n, l);
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(r, lists[i]), *it;
+    if (!l) continue;
+    add(&t, ", %s = { ", lists[i]);
+    cJSON_ArrayForEach(it, l) {
+      add_lua_string(&t, it->valuestring);
+      add(&t, it->next ? ", " : " ");
+    }
+    add(&t, "}");
   }
-  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "raw")) && n < cap)
-    n += (size_t)snprintf(out + n, cap - n, ", raw = true");
-  if (n + 3 < cap) snprintf(out + n, cap - n, " }");
+  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "raw"))) add(&t, ", raw = true");
+  add(&t, " }");
 }
 
-static const char *what_route(const proxy_conn *c) { return c->kind == KIND_CONNECT ? "a tunnel" : c->method; }
+/* What was asked, as the why names it. */
+static const char *what_asked(const proxy_conn *c) { return c->kind == KIND_CONNECT ? "a tunnel" : c->method; }
 
 /* The named rule with one more method or path, as it would read after the change. */
 static void widened_rule(const ss_policy_rule *named, const char *list, const char *item, char *out, size_t cap) {
@@ -80,10 +91,10 @@ static void widened_rule(const ss_policy_rule *named, const char *list, const ch
 }
 
 static void methods_text(const ss_policy_rule *r, char *out, size_t cap) {
-  size_t n = 0;
+  text t = {out, cap, 0};
   out[0] = '\0';
-  for (unsigned i = 0; i < SS_M_COUNT && n + 12 < cap; i++)
-    if (r->methods & (1u << i)) n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? ", " : "", ss_method_name(1u << i));
+  for (unsigned i = 0; i < SS_M_COUNT; i++)
+    if (r->methods & (1u << i)) add(&t, "%s%s", t.n ? ", " : "", ss_method_name(1u << i));
 }
 
 void deny_from_verdict(const proxy_conn *c, const ss_policy_verdict *v, deny_note *d) {
@@ -124,8 +135,8 @@ void deny_from_verdict(const proxy_conn *c, const ss_policy_verdict *v, deny_not
   default: break;
   }
   d->code = "host";
-  put(d->why, sizeof d->why, "no rule admits %s to %s:%d", what_route(c), c->host, c->port);
-  lua_string(rule, sizeof rule, c->host);
+  put(d->why, sizeof d->why, "no rule admits %s to %s:%d", what_asked(c), c->host, c->port);
+  lua_quote(rule, sizeof rule, c->host);
   if (c->kind == KIND_CONNECT)
     put(d->hint, sizeof d->hint, "add the rule { host = %s, port = %d } to the egress policy", rule, c->port);
   else
@@ -141,7 +152,7 @@ void deny_from_check(const proxy_conn *c, const char *decision, const char *reas
   d->rule_reason = rr;
   d->rule = rule ? rule : c->rule;
   char host[SS_HOST_MAX * 4 + 8];
-  lua_string(host, sizeof host, c->host);
+  lua_quote(host, sizeof host, c->host);
   if (strcmp(reason, "needs_inspection") == 0) {
     put(d->why, sizeof d->why, "rule %d admits only some methods or paths on %s:%d, and a CONNECT tunnel's requests "
         "cannot be checked without TLS inspection", d->rule, c->host, c->port);
