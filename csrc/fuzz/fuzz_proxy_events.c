@@ -23,11 +23,14 @@
  *
  * Checks, beyond ASan/UBSan/LSan and mem_uv's libuv rules:
  *  - nothing reaches the destination before an "allow" decision, and no refused request ever;
- *  - an inspected request arrives with exactly the request line the client sent inside TLS
- *    (issue 23 item 1 sent one built from freed memory), which the policy admits when judged
- *    here from the client's bytes; its body is a prefix of the client's, at most its
- *    Content-Length; no token, nothing the client pipelined behind it; an untrusted origin
- *    gets nothing;
+ *  - each request on an inspected connection (it may carry several, issue 25) arrives with
+ *    exactly the request line the client sent inside TLS for it, in order (issue 23 item 1 sent
+ *    one built from freed memory), which the policy admits when judged here from the client's
+ *    bytes; its body is the client's, within its own framing (Content-Length, or the chunked
+ *    coding as read here); no token; a second request only after the destination sent a whole
+ *    response to the first that allows reuse (judged here, independently of the proxy's
+ *    parser: HTTP/1.1, no "Connection: close", framed by length or chunks), so nothing the
+ *    client pipelined reaches it unchecked or early; an untrusted origin gets nothing;
  *  - a forwarded request arrives in origin form with the client's method and path, the same
  *    body rules, no token;
  *  - a tunnel relays exactly the client's bytes, in order;
@@ -127,6 +130,7 @@ typedef struct run {
   size_t answer_off; /* how much of its answer the destination sent */
   size_t inner_off, head_len;
   pbuf client_plain; /* what the client sent inside TLS */
+  pbuf origin_plain; /* what the destination sent inside TLS */
   int raw_inner;     /* some of it came from the fuzzer's bytes, not the template */
   peer client, origin;
   int connected, client_eof_sent, origin_eof_sent, client_tls_max, origin_tls_max;
@@ -206,40 +210,139 @@ static unsigned long long content_length(const char *head, size_t n) {
   return 0;
 }
 
-/* An inspected request as it reached the destination, against what the client sent inside
- * TLS (the template's request or the fuzzer's own): the same request line, which the policy
- * admits when judged here from those bytes; the checked request only (no token, nothing
- * pipelined behind it); and a body that is a prefix of the client's, at most its
- * Content-Length. Issue 23 item 1 failed the first check: the line came from freed memory. */
+/* A header field's value in head[0..n) (the name with its colon, lowercase), NULL if absent. */
+static const char *field(const char *head, size_t n, const char *name, size_t *vlen) {
+  size_t nl = strlen(name);
+  for (size_t i = 0; i + 2 + nl <= n; i++) {
+    if (head[i] != '\r' || head[i + 1] != '\n' || strncasecmp(head + i + 2, name, nl) != 0) continue;
+    const char *v = head + i + 2 + nl, *e = memmem(v, n - (size_t)(v - head), "\r\n", 2);
+    while (v < e && (*v == ' ' || *v == '\t')) v++;
+    *vlen = e ? (size_t)(e - v) : 0;
+    return v;
+  }
+  return NULL;
+}
+
+/* The length of a whole chunked body at p[0..n) (sizes, data, then trailer lines when
+ * trailers is set, and the final CRLF), or 0 when it is not (yet) one. */
+static size_t chunked_len(const char *p, size_t n, int trailers) {
+  size_t i = 0;
+  for (;;) {
+    unsigned long long size = 0;
+    int digits = 0;
+    while (i < n && strchr("0123456789abcdefABCDEF", p[i]) && p[i]) {
+      if (++digits > 15) return 0;
+      size = size * 16 + (unsigned)(p[i] <= '9' ? p[i] - '0' : (p[i] | 32) - 'a' + 10);
+      i++;
+    }
+    const char *cr = digits ? memmem(p + i, n - i, "\r\n", 2) : NULL;
+    if (!cr) return 0;
+    i = (size_t)(cr - p) + 2;
+    while (!size && trailers && n - i >= 2 && !(p[i] == '\r' && p[i + 1] == '\n')) {
+      const char *t = memmem(p + i, n - i, "\r\n", 2);
+      if (!t) return 0;
+      i = (size_t)(t - p) + 2;
+    }
+    if (!size) return n - i >= 2 && p[i] == '\r' && p[i + 1] == '\n' ? i + 2 : 0;
+    if (size > n - i || n - i - size < 2) return 0;
+    i += size + 2;
+  }
+}
+
+/* How many whole responses at the start of p[0..n) allow another request on the connection:
+ * each HTTP/1.1, without "Connection: close", framed by Content-Length or chunks (or no body:
+ * 204, 304, or any answer to HEAD, heads[k] of the client's k-th request). Interim 1xx heads are
+ * skipped. The count stops at the first response that does not allow reuse or is not whole. */
+static size_t reusable_responses(const char *p, size_t n, const int *heads, size_t nheads) {
+  size_t k = 0, i = 0;
+  while (i < n) {
+    size_t h = head_end(p + i, n - i), vl;
+    if (!h || h < 13 || memcmp(p + i, "HTTP/1.", 7) != 0) return k;
+    int status = atoi(p + i + 9);
+    if (status >= 100 && status < 200 && status != 101) { /* interim */
+      i += h;
+      continue;
+    }
+    if (p[i + 7] != '1' || status == 101) return k;
+    const char *conn = field(p + i, h, "connection:", &vl);
+    for (const char *v = conn, *e = conn ? conn + vl : NULL; v && v < e;) { /* a "close" option */
+      while (v < e && (*v == ',' || *v == ' ' || *v == '\t')) v++;
+      const char *o = v;
+      while (v < e && *v != ',' && *v != ' ' && *v != '\t') v++;
+      if (v - o == 5 && strncasecmp(o, "close", 5) == 0) return k;
+    }
+    const char *v;
+    size_t body = 0;
+    if (!(k < nheads && heads[k]) && status != 204 && status != 304) {
+      if (field(p + i, h, "transfer-encoding:", &vl)) {
+        if (!(body = chunked_len(p + i + h, n - i - h, 1))) return k;
+      } else if ((v = field(p + i, h, "content-length:", &vl))) {
+        body = strtoul(v, NULL, 10);
+        if (body > n - i - h) return k;
+      } else {
+        return k;
+      }
+    }
+    i += h + body;
+    k++;
+  }
+  return k;
+}
+
+/* The requests on an inspected connection as they reached the destination, against what the
+ * client sent inside TLS (the template's requests or the fuzzer's own), one by one: the same
+ * request line, which the policy admits when judged here from those bytes; no token; a body
+ * that is the client's and within its own framing (what follows it in the destination's
+ * stream is the next request, checked the same way); and a request after the first only once
+ * the destination had answered the one before in a way that allows reuse. Issue 23 item 1
+ * failed the first check: the line came from freed memory. */
 static void check_inspected(run *r) {
   const pbuf *got = &r->origin.plain_in, *sent = &r->client_plain;
   if (!got->n) return;
   if (!r->seen_allow) fail("the destination got request bytes before the proxy allowed anything");
-  const char *eol = sent->n ? memmem(sent->p, sent->n, "\r\n", 2) : NULL;
-  if (!eol) fail("the destination got a request the client has not even finished the request line of");
-  size_t ll = (size_t)(eol - sent->p) + 2;
-  const char *sp1 = memchr(sent->p, ' ', ll), *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
-  if (!sp2) fail("the destination got a request whose line the proxy could not have parsed");
-  /* the same method and target; the version goes out as HTTP/1.1 whatever the client spoke */
-  char line[SS_PATH_MAX * 4 + 64];
-  size_t keep = (size_t)(sp2 + 1 - sent->p);
-  if (keep + 10 > sizeof line) fail("a request line longer than the proxy accepts went out");
-  memcpy(line, sent->p, keep);
-  memcpy(line + keep, "HTTP/1.1\r\n", 10);
-  if (memcmp(got->p, line, got->n < keep + 10 ? got->n : keep + 10) != 0)
-    fail("the destination got a request line other than the one checked");
-  ss_policy_verdict v;
-  ss_policy_check(G.cfg.policy, "api.test", 8, sent->p, (size_t)(sp1 - sent->p), sp1 + 1, (size_t)(sp2 - sp1 - 1), 443, &v);
-  if (!v.admitted || (!r->raw_inner && !r->t->admitted)) fail("the destination got a request the policy refuses");
   if (r->t->rogue) fail("a request went to a destination whose certificate the proxy must not trust");
-  size_t gh = head_end(got->p, got->n), sh = head_end(sent->p, sent->n);
-  check_head(got, gh ? gh : got->n, !r->raw_inner);
-  if (!gh) return;
-  if (!sh) fail("the destination got a whole head before the client sent one");
-  size_t body = got->n - gh, have = sent->n - sh;
-  if (body > content_length(sent->p, sh)) fail("more body bytes than Content-Length reached the destination");
-  if (body > have || memcmp(got->p + gh, sent->p + sh, body) != 0)
-    fail("body bytes the client did not send reached the destination");
+  size_t go = 0, so = 0;
+  int heads[64] = {0};
+  for (size_t k = 0; go < got->n; k++) {
+    const char *g = got->p + go, *c = sent->p + so;
+    size_t gn = got->n - go, cn = sent->n - so;
+    if (k && reusable_responses(r->origin_plain.p, r->origin_plain.n, heads, k < 64 ? k : 64) < k)
+      fail("a request reached the destination before its answer to the one before allowed another");
+    const char *eol = cn ? memmem(c, cn, "\r\n", 2) : NULL;
+    if (!eol) fail("the destination got a request the client has not even finished the request line of");
+    size_t ll = (size_t)(eol - c) + 2;
+    const char *sp1 = memchr(c, ' ', ll), *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
+    if (!sp2) fail("the destination got a request whose line the proxy could not have parsed");
+    /* the same method and target; the version goes out as HTTP/1.1 whatever the client spoke */
+    char line[SS_PATH_MAX * 4 + 64];
+    size_t keep = (size_t)(sp2 + 1 - c);
+    if (keep + 10 > sizeof line) fail("a request line longer than the proxy accepts went out");
+    memcpy(line, c, keep);
+    memcpy(line + keep, "HTTP/1.1\r\n", 10);
+    if (memcmp(g, line, gn < keep + 10 ? gn : keep + 10) != 0)
+      fail("the destination got a request line other than the one checked");
+    if (k < 64) heads[k] = sp1 - c == 4 && memcmp(c, "HEAD", 4) == 0;
+    ss_policy_verdict v;
+    ss_policy_check(G.cfg.policy, "api.test", 8, c, (size_t)(sp1 - c), sp1 + 1, (size_t)(sp2 - sp1 - 1), 443, &v);
+    if (!v.admitted || (!r->raw_inner && !r->t->admitted)) fail("the destination got a request the policy refuses");
+    size_t gh = head_end(g, gn), sh = head_end(c, cn);
+    pbuf this_head = {(char *)g, gh ? gh : gn, 0};
+    check_head(&this_head, this_head.n, 0);
+    if (!gh) return;
+    if (!sh) fail("the destination got a whole head before the client sent one");
+    size_t body = gn - gh, have = cn - sh, vl;
+    int te = field(c, sh, "transfer-encoding:", &vl) != NULL;
+    size_t framed = te ? chunked_len(c + sh, have, 0) : content_length(c, sh);
+    int known = !te || framed; /* where the client's body ends is known */
+    if (!known) framed = have;  /* an unfinished chunked body: at most what the client sent */
+    if (body > framed) {        /* what follows the body is the next request */
+      if (!known) fail("bytes past an unfinished chunked body reached the destination");
+      body = framed;
+    }
+    if (body > have || memcmp(g + gh, c + sh, body) != 0) fail("body bytes the client did not send reached the destination");
+    go += gh + body;
+    so += sh + body;
+  }
 }
 
 /* A tunnel: the destination gets exactly what the client sent after its CONNECT head. */
@@ -385,6 +488,7 @@ static void origin_answer(run *r, size_t n) {
   if (!n) return;
   if (r->origin.ssl) {
     if (peer_tls_write(&r->origin, answer->p + r->answer_off, n) != 0) return;
+    pb_add(&r->origin_plain, answer->p + r->answer_off, n);
   } else {
     pb_add(&r->origin.out, answer->p + r->answer_off, n);
   }
@@ -415,7 +519,7 @@ static void raw_bytes(run *r, peer *p, int tls) {
   r->pos += n;
   if (!tls) return pb_add(&p->out, bytes, n);
   if (p != &r->client) {
-    peer_tls_write(p, bytes, n);
+    if (peer_tls_write(p, bytes, n) == 0) pb_add(&r->origin_plain, bytes, n);
   } else if (n && client_plain_write(r, bytes, n) == 0) {
     r->raw_inner = 1;
   }
@@ -651,6 +755,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pb_free(&r->inner);
   pb_free(&r->client_plain);
   pb_free(&r->cred_body);
+  pb_free(&r->origin_plain);
   free(r->body);
   free(r);
   return 0;

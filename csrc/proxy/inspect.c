@@ -167,6 +167,7 @@ static void bad_body(proxy_conn *c) {
 
 /* The bytes held behind data[0..k): moved to the start of `early` (the next request's). */
 static void drop_sent(inspect_session *s, size_t k) {
+  if (!k) return; /* also when nothing is held (early is NULL) */
   memmove(s->early, s->early + k, s->early_len - k);
   s->early_len -= k;
 }

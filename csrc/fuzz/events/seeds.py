@@ -64,6 +64,15 @@ def raw_upstream(data):
     return out
 
 
+def tls_origin(data):
+    """plaintext the destination sends through its TLS session (an answer of the seed's own)"""
+    out = b""
+    for i in range(0, len(data), 255):
+        part = data[i:i + 255]
+        out += b"\xe8" + bytes([len(part)]) + part
+    return out
+
+
 def seed(template, body=0, rare=0, *events):
     return bytes([template, body, rare]) + b"".join(events)
 
@@ -142,6 +151,30 @@ SEEDS = {
         T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
         tls_client(b"GET /v1/x HTTP/1.1\r\nHost: api.test\r\nX-HTTP-Method-Override: DELETE\r\n\r\n"), client_send(),
         upstream_send(), NEXT, TIMER),
+    # issue 25: keep-alive. Each request is checked on its own, and only after the answer to the one before
+    # ended in a way that allows another (the destination's answers here are the seed's own)
+    "inspect_keepalive_pipelined": seed(
+        T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
+        tls_client(b"GET /v1/a HTTP/1.1\r\nHost: api.test\r\n\r\nPOST /up HTTP/1.1\r\nHost: api.test\r\n"
+                   b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET /v1/c HTTP/1.1\r\nHost: api.test\r\n\r\n"),
+        client_send(), upstream_send(), NEXT, tls_origin(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+        upstream_send(), NEXT, client_send(), upstream_send(), NEXT,
+        tls_origin(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"),
+        upstream_send(), NEXT, client_send(), upstream_send(), NEXT, TIMER),
+    "inspect_keepalive_refused_second": seed(
+        T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
+        tls_client(b"GET /v1/a HTTP/1.1\r\nHost: api.test\r\n\r\nDELETE /up HTTP/1.1\r\nHost: api.test\r\n\r\n"),
+        client_send(), upstream_send(), NEXT, tls_origin(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+        upstream_send(), NEXT, client_send(), upstream_send(), NEXT, TIMER),
+    "inspect_keepalive_smuggled_after_chunks": seed(
+        T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
+        tls_client(b"POST /up HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   b"10000000000000005\r\nhello\r\n0\r\n\r\nDELETE /up HTTP/1.1\r\nHost: api.test\r\n\r\n"),
+        client_send(), upstream_send(), NEXT, TIMER),
+    "inspect_keepalive_close_answer": seed(
+        T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
+        client_send(), client_tls(), client_send(), upstream_send(), origin_answer(13), upstream_send(), NEXT,
+        client_send(), upstream_send(), NEXT, TIMER),
     "tunnel": seed(T_TUNNEL, 0, 0, client_send(), RESOLVE, CONNECT_OK, TLS_EXCHANGE),
     "tunnel_destination_speaks_first": seed(
         T_SCRIPT, 0, 0, raw_client(b"CONNECT open.test:25 HTTP/1.1\r\n" + AUTH + b"\r\n"), client_send(), RESOLVE,
