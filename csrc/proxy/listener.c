@@ -19,6 +19,8 @@ static void server_stop(proxy_server *s) {
   if (!s->draining) uv_close((uv_handle_t *)&s->listener, on_handle_closed);
   curl_loop_close(s->curl);
   s->curl = NULL;
+  creds_free(s->creds); /* no connection is left to read it (the drain ended them all) */
+  s->creds = NULL;
   printf("{\"event\":\"stopped\"}\n");
   fflush(stdout);
 }
@@ -90,6 +92,8 @@ int server_start(proxy_server *s, uv_loop_t *loop, const proxy_config *cfg) {
   }
   s->curl = curl_loop_new(loop, credential_done);
   if (!s->curl) {
+    creds_free(s->creds);
+    s->creds = NULL;
     fprintf(stderr, "sandstack-proxy: cannot set up libcurl\n");
     return -1;
   }

@@ -104,7 +104,6 @@ int main(int argc, char **argv) {
   uv_run(&loop, UV_RUN_DEFAULT); /* let every close callback run */
   live_policy_end(&srv);
   uv_loop_close(&loop);
-  creds_free(srv.creds); /* after the last callback: nothing reads it any more */
   curl_global_cleanup();
   tls_free(tls);
   proxy_config_free(&cfg);
