@@ -169,3 +169,6 @@ print("RSS per idle tunnel: %.1f KiB (500 tunnels, %d -> %d KiB)" % ((after - be
 for s in held:
     s.close()
 PY
+# The keep-alive request rate through an inspected tunnel against a plain one (issue 25), with its
+# own namespaces, proxy and origin: bench/proxy_keepalive_bench.sh.
+bash "$top/bench/proxy_keepalive_bench.sh" "$build"
