@@ -395,4 +395,13 @@ describe("sandstack-proxy refusals an agent can read", function()
     assert.same({ address_refused = true, host_mismatch = true, raw_refused = true, sni_mismatch = true,
       override_header_stripped = true }, seen)
   end)
+
+  it("the proxies reported no sanitizer finding (the asan mode's proxy is built with ASan and UBSan)", function()
+    for name, p in pairs(proxies) do
+      local err = h.read_file(p.dir .. "/err") or ""
+      assert.is_nil(err:find("runtime error", 1, true), name .. ": " .. err)
+      assert.is_nil(err:find("Sanitizer", 1, true), name .. ": " .. err)
+      assert.truthy(h.sh("kill -0 " .. p.pid), name .. " is still running")
+    end
+  end)
 end)
