@@ -221,6 +221,21 @@ describe("sandstack-proxy refusals an agent can read", function()
     audit_until(function(l) return l.security_event == "host_mismatch" and l.path == "/h" end)
   end)
 
+  it("a wrong proxy token and an oversized head: 407 and 431 say so, with what to change", function()
+    local out = h.sh(in_p("curl -sS -i --max-time 15 -x " .. h.q(proxy_url("main", "tok-wrong")) .. " http://allowed.test/t 2>&1"))
+    assert.matches("^HTTP/1.1 407 Proxy Authentication Required %(sandstack: proxy_auth_required; ", out)
+    assert.matches("Proxy-Authenticate: Basic", out, 1, true)
+    local b = body_of(out)
+    assert_deny(b, "proxy_auth_required", { route = "forward", host = "allowed.test" })
+    assert.matches("HTTPS_PROXY", b.deny.allow_hint, 1, true)
+    out = curl("-i -H " .. h.q("X-Big: " .. string.rep("b", 40000)) .. " http://allowed.test/big")
+    assert.matches("^HTTP/1.1 431 Request Header Fields Too Large %(sandstack: headers_too_large; ", out)
+    b = body_of(out)
+    assert_deny(b, "headers_too_large", { route = "head" })
+    assert.is_nil(b.deny.what.host) -- refused before the head was read: nothing else is known
+    assert.matches("fewer or smaller", b.deny.allow_hint, 1, true)
+  end)
+
   it("a method override header is removed from a forwarded request, and the line says so", function()
     local out, ok = curl("http://allowed.test/plain")
     assert.is_true(ok, out) -- control: no override, no event
