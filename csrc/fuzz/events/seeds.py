@@ -39,38 +39,19 @@ CURL_BODY, CURL_BODY_BIG, CURL_DONE, CURL_ERROR, CURL_TIMEOUT, CURL_100 = b"\xc8
 SIGTERM, CLIENT_WRITE_ERROR, UPSTREAM_WRITE_ERROR, CLIENT_CLOSE_NOTIFY = b"\xf0", b"\xf6", b"\xf9", b"\xfc"
 
 
-def raw_client(data):
+def framed(lead, data):
+    """bytes of the seed's own behind an event byte, in pieces of at most 255 (a length byte each)"""
     out = b""
     for i in range(0, len(data), 255):
         part = data[i:i + 255]
-        out += b"\xd0" + bytes([len(part)]) + part
+        out += lead + bytes([len(part)]) + part
     return out
 
 
-def tls_client(data):
-    """plaintext the client sends through its TLS session (an inner request of the seed's own)"""
-    out = b""
-    for i in range(0, len(data), 255):
-        part = data[i:i + 255]
-        out += b"\xd8" + bytes([len(part)]) + part
-    return out
-
-
-def raw_upstream(data):
-    out = b""
-    for i in range(0, len(data), 255):
-        part = data[i:i + 255]
-        out += b"\xe0" + bytes([len(part)]) + part
-    return out
-
-
-def tls_origin(data):
-    """plaintext the destination sends through its TLS session (an answer of the seed's own)"""
-    out = b""
-    for i in range(0, len(data), 255):
-        part = data[i:i + 255]
-        out += b"\xe8" + bytes([len(part)]) + part
-    return out
+def raw_client(data): return framed(b"\xd0", data)
+def tls_client(data): return framed(b"\xd8", data)  # plaintext through the client's TLS session
+def raw_upstream(data): return framed(b"\xe0", data)
+def tls_origin(data): return framed(b"\xe8", data)  # plaintext through the destination's TLS session
 
 
 def seed(template, body=0, rare=0, *events):
