@@ -4,41 +4,17 @@
 -- address pool; every test removes what it made, by label, and proves nothing is left.
 local sandstack = require "sandstack"
 local docker = sandstack.docker
-local conformance = require "sandstack.conformance"
 local inventory = require "sandstack.docker.inventory"
 local batch = require "sandstack.docker.batch"
-local http = require "sandstack.docker.http"
 local h = require "helpers"
 
 local SUBNETS = "10.213.0.0/16"
 
-local function stack_opts()
-  local o = conformance.stack_opts { subnet_pool = SUBNETS }
-  o.project_name = nil
-  return o
-end
+local ph = require "pool_helpers"
+local function stack_opts() return ph.stack_opts(SUBNETS) end
+local pool_objects, answers, clean = ph.pool_objects, ph.answers, ph.clean
 
 local function new_name() return "sstest-poolc-" .. h.random_suffix(3) end
-
-local function pool_objects(name)
-  local eng = assert(sandstack.engine {})
-  local f = { label = { "io.sandstack.pool=" .. name } }
-  local cs = assert(eng:call("GET", "/containers/json", nil, { query = { all = "1", filters = f } }))
-  local ns = assert(eng:call("GET", "/networks", nil, { query = { filters = f } }))
-  local vs = assert(eng:call("GET", "/volumes", nil, { query = { filters = f } }))
-  eng:close()
-  return #cs + #ns + #(vs.Volumes or {}), cs, vs.Volumes or {}
-end
-
-local function answers(stack)
-  local res = http.request { method = "GET", url = stack.endpoint .. "/health", timeout = 5 }
-  return res and res.status == 200
-end
-
-local function clean(name)
-  for _, s in ipairs(assert(docker.list { pool = name })) do assert(docker.down(s.project)) end
-  assert.equal(0, (pool_objects(name)))
-end
 
 -- N processes run `body` (Lua source; `arg[1]` is the process number) at once, behind a barrier
 -- file; returns each one's first output line.

@@ -5,39 +5,20 @@
 local sandstack = require "sandstack"
 local docker = sandstack.docker
 local conformance = require "sandstack.conformance"
-local http = require "sandstack.docker.http"
 local h = require "helpers"
 
 local SUBNETS = "10.214.0.0/16"
 
-local function stack_opts()
-  local o = conformance.stack_opts { subnet_pool = SUBNETS }
-  o.project_name = nil
-  return o
-end
+local ph = require "pool_helpers"
+local function stack_opts() return ph.stack_opts(SUBNETS) end
 
 local function new_name() return "sstest-pool-" .. h.random_suffix(3) end
 
 -- Everything on the engine labelled with the pool: containers, networks, volumes.
-local function pool_objects(name)
-  local eng = assert(sandstack.engine {})
-  local f = { label = { "io.sandstack.pool=" .. name } }
-  local cs = assert(eng:call("GET", "/containers/json", nil, { query = { all = "1", filters = f } }))
-  local ns = assert(eng:call("GET", "/networks", nil, { query = { filters = f } }))
-  local vs = assert(eng:call("GET", "/volumes", nil, { query = { filters = f } }))
-  eng:close()
-  return #cs + #ns + #(vs.Volumes or {}), cs
-end
-
-local function answers(stack)
-  local res = http.request { method = "GET", url = stack.endpoint .. "/health", timeout = 5 }
-  return res and res.status == 200
-end
+local pool_objects, answers = ph.pool_objects, ph.answers
 
 local function clean(name)
-  assert(docker.reap { pool = name })
-  -- reap{pool =} leaves stacks sessions hold: take those too
-  for _, s in ipairs(assert(docker.list { pool = name })) do assert(docker.down(s.project)) end
+  ph.clean(name)
   assert.equal(0, (pool_objects(name)))
 end
 

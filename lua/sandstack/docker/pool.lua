@@ -19,9 +19,10 @@ Pool.__index = Pool
 
 local KEYS = { name = true, size = true, max = true, stack = true, on_event = true, concurrency = true }
 local DEFAULT_CONCURRENCY, MAX_CONCURRENCY = 4, 16
--- Overrides an acquire accepts: callbacks, which are not part of any create body. Anything else
+-- Overrides an acquire accepts: callbacks, which are not part of any create body, and the
+-- session's egress_policy, applied live to the claimed stack's proxy (issue 26). Anything else
 -- (env, image, limits...) would need another create body than the pooled stack was made with.
-local ACQUIRE_OVERRIDES = { on_event = true, req_adapter = true }
+local ACQUIRE_OVERRIDES = { on_event = true, req_adapter = true, egress_policy = true }
 local MARK_NAMES = { claim = true, ready = true }
 
 local function docker() return require "sandstack.docker" end
@@ -304,7 +305,7 @@ local function check_session_key(session_key)
   return true
 end
 
-local function check_overrides(overrides)
+local function check_overrides(overrides, pool_stack)
   if overrides ~= nil and type(overrides) ~= "table" then error("pool:acquire: overrides must be a table", 3) end
   local hooks = {}
   for k, v in pairs(overrides or {}) do
@@ -313,6 +314,19 @@ local function check_overrides(overrides)
         .. "' would need another create body than the pool's; start this session cold", { option = k })
     end
     hooks[k] = v
+  end
+  if hooks.egress_policy ~= nil and not pool_stack.egress_policy then
+    return E.fail("compose", "invalid_option", "pool: egress_policy at acquire needs the proxy sandstack adds: give "
+      .. "the pool's stack an egress_policy, its baseline (e.g. { allow = {} }, which admits nothing)",
+      { option = "egress_policy" })
+  end
+  if hooks.egress_policy ~= nil then -- a policy the proxy would refuse is refused before a stack is claimed
+    local policy = require "sandstack.policy"
+    if not policy.is_policy(hooks.egress_policy) then
+      if type(hooks.egress_policy) ~= "table" then error("pool:acquire: egress_policy must be a policy table", 3) end
+      local _, perr = policy.compile(hooks.egress_policy)
+      if perr then return E.fail("invalid", "invalid_policy", "pool: egress_policy: " .. tostring(perr.message), { rule = perr.rule }) end
+    end
   end
   return hooks
 end
@@ -354,6 +368,13 @@ function Pool:_claim(eng, idle, session_key, hooks, t)
   t.handle = A.now() - t0 - t.plan
   local rec = settle_submitted(eng, id, A.now() + 30)
   t.record = A.now() - t0
+  if plan and stack and rec.ok and hooks.egress_policy ~= nil then
+    -- the session's policy replaces the pool's baseline in the running proxy: no restart
+    t0 = A.now()
+    local ok; ok, err = stack:set_egress(hooks.egress_policy)
+    t.egress = A.now() - t0
+    if not ok then stack:close(); stack = nil end
+  end
   if not (plan and stack and rec.ok) then
     if stack then stack:close() end
     docker().down(idle.project, { docker_host = self.stack.docker_host, timeout = self.stack.timeout })
@@ -388,7 +409,7 @@ end
 function Pool:acquire(session_key, overrides)
   local ok, err = check_session_key(session_key)
   if not ok then return nil, err end
-  local hooks; hooks, err = check_overrides(overrides)
+  local hooks; hooks, err = check_overrides(overrides, self.stack)
   if not hooks then return nil, err end
   local t = { t0 = A.now() }
   self.last_acquire = t
@@ -421,7 +442,7 @@ function Pool:acquire_many(keys, overrides)
     local ok, err = check_session_key(key)
     if not ok then return nil, err end
   end
-  local hooks, err = check_overrides(overrides)
+  local hooks, err = check_overrides(overrides, self.stack)
   if not hooks then return nil, err end
   local t0 = A.now()
   local eng; eng, err = self:_engine()

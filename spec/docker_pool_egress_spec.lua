@@ -1,0 +1,101 @@
+-- Issue 26, "a warm stack holds nothing worth stealing", its egress half, in real sandboxes: a
+-- pooled stack waits with the pool's baseline policy, which admits nothing, and acquire(key,
+-- { egress_policy = }) hands the session its own policy through the live proxy update, without
+-- restarting the sandbox. The outside is a network namespace of this test on the /28
+-- 203.0.113.48 with a TLS stand-in (spec/support/proxy_standin.py) serving a.test and b.test.
+-- Objects: pool "sstest-pe-<random>" and the namespace, removed at the end.
+local sandstack = require "sandstack"
+local h = require "helpers"
+local core = sandstack.core
+local docker = sandstack.docker
+local dh = require "docker_proxy_harness"
+local ph = require "pool_helpers"
+
+local S = dh.stack("pe", "sp26", function() return 48 end) -- the /28 no other spec uses
+local FORWARDER_IMAGE, PROXY_IMAGE, CLIENT = S.FORWARDER_IMAGE, S.PROXY_IMAGE, S.CLIENT
+local POOL, addr = S.PROJECT, S.addr
+
+-- curl in a pooled sandbox, through its proxy (HTTPS_PROXY): its output, and the exit code
+local function curl(project, url)
+  local out, _, code = h.sh(("docker exec %s curl -sS --max-time 20 %s 2>&1"):format(h.q(project .. "-sandbox"), h.q(url)))
+  return out, code
+end
+
+local function started_at(project)
+  return (h.must("docker inspect -f '{{.State.StartedAt}}' " .. h.q(project .. "-sandbox")):gsub("%s+$", ""))
+end
+
+describe("a warm pool's stacks get their session's egress at claim #docker", function()
+  local skip_why = S.missing()
+  local work, pool, fill_err
+
+  lazy_setup(function()
+    if skip_why then return end
+    work = h.must("mktemp -d /tmp/sstest-pe.XXXXXX"):gsub("%s+$", "")
+    dh.make_certs(work, "sstest-pe-ca", "a.test", { "a.test", "b.test" })
+    S.outside_up { 2 }
+    S.start_standin(work)
+    for _ = 1, 100 do
+      if h.read_file(work .. "/standin.ready") then break end
+      core.sleep(0.05)
+    end
+    S.build_images()
+    local ca = h.read_file(work .. "/ca.pem")
+    pool, fill_err = docker.pool { name = POOL, size = 1, max = 3, stack = {
+      agent_port = 8080, pull = "never", forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
+      services = { { name = "sandbox", image = CLIENT,
+        command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
+        env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
+      api_key = S.KEY,
+      egress_policy = { allow = {} }, -- the pool's baseline: nothing
+      proxy_hosts = { ["a.test"] = addr(2), ["b.test"] = addr(2) },
+    } }
+    if pool then
+      local n; n, fill_err = pool:fill()
+      if n ~= 1 then pool = nil end
+    end
+  end)
+
+  lazy_teardown(function()
+    if skip_why then return end
+    ph.clean(POOL)
+    S.teardown(nil, work)
+  end)
+
+  it("before the claim neither host answers; after it exactly the session's does, in the same sandbox", function()
+    if not S.ready(skip_why, pool, fill_err, pending) then return end
+    local project = assert(docker.list { pool = POOL })[1].project
+    local before = started_at(project)
+    -- waiting in the pool: the proxy answers (a refusal is its own 403) and admits neither host
+    for _, host in ipairs { "a.test", "b.test" } do
+      local out, code = curl(project, "https://" .. host .. "/idle")
+      assert.not_equal(0, code, out)
+      assert.matches("403", out)
+    end
+    -- a policy the proxy would refuse is refused before any stack is claimed
+    local none, err = pool:acquire("sess-bad", { egress_policy = { allow = { 42 } } })
+    assert.is_nil(none)
+    assert.equal("invalid_policy", err.reason)
+    assert.same({ ready = 1, starting = 0, in_use = 0, failed = 0 }, pool:status())
+    -- the claim hands the session its policy: a.test only
+    local stack = assert(pool:acquire("sess-a", { egress_policy = { allow = { "a.test:443" } } }))
+    assert.equal(project, stack.project) -- the warm stack, not a cold start
+    assert.is_number(pool.last_acquire.egress)
+    assert.matches("hello from a.test /claimed", (curl(project, "https://a.test/claimed")))
+    local out, code = curl(project, "https://b.test/claimed")
+    assert.not_equal(0, code, out)
+    assert.matches("403", out)
+    assert.equal(assert(sandstack.policy.compile { allow = { "a.test:443" } }):render(), (assert(stack:egress())):render())
+    -- nothing in the sandbox changed: the same container, never restarted
+    assert.equal(before, started_at(project))
+    stack:destroy(); stack:close()
+  end)
+
+  it("refuses egress_policy at acquire for a pool whose stacks have no added proxy", function()
+    local p = assert(docker.pool { name = POOL .. "-x", size = 0, stack = ph.stack_opts("10.213.0.0/16") })
+    local s, err = p:acquire("sess-x", { egress_policy = { allow = {} } })
+    assert.is_nil(s)
+    assert.equal("invalid_option", err.reason)
+    assert.equal("egress_policy", err.option)
+  end)
+end)
