@@ -381,6 +381,7 @@ static void request_audited(proxy_conn *c) {
   c->decision = c->reason = NULL;
   c->bytes_up = c->bytes_down = 0;
   c->started_ms = uv_now(c->srv->loop);
+  c->leaf = NULL; /* the leaf served the handshake: the first request's line says how */
 }
 
 /* The response has ended (after `extra` more bytes from the origin that belong to no request).
