@@ -177,15 +177,14 @@ local function creds_json(list)
   return core.json_encode(out)
 end
 
+local function unhex(s) return (s:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end)) end
+
+-- every request the stand-in got, in order, as raw bytes
 local function received()
   local t = {}
-  for line in (h.read_file(work .. "/received.log") or ""):gmatch("[^\n]+") do
-    t[#t + 1] = (line:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end))
-  end
+  for line in (h.read_file(work .. "/received.log") or ""):gmatch("[^\n]+") do t[#t + 1] = unhex(line) end
   return t
 end
-
-local function unhex(s) return (s:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end)) end
 
 local function pct(s)
   return (s:gsub("[^%w%-%._~]", function(ch) return ("%%%02X"):format(ch:byte()) end))
