@@ -79,6 +79,27 @@ except Exception as e:
 print(json.dumps(out))
 ]]
 
+-- A keep-alive HTTPS origin (the stand-in's :443 answers one request per connection): each GET
+-- answers "ok <path> override=<the X-HTTP-Method-Override it received>".
+local KA_SERVER = [[
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        b = ("ok %s override=%s\n" % (self.path, self.headers.get("X-HTTP-Method-Override"))).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(("0.0.0.0", int(sys.argv[3])), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+srv.serve_forever()
+]]
+
 -- Checks every audit line of a proxy's stdout against the stable schema, on the raw JSON (a null
 -- and an absent field look alike once decoded into Lua): prints {lines, bad: [...]}.
 local SCHEMA = [[
@@ -110,8 +131,13 @@ local function setup()
   H.make_certs("ssh25d-test-ca", "allowed.test", { "allowed.test", "denied.test", "api.test" })
   h.write_file(work .. "/client.py", CLIENT)
   h.write_file(work .. "/schema.py", SCHEMA)
+  h.write_file(work .. "/ka_server.py", KA_SERVER)
   H.start_standin()
+  local d = h.q(work)
+  h.must(H.in_o("setsid python3 " .. d .. "/ka_server.py " .. d .. "/srv.pem " .. d .. "/srv.key 8444")
+    .. " </dev/null >" .. d .. "/ka.log 2>&1 &")
   H.wait_standin()
+  h.must(H.in_o("sh -c 'for i in $(seq 100); do ss -ltn | grep -q :8444 && exit 0; sleep 0.05; done; exit 1'"))
   H.start_proxy("main", 3128, H.base_env("deny-session", {
     SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
     SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem") }), { ca_dir = true })
@@ -249,6 +275,20 @@ describe("sandstack-proxy refusals an agent can read", function()
     local l = audit_until(function(a) return a.path == "/ov" end)
     assert.equal("allow", l.decision)
     assert.equal("override_header_stripped", l.security_event)
+  end)
+
+  it("inside an inspected keep-alive connection: the override's request has the event, the next request not", function()
+    local out, ok = curl("-H 'X-HTTP-Method-Override: DELETE' https://api.test:8444/v1/ov1 --next --cacert "
+      .. h.q(cafile()) .. " https://api.test:8444/v1/ov2") -- --next drops every option, the header with them
+    assert.is_true(ok, out)
+    assert.matches("ok /v1/ov1 override=None", out, 1, true) -- removed on the way
+    assert.matches("ok /v1/ov2 override=None", out, 1, true)
+    local first = audit_until(function(l) return l.path == "/v1/ov1" end)
+    local second = audit_until(function(l) return l.path == "/v1/ov2" end)
+    assert.equal("inspect", first.route)
+    assert.equal("override_header_stripped", first.security_event)
+    assert.is_nil(second.security_event)
+    assert.equal(first.conn, second.conn) -- one connection carried both
   end)
 
   it("CONNECT to a denied host: curl -v shows the header, urllib's tunnel error the reason, the body says what to add", function()
@@ -400,7 +440,7 @@ describe("sandstack-proxy refusals an agent can read", function()
     for _, l in ipairs(H.audit("main")) do
       assert.equal("deny-session", l.session)
       if l.security_event then seen[l.security_event] = true end
-      if l.decision == "allow" and l.path ~= "/ov" then assert.is_nil(l.security_event) end
+      if l.decision == "allow" and l.path ~= "/ov" and l.path ~= "/v1/ov1" then assert.is_nil(l.security_event) end
       if l.route == "connect" and l.decision == "allow" and l.host == "allowed.test" and l.port == 443 then
         assert.truthy(l.bytes_in > 0 and l.bytes_out > 0, "an allowed tunnel carried bytes both ways")
         assert.equal(l.bytes_up, l.bytes_in)

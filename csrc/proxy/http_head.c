@@ -215,6 +215,12 @@ int ph_override(const ph_header *h) {
   return named_any(h, names, sizeof names / sizeof names[0]);
 }
 
+int ph_any_override(const ph_request *r) {
+  for (size_t i = 0; i < r->nheaders; i++)
+    if (ph_override(&r->headers[i])) return 1;
+  return 0;
+}
+
 int ph_carries(const ph_header *h, const char *secret, size_t sl) {
   return sl > 0 && ((h->value_len >= sl && memmem(h->value, h->value_len, secret, sl) != NULL) ||
                     (h->name_len >= sl && memmem(h->name, h->name_len, secret, sl) != NULL));

@@ -70,6 +70,8 @@ int ph_hop_by_hop(const ph_header *h);
  * X-Original-URL, X-Rewrite-URL): an origin or framework that obeys them acts on a method or
  * path the policy never checked. */
 int ph_override(const ph_header *h);
+/* Whether any header of r is one ph_override names (the audit line's "override_header_stripped"). */
+int ph_any_override(const ph_request *r);
 /* The secret anywhere in the field's name or value ("X-<token>: 1" carries it as well). */
 int ph_carries(const ph_header *h, const char *secret, size_t secret_len);
 /* Any of the three: the client's fields a re-sent head leaves out. */

@@ -179,6 +179,7 @@ static void send_request(proxy_conn *c) {
   if (body_part(c, s->early, s->early_len, &early) != 0) return bad_body(c); /* before anything went out */
   size_t hn;
   char *head = ir_outbound_head(&s->req, c->host, c->port, cfg->token, cfg->token_len, &hn);
+  if (ph_any_override(&s->req.head)) c->security_event = "override_header_stripped";
   char *body = NULL; /* credentials: the secrets placed in the head, the early body scanned (refused: answered) */
   size_t bn = 0;
   if (head && (cred_flow_place(c, s->plain, s->req.head.head_len, &head, &hn) != 0 ||
@@ -378,7 +379,7 @@ static void request_audited(proxy_conn *c) {
   audit_conn(c);
   c->method[0] = c->path[0] = '\0';
   c->status = c->rule = 0;
-  c->decision = c->reason = NULL;
+  c->decision = c->reason = c->security_event = NULL;
   c->bytes_up = c->bytes_down = 0;
   c->started_ms = uv_now(c->srv->loop);
   c->leaf = NULL; /* the leaf served the handshake: the first request's line says how */
