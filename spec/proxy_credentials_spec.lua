@@ -213,7 +213,7 @@ end
 local function refused(url, extra, name, placeholder)
   local before = #received()
   local status, body, out = curl(url, extra, name)
-  assert.equal(403, status, url .. ": " .. out .. body)
+  assert.equal(403, status, url .. ": " .. out .. body:sub(1, 600))
   local j = assert(core.json_decode(body), body)
   assert.equal("credential_misplaced", j.policy.reason, body)
   if placeholder then
@@ -379,6 +379,14 @@ describe("sandstack-proxy credentials for any host", function()
         refused("http://" .. host .. "/v1/x", "-H " .. h.q("Authorization: Bearer " .. GH.placeholder))
         refused("http://" .. host .. "/v1/x?api_key=" .. REG.placeholder)
       end
+      -- in a body long past its head (relayed read by read), the placeholder at its very end
+      local filler = ("f"):rep(300000)
+      h.write_file(work .. "/long_ok", filler .. "end")
+      h.write_file(work .. "/long_ph", filler .. GH.placeholder)
+      st, body = curl("http://plain.test/v1/long", "--data-binary @" .. h.q(work .. "/long_ok"))
+      assert.equal(200, st) -- control
+      assert.equal(#filler + 3, #core.json_decode(body).body)
+      refused("http://plain.test/v1/long", "--data-binary @" .. h.q(work .. "/long_ph"), nil, GH.placeholder)
     end)
 
     it("on the credential route, another credential's placeholder is refused; the route still works", function()

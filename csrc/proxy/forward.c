@@ -28,19 +28,24 @@ static void connected(proxy_conn *c) {
   n += (size_t)snprintf(head + n, cap - n, "\r\n");
   for (size_t i = 0; i < r->nheaders; i++) {
     const ph_header *h = &r->headers[i];
-    if (ph_dropped(h, cfg->token, cfg->token_len)) continue;
+    if (ph_dropped(h, cfg->token, cfg->token_len)) {
+      if (ph_override(h)) c->security_event = "override_header_stripped"; /* it asked to be another request */
+      continue;
+    }
     n += (size_t)snprintf(head + n, cap - n, "%.*s: %.*s\r\n", (int)h->name_len, h->name, (int)h->value_len, h->value);
   }
   n += (size_t)snprintf(head + n, cap - n, "Connection: close\r\n\r\n");
-  if (ph_any_override(r)) c->security_event = "override_header_stripped"; /* it asked to be another request */
   if (conn_write_owned(c, (uv_stream_t *)&c->upstream, head, n, NULL) != 0) return;
   /* body bytes that arrived with the head */
   size_t early = c->len - r->head_len;
   if (early > c->up_left) early = (size_t)c->up_left;
-  if (early) {
-    if (conn_write(c, (uv_stream_t *)&c->upstream, c->buf + r->head_len, early, NULL) != 0) return;
-    c->bytes_up += early;
+  if (early) { /* through the credential scan: its carry sees a placeholder split from the next read */
     c->up_left -= early;
+    c->bytes_up += early;
+    char *pass = NULL;
+    size_t pn = 0;
+    if (cred_flow_body(c, c->buf + r->head_len, early, c->up_left == 0, &pass, &pn) != 0) return;
+    if (pn && conn_write_owned(c, (uv_stream_t *)&c->upstream, pass, pn, NULL) != 0) return;
   }
   free(c->buf);
   c->buf = NULL;
@@ -76,8 +81,8 @@ void forward_begin(proxy_conn *c) {
     if (refused == 421) c->security_event = "host_mismatch";
     return reply_error(c, refused, "invalid_request_error", why);
   }
-  /* a credential never goes over plain http: any placeholder in the head or the body bytes sent
-     with it is refused (later body bytes are relayed unscanned: docs/proxy.md) */
+  /* a credential never goes over plain http: any placeholder in the head or the body is refused
+     (the body bytes read with the head here, the rest as relay.c passes them on) */
   size_t with_head = c->len - r->head_len < cl ? c->len : r->head_len + (size_t)cl;
   if (cred_flow_check_head(c, c->buf, with_head) != 0) return;
   c->decision = "allow";
