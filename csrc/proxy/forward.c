@@ -28,13 +28,11 @@ static void connected(proxy_conn *c) {
   n += (size_t)snprintf(head + n, cap - n, "\r\n");
   for (size_t i = 0; i < r->nheaders; i++) {
     const ph_header *h = &r->headers[i];
-    if (ph_dropped(h, cfg->token, cfg->token_len)) {
-      if (ph_override(h)) c->security_event = "override_header_stripped"; /* it asked to be another request */
-      continue;
-    }
+    if (ph_dropped(h, cfg->token, cfg->token_len)) continue;
     n += (size_t)snprintf(head + n, cap - n, "%.*s: %.*s\r\n", (int)h->name_len, h->name, (int)h->value_len, h->value);
   }
   n += (size_t)snprintf(head + n, cap - n, "Connection: close\r\n\r\n");
+  if (ph_any_override(r)) c->security_event = "override_header_stripped"; /* it asked to be another request */
   if (conn_write_owned(c, (uv_stream_t *)&c->upstream, head, n, NULL) != 0) return;
   /* body bytes that arrived with the head */
   size_t early = c->len - r->head_len;
