@@ -214,4 +214,58 @@ describe("sandstack-proxy's policy changed live", function()
     print(("# %d requests raced %d swaps: %d judged by A, %d by B"):format(#results, swaps, judged.A, judged.B))
     assert.truthy(judged.A > 0 and judged.B > 0, "the requests did not race the swaps")
   end)
+
+  -- The one check made after its decision: a CONNECT's resolved address against the rule that
+  -- names it (dial.c). P1 admits slow.test and names its private address 10.9.9.9, so the proxy
+  -- connects (and fails: no route, a 502); P2 admits slow.test alone, so the address is refused
+  -- (403 address_refused). A DNS stand-in holds its answer until the test has swapped P1 for P2:
+  -- judged wholly by P1, the CONNECT must end as P1 says. Both outcomes are shown first, unraced.
+  it("a CONNECT admitted before a swap has its resolved address judged by the same policy", function()
+    local P1 = compiled { allow = { "slow.test:443", "10.9.9.9" } }
+    local P2 = compiled { allow = { "slow.test:443" } }
+    local d = H.work .. "/dns"
+    h.must("mkdir -p " .. h.q(d))
+    h.must(in_p(("setsid python3 %s 127.0.0.1 slow.test 10.9.9.9 %s"):format(h.q(top .. "/spec/support/live_dns.py"),
+      h.q(d))) .. " </dev/null >" .. h.q(d .. "/dns.log") .. " 2>&1 &")
+    for _ = 1, 100 do
+      if h.read_file(d .. "/dns.ready") then break end
+      core.sleep(0.05)
+    end
+    assert.truthy(h.read_file(d .. "/dns.ready"), "the DNS stand-in did not start: " .. tostring(h.read_file(d .. "/dns.log")))
+    local function connect_slow()
+      local text = ("CONNECT slow.test:443 HTTP/1.1\\r\\nHost: slow.test:443\\r\\nProxy-Authorization: Basic %s\\r\\n\\r\\n")
+        :format(core.base64("sandstack:" .. TOKEN))
+      return in_p(("python3 %s raw %s 3128 %s 10"):format(h.q(top .. "/spec/support/proxy_client.py"), PROXY_IP,
+        h.q(text)))
+    end
+    local function outcome(r) return r.status == 403 and "address_refused" or (r.status >= 500 and "connected" or r.status) end
+    -- controls, unraced (the stand-in answers at once)
+    h.write_file(d .. "/go", "")
+    assert(control("set-egress", P1).ok)
+    local r = core.json_decode(h.must(connect_slow()))
+    assert.equal("connected", outcome(r), core.json_encode(r))
+    assert(control("set-egress", P2).ok)
+    r = core.json_decode(h.must(connect_slow()))
+    assert.equal("address_refused", outcome(r), core.json_encode(r))
+    -- the race: admitted under P1, resolved after P2 is in force
+    assert(control("set-egress", P1).ok)
+    os.remove(d .. "/go")
+    os.remove(d .. "/asked")
+    local out = d .. "/raced"
+    h.must(connect_slow() .. " > " .. h.q(out) .. " 2>&1 &")
+    for _ = 1, 400 do
+      if h.read_file(d .. "/asked") then break end
+      core.sleep(0.01)
+    end
+    assert.truthy(h.read_file(d .. "/asked"), "the proxy did not ask the DNS stand-in")
+    assert(control("set-egress", P2).ok)
+    h.write_file(d .. "/go", "")
+    for _ = 1, 400 do
+      r = core.json_decode(h.read_file(out) or "")
+      if r then break end
+      core.sleep(0.05)
+    end
+    assert.truthy(r, "no answer: " .. tostring(h.read_file(out)))
+    assert.equal("connected", outcome(r), core.json_encode(r))
+  end)
 end)
