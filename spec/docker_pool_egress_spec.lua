@@ -1,9 +1,11 @@
--- Issue 26, "a warm stack holds nothing worth stealing", its egress half, in real sandboxes: a
--- pooled stack waits with the pool's baseline policy, which admits nothing, and acquire(key,
--- { egress_policy = }) hands the session its own policy through the live proxy update, without
--- restarting the sandbox. The outside is a network namespace of this test on the /28
--- 203.0.113.48 with a TLS stand-in (spec/support/proxy_standin.py) serving a.test and b.test.
--- Objects: pool "sstest-pe-<random>" and the namespace, removed at the end.
+-- Issue 26, "a warm stack holds nothing worth stealing", in real sandboxes: a pooled stack waits
+-- with the pool's baseline policy, which admits nothing, and throwaway secrets behind its
+-- credential slots; acquire(key, { egress_policy =, credentials = }) hands the session its own
+-- policy and secrets through the live proxy updates, without restarting the sandbox. The outside
+-- is a network namespace of this test on the /28 203.0.113.48 with a TLS stand-in
+-- (spec/support/proxy_standin.py) serving a.test and b.test, and an origin recording the
+-- X-Token it gets (spec/support/live_token_standin.py) as c.test:9443. Objects: pools
+-- "sstest-pe-<random>[-c]" and the namespace, removed at the end.
 local sandstack = require "sandstack"
 local h = require "helpers"
 local core = sandstack.core
@@ -14,6 +16,7 @@ local ph = require "pool_helpers"
 local S = dh.stack("pe", "sp26", function() return 48 end) -- the /28 no other spec uses
 local FORWARDER_IMAGE, PROXY_IMAGE, CLIENT = S.FORWARDER_IMAGE, S.PROXY_IMAGE, S.CLIENT
 local POOL, addr = S.PROJECT, S.addr
+local SECRET = "sess-" .. core.random_hex(14) -- 33 characters, the slot's length
 
 -- curl in a pooled sandbox, through its proxy (HTTPS_PROXY): its output, and the exit code
 local function curl(project, url)
@@ -27,16 +30,18 @@ end
 
 describe("a warm pool's stacks get their session's egress at claim #docker", function()
   local skip_why = S.missing()
-  local work, pool, fill_err
+  local work, pool, fill_err, cpool
 
   lazy_setup(function()
     if skip_why then return end
     work = h.must("mktemp -d /tmp/sstest-pe.XXXXXX"):gsub("%s+$", "")
-    dh.make_certs(work, "sstest-pe-ca", "a.test", { "a.test", "b.test" })
-    S.outside_up { 2 }
+    dh.make_certs(work, "sstest-pe-ca", "a.test", { "a.test", "b.test", "c.test" })
+    S.outside_up { 2, 3 }
     S.start_standin(work)
+    h.must(("ip netns exec %s setsid python3 %s %s/srv.pem %s/srv.key %s %s </dev/null >%s/tokens.out 2>&1 &"):format(
+      S.NS, h.q(S.top .. "/spec/support/live_token_standin.py"), h.q(work), h.q(work), h.q(work), addr(3), h.q(work)))
     for _ = 1, 100 do
-      if h.read_file(work .. "/standin.ready") then break end
+      if h.read_file(work .. "/standin.ready") and h.read_file(work .. "/tokens.ready") then break end
       core.sleep(0.05)
     end
     S.build_images()
@@ -54,11 +59,28 @@ describe("a warm pool's stacks get their session's egress at claim #docker", fun
       local n; n, fill_err = pool:fill()
       if n ~= 1 then pool = nil end
     end
+    -- the pool with a credential slot: its stacks wait with a throwaway secret of the slot's length
+    cpool, fill_err = docker.pool { name = POOL .. "-c", size = 1, max = 3, stack = {
+      agent_port = 8080, pull = "never", forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
+      services = { { name = "sandbox", image = CLIENT,
+        command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
+        env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
+      api_key = S.KEY,
+      egress_policy = { allow = {} },
+      proxy_hosts = { ["a.test"] = addr(2), ["c.test"] = addr(3) },
+      credentials = { { name = "ECHO_TOKEN", host = "c.test", port = 9443, header = "X-Token", length = #SECRET } },
+      proxy_upstream_ca = ca,
+    } }
+    if cpool then
+      local n; n, fill_err = cpool:fill()
+      if n ~= 1 then cpool = nil end
+    end
   end)
 
   lazy_teardown(function()
     if skip_why then return end
     ph.clean(POOL)
+    ph.clean(POOL .. "-c")
     S.teardown(nil, work)
   end)
 
@@ -88,6 +110,56 @@ describe("a warm pool's stacks get their session's egress at claim #docker", fun
     assert.equal(assert(sandstack.policy.compile { allow = { "a.test:443" } }):render(), (assert(stack:egress())):render())
     -- nothing in the sandbox changed: the same container, never restarted
     assert.equal(before, started_at(project))
+    stack:destroy(); stack:close()
+  end)
+
+  -- the X-Token the origin got for one request from the sandbox (which sends its placeholder)
+  local function token_sent(project, tag)
+    local out, _, code = h.sh(("docker exec %s sh -c %s 2>&1"):format(h.q(project .. "-sandbox"), h.q(
+      'curl -sS --max-time 20 -H "X-Token: $ECHO_TOKEN" https://c.test:9443/' .. tag)))
+    local log = h.read_file(work .. "/tokens.log") or ""
+    return out, code, log:match("([^\n]*)\n$")
+  end
+
+  it("a credential slot holds nothing until the claim hands the session its secret", function()
+    if not S.ready(skip_why, cpool, fill_err, pending) then return end
+    local project = assert(docker.list { pool = POOL .. "-c" })[1].project
+    local before = started_at(project)
+    local env_cmd = ("docker exec %s sh -c 'env; cat /proc/1/environ'"):format(h.q(project .. "-sandbox"))
+    local placeholder = h.must(("docker exec %s sh -c 'echo \"$ECHO_TOKEN\"'"):format(h.q(project .. "-sandbox"))):gsub("%s+$", "")
+    assert.equal(#SECRET, #placeholder)
+    -- waiting: the proxy answers (its 403) and admits neither c.test, where the slot would send
+    -- a secret, nor a.test; the origin got nothing
+    local out, code = token_sent(project, "idle")
+    assert.not_equal(0, code, out)
+    assert.matches("403", out)
+    assert.is_nil(h.read_file(work .. "/tokens.log"))
+    out, code = curl(project, "https://a.test/idle")
+    assert.not_equal(0, code, out)
+    -- refused before any stack is claimed: another length, a name that is no slot, a slot's field
+    for _, bad in ipairs { { name = "ECHO_TOKEN", secret = SECRET .. "x" }, { name = "OTHER", secret = SECRET },
+      { name = "ECHO_TOKEN", secret = SECRET, host = "a.test" } } do
+      local none, err = cpool:acquire("sess-bad", { egress_policy = { allow = { "c.test:9443" } }, credentials = { bad } })
+      assert.is_nil(none)
+      assert.equal("invalid_option", err.reason)
+    end
+    assert.same({ ready = 1, starting = 0, in_use = 0, failed = 0 }, cpool:status())
+    -- the claim: the session's policy (c.test only) and its secret
+    local stack = assert(cpool:acquire("sess-c", { egress_policy = { allow = { "c.test:9443" } },
+      credentials = { { name = "ECHO_TOKEN", secret = SECRET } } }))
+    assert.equal(project, stack.project) -- the warm stack
+    assert.equal(placeholder, stack:credentials().ECHO_TOKEN) -- the handle knows what the sandbox holds
+    local seen; out, code, seen = token_sent(project, "claimed")
+    assert.equal(0, code, out)
+    assert.matches("seen", out)
+    assert.equal(SECRET, seen) -- the origin got the session's secret for the sandbox's placeholder
+    out, code = curl(project, "https://a.test/claimed")
+    assert.not_equal(0, code, out) -- not the session's host
+    -- the sandbox: never restarted, the same placeholder, and no secret anywhere in it
+    assert.equal(before, started_at(project))
+    local env = h.must(env_cmd)
+    assert.truthy(env:find(placeholder, 1, true))
+    assert.falsy(env:find(SECRET, 1, true))
     stack:destroy(); stack:close()
   end)
 

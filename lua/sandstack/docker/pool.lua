@@ -20,9 +20,10 @@ Pool.__index = Pool
 local KEYS = { name = true, size = true, max = true, stack = true, on_event = true, concurrency = true }
 local DEFAULT_CONCURRENCY, MAX_CONCURRENCY = 4, 16
 -- Overrides an acquire accepts: callbacks, which are not part of any create body, and the
--- session's egress_policy, applied live to the claimed stack's proxy (issue 26). Anything else
+-- session's egress_policy and credentials, applied live to the claimed stack's proxy (issue 26;
+-- credentials fill the pool's slots, pool_slots.lua). Anything else
 -- (env, image, limits...) would need another create body than the pooled stack was made with.
-local ACQUIRE_OVERRIDES = { on_event = true, req_adapter = true, egress_policy = true }
+local ACQUIRE_OVERRIDES = { on_event = true, req_adapter = true, egress_policy = true, credentials = true }
 local MARK_NAMES = { claim = true, ready = true }
 
 local function docker() return require "sandstack.docker" end
@@ -63,10 +64,9 @@ function M.new(opts)
     return E.fail("compose", "invalid_option", "pool: the pool names its stacks' projects; drop project_name",
       { option = "project_name" })
   end
-  if stack.credentials ~= nil then -- a claim plans the stack again, which would mint other placeholders
-    return E.fail("compose", "invalid_option", "pool: credentials are not supported in a warm pool yet (a claimed "
-      .. "stack's handle could not know the placeholders its sandbox holds)", { option = "credentials" })
-  end
+  -- credential slots: throwaway secrets at start, the session's at claim (pool_slots.lua)
+  local prepared, slot_err = require("sandstack.docker.pool_slots").prepare(stack)
+  if slot_err then return nil, slot_err end
   for _, s in ipairs(stack.services or {}) do
     if type(s) == "table" and MARK_NAMES[s.name] then
       return E.fail("compose", "invalid_option", "pool: a service may not be named '" .. s.name .. "' (the pool's marks)",
@@ -93,13 +93,13 @@ function M.new(opts)
   end
   -- what a pooled stack of this plan has: the re-check reads them from the pool's container list
   local image
-  local shape = { forwarder = plan.forwarder, agent_port = plan.agent_port, services = {} }
+  local shape = { forwarder = plan.forwarder, sandbox = plan.sandbox, agent_port = plan.agent_port, services = {} }
   for _, c in ipairs(plan.containers) do
     if c.service == plan.forwarder then image = c.image end
     shape.services[#shape.services + 1] = c.service
   end
   return setmetatable({ name = opts.name, size = size, max = max, stack = stack, on_event = opts.on_event,
-    placeholder = placeholder, mark_image = image, shape = shape, concurrency = concurrency,
+    placeholder = placeholder, mark_image = image, shape = shape, concurrency = concurrency, slots = prepared,
     grace = (stack.ready_timeout or 60) + (stack.health_timeout or 60) + 120 }, Pool)
 end
 
@@ -145,11 +145,13 @@ end
 
 -- The normal start labelled with the pool, then a mark (role "ready" or "claim") for
 -- session_key. A mark that cannot be set takes the stack down again.
-local function start_marked(self, session_key, hooks, role)
+local function start_marked(self, session_key, hooks, role, before_mark)
   local project = self:_new_project()
   local stack, err = require("sandstack.docker.start").start(session_key, self:_opts(project, hooks), self.name)
   if not stack then return nil, err end
-  local eng, ok; eng, err = self:_engine()
+  local eng, ok = nil, true
+  if before_mark then ok, err = before_mark(stack) end
+  if ok then eng, err = self:_engine() end
   if eng then ok, err = require("sandstack.docker.inventory").mark(eng, role, project, self.name, session_key, self.mark_image) end
   if not ok then
     stack:destroy()
@@ -160,8 +162,11 @@ local function start_marked(self, session_key, hooks, role)
 end
 
 -- One stack into the pool: started under the placeholder session, then marked ready.
+-- A pool with credential slots narrows each stack's proxy to its baseline before the mark: no
+-- stack that can be claimed admits a slot's host while it waits.
 function Pool:_fill_one()
-  local stack, project = start_marked(self, self.placeholder, nil, "ready")
+  local narrow = self.slots and function(s) return s:set_egress(self.slots.baseline) end
+  local stack, project = start_marked(self, self.placeholder, nil, "ready", narrow)
   if not stack then return nil, project end
   stack:close()
   emit(self, "pool_filled", { project = project })
@@ -305,7 +310,7 @@ local function check_session_key(session_key)
   return true
 end
 
-local function check_overrides(overrides, pool_stack)
+local function check_overrides(overrides, pool_stack, slots)
   if overrides ~= nil and type(overrides) ~= "table" then error("pool:acquire: overrides must be a table", 3) end
   local hooks = {}
   for k, v in pairs(overrides or {}) do
@@ -319,6 +324,11 @@ local function check_overrides(overrides, pool_stack)
     return E.fail("compose", "invalid_option", "pool: egress_policy at acquire needs the proxy sandstack adds: give "
       .. "the pool's stack an egress_policy, its baseline (e.g. { allow = {} }, which admits nothing)",
       { option = "egress_policy" })
+  end
+  if hooks.credentials ~= nil then
+    local merged, cerr = require("sandstack.docker.pool_slots").merge(slots, hooks.credentials)
+    if not merged then return nil, cerr end
+    hooks.credentials = merged
   end
   if hooks.egress_policy ~= nil then -- a policy the proxy would refuse is refused before a stack is claimed
     local policy = require "sandstack.policy"
@@ -341,14 +351,33 @@ local function settle_submitted(eng, id, deadline)
   return { ok = false, err = E.new("transport", nil, "the engine did not answer the claim's record in time") }
 end
 
--- Claims one idle stack for session_key: the rename (one round trip; the engine arbitrates),
--- then the record naming the session, submitted and left in flight while the handle is made
--- (the plan in C and the handle cost no engine call). Returns the handle; nil, nil, true when
--- another claimant won; nil, err on an engine error (a claimed stack whose record failed is
--- removed: no session could be named for it).
+-- The session's own egress policy and credentials, into the claimed stack's running proxy
+-- (issue 26): the policy first, since a credential's host must be one the policy in force
+-- admits. A cold start of a pool with credential slots starts like a pooled stack and gets the
+-- pool's baseline here when the session names no policy. true, or nil, err.
+function Pool:_hand_over(stack, hooks, cold, t)
+  local t0 = A.now()
+  local p = hooks.egress_policy
+  if p == nil and cold and self.slots then p = self.slots.baseline end
+  local ok, err = true, nil
+  if p ~= nil then ok, err = stack:set_egress(p) end
+  if ok and hooks.credentials ~= nil then ok, err = stack:set_credentials(hooks.credentials) end
+  if t then t.egress = A.now() - t0 end
+  return ok, err
+end
+
+-- Claims one idle stack for session_key: the rename (one round trip; the engine arbitrates;
+-- with credential slots, the sandbox's inspect rides in the same batch, for the placeholders it
+-- holds), then the record naming the session, submitted and left in flight while the handle is
+-- made (the plan in C and the handle cost no engine call), then the session's policy and
+-- credentials if it has any. Returns the handle; nil, nil, true when another claimant won; nil,
+-- err on an error (a claimed stack that cannot be handed over is removed).
 function Pool:_claim(eng, idle, session_key, hooks, t)
   local t0 = A.now()
-  local r = batch.run(eng, { inventory().claim_request(idle.project) }, 30)[1]
+  local reqs = { inventory().claim_request(idle.project) }
+  if self.slots then reqs[2] = { "GET", "/containers/" .. idle.project .. "-" .. self.shape.sandbox .. "/json" } end
+  local rs = batch.run(eng, reqs, 30)
+  local r = rs[1]
   t.claim, t.tries = (t.claim or 0) + (A.now() - t0), (t.tries or 0) + 1
   if not r.ok then
     if inventory().claim_lost(r) then return nil, nil, true end
@@ -358,6 +387,12 @@ function Pool:_claim(eng, idle, session_key, hooks, t)
   local q = inventory().claim_record_request(idle.project, self.name, session_key)
   local id = eng:submit(q[1], q[2], q[3], q[4])
   local plan, err = docker().plan(session_key, self:_plan_opts(idle.project), { token = "x" })
+  if plan and self.slots then
+    local ok; ok, err = true, nil
+    if rs[2].ok then ok, err = require("sandstack.docker.pool_slots").adopt_placeholders(plan, rs[2].body)
+    else ok, err = false, rs[2].err end
+    if not ok then plan = nil end
+  end
   t.plan = A.now() - t0
   local stack
   if plan then
@@ -368,11 +403,8 @@ function Pool:_claim(eng, idle, session_key, hooks, t)
   t.handle = A.now() - t0 - t.plan
   local rec = settle_submitted(eng, id, A.now() + 30)
   t.record = A.now() - t0
-  if plan and stack and rec.ok and hooks.egress_policy ~= nil then
-    -- the session's policy replaces the pool's baseline in the running proxy: no restart
-    t0 = A.now()
-    local ok; ok, err = stack:set_egress(hooks.egress_policy)
-    t.egress = A.now() - t0
+  if plan and stack and rec.ok then
+    local ok; ok, err = self:_hand_over(stack, hooks, false, t)
     if not ok then stack:close(); stack = nil end
   end
   if not (plan and stack and rec.ok) then
@@ -409,7 +441,7 @@ end
 function Pool:acquire(session_key, overrides)
   local ok, err = check_session_key(session_key)
   if not ok then return nil, err end
-  local hooks; hooks, err = check_overrides(overrides, self.stack)
+  local hooks; hooks, err = check_overrides(overrides, self.stack, self.slots)
   if not hooks then return nil, err end
   local t = { t0 = A.now() }
   self.last_acquire = t
@@ -442,7 +474,7 @@ function Pool:acquire_many(keys, overrides)
     local ok, err = check_session_key(key)
     if not ok then return nil, err end
   end
-  local hooks, err = check_overrides(overrides, self.stack)
+  local hooks, err = check_overrides(overrides, self.stack, self.slots)
   if not hooks then return nil, err end
   local t0 = A.now()
   local eng; eng, err = self:_engine()
@@ -559,7 +591,16 @@ end
 -- An empty pool: a normal start under the session's own key, labelled with the pool, claimed
 -- before anyone could see it as idle (it never gets a ready mark).
 function Pool:_cold(session_key, hooks)
-  local stack, err = start_marked(self, session_key, hooks, "claim")
+  if not self.slots then -- the session's policy, if any, is the start's own
+    local stack, err = start_marked(self, session_key, hooks, "claim")
+    if not stack then return nil, err end
+    stack.pool = self.name
+    return stack
+  end
+  -- with credential slots: started as a pooled stack is, then handed over as a claim is
+  local start_hooks = { on_event = hooks.on_event, req_adapter = hooks.req_adapter }
+  local stack, err = start_marked(self, session_key, start_hooks, "claim",
+    function(s) return self:_hand_over(s, hooks, true) end)
   if not stack then return nil, err end
   stack.pool = self.name
   return stack
