@@ -268,4 +268,33 @@ describe("sandstack-proxy's policy changed live", function()
     assert.truthy(r, "no answer: " .. tostring(h.read_file(out)))
     assert.equal("connected", outcome(r), core.json_encode(r))
   end)
+
+  -- The inspection CA is made at start, name-constrained to the hosts the start policy inspects:
+  -- a live policy may change the methods and paths of those hosts, and is refused (needs_restart)
+  -- when it would inspect another host, whose leaf no client would accept.
+  it("refuses a policy that would inspect a host the start CA cannot vouch for (needs_restart)", function()
+    local start = compiled { allow = { { host = "site.test", port = 443, methods = { "GET" }, paths = { "/a/*" } } } }
+    local csock = H.work .. "/ctl-ca/control.sock"
+    H.start_proxy("ca", 3130, H.base_env("sslv-ca", { SANDSTACK_EGRESS_POLICY = start, SANDSTACK_CONTROL_SOCKET = csock }),
+      { ca_dir = true })
+    for _ = 1, 100 do
+      if (h.read_file(H.work .. "/ca/out") or ""):find("control_listening", 1, true) then break end
+      core.sleep(0.05)
+    end
+    local saved = sock
+    sock = csock
+    local ok_p = compiled { allow = { { host = "site.test", port = 443, methods = { "GET", "POST" }, paths = { "/b/*" } } } }
+    local r, code = control("set-egress", ok_p)
+    assert.equal(0, code, core.json_encode(r))
+    local other = compiled { allow = { "site.test:443", { host = "other.test", methods = { "GET" } } } }
+    r, code = control("set-egress", other)
+    assert.equal(1, code)
+    assert.equal("needs_restart", r.error)
+    assert.matches("other.test", r.message)
+    assert.equal(ok_p, (control("egress")).rendered)
+    -- a wildcard under an inspected host is covered by its DNS subtree; a plain rule needs no CA
+    r = control("set-egress", compiled { allow = { { host = "*.site.test", methods = { "GET" } }, "elsewhere.test" } })
+    assert.is_true(r.ok, core.json_encode(r))
+    sock = saved
+  end)
 end)
