@@ -202,6 +202,15 @@ local function assert_deny(b, code, what)
   assert.equal("error", b.type)
 end
 
+-- a hint that ends with the named rule as it would read: that text is a rule the policy compiles,
+-- and it admits the request that was refused
+local function assert_hint_admits(hint, host, method, path, port)
+  local text = assert(hint:match("(%{ host = .*%})$"), hint)
+  local rule = assert(load("return " .. text, "hint", "t", {}))()
+  local p = assert(core.policy_compile { allow = { rule } })
+  assert.is_true(p:admits(host, method, path, port), text)
+end
+
 -- the audit lines once one matching pred has been written (lines are written when a connection ends)
 local function audit_until(pred)
   for _ = 1, 200 do
@@ -324,11 +333,13 @@ describe("sandstack-proxy refusals an agent can read", function()
     assert.equal(2, b.deny.rule)
     assert.equal('add "POST" to the methods of rule 2: { host = "api.test", methods = { "GET", "POST" }, '
       .. 'paths = { "/v1/*" } }', b.deny.allow_hint)
+    assert_hint_admits(b.deny.allow_hint, "api.test", "POST", "/v1/ok", 443)
     out = curl("-i https://api.test/v2/list")
     assert.equal("path; rule 2 names api.test:443 and GET but none of its paths is /v2/list", deny_header(out))
     b = body_of(out)
     assert_deny(b, "path", { host = "api.test", method = "GET", path = "/v2/list" })
     assert.matches('{ host = "api.test", methods = { "GET" }, paths = { "/v1/*", "/v2/list" } }', b.deny.allow_hint, 1, true)
+    assert_hint_admits(b.deny.allow_hint, "api.test", "GET", "/v2/list", 443)
     local r = py("urllib", "https://api.test/v1/py", "POST")
     assert.equal(403, r.status)
     assert.matches("(sandstack: method; rule 2 names api.test:443", r.error, 1, true)
@@ -347,6 +358,10 @@ describe("sandstack-proxy refusals an agent can read", function()
     assert.equal(3, b.deny.rule)
     assert.matches("the policy says: " .. REASON, b.error.message, 1, true)
     assert.matches('{ host = "ro.test", port = 80, methods = { "GET", "HEAD", "POST" } }', b.deny.allow_hint, 1, true)
+    -- a method the policy language does not name is admitted only through ANY, alone
+    b = body_of(curl("-i -X PROPFIND http://ro.test/dav"))
+    assert.equal('add "ANY" to the methods of rule 3: { host = "ro.test", port = 80, methods = { "ANY" } }', b.deny.allow_hint)
+    assert_hint_admits(b.deny.allow_hint, "ro.test", "PROPFIND", "/dav", 80)
     local r = py("urllib", "http://ro.test/py", "POST")
     assert.matches("HTTP Error 403: Forbidden (sandstack: method; " .. REASON .. ")", r.error, 1, true)
     assert.equal("method; " .. REASON, r.header)

@@ -85,7 +85,10 @@ static void widened_rule(const ss_policy_rule *named, const char *list, const ch
   }
   cJSON_DeleteItemFromObjectCaseSensitive(j, "reason"); /* the suggestion is about what it admits */
   cJSON *l = cJSON_GetObjectItemCaseSensitive(j, list);
-  if (l) cJSON_AddItemToArray(l, cJSON_CreateString(item));
+  if (l && strcmp(item, "ANY") == 0) /* ANY stands alone in a rule */
+    cJSON_ReplaceItemInObjectCaseSensitive(j, list, cJSON_CreateStringArray(&item, 1));
+  else if (l)
+    cJSON_AddItemToArray(l, cJSON_CreateString(item));
   lua_rule(j, out, cap);
   cJSON_Delete(j);
 }
@@ -95,6 +98,13 @@ static void methods_text(const ss_policy_rule *r, char *out, size_t cap) {
   out[0] = '\0';
   for (unsigned i = 0; i < SS_M_COUNT; i++)
     if (r->methods & (1u << i)) add(&t, "%s%s", t.n ? ", " : "", ss_method_name(1u << i));
+}
+
+/* The method as a rule can name it: the policy language knows the standard methods, and admits
+ * any other (PROPFIND, a custom token) only through "ANY". */
+static const char *rule_method(const char *m) {
+  unsigned bit = ss_method_bit(m, strlen(m));
+  return bit && bit != SS_M_ANY ? m : "ANY";
 }
 
 void deny_from_verdict(const proxy_conn *c, const ss_policy_verdict *v, deny_note *d) {
@@ -112,8 +122,8 @@ void deny_from_verdict(const proxy_conn *c, const ss_policy_verdict *v, deny_not
       methods_text(r, ms, sizeof ms);
       put(d->why, sizeof d->why, "rule %d names %s:%d but admits only the methods %s, not %s", v->rule, c->host,
           c->port, ms, c->method);
-      widened_rule(r, "methods", c->method, rule, sizeof rule);
-      put(d->hint, sizeof d->hint, "add \"%s\" to the methods of rule %d: %s", c->method, v->rule, rule);
+      widened_rule(r, "methods", rule_method(c->method), rule, sizeof rule);
+      put(d->hint, sizeof d->hint, "add \"%s\" to the methods of rule %d: %s", rule_method(c->method), v->rule, rule);
     }
     return;
   case SS_DENY_PATH:
@@ -141,7 +151,7 @@ void deny_from_verdict(const proxy_conn *c, const ss_policy_verdict *v, deny_not
     put(d->hint, sizeof d->hint, "add the rule { host = %s, port = %d } to the egress policy", rule, c->port);
   else
     put(d->hint, sizeof d->hint, "add the rule { host = %s, port = %d } (or, narrower, { host = %s, port = %d, "
-        "methods = { \"%s\" } }) to the egress policy", rule, c->port, rule, c->port, c->method);
+        "methods = { \"%s\" } }) to the egress policy", rule, c->port, rule, c->port, rule_method(c->method));
 }
 
 void deny_from_check(const proxy_conn *c, const char *decision, const char *reason, deny_note *d) {
