@@ -14,6 +14,7 @@ local core = sandstack.core
 local swarm = sandstack.swarm
 local h = require "helpers"
 local W = require "swarm_harness"
+local GW = require "swarm_gateway_harness"
 
 local AGENT = "sandstack-test/agent:local"
 local PORT = 9977 -- the listener every node gets on 0.0.0.0
@@ -124,6 +125,7 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
   after_each(function() io.stderr:write(("# swarm: (that test took %.1f s)\n"):format(core.engine_clock() - t_it)) end)
 
   teardown(function()
+    GW.stop()
     if mgr then mgr:close() end
     W.cleanup()
     io.stderr:write("# swarm: " .. table.concat(numbers, "\n# swarm: ") .. "\n")
@@ -303,6 +305,125 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
       :format(node, probes))
   end)
 
+  -- The gateway on every node (backend "swarm"), behind the shipped swarm front. Its sessions
+  -- join `sessions` (with the record the gateway labelled them with), so the drain, lost-node
+  -- and reap tests below hold them to the same answers as the others.
+  local gw
+  local TOKEN, TOKEN_BOB = core.random_hex(16), core.random_hex(16)
+  local GW_PREFIX = PROJECT_PREFIX .. "gw-"
+  local gws = {} -- key -> { secret =, node = index }
+  local function front(method, path, o) return GW.curl(gw.front.url .. path, method, o) end
+  local function gw_record(key)
+    local list = assert(mgr:call("GET", "/services", nil,
+      { query = { filters = { label = { "io.sandstack.gateway.session=" .. key } } } }))
+    for _, x in ipairs(list) do
+      local l = x.Spec.Labels
+      if l["io.sandstack.project"]:sub(1, #GW_PREFIX) == GW_PREFIX and l["io.sandstack.gateway.record"] then
+        return core.json_decode(l["io.sandstack.gateway.record"])
+      end
+    end
+  end
+  local function gw_create(key)
+    local st, doc, body, secs = front("POST", "/sessions/" .. key, { token = TOKEN, timeout = 300 })
+    assert.equal(201, st, body)
+    local rec = assert(gw_record(key), "the manager has no gateway labels for " .. key)
+    assert.equal(rec.node, doc.node)
+    assert.is_nil(body:find(rec.project, 1, true)) -- the client never sees the operator's record
+    gws[key] = { secret = doc.secret, node = node_index(doc.node), seconds = secs }
+    sessions[key] = { record = rec, node = node_index(rec.node), gw = true }
+    return gws[key]
+  end
+  local function talk(key, path, secret)
+    return front("GET", "/sessions/" .. key .. path, { secret = secret or gws[key].secret, timeout = 60 })
+  end
+
+  it("runs the gateway on every node: through the swarm front, create, talk, stream and delete", function()
+    gw = GW.start(W, mgr, { project_prefix = GW_PREFIX, tenants = {
+      { name = "alice", token_sha256 = core.sha256_hex(TOKEN), max_sessions = 20 },
+      { name = "bob", token_sha256 = core.sha256_hex(TOKEN_BOB), max_sessions = 1 } }, stack = {
+      docker_host = cluster.manager, agent_port = 8080, cpus = 0.1, memory = "64m", ready_timeout = 90, timeout = 90,
+      services = { { name = "sandbox", image = AGENT, command = { "agent" } } } } })
+    -- Swarm places; the test creates until every node holds one (three, unless Swarm doubles up)
+    local per, n, total = { 0, 0, 0 }, 0, 0
+    while n < 6 and (n < 3 or per[1] == 0 or per[2] == 0 or per[3] == 0) do
+      n = n + 1
+      local g = gw_create(KEYP .. "g" .. n)
+      per[g.node] = per[g.node] + 1
+      total = total + g.seconds
+    end
+    for i = 1, 3 do assert.truthy(per[i] >= 1, "no gateway session on node " .. i .. ": " .. table.concat(per, "/")) end
+    diag(("%d creates through front and gateways: mean %.1f s; per node %s"):format(n, total / n, table.concat(per, "/")))
+    -- talk: three requests per session, so the round robin brings each to every gateway
+    local t_talk, n_talk = { 0, 0 }, 0
+    for key, g in pairs(gws) do
+      for i = 1, 6 do -- the first three look the session up on the manager, the next three are cached
+        local st, _, body, secs = talk(key, "/echo/hi")
+        assert.equal(200, st, body)
+        assert.truthy(body:find("GET /echo/hi", 1, true), body)
+        assert.truthy(body:lower():find("x-sandstack-session: " .. key, 1, true), body)
+        assert.is_nil(body:find(g.secret, 1, true)) -- the secret never reaches the agent
+        assert.is_nil(body:lower():find("x-sandstack-forwarded", 1, true))
+        local r = i <= 3 and 1 or 2
+        t_talk[r] = t_talk[r] + secs
+        if r == 1 then n_talk = n_talk + 1 end
+      end
+      assert.equal(404, (talk(key, "/echo/hi", core.random_hex(32))))
+      for other, o in pairs(gws) do -- another session's secret opens nothing under this key
+        if other ~= key then assert.equal(404, (talk(key, "/echo/hi", o.secret))) end
+      end
+      assert.equal(401, (front("GET", "/sessions/" .. key .. "/echo/hi", { timeout = 30 })))
+      local st, doc = front("GET", "/sessions/" .. key, { token = TOKEN, secret = g.secret })
+      assert.equal(200, st)
+      assert.equal(cluster.nodes[g.node].name, doc.node)
+    end
+    diag(("a proxied request through front and gateways: mean %.0f ms when each gateway asks the manager, %.0f ms"
+      .. " cached (%d each)"):format(1000 * t_talk[1] / n_talk, 1000 * t_talk[2] / n_talk, n_talk))
+    -- each request reached the node that holds the session: only its own gateway went to a
+    -- loopback port; the others sent it on to that gateway
+    local forwarded = 0
+    for key, g in pairs(gws) do
+      for i = 1, 3 do
+        local log = GW.access_log(gw.nodes[i])
+        for up in log:gmatch('"GET /sessions/' .. key:gsub("%-", "%%-") .. '/echo/hi" 200 %d+ upstream=(%S+)') do
+          if i == g.node then
+            assert.truthy(up:match("^127%.0%.0%.1:%d+$"), up)
+          else
+            assert.equal(gw.nodes[g.node].addr, up)
+            forwarded = forwarded + 1
+          end
+        end
+      end
+    end
+    assert.truthy(forwarded >= 3, "requests forwarded between gateways: " .. forwarded)
+    -- server-sent events through front and two gateways, each event as it is sent
+    local key = next(gws)
+    local lines = GW.sse(gw.front.url .. "/sessions/" .. key .. "/sse?n=3", gws[key].secret, W.workdir())
+    local data = {}
+    for _, l in ipairs(lines) do if l.line:match("^data: ") then data[#data + 1] = l end end
+    assert.equal(3, #data, core.json_encode(lines))
+    assert.truthy(data[3].t - data[1].t >= 1.5, "the events came together: buffered on the way")
+    -- delete through the front, a session of a node that stays: gone everywhere
+    local del
+    for k, g in pairs(gws) do if g.node ~= 2 and (not del or k < del) then del = k end end
+    local project = sessions[del].record.project
+    local st, _, body, secs = front("DELETE", "/sessions/" .. del, { token = TOKEN, secret = gws[del].secret, timeout = 120 })
+    assert.equal(200, st, body)
+    diag(("a DELETE through the front: %.1f s"):format(secs))
+    assert.truthy(GW.access_log(gw.nodes[gws[del].node]):find('"DELETE /sessions/' .. del .. '" 200', 1, true))
+    for _ = 1, 3 do assert.equal(404, (talk(del, "/echo/hi"))) end
+    assert.same({}, on_nodes(project))
+    gws[del], sessions[del] = nil, nil
+    -- the tenant cap holds across gateways: counted on the manager, not in one gateway's dict
+    local st1, doc1, b1 = front("POST", "/sessions/" .. KEYP .. "b1", { token = TOKEN_BOB, timeout = 300 })
+    assert.equal(201, st1, b1)
+    for _ = 1, 3 do -- the round robin: each gateway in turn
+      local st2, doc2, b2 = front("POST", "/sessions/" .. KEYP .. "b2", { token = TOKEN_BOB, timeout = 300 })
+      assert.equal(429, st2, b2)
+      assert.equal("limit", doc2.error.kind)
+    end
+    assert.equal(200, (front("DELETE", "/sessions/" .. KEYP .. "b1", { token = TOKEN_BOB, secret = doc1.secret, timeout = 120 })))
+  end)
+
   it("gives a drained node no new session, and its sessions a typed answer", function()
     local drained = 3
     set_availability(drained, "drain")
@@ -366,6 +487,39 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
     set_availability(3, "active")
   end)
 
+  it("through the gateways: the lost node's sessions answer 502 node_down, the drained node's 410, new ones land on the rest", function()
+    local down, ended = 0, 0
+    for key, g in pairs(gws) do
+      local s = sessions[key]
+      if g.node == 2 then
+        for _ = 1, 2 do
+          local t0 = core.engine_clock()
+          local st, doc, body = talk(key, "/echo/hi")
+          assert.equal(502, st, body)
+          assert.equal("node_down", doc.error.kind, body)
+          assert.equal(cluster.nodes[2].name, doc.error.node)
+          diag(("a lost node's session through the front: 502 node_down in %.2f s"):format(core.engine_clock() - t0))
+        end
+        down = down + 1
+      elseif s.ended then
+        local st, doc, body = talk(key, "/echo/hi")
+        assert.equal(410, st, body)
+        assert.equal("session_ended", doc.error.kind, body)
+        ended = ended + 1
+      else
+        assert.equal(200, (talk(key, "/echo/hi")))
+      end
+    end
+    assert.truthy(down >= 1)
+    for i = 1, 2 do
+      local g = gw_create(KEYP .. "gl" .. i)
+      assert.are_not.equal(2, g.node)
+      assert.equal(200, (talk(KEYP .. "gl" .. i, "/echo/hi")))
+    end
+    diag(("through the gateways after the loss: %d sessions node_down, %d session_ended, 2 new on the nodes left"):format(
+      down, ended))
+  end)
+
   it("reaps every session from the manager, and nothing is left on any node, the lost one once it is back", function()
     for _, s in pairs(sessions) do if s.stack then s.stack:close(); s.stack = nil end end
     local t0 = core.engine_clock()
@@ -421,6 +575,16 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
     end
     assert.same({}, left)
     diag(("the returning node's leftovers (%d sessions) swept in %.1f s"):format(#removed, core.engine_clock() - t0))
+  end)
+
+  it("answers 404 through the gateways for a reaped session, and the gateways stop", function()
+    for key in pairs(gws) do
+      local st, doc, body = talk(key, "/echo/hi")
+      assert.equal(404, st, body)
+      assert.equal("not_found", doc.error.kind)
+    end
+    GW.stop()
+    assert.same({}, GW.leftovers())
   end)
 
   it("leaves nothing on the host", function()

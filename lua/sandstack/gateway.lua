@@ -49,16 +49,18 @@ local function fail(status, kind, message, extra)
   return reply(status, { error = e })
 end
 
--- run(fn, ...) -> true, value | false, err: one worker function in the thread pool.
-local function run(fn, ...)
-  local ok, res, val = ngx.run_worker_thread("sandstack", WORKER, fn, ...)
+-- run_in(module, fn, ...) -> true, value | false, err: one function of a worker module
+-- (gateway/worker.lua, gateway/swarm_worker.lua) in the thread pool.
+local function run_in(module, fn, ...)
+  local ok, res, val = ngx.run_worker_thread("sandstack", module, fn, ...)
   if not ok then
     if res == "no available Lua vm" then return false, { kind = "busy", message = res } end
     return false, { kind = "gateway", message = tostring(res) }
   end
   return res, val
 end
-G.run = run
+local function run(fn, ...) return run_in(WORKER, fn, ...) end
+G.run, G.run_in = run, run_in
 
 local function failure_status(err)
   if err.kind == "busy" then ngx.header["Retry-After"] = "1"; return 503 end

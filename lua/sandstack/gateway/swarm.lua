@@ -21,14 +21,6 @@ local M = {}
 
 local WORKER = "sandstack.gateway.swarm_worker"
 
-local function run(fn, a)
-  local ok, res, val = ngx.run_worker_thread("sandstack", WORKER, fn, a)
-  if not ok then
-    if res == "no available Lua vm" then return false, { kind = "busy", message = res } end
-    return false, { kind = "gateway", message = tostring(res) }
-  end
-  return res, val
-end
 
 local function conn(G, extra)
   local c = G.conf
@@ -85,7 +77,7 @@ function M.create(G, tenant, key)
   -- label (no "."); still one name per (tenant, key), the tag being the fixed-length tail
   local opts = G.stack_options(tenant.name, key)
   opts.project_name = opts.project_name:gsub("%.(%x+)$", "-%1")
-  local ok, res = run("start", conn(G, { sid = sid, opts = opts,
+  local ok, res = G.run_in(WORKER, "start", conn(G, { sid = sid, opts = opts,
     meta = { gateway = c.name, key = key, tenant = tenant.name, digest = digest, created = created },
     tenant_max = tenant.max_sessions, global_max = c.max_sessions }))
   G.dict:delete("creating:" .. sid)
@@ -108,7 +100,7 @@ end
 -- GET and DELETE /sessions/<key> on a swarm.
 function M.api(G, method, tenant, key)
   local secret = ngx.var.http_x_sandstack_session_secret
-  local ok, res = run("find", conn(G, { key = key, tenant = tenant.name }))
+  local ok, res = G.run_in(WORKER, "find", conn(G, { key = key, tenant = tenant.name }))
   if not ok then return failed(G, res) end
   local e = res.entry
   if not e then return G.fail(404, "not_found", "no such session", { key = key }) end
@@ -124,7 +116,7 @@ function M.api(G, method, tenant, key)
     ngx.var.sandstack_upstream = e.gateway
     return ngx.exec("@sandstack_forward")
   end
-  local done; done, res = run("destroy", conn(G, { project = e.project }))
+  local done; done, res = G.run_in(WORKER, "destroy", conn(G, { project = e.project }))
   drop(G, e.digest)
   if not done then return failed(G, res) end
   metrics.inc(G.metrics, "sandstack_gateway_destroyed_total", 'reason="deleted"')
@@ -146,7 +138,7 @@ function M.route(G, again)
   local e = not again and cached(G.dict, digest) or nil
   if e and (e.key ~= key or (e.port and G.dict:get("p:" .. e.port) ~= digest)) then e = nil end
   if not e then
-    local ok, res = run("find", conn(G, { key = key, digest = digest }))
+    local ok, res = G.run_in(WORKER, "find", conn(G, { key = key, digest = digest }))
     if not ok then return failed(G, res) end
     e = res.entry
     if not e then

@@ -115,26 +115,24 @@ function M.start(a)
   end)
 end
 
--- find(a) -> true, {entry =, unauthorized =}. a: key, tenant (the API routes: that tenant's
+-- find(a) -> true, {entry =} (none: no such session). a: key, tenant (the API routes: that tenant's
 -- session of the key) and/or digest (the proxied routes: the session this secret opens),
 -- prefix, node (this gateway's node hostname), docker_host, timeout.
 -- entry: {project, key, tenant, digest, created, node, gateway (the node's gateway, host:port),
 -- state = "running" | "node_down" | "ended", port (the forwarder's, on this node only), detail}.
--- unauthorized: the tenant has a session of the key and the digest opens another.
 function M.find(a)
   return guarded(function()
     local mgr, err = manager(a)
     if not mgr then return nil, err end
     local list; list, err = marked(mgr, MARK .. ".session=" .. a.key, a.prefix)
     if not list then mgr:close(); return nil, err end
-    local hit, tenant_has
+    local hit
     for _, s in pairs(list) do
-      if s.key == a.key and (not a.tenant or s.tenant == a.tenant) then
-        tenant_has = true
-        if not a.digest or auth.equal(s.digest, a.digest) then hit = s end
+      if s.key == a.key and (not a.tenant or s.tenant == a.tenant) and (not a.digest or auth.equal(s.digest, a.digest)) then
+        hit = s
       end
     end
-    if not hit then mgr:close(); return { unauthorized = a.tenant ~= nil and tenant_has or nil } end
+    if not hit then mgr:close(); return {} end
     local where; where, err = require("sandstack.swarm.inventory").list_with(mgr, hit.project)
     local s = where and where[1]
     if not s then mgr:close(); return where and {} or nil, err end
