@@ -151,6 +151,15 @@ describe("a live stack's egress changed with set_egress #docker", function()
     ok, err = stack:set_egress { allow = { { host = "a.test", methods = { "FETCH" } } } }
     assert.is_nil(ok)
     assert.equal("invalid_policy", err.reason)
+    -- a policy too large for an exec's environment string (128 KiB) is refused before any exec
+    local big = {}
+    for i = 1, 200 do
+      big[i] = { host = ("h%03d.%s.%s.test"):format(i, ("a"):rep(60), ("b"):rep(60)), methods = { "GET" },
+        paths = { "/" .. ("p"):rep(900) .. "/*" } }
+    end
+    ok, err = stack:set_egress { allow = big }
+    assert.is_nil(ok)
+    assert.equal("too_large", err.reason)
     local after, digest_after = egress_render(stack)
     assert.equal(before, after)
     assert.equal(digest, digest_after)

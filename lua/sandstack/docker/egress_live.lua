@@ -30,9 +30,16 @@ end
 -- The proxy's refusals, as typed errors: a policy it cannot parse is the caller's (invalid).
 local INVALID = { invalid_policy = true, needs_restart = true, invalid_credentials = true }
 
+-- Linux caps one environment string at 128 KiB (MAX_ARG_STRLEN), the exec's payload included.
+local MAX_PAYLOAD = 128 * 1024 - #"SANDSTACK_CONTROL_PAYLOAD=" - 1
+
 local function control(stack, verb, payload)
   local name, err = proxy_container(stack)
   if not name then return nil, err end
+  if payload and #payload > MAX_PAYLOAD then
+    return nil, E.new("invalid", "too_large", ("%s: the payload is %d bytes; an exec's environment string holds at most %d")
+      :format(verb, #payload, MAX_PAYLOAD), { size = #payload })
+  end
   local res
   res, err = stack.eng:exec(name, { PROXY_PATH, "--control", verb },
     { env = payload and { SANDSTACK_CONTROL_PAYLOAD = payload } or nil, timeout = EXEC_TIMEOUT })
