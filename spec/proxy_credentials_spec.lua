@@ -55,8 +55,9 @@ local GH, REG, BOT, BASIC = CREDS[1], CREDS[2], CREDS[3], CREDS[4]
 local POLICY = { "gh.test:8443", "keys.test:8443", "bot.test:8443", "basic.test:8443", "model.test:8443", "gh.test:80",
   "plain.test:80" }
 
--- The stand-in: one request per connection. /split/... answers with the raw request it got as
--- its body, written a few bytes at a time (so any secret in it spans TLS records and reads).
+-- The stand-in: requests on a connection until the client closes it or asks to. /split/...
+-- answers with the raw request it got as its body, written a few bytes at a time (so any secret
+-- in it spans TLS records and reads).
 local STANDIN = [[
 import json, socket, ssl, sys, threading, time
 cert, key, log = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -86,7 +87,15 @@ def serve(c, tls):
     try:
         if tls:
             c = ctx.wrap_socket(c, server_side=True)
+        while answer(c):
+            pass
+        c.close()
+    except Exception:
+        c.close()
+def answer(c):
         raw = read_request(c)
+        if not raw:
+            return False
         with lock:
             with open(log, "a") as f:
                 f.write(raw.hex() + "\n")
@@ -96,19 +105,20 @@ def serve(c, tls):
         for line in lines[1:]:
             k, _, v = line.partition(":")
             headers.setdefault(k.strip().lower(), []).append(v.strip())
+        keep = "close" not in [v.lower() for v in headers.get("connection", [])]
+        conn = b"keep-alive" if keep else b"close"
         if path.startswith("/split"):
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(raw))
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: %s\r\n\r\n"
+                      % (len(raw), conn))
             for i in range(0, len(raw), 5):
                 c.sendall(raw[i:i + 5])
                 time.sleep(0.002)
         else:
             body = json.dumps({"method": method, "path": path, "headers": headers,
                                "body": raw.split(b"\r\n\r\n", 1)[1].decode("latin-1"), "hex": raw.hex()}).encode()
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-                      % len(body) + body)
-        c.close()
-    except Exception:
-        c.close()
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: %s\r\n\r\n"
+                      % (len(body), conn) + body)
+        return keep
 def listen(port, tls):
     s = socket.create_server(("0.0.0.0", port))
     while True:
@@ -406,6 +416,52 @@ describe("sandstack-proxy credentials for any host", function()
           assert.is_nil(got[i]:find(REG.placeholder, 1, true))
         end
       end
+    end)
+  end)
+
+  describe("keep-alive", function()
+    it("each request on one inspected connection gets its secret placed, and a misplaced one ends it", function()
+      local script = [[
+import base64, http.client, json, ssl, sys
+ph, pp, token, bundle, good, bad = sys.argv[1:7]
+conn = http.client.HTTPSConnection(ph, int(pp), context=ssl.create_default_context(cafile=bundle), timeout=20)
+conn.set_tunnel("gh.test", 8443, headers={"Proxy-Authorization": "Basic " + base64.b64encode(("s:" + token).encode()).decode()})
+out = []
+for i, extra in enumerate(({}, {}, {"X-Other": bad})):
+    hdrs = {"Authorization": good}
+    hdrs.update(extra)
+    try:
+        conn.request("GET", "/v1/ka/%d" % i, headers=hdrs)
+        r = conn.getresponse()
+        out.append({"status": r.status, "body": r.read().decode("latin-1")})
+    except Exception as e:
+        out.append({"error": str(e)})
+print(json.dumps(out))
+]]
+      h.write_file(work .. "/ka.py", script)
+      local before = #received()
+      local out = h.must(in_p("python3 " .. h.q(work .. "/ka.py") .. " " .. PROXY_IP .. " 3128 " .. h.q(TOKEN) .. " "
+        .. h.q(proxies.main.ca .. "/bundle.pem") .. " " .. h.q("Bearer " .. GH.placeholder) .. " " .. h.q(GH.placeholder)))
+      local res = assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+      for i = 1, 2 do
+        assert.equal(200, res[i].status, out)
+        local seen = core.json_decode(res[i].body)
+        assert.equal("/v1/ka/" .. (i - 1), seen.path)
+        assert.truthy(unhex(seen.hex):find("Authorization: Bearer " .. GH.secret, 1, true))
+        assert.same({ "Bearer " .. GH.placeholder }, seen.headers.authorization)
+      end
+      assert.equal(403, res[3].status, out)
+      assert.equal("credential_misplaced", core.json_decode(res[3].body).policy.reason)
+      local got = received()
+      assert.equal(before + 2, #got) -- the third never left
+      assert.truthy(got[before + 2]:find("GET /v1/ka/1 ", 1, true))
+      local conns = {} -- one audit line per request, all on the one connection
+      for _, l in ipairs(audit("main")) do
+        if l.path and l.path:find("^/v1/ka/") then conns[#conns + 1] = l.conn end
+      end
+      assert.equal(3, #conns)
+      assert.equal(conns[1], conns[2])
+      assert.equal(conns[1], conns[3])
     end)
   end)
 
