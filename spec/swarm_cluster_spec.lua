@@ -6,7 +6,9 @@
 -- avoided), the same isolation on overlays (a sandbox reaches neither another session, on its
 -- node or another, nor any node's address; each probe after a control that does connect), the
 -- typed answers of a drained and of a lost node, and that reap leaves nothing on any node (the
--- lost one too, once it is back).
+-- lost one too, once it is back). The gateway runs on every node (backend "swarm") behind the
+-- shipped swarm front, on the same cluster: its sessions are created, talked to, streamed and
+-- deleted through the front, and go through the drain, loss and reap with the others.
 -- Needs root (nsenter) and the host engine: #docker; lua5.4 mode only (one cluster per CI run).
 if jit or os.getenv("SANDSTACK_TEST_MODE") == "asan" then return end
 local sandstack = require "sandstack"
