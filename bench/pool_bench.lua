@@ -256,6 +256,12 @@ local steps = {
     "the rest: argument checks, the shuffle, the event, the child's clock" },
 }
 for _, s in ipairs(steps) do print(("     %7.2f ms  %s"):format(ms(pct(column(rs, s[1]), 50)), s[2])) end
+table.sort(rs, function(a, b) return a.total > b.total end)
+for i = 1, math.min(3, #rs) do
+  local r = rs[i]
+  print(("   slowest #%d: %.1f ms = list %.1f + claim %.1f (%d tries) + plan, handle and record %.1f + rest %.1f"):format(i,
+    ms(r.total), ms(r.list), ms(r.claim), r.tries, ms(r.record), ms(math.max(0, r.total - r.list - r.claim - r.record))))
+end
 local retried = 0
 for _, r in ipairs(rs) do if r.tries > 1 then retried = retried + 1 end end
 print(("   %d of %d acquires lost a race for their first stack and claimed another (each loss: one more rename)"):format(
