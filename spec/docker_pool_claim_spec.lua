@@ -192,28 +192,14 @@ describe("sandstack.docker.pool serve and bursts #docker", function()
 
   it("a burst takes the idle stacks first and starts the rest cold, in parallel within the pool's concurrency", function()
     local name = new_name()
-    local active, most, overlapped = {}, 0, false
-    local function count() local n = 0; for _ in pairs(active) do n = n + 1 end; return n end
-    -- the db is healthy at its fifth check only, so every cold start waits (as in the fill test)
-    local o = stack_opts()
-    o.ready = { db = { test = { "sh", "-c", "n=$(cat /tmp/n 2>/dev/null || echo 0); echo $((n + 1)) > /tmp/n; [ $n -ge 4 ]" }, interval = 0.5 } }
-    o.services[1].depends_on = { "db" }
-    local filling = true
-    local pool = assert(docker.pool { name = name, size = 1, max = 5, stack = o, concurrency = 2,
-      on_event = function(ev)
-        if filling or not ev.project or ev.phase:match("^pool_") then return end
-        if ev.phase == "ready" or ev.phase == "rolled_back" then
-          active[ev.project] = nil
-        elseif not active[ev.project] then
-          active[ev.project] = true
-          if count() > 1 then overlapped = true end
-          most = math.max(most, count())
-        end
-      end })
+    local m = ph.overlap_meter()
+    m.paused = true -- the fill's start is not the burst's
+    local pool = assert(docker.pool { name = name, size = 1, max = 5, stack = ph.slow_ready_opts(SUBNETS), concurrency = 2,
+      on_event = m.on_event })
     finally(function() clean(name) end)
     assert.equal(1, assert(pool:fill()))
     local warm = assert(docker.list { pool = name })[1].project
-    filling = false
+    m.paused = false
     local out = assert(pool:acquire_many { "burst-a", "burst-b", "burst-c", "burst-d" })
     local seen = {}
     for i, r in ipairs(out) do
@@ -224,8 +210,8 @@ describe("sandstack.docker.pool serve and bursts #docker", function()
       assert.is_number(r.seconds)
       if i == 1 then assert.equal(warm, r.stack.project) end
     end
-    assert.is_true(overlapped, "two cold starts were under way at once")
-    assert.equal(2, most)
+    assert.is_true(m.overlapped, "two cold starts were under way at once")
+    assert.equal(2, m.most)
     for _, s in ipairs(assert(docker.list { pool = name })) do assert.equal("in_use", s.state) end
     for _, r in ipairs(out) do r.stack:close() end
   end)

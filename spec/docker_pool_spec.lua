@@ -105,38 +105,23 @@ describe("sandstack.docker.pool #docker", function()
 
   it("fills in parallel, bounded by concurrency: starts overlap, never more than the bound at once", function()
     local name = new_name()
-    local active, most, overlapped = {}, 0, false
-    local function count() local n = 0; for _ in pairs(active) do n = n + 1 end; return n end
-    -- the db is healthy at its fifth check only, so every start waits (a start that never waits
-    -- has nothing to overlap with)
-    local o = stack_opts()
-    o.ready = { db = { test = { "sh", "-c", "n=$(cat /tmp/n 2>/dev/null || echo 0); echo $((n + 1)) > /tmp/n; [ $n -ge 4 ]" }, interval = 0.5 } }
-    o.services[1].depends_on = { "db" }
-    local pool = assert(docker.pool { name = name, size = 3, max = 3, stack = o,
-      on_event = function(ev)
-        if not ev.project or ev.phase:match("^pool_") then return end
-        if ev.phase == "ready" or ev.phase == "rolled_back" then
-          active[ev.project] = nil
-        elseif not active[ev.project] then
-          active[ev.project] = true
-          if count() > 1 then overlapped = true end
-          most = math.max(most, count())
-        end
-      end })
+    local m = ph.overlap_meter()
+    local pool = assert(docker.pool { name = name, size = 3, max = 3, stack = ph.slow_ready_opts(SUBNETS),
+      on_event = m.on_event })
     finally(function() clean(name) end)
     assert.has_error(function() pool:fill { concurrency = 0 } end)
     assert.has_error(function() pool:fill { concurrency = 2.5 } end)
     assert.has_error(function() pool:fill { width = 2 } end)
     assert.equal(3, assert(pool:fill { concurrency = 2 }))
-    assert.is_true(overlapped, "two starts were under way at once")
-    assert.equal(2, most)
+    assert.is_true(m.overlapped, "two starts were under way at once")
+    assert.equal(2, m.most)
     assert.same({ ready = 3, starting = 0, in_use = 0, failed = 0 }, pool:status())
     -- control: concurrency 1 is sequential (never two at once)
     clean(name)
-    most, overlapped, active = 0, false, {}
+    m.reset()
     assert.equal(3, assert(pool:fill { concurrency = 1 }))
-    assert.is_false(overlapped)
-    assert.equal(1, most)
+    assert.is_false(m.overlapped)
+    assert.equal(1, m.most)
   end)
 
   it("never hands one stack to two sessions across processes (the claim is atomic)", function()

@@ -38,4 +38,33 @@ function P.clean(name)
   assert(P.pool_objects(name) == 0, "objects of pool " .. name .. " are left")
 end
 
+-- Stack options whose db is healthy at its fifth check only, so every start waits (a start that
+-- never waits has nothing to overlap with).
+function P.slow_ready_opts(subnets)
+  local o = P.stack_opts(subnets)
+  o.ready = { db = { test = { "sh", "-c", "n=$(cat /tmp/n 2>/dev/null || echo 0); echo $((n + 1)) > /tmp/n; [ $n -ge 4 ]" },
+    interval = 0.5 } }
+  o.services[1].depends_on = { "db" }
+  return o
+end
+
+-- Counts the starts under way at once from a pool's events: m.on_event for the pool, m.most (the
+-- most at once), m.overlapped (two at once, ever), m.reset(); m.paused = true ignores events.
+function P.overlap_meter()
+  local m = { most = 0, overlapped = false, active = {} }
+  local function count() local n = 0; for _ in pairs(m.active) do n = n + 1 end; return n end
+  function m.reset() m.most, m.overlapped, m.active = 0, false, {} end
+  function m.on_event(ev)
+    if m.paused or not ev.project or ev.phase:match("^pool_") then return end
+    if ev.phase == "ready" or ev.phase == "rolled_back" then
+      m.active[ev.project] = nil
+    elseif not m.active[ev.project] then
+      m.active[ev.project] = true
+      if count() > 1 then m.overlapped = true end
+      m.most = math.max(m.most, count())
+    end
+  end
+  return m
+end
+
 return P
