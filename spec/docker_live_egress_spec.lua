@@ -202,7 +202,7 @@ describe("a live stack's egress changed with set_egress #docker", function()
     assert.same({ 3128 }, ports, "the proxy's open TCP ports as the sandbox sees them")
     assert.matches("hello from b.test /ctl", (curl("https://b.test/ctl")))
     h.must(("docker exec -d %s python3 -c %s"):format(sandbox(), h.q(
-      "import socket,time; s=socket.socket(socket.AF_UNIX); s.bind('/tmp/own.sock'); s.listen(); time.sleep(60)")))
+      "import socket,time\nfor n in ('/tmp/own.sock', '\\0sandbox-own'):\n s=socket.socket(socket.AF_UNIX); s.bind(n); s.listen(); globals()[n]=s\ntime.sleep(60)")))
     core.sleep(1)
     -- looking for it: no socket or control path in the sandbox's filesystem but its own
     local found = probe("find")
@@ -211,13 +211,15 @@ describe("a live stack's egress changed with set_egress #docker", function()
       "the search did not even find the sandbox's own socket")
     for _, p in ipairs(found.control) do assert.not_matches("sandstack%-control", p) end
     -- connecting to every path it could be at: the proxy's, the CA volume's two mount points,
-    -- the abstract namespace; the sandbox's own socket is the control
-    local tried = probe("unix", "/tmp/own.sock", "/tmp/sandstack-control/control.sock", "/run/sandstack/ca/control.sock",
+    -- the abstract namespace, where the image puts it (@sandstack-control); the sandbox's own
+    -- sockets, a file and an abstract name, are the controls
+    local tried = probe("unix", "/tmp/own.sock", "@sandbox-own", "/tmp/sandstack-control/control.sock", "/run/sandstack/ca/control.sock",
       "/etc/sandstack/ca/control.sock", "/run/sandstack-control/control.sock", "@sandstack-control",
       "@/tmp/sandstack-control/control.sock")
     assert.equal("connected", tried["/tmp/own.sock"])
+    assert.equal("connected", tried["@sandbox-own"])
     for p, r in pairs(tried) do
-      if p ~= "/tmp/own.sock" then assert.not_equal("connected", r, p) end
+      if p ~= "/tmp/own.sock" and p ~= "@sandbox-own" then assert.not_equal("connected", r, p) end
     end
     -- speaking the control protocol to the one port it reaches: the proxy's HTTP parser refuses it
     local payload = core.json_encode { verb = "set-egress", payload = assert(policy.compile(NARROW)):render() }

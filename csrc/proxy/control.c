@@ -1,7 +1,9 @@
 /* The control socket (issue 25): how the host changes a running proxy's policy. It is a unix
- * socket in the proxy container's own filesystem, in a directory of mode 0700 that the proxy
- * makes itself, the socket 0600; it is on no TCP port and on no volume, so nothing in the
- * sandbox (another container, another network namespace, another mount namespace) can name it.
+ * socket on no TCP port and on no volume, so nothing in the sandbox (another container, another
+ * network namespace, another mount namespace) can name it. SANDSTACK_CONTROL_SOCKET names it:
+ * "@name" (the image's default, @sandstack-control) is the abstract namespace, which belongs to
+ * the proxy container's own network namespace and leaves no file in its filesystem; a path is
+ * a socket file 0600 in a directory of mode 0700 that the proxy makes itself.
  * The host reaches it by an Engine exec of `sandstack-proxy --control VERB` inside the proxy's
  * container (control_client.c). A peer must also run as the proxy's own uid (SO_PEERCRED).
  *
@@ -20,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "proxy/credentials.h"
@@ -357,12 +360,30 @@ static int prepare_dir(const char *path, char *why, size_t n) {
 
 static void control_freed(uv_handle_t *h) { free(h->data); }
 
+/* "@name": a socket in the abstract namespace (no file at all), bound here because libuv 1.44's
+ * uv_pipe_bind takes only paths; libuv then listens on the bound descriptor. */
+static int bind_abstract(uv_pipe_t *listener, const char *name) {
+  struct sockaddr_un sa;
+  socklen_t len = control_address(name, &sa);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return uv_translate_sys_error(errno);
+  if (bind(fd, (struct sockaddr *)&sa, len) != 0) {
+    int e = errno;
+    close(fd);
+    return uv_translate_sys_error(e);
+  }
+  int rc = uv_pipe_open(listener, fd);
+  if (rc != 0) close(fd);
+  return rc;
+}
+
 int control_start(proxy_server *s, const char *path, char *why, size_t n) {
   if (strlen(path) >= sizeof ((control_server *)0)->path) {
     snprintf(why, n, "SANDSTACK_CONTROL_SOCKET is longer than a unix socket path may be");
     return -1;
   }
-  if (prepare_dir(path, why, n) != 0) return -1;
+  int abstract = path[0] == '@';
+  if (!abstract && prepare_dir(path, why, n) != 0) return -1;
   control_server *cs = calloc(1, sizeof *cs);
   if (!cs) {
     snprintf(why, n, "out of memory");
@@ -373,7 +394,7 @@ int control_start(proxy_server *s, const char *path, char *why, size_t n) {
   uv_pipe_init(s->loop, &cs->listener, 0);
   cs->listener.data = cs;
   mode_t was = umask(077); /* the socket is born 0600: no moment where another user could connect */
-  int rc = uv_pipe_bind(&cs->listener, path);
+  int rc = abstract ? bind_abstract(&cs->listener, path) : uv_pipe_bind(&cs->listener, path);
   umask(was);
   if (rc == 0) rc = uv_listen((uv_stream_t *)&cs->listener, 16, on_control_connection);
   if (rc != 0) {
@@ -381,7 +402,7 @@ int control_start(proxy_server *s, const char *path, char *why, size_t n) {
     uv_close((uv_handle_t *)&cs->listener, control_freed);
     return -1;
   }
-  chmod(path, 0600);
+  if (!abstract) chmod(path, 0600);
   uv_unref((uv_handle_t *)&cs->listener);
   s->control = cs;
   return 0;
@@ -391,6 +412,6 @@ void control_stop(proxy_server *s) {
   control_server *cs = s->control;
   if (!cs) return;
   s->control = NULL;
-  unlink(cs->path);
+  if (cs->path[0] != '@') unlink(cs->path);
   uv_close((uv_handle_t *)&cs->listener, control_freed);
 }

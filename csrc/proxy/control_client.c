@@ -44,9 +44,9 @@ static int send_all(int fd, const char *p, size_t n) {
 int control_client(const char *verb) {
   const char *path = getenv("SANDSTACK_CONTROL_SOCKET"), *payload = getenv("SANDSTACK_CONTROL_PAYLOAD");
   if (!path || !*path) return cannot(verb, "SANDSTACK_CONTROL_SOCKET is not set (this proxy has no control socket)");
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  struct sockaddr_un sa;
   if (strlen(path) >= sizeof sa.sun_path) return cannot(verb, "SANDSTACK_CONTROL_SOCKET is too long");
-  memcpy(sa.sun_path, path, strlen(path) + 1);
+  socklen_t sa_len = control_address(path, &sa);
   cJSON *req = cJSON_CreateObject();
   cJSON_AddStringToObject(req, "verb", verb);
   if (payload) cJSON_AddStringToObject(req, "payload", payload);
@@ -54,7 +54,7 @@ int control_client(const char *verb) {
   cJSON_Delete(req);
   if (!text) return cannot(verb, "out of memory");
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+  if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sa_len) != 0) {
     char msg[300];
     snprintf(msg, sizeof msg, "cannot connect to %s: %s", path, strerror(errno));
     free(text);

@@ -196,7 +196,10 @@ void sha256_hex(const char *text, char out[65]); /* of a NUL-terminated text, lo
  * number closed; old_digest/new_digest get the two digests. */
 size_t live_policy_swap(proxy_server *s, ss_policy *next, char old_digest[65], char new_digest[65]);
 
-/* control.c: the control socket (a unix socket in the proxy's own filesystem) */
+/* control_address.c: SANDSTACK_CONTROL_SOCKET as an address: a path, or "@name" (abstract) */
+struct sockaddr_un;
+socklen_t control_address(const char *where, struct sockaddr_un *sa);
+/* control.c: the control socket (a unix socket of the proxy's own, see control.c) */
 int control_start(proxy_server *s, const char *path, char *why, size_t why_len);
 void control_stop(proxy_server *s);
 /* control_client.c: `sandstack-proxy --control VERB` (payload in SANDSTACK_CONTROL_PAYLOAD) */

@@ -1,6 +1,6 @@
 -- A running stack's egress, changed live (issue 25; internal to sandstack.docker, the handle's
--- set_egress, egress and set_credentials). The added proxy listens on a control socket in its
--- own container's filesystem (docs/proxy.md, "Policy changed live"), which nothing in the sandbox
+-- set_egress, egress and set_credentials). The added proxy listens on a control socket of its
+-- own container's, an abstract unix name (docs/proxy.md, "Policy changed live"), which nothing in the sandbox
 -- can reach; the host reaches it by an Engine exec of `sandstack-proxy --control VERB` in that
 -- container, the payload in the exec's environment, the answer one JSON line on stdout. Every
 -- answer is read from the proxy itself: the handle caches no policy.

@@ -118,9 +118,10 @@ local function recipes(opts)
   local proxy_files = { { proxy, PROXY_PATH } }
   local proxy_changes = { 'ENTRYPOINT ["' .. PROXY_PATH .. '"]', "USER 65534:65534", "EXPOSE 3128/tcp",
     "ENV PATH=/usr/local/bin:/usr/bin:/bin",
-    -- the control socket (docs/proxy.md, "Policy changed live"): in the container's own /tmp, on
-    -- no volume; the proxy makes its directory 0700 and an exec of `--control` finds it here too
-    "ENV SANDSTACK_CONTROL_SOCKET=/tmp/sandstack-control/control.sock" }
+    -- the control socket (docs/proxy.md, "Policy changed live"): in the abstract namespace of the
+    -- container's own network namespace (no file in its filesystem), on no port and no volume;
+    -- an exec of `--control` joins that namespace and finds it by this variable too
+    "ENV SANDSTACK_CONTROL_SOCKET=@sandstack-control" }
   if succeeds("test -f " .. CA_BUNDLE) then
     proxy_files[#proxy_files + 1] = { CA_BUNDLE, CA_BUNDLE, plain = true }
     -- OpenSSL's default roots file (/usr/lib/ssl/cert.pem) is not in this root: the proxy's
