@@ -9,7 +9,9 @@ MODE: "one"     the payload in one write (one TLS record)
                 N bytes in one record and then closes (close_notify, then the socket): one
                 JSON line per N
 """
-import base64, json, socket, ssl, sys
+import json, socket, ssl, sys
+
+import proxy_client  # its CONNECT (this script's directory is on sys.path)
 
 ph, pp, target, cafile, token, mode, payload_file = sys.argv[1:8]
 payload = open(payload_file, "rb").read()
@@ -17,16 +19,7 @@ ctx = ssl.create_default_context(cafile=cafile)
 
 
 def connect():
-    s = socket.create_connection((ph, int(pp)), timeout=10)
-    auth = base64.b64encode(("sandstack:" + token).encode()).decode()
-    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n"
-               % (target, target, auth)).encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        d = s.recv(1)
-        if not d:
-            break
-        head += d
+    s, _ = proxy_client.connect(ph, int(pp), target, token)
     return ctx.wrap_socket(s, server_hostname=target.split(":")[0])
 
 
