@@ -290,21 +290,23 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
     assert.is_nil(text:find("sbx-" .. nonce, 1, true), "the sandbox's look-up left the session:\n" .. text)
   end)
 
-  it("runs sandstack conform --backend swarm on a worker, placed there by a constraint, every probe passing", function()
-    local lines = {}
-    local out = { write = function(_, ...) for _, x in ipairs { ... } do lines[#lines + 1] = tostring(x) end end }
-    local node = cluster.nodes[3].name
-    local ok = require("sandstack.conformance").run { backend = "swarm", docker_host = cluster.manager, out = out,
-      constraints = { "node.hostname==" .. node }, project_prefix = "sandstack-" .. KEYP .. "conform-" }
-    local text = table.concat(lines)
-    assert.is_true(ok, text)
-    assert.truthy(text:find("# node " .. node .. " ", 1, true), text)
-    local probes = 0
-    for line in text:gmatch("ok %d+ %- ([^\n]*)") do if not line:find("# SKIP", 1, true) then probes = probes + 1 end end
-    assert.truthy(probes >= 10, text)
-    assert.is_nil(text:find("not ok", 1, true), text)
-    diag(("conform --backend swarm on %s: %d probes passed (the internet stand-in skipped: it needs root on the node)")
-      :format(node, probes))
+  it("runs sandstack conform --backend swarm on each node, placed there by a constraint, every probe passing", function()
+    for i, n in ipairs(cluster.nodes) do
+      local lines = {}
+      local out = { write = function(_, ...) for _, x in ipairs { ... } do lines[#lines + 1] = tostring(x) end end }
+      local node = n.name
+      local ok = require("sandstack.conformance").run { backend = "swarm", docker_host = cluster.manager, out = out,
+        constraints = { "node.hostname==" .. node }, project_prefix = "sandstack-" .. KEYP .. "conform" .. i .. "-" }
+      local text = table.concat(lines)
+      assert.is_true(ok, text)
+      assert.truthy(text:find("# node " .. node .. " ", 1, true), text)
+      local probes = 0
+      for line in text:gmatch("ok %d+ %- ([^\n]*)") do if not line:find("# SKIP", 1, true) then probes = probes + 1 end end
+      assert.truthy(probes >= 10, text)
+      assert.is_nil(text:find("not ok", 1, true), text)
+      diag(("conform --backend swarm on %s: %d probes passed (the internet stand-in skipped: it needs root on the node)")
+        :format(node, probes))
+    end
   end)
 
   -- The gateway on every node (backend "swarm"), behind the shipped swarm front. Its sessions

@@ -176,8 +176,26 @@ function W.node_projects(i)
   return out
 end
 
+-- Whether a process of the run's is still running (a zombie waiting for its reaper is not).
+local function running(pid)
+  local f = io.open("/proc/" .. pid .. "/stat")
+  if not f then return false end
+  local stat = f:read("a") or ""
+  f:close()
+  return stat:match("^%d+ %b() (%a)") ~= "Z"
+end
+
 function W.cleanup()
   for i = #run.pids, 1, -1 do os.execute("kill " .. run.pids[i] .. " 2>/dev/null") end
+  -- a process ends some time after its TERM (nsenter waits for its child): up to 10 s, then KILL
+  -- (these are the run's own processes, by pid)
+  for round = 1, 100 do
+    local alive = {}
+    for _, pid in ipairs(run.pids) do if running(pid) then alive[#alive + 1] = pid end end
+    if #alive == 0 then break end
+    if round == 50 then for _, pid in ipairs(alive) do os.execute("kill -KILL " .. pid .. " 2>/dev/null") end end
+    core.sleep(0.1)
+  end
   if run.up then h.sh(CLUSTER .. " down " .. q(W.prefix)) end
   if run.dir and run.dir:match("^/tmp/sstest%-sw%-") then h.sh("rm -rf " .. q(run.dir)) end
 end
@@ -186,7 +204,7 @@ end
 function W.leftovers()
   local left = {}
   for _, pid in ipairs(run.pids) do
-    if os.execute("kill -0 " .. pid .. " 2>/dev/null") then left[#left + 1] = "process " .. pid end
+    if running(pid) then left[#left + 1] = "process " .. pid end
   end
   for line in h.sh("docker ps -a --filter label=io.sandstack.test=nested-engine --format '{{.Names}}'"):gmatch("[^\n]+") do
     if line:find(W.prefix, 1, true) then left[#left + 1] = "container " .. line end
