@@ -4,8 +4,10 @@
 -- policy and secrets through the live proxy updates, without restarting the sandbox. The outside
 -- is a network namespace of this test on the /28 203.0.113.48 with a TLS stand-in
 -- (spec/support/proxy_standin.py) serving a.test and b.test, and an origin recording the
--- X-Token it gets (spec/support/live_token_standin.py) as c.test:9443. Objects: pools
--- "sstest-pe-<random>[-c]" and the namespace, removed at the end.
+-- X-Token it gets (spec/support/live_token_standin.py) as c.test:9443, and a model API recording
+-- the key each request brought (spec/support/model_standin.py) as model.test:8080, the
+-- credential route's upstream. Objects: pools "sstest-pe-<random>[-c|-m]" and the namespace,
+-- removed at the end.
 local sandstack = require "sandstack"
 local h = require "helpers"
 local core = sandstack.core
@@ -17,6 +19,7 @@ local S = dh.stack("pe", "sp26", function() return 48 end) -- the /28 no other s
 local FORWARDER_IMAGE, PROXY_IMAGE, CLIENT = S.FORWARDER_IMAGE, S.PROXY_IMAGE, S.CLIENT
 local POOL, addr = S.PROJECT, S.addr
 local SECRET = "sess-" .. core.random_hex(14) -- 33 characters, the slot's length
+local SESSION_KEY = "sk-session-" .. core.random_hex(16) -- the session's own model key
 
 -- curl in a pooled sandbox, through its proxy (HTTPS_PROXY): its output, and the exit code
 local function curl(project, url)
@@ -30,18 +33,21 @@ end
 
 describe("a warm pool's stacks get their session's egress at claim #docker", function()
   local skip_why = S.missing()
-  local work, pool, fill_err, cpool
+  local work, pool, fill_err, cpool, mpool, mfill_err
 
   lazy_setup(function()
     if skip_why then return end
     work = h.must("mktemp -d /tmp/sstest-pe.XXXXXX"):gsub("%s+$", "")
     dh.make_certs(work, "sstest-pe-ca", "a.test", { "a.test", "b.test", "c.test" })
-    S.outside_up { 2, 3 }
+    S.outside_up { 2, 3, 4 }
     S.start_standin(work)
     h.must(("ip netns exec %s setsid python3 %s %s/srv.pem %s/srv.key %s %s </dev/null >%s/tokens.out 2>&1 &"):format(
       S.NS, h.q(S.top .. "/spec/support/live_token_standin.py"), h.q(work), h.q(work), h.q(work), addr(3), h.q(work)))
+    h.must(("ip netns exec %s setsid python3 %s %s 8080 %s </dev/null >%s/model.log 2>&1 &"):format(
+      S.NS, h.q(S.top .. "/spec/support/model_standin.py"), addr(4), h.q(work), h.q(work)))
     for _ = 1, 100 do
-      if h.read_file(work .. "/standin.ready") and h.read_file(work .. "/tokens.ready") then break end
+      if h.read_file(work .. "/standin.ready") and h.read_file(work .. "/tokens.ready")
+        and h.read_file(work .. "/model.ready") then break end
       core.sleep(0.05)
     end
     S.build_images()
@@ -75,12 +81,31 @@ describe("a warm pool's stacks get their session's egress at claim #docker", fun
       local n; n, fill_err = cpool:fill()
       if n ~= 1 then cpool = nil end
     end
+    -- the pool whose stacks reach a model API (the credential route) and hold a credential slot:
+    -- the operator's key (S.KEY) stays with the pool, its stacks wait with a throwaway one
+    mpool, mfill_err = docker.pool { name = POOL .. "-m", size = 2, max = 3, stack = {
+      agent_port = 8080, pull = "never", forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
+      services = { { name = "sandbox", image = CLIENT,
+        command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
+        env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
+      api_key = S.KEY,
+      egress_policy = { allow = {} },
+      proxy_hosts = { ["a.test"] = addr(2), ["c.test"] = addr(3), ["model.test"] = addr(4) },
+      proxy_upstream = "http://model.test:8080",
+      credentials = { { name = "ECHO_TOKEN", host = "c.test", port = 9443, header = "X-Token", length = #SECRET } },
+      proxy_upstream_ca = ca,
+    } }
+    if mpool then
+      local n; n, mfill_err = mpool:fill()
+      if n ~= 2 then mpool = nil end
+    end
   end)
 
   lazy_teardown(function()
     if skip_why then return end
     ph.clean(POOL)
     ph.clean(POOL .. "-c")
+    ph.clean(POOL .. "-m")
     S.teardown(nil, work)
   end)
 
@@ -161,6 +186,110 @@ describe("a warm pool's stacks get their session's egress at claim #docker", fun
     assert.truthy(env:find(placeholder, 1, true))
     assert.falsy(env:find(SECRET, 1, true))
     stack:destroy(); stack:close()
+  end)
+
+  -- the model API's record of one request on the credential route from the sandbox (which sends
+  -- its session token, $ANTHROPIC_API_KEY, to $ANTHROPIC_BASE_URL, the proxy): the curl output,
+  -- its exit code, and the x-api-key the stand-in got (nil when it got no request for tag)
+  local function model_call(project, tag)
+    local out, _, code = h.sh(("docker exec %s sh -c %s 2>&1"):format(h.q(project .. "-sandbox"), h.q(
+      'curl -sS -f --max-time 20 -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/messages/' .. tag .. '"')))
+    local key
+    for line in (h.read_file(work .. "/requests.jsonl") or ""):gmatch("[^\n]+") do
+      local r = core.json_decode(line)
+      if r.path == "/v1/messages/" .. tag then key = r.headers["x-api-key"][1] end
+    end
+    return out, code, key
+  end
+
+  -- everything the engine shows of a project (each container's inspect: env, labels), and its logs
+  local function engine_view(project)
+    local ids = h.must(("docker ps -aq --filter label=io.sandstack.project=%s"):format(h.q(project)))
+    local all = {}
+    for id in ids:gmatch("%S+") do
+      all[#all + 1] = h.must("docker inspect " .. id)
+      all[#all + 1] = h.sh("docker logs " .. id .. " 2>&1")
+    end
+    assert.is_true(#all >= 4, "no containers of " .. project)
+    return table.concat(all, "\n")
+  end
+
+  it("the model key: a throwaway while the stack waits, the session's own after the claim, never in the sandbox", function()
+    if not S.ready(skip_why, mpool, mfill_err, pending) then return end
+    local projects = {}
+    for _, s in ipairs(assert(docker.list { pool = POOL .. "-m" })) do projects[#projects + 1] = s.project end
+    assert.equal(2, #projects)
+    local tokens_before = h.read_file(work .. "/tokens.log") -- the slot test's requests, if it ran
+    -- waiting: the model route and c.test are refused by the proxy; the stand-ins got nothing
+    for _, project in ipairs(projects) do
+      local out, code, key = model_call(project, "idle-" .. project)
+      assert.not_equal(0, code, out)
+      assert.matches("403", out)
+      assert.is_nil(key)
+      out, code = token_sent(project, "idle")
+      assert.not_equal(0, code, out)
+      assert.matches("403", out)
+      -- the operator's key is nowhere in a waiting stack: its proxy holds a throwaway one
+      assert.falsy(engine_view(project):find(S.KEY, 1, true), "the operator's key in a waiting stack")
+    end
+    assert.is_nil(h.read_file(work .. "/requests.jsonl"))
+    assert.equal(tokens_before, h.read_file(work .. "/tokens.log"))
+    -- refused before any stack is claimed: a key the proxy would not take
+    for _, bad in ipairs { "sk-short", "sk-with space-" .. core.random_hex(8), 42 } do
+      local none, err = mpool:acquire("sess-bad", { api_key = bad })
+      assert.is_nil(none)
+      assert.equal("invalid_option", err.reason)
+      assert.equal("api_key", err.option)
+    end
+    assert.same({ ready = 2, starting = 0, in_use = 0, failed = 0 }, mpool:status())
+    -- the claim: the session's policy (the model API and c.test), its secret and its model key
+    local stack = assert(mpool:acquire("sess-m", { api_key = SESSION_KEY,
+      egress_policy = { allow = { "model.test:8080", "c.test:9443" } },
+      credentials = { { name = "ECHO_TOKEN", secret = SECRET } } }))
+    local project = stack.project
+    assert.truthy(project == projects[1] or project == projects[2], "a cold start, not a warm stack")
+    local before = started_at(project)
+    local token = h.must(("docker exec %s sh -c 'printf %%s \"$ANTHROPIC_API_KEY\"'"):format(h.q(project .. "-sandbox")))
+    local out, code, key = model_call(project, "claimed")
+    assert.equal(0, code, out)
+    assert.matches('"ok": true', out)
+    assert.equal(SESSION_KEY, key) -- the stand-in got exactly the session's key
+    local seen; out, code, seen = token_sent(project, "claimed")
+    assert.equal(0, code, out)
+    assert.equal(SECRET, seen)
+    out, code = curl(project, "https://a.test/claimed")
+    assert.not_equal(0, code, out) -- not the session's host
+    -- the sandbox never restarted, holds the same token, and neither the key nor the secret is in
+    -- its environment, its first process's, the record, the engine's view or any log
+    assert.equal(before, started_at(project))
+    local env = h.must(("docker exec %s sh -c 'env; cat /proc/1/environ'"):format(h.q(project .. "-sandbox")))
+    assert.truthy(env:find("ANTHROPIC_API_KEY=" .. token, 1, true))
+    local record = core.json_encode(stack:record())
+    local view = engine_view(project)
+    for _, secret in ipairs { SESSION_KEY, SECRET, S.KEY } do
+      for what, text in pairs { env = env, record = record, engine = view } do
+        assert.falsy(text:find(secret, 1, true), what .. " holds a secret")
+      end
+    end
+    -- the token went nowhere but the proxy
+    assert.falsy((h.read_file(work .. "/requests.jsonl") or ""):find(token, 1, true))
+    stack:destroy(); stack:close()
+    -- a session that brings no key of its own gets the pool's (the operator's), live too
+    local other = assert(mpool:acquire("sess-m2", { egress_policy = { allow = { "model.test:8080" } } }))
+    assert.truthy(other.project ~= project and (other.project == projects[1] or other.project == projects[2]))
+    out, code, key = model_call(other.project, "pool-key")
+    assert.equal(0, code, out)
+    assert.equal(S.KEY, key)
+    assert.falsy(engine_view(other.project):find(S.KEY, 1, true), "the operator's key in the engine's view")
+    other:destroy(); other:close()
+  end)
+
+  it("refuses api_key at acquire for a pool whose stacks have no added proxy", function()
+    local p = assert(docker.pool { name = POOL .. "-y", size = 0, stack = ph.stack_opts("10.213.0.0/16") })
+    local s, err = p:acquire("sess-y", { api_key = "sk-session-" .. core.random_hex(16) })
+    assert.is_nil(s)
+    assert.equal("invalid_option", err.reason)
+    assert.equal("api_key", err.option)
   end)
 
   it("refuses egress_policy at acquire for a pool whose stacks have no added proxy", function()

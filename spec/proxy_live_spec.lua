@@ -297,4 +297,85 @@ describe("sandstack-proxy's policy changed live", function()
     assert.is_true(r.ok, core.json_encode(r))
     sock = saved
   end)
+
+  -- The model key of the credential route, replaced live (issue 26: a warm pool's stack waits
+  -- with a throwaway key and gets its session's at claim). The set-credentials table may carry
+  -- { name = "ANTHROPIC_API_KEY", secret = KEY } and nothing else in that entry; the
+  -- placeholder stays the session token the sandbox holds. The model stand-in
+  -- (spec/support/model_standin.py) records the key each request brought.
+  it("replaces the credential route's model key live; a bad one is refused and the key in force stays", function()
+    local mdir = H.work .. "/model-standin"
+    h.must("mkdir -p " .. h.q(mdir))
+    h.must(H.in_o("setsid python3 " .. h.q(top .. "/spec/support/model_standin.py") .. " 198.51.100.30 9100 "
+      .. h.q(mdir)) .. " </dev/null >" .. h.q(mdir .. "/log") .. " 2>&1 &")
+    h.must("for i in $(seq 100); do [ -f " .. h.q(mdir .. "/model.ready") .. " ] && break; sleep 0.05; done")
+    local msock = H.work .. "/ctl-model/control.sock"
+    H.start_proxy("model", 3131, H.base_env("sslv-model", { SANDSTACK_UPSTREAM = "http://198.51.100.30:9100",
+      SANDSTACK_EGRESS_POLICY = compiled { allow = { "198.51.100.30:9100" } }, SANDSTACK_CONTROL_SOCKET = msock }))
+    for _ = 1, 100 do
+      if (h.read_file(H.work .. "/model/out") or ""):find("control_listening", 1, true) then break end
+      core.sleep(0.05)
+    end
+    local saved = sock
+    sock = msock
+    -- the x-api-key the stand-in got for one request on the credential route, carrying the token
+    local n = 0
+    local function key_sent()
+      n = n + 1
+      local out = h.must(in_p("curl -sS --max-time 10 -H 'x-api-key: " .. TOKEN .. "' http://" .. PROXY_IP
+        .. ":3131/v1/messages/" .. n))
+      assert.matches('"ok": true', out)
+      local last
+      for line in (h.read_file(mdir .. "/requests.jsonl") or ""):gmatch("[^\n]+") do last = core.json_decode(line) end
+      assert.equal("/v1/messages/" .. n, last.path)
+      return last.headers["x-api-key"][1]
+    end
+    assert.equal(H.KEY, key_sent()) -- the control: the start key
+    local session_key = "sk-session-" .. core.random_hex(16)
+    local r, code = control("set-credentials", core.json_encode { { name = "ANTHROPIC_API_KEY", secret = session_key } })
+    assert.equal(0, code, core.json_encode(r))
+    assert.equal(session_key, key_sent())
+    -- refused, and the key in force stays: another field in the entry, too short, a space, twice
+    for _, bad in ipairs {
+      { { name = "ANTHROPIC_API_KEY", secret = "sk-other-" .. core.random_hex(16), host = "198.51.100.30" } },
+      { { name = "ANTHROPIC_API_KEY", secret = "sk-short" } },
+      { { name = "ANTHROPIC_API_KEY", secret = "sk-with space-" .. core.random_hex(8) } },
+      { { name = "ANTHROPIC_API_KEY", secret = "sk-one-" .. core.random_hex(16) },
+        { name = "ANTHROPIC_API_KEY", secret = "sk-two-" .. core.random_hex(16) } },
+    } do
+      r, code = control("set-credentials", core.json_encode(bad))
+      assert.equal(1, code, core.json_encode(r))
+      assert.equal("invalid_credentials", r.error)
+      assert.falsy(core.json_encode(r):find(bad[1].secret, 1, true), "a refusal echoed the key")
+    end
+    assert.equal(session_key, key_sent())
+    -- a table without the entry keeps the key in force (not the start key)
+    r, code = control("set-credentials", "[]")
+    assert.equal(0, code, core.json_encode(r))
+    assert.equal(session_key, key_sent())
+    -- set-model-key: the key alone (the other credentials stay), under the same rule
+    for _, bad in ipairs { "sk-short", "sk-with space-" .. core.random_hex(8) } do
+      r, code = control("set-model-key", bad)
+      assert.equal(1, code, core.json_encode(r))
+      assert.equal("invalid_credentials", r.error)
+    end
+    assert.equal(session_key, key_sent())
+    local next_key = "sk-next-" .. core.random_hex(20)
+    r, code = control("set-model-key", next_key)
+    assert.equal(0, code, core.json_encode(r))
+    assert.equal(next_key, key_sent())
+    -- the token never reached the stand-in; the key is in no output of the proxy; the changes are
+    -- audited as credentials_changed saying whether the model key changed, never what it is
+    local reqs = h.read_file(mdir .. "/requests.jsonl") or ""
+    assert.falsy(reqs:find(TOKEN, 1, true))
+    local logs = (h.read_file(H.work .. "/model/out") or "") .. (h.read_file(H.work .. "/model/err") or "")
+    assert.falsy(logs:find(session_key, 1, true), "the session's key in the proxy's output")
+    assert.falsy(logs:find(next_key, 1, true), "the key in the proxy's output")
+    local changes = {}
+    for _, l in ipairs(audit("model")) do
+      if l.event == "credentials_changed" then changes[#changes + 1] = l.model_key end
+    end
+    assert.same({ true, false, true }, changes)
+    sock = saved
+  end)
 end)

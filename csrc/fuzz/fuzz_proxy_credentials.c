@@ -2,7 +2,8 @@
  * picks what is fuzzed:
  *  - even: the rest is SANDSTACK_CREDENTIALS. A table is accepted only with every entry whole
  *    (placeholder letters and digits, as long as its secret, one placement, a template with one
- *    %s); a refusal says why.
+ *    %s); a refusal says why. The same bytes as a live table (creds_parse_live): a model key
+ *    taken out is whole, and no entry of the table keeps its name.
  *  - odd: a fixed table (header, query, basic and path credentials for one host, a header one for
  *    another, the credential route's own entry) and the rest is a request head then stream bytes.
  *    The head rewrite: with no placeholder in the head it changes nothing; a refusal leaves the
@@ -109,6 +110,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size) {
     if (!t && !*why) abort();
     if (t) check_table(t);
     creds_free(t);
+    /* the live table: a model key taken out is whole, and nothing else is named for it */
+    char *key = NULL;
+    why[0] = '\0';
+    t = creds_parse_live(data, n, &key, why, sizeof why);
+    if (!t && (!*why || key)) abort();
+    if (key && (strlen(key) < CREDS_SECRET_MIN || strlen(key) > CREDS_SECRET_MAX)) abort();
+    for (size_t i = 0; t && i < t->n; i++)
+      if (strcmp(t->e[i].name, "ANTHROPIC_API_KEY") == 0) abort();
+    if (t) check_table(t);
+    creds_free(t);
+    free(key);
     return 0;
   }
   proxy_creds *t = creds_parse(TABLE, sizeof TABLE - 1, why, sizeof why);

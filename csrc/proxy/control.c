@@ -10,8 +10,10 @@
  * One request per connection: {"verb": "...", "payload": "..."} up to EOF, then one JSON line
  * back and the close. Verbs: "egress" (the policy in force and its digest), "set-egress" (the
  * payload is a rendered policy: parsed, checked, swapped in; live_policy.c closes the tunnels
- * it no longer admits), "set-credentials" (the payload is SANDSTACK_CREDENTIALS: parsed, checked,
- * swapped in). Every change is an audit line with the old and new digest; a refused
+ * it no longer admits), "set-credentials" (the payload is SANDSTACK_CREDENTIALS, where an entry named
+ * ANTHROPIC_API_KEY with only a secret replaces the credential route's model key: parsed,
+ * checked, swapped in), "set-model-key" (the payload is the model key alone; the other
+ * credentials stay). Every change is an audit line with the old and new digest; a refused
  * change changes nothing. The listening handle is unreferenced: it never keeps the loop (and so
  * a drained proxy) alive. */
 #include <cjson/cJSON.h>
@@ -92,15 +94,17 @@ static cJSON *refusal(const char *error, const char *message) {
 }
 
 /* The audit line of a change (the stable schema, route "control"): what changed and the two
- * digests, never the content. */
+ * digests, never the content; for credentials, whether the model key was replaced (model_key
+ * 0 or 1; -1 leaves the field out). */
 static void audit_change(const proxy_server *s, const char *what, const char *old_digest, const char *new_digest,
-                         size_t closed) {
+                         size_t closed, int model_key) {
   cJSON *o = audit_line_start(s, "control", "allow");
   if (!o) return;
   cJSON_AddStringToObject(o, "event", what);
   cJSON_AddStringToObject(o, "old_digest", old_digest);
   cJSON_AddStringToObject(o, "new_digest", new_digest);
   cJSON_AddNumberToObject(o, "closed", (double)closed);
+  if (model_key >= 0) cJSON_AddBoolToObject(o, "model_key", model_key);
   audit_line_emit(o);
 }
 
@@ -173,7 +177,7 @@ static cJSON *verb_set_egress(proxy_server *s, const cJSON *payload) {
   char old_digest[65] = "", new_digest[65] = "";
   size_t closed = live_policy_swap(s, next, old_digest, new_digest);
   if (closed == (size_t)-1) return refusal("internal", "out of memory; the old policy stays in force");
-  audit_change(s, "policy_changed", old_digest, new_digest, closed);
+  audit_change(s, "policy_changed", old_digest, new_digest, closed, -1);
   cJSON *o = cJSON_CreateObject();
   cJSON_AddBoolToObject(o, "ok", 1);
   cJSON_AddStringToObject(o, "old_digest", old_digest);
@@ -227,16 +231,24 @@ static int creds_servable(const proxy_server *s, const proxy_creds *t, char *why
   return 1;
 }
 
-/* The payload is SANDSTACK_CREDENTIALS (the whole table, secrets included); the credential
- * route's own entry is added again as at start. cred_flow.c looks srv->creds up on every call,
- * so freeing the old table here leaves nothing pointing into it. */
+/* The payload is SANDSTACK_CREDENTIALS (the whole table, secrets included), in which an entry
+ * {"name":"ANTHROPIC_API_KEY","secret":...} replaces the credential route's model key
+ * (creds_parse_live); the route's own entry is added again with that key, or with the key in
+ * force when the table names none: a table of other credentials never brings back the start's
+ * key. Its placeholder stays the session token. cred_flow.c and credential.c look srv->creds up
+ * on every call, so freeing the old table here leaves nothing pointing into it. */
 static cJSON *verb_set_credentials(proxy_server *s, const cJSON *payload) {
   if (!cJSON_IsString(payload)) return refusal("invalid_credentials", "set-credentials needs the credentials as its payload");
-  char why[700];
-  proxy_creds *next = creds_parse(payload->valuestring, strlen(payload->valuestring), why, sizeof why);
+  char why[700], *model_key = NULL;
+  proxy_creds *next = creds_parse_live(payload->valuestring, strlen(payload->valuestring), &model_key, why, sizeof why);
   if (!next) return refusal("invalid_credentials", why);
   const proxy_config *cfg = s->cfg;
-  if (creds_add_legacy(next, cfg->upstream_host, cfg->upstream_port, cfg->key, cfg->token) != 0) {
+  const char *key = model_key ? model_key : creds_model_key(s->creds);
+  int added = creds_add_legacy(next, cfg->upstream_host, cfg->upstream_port, key ? key : cfg->key, cfg->token);
+  int replaced = model_key != NULL;
+  if (model_key) memset(model_key, 0, strlen(model_key));
+  free(model_key);
+  if (added != 0) {
     creds_free(next);
     return refusal("internal", "out of memory; the credentials in force stay");
   }
@@ -249,11 +261,26 @@ static cJSON *verb_set_credentials(proxy_server *s, const cJSON *payload) {
   creds_digest(next, new_digest);
   creds_free(s->creds);
   s->creds = next;
-  audit_change(s, "credentials_changed", old_digest, new_digest, 0);
+  audit_change(s, "credentials_changed", old_digest, new_digest, 0, replaced);
   cJSON *o = cJSON_CreateObject();
   cJSON_AddBoolToObject(o, "ok", 1);
   cJSON_AddStringToObject(o, "old_digest", old_digest);
   cJSON_AddStringToObject(o, "digest", new_digest);
+  return o;
+}
+
+/* The payload is the model key alone: it replaces the credential route's key in the table in
+ * force, whose other credentials stay (set-credentials replaces the whole table). */
+static cJSON *verb_set_model_key(proxy_server *s, const cJSON *payload) {
+  if (!cJSON_IsString(payload)) return refusal("invalid_credentials", "set-model-key needs the key as its payload");
+  char why[300], digest[65];
+  if (creds_set_model_key(s->creds, payload->valuestring, why, sizeof why) != 0)
+    return refusal("invalid_credentials", why);
+  creds_digest(s->creds, digest);
+  audit_change(s, "credentials_changed", digest, digest, 0, 1);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddBoolToObject(o, "ok", 1);
+  cJSON_AddStringToObject(o, "digest", digest);
   return o;
 }
 
@@ -266,7 +293,8 @@ static void handle_request(control_peer *p) {
   else if (strcmp(verb->valuestring, "egress") == 0) out = verb_egress(p->srv);
   else if (strcmp(verb->valuestring, "set-egress") == 0) out = verb_set_egress(p->srv, payload);
   else if (strcmp(verb->valuestring, "set-credentials") == 0) out = verb_set_credentials(p->srv, payload);
-  else out = refusal("bad_request", "unknown verb (egress, set-egress, set-credentials)");
+  else if (strcmp(verb->valuestring, "set-model-key") == 0) out = verb_set_model_key(p->srv, payload);
+  else out = refusal("bad_request", "unknown verb (egress, set-egress, set-credentials, set-model-key)");
   cJSON_Delete(req);
   answer(p, out);
 }

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "proxy/auth.h"
+#include "proxy/credentials.h"
 #include "proxy/proxy.h"
 #include "proxy/tls.h"
 
@@ -355,9 +356,12 @@ static int build_headers(cred_req *r, carrier how) {
       r->headers = l;
     }
   }
-  size_t kl = strlen(cfg->key);
-  if (how == CARRIER_BEARER) return add_header(r, "%.*s%.*s", "Authorization: Bearer ", 22, cfg->key, kl);
-  return add_header(r, "%.*s%.*s", "x-api-key: ", 11, cfg->key, kl);
+  /* the key in force: the start's, or the one a live set-credentials put in (control.c) */
+  const char *key = creds_model_key(c->srv->creds);
+  if (!key) return -1;
+  size_t kl = strlen(key);
+  if (how == CARRIER_BEARER) return add_header(r, "%.*s%.*s", "Authorization: Bearer ", 22, key, kl);
+  return add_header(r, "%.*s%.*s", "x-api-key: ", 11, key, kl);
 }
 
 static int setup_easy(cred_req *r, carrier how, unsigned long long body) {

@@ -216,6 +216,97 @@ int creds_add_legacy(proxy_creds *t, const char *host, int port, const char *sec
   return 0;
 }
 
+const char *creds_model_key(const proxy_creds *t) {
+  for (size_t i = 0; t && i < t->n; i++)
+    if (t->e[i].legacy) return t->e[i].secret;
+  return NULL;
+}
+
+static void scrub_free(char *s) {
+  if (s) memset(s, 0, strlen(s));
+  free(s);
+}
+
+static int model_key_ok(const char *key, char *why, size_t n) {
+  size_t kl = strlen(key);
+  if (kl < CREDS_SECRET_MIN || kl > CREDS_SECRET_MAX || !all_in(key, visible))
+    return fail(why, n, "ANTHROPIC_API_KEY: the model key must be %d to %d characters of visible ASCII", CREDS_SECRET_MIN,
+                CREDS_SECRET_MAX);
+  return 0;
+}
+
+int creds_set_model_key(proxy_creds *t, const char *key, char *why, size_t why_len) {
+  if (model_key_ok(key, why, why_len) != 0) return -1;
+  cred_entry *e = NULL;
+  for (size_t i = 0; t && i < t->n && !e; i++)
+    if (t->e[i].legacy) e = &t->e[i];
+  if (!e) return fail(why, why_len, "this proxy has no credential route");
+  size_t kl = strlen(key);
+  char *secret = strdup(key), *mask = malloc(kl + 1);
+  if (!secret || !mask) {
+    scrub_free(secret);
+    free(mask);
+    return fail(why, why_len, "out of memory");
+  }
+  if (kl == e->placeholder_len) memcpy(mask, e->placeholder, kl);
+  else memset(mask, '*', kl);
+  mask[kl] = '\0';
+  memset(e->secret, 0, e->secret_len);
+  free(e->secret);
+  free(e->mask);
+  e->secret = secret;
+  e->mask = mask;
+  e->secret_len = kl;
+  return 0;
+}
+
+/* Takes the model key's entry out of the array: 0 (with *key set, or NULL when there is none),
+ * or -1 with why. */
+static int take_model_key(cJSON *root, char **key, char *why, size_t n) {
+  cJSON *found = NULL;
+  for (cJSON *o = root->child; o; o = o->next) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+    if (!cJSON_IsString(name) || strcmp(name->valuestring, "ANTHROPIC_API_KEY") != 0) continue;
+    if (found) return fail(why, n, "ANTHROPIC_API_KEY (the model key) is given twice");
+    found = o;
+  }
+  if (!found) return 0;
+  const cJSON *secret = cJSON_GetObjectItemCaseSensitive(found, "secret");
+  if (cJSON_GetArraySize(found) != 2 || !cJSON_IsString(secret))
+    return fail(why, n, "ANTHROPIC_API_KEY is the credential route's model key: its entry holds name and secret only "
+                        "(its host is the upstream's, its placeholder the session token)");
+  if (model_key_ok(secret->valuestring, why, n) != 0) return -1;
+  if (!(*key = strdup(secret->valuestring))) return fail(why, n, "out of memory");
+  memset(secret->valuestring, 0, strlen(*key));
+  cJSON_Delete(cJSON_DetachItemViaPointer(root, found));
+  return 0;
+}
+
+proxy_creds *creds_parse_live(const char *json, size_t len, char **model_key, char *why, size_t why_len) {
+  *model_key = NULL;
+  cJSON *root = len ? cJSON_ParseWithLength(json, len) : NULL;
+  if (!cJSON_IsArray(root)) { /* not a table: creds_parse says why (or takes an empty one) */
+    cJSON_Delete(root);
+    return creds_parse(json, len, why, why_len);
+  }
+  proxy_creds *t = NULL;
+  char *rest = NULL;
+  if (take_model_key(root, model_key, why, why_len) != 0) {
+    /* refused: why says so */
+  } else if (!(rest = cJSON_PrintUnformatted(root))) {
+    fail(why, why_len, "out of memory");
+  } else {
+    t = creds_parse(rest, strlen(rest), why, why_len);
+  }
+  scrub_free(rest);
+  cJSON_Delete(root);
+  if (!t) {
+    scrub_free(*model_key);
+    *model_key = NULL;
+  }
+  return t;
+}
+
 static int for_host(const cred_entry *e, const char *host, int port) {
   return e->port == port && strcmp(e->host, host) == 0;
 }

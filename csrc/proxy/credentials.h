@@ -50,6 +50,20 @@ proxy_creds *creds_parse(const char *json, size_t len, char *why, size_t why_len
  * when the lengths agree, else '*' repeated. 0, or -1 when out of memory. */
 int creds_add_legacy(proxy_creds *t, const char *host, int port, const char *secret, const char *placeholder);
 void creds_free(proxy_creds *t);
+/* The table a live set-credentials sends (docs/proxy.md "Policy changed live"): the
+ * SANDSTACK_CREDENTIALS array, in which one entry may be {"name":"ANTHROPIC_API_KEY","secret":KEY}
+ * and nothing more: the credential route's model key, replaced live (issue 26). Any other entry of
+ * that name, a second one, or a key that is not CREDS_SECRET_MIN..MAX characters of visible
+ * ASCII is refused. The rest is creds_parse's. On success *model_key is a copy of the key, or NULL
+ * when the table names none; the caller zeroes and frees it. NULL with a reason in why (never
+ * the key) on any refusal. */
+proxy_creds *creds_parse_live(const char *json, size_t len, char **model_key, char *why, size_t why_len);
+/* The credential route's model key in force (its own entry's secret), or NULL with none. */
+const char *creds_model_key(const proxy_creds *t);
+/* Replaces the model key in t's own entry, in place (the live set-model-key; every reader looks
+ * the table up afresh on each call). 0; or -1 with why when key is not CREDS_SECRET_MIN..MAX
+ * characters of visible ASCII, t has no such entry, or memory runs out: t is then unchanged. */
+int creds_set_model_key(proxy_creds *t, const char *key, char *why, size_t why_len);
 
 /* 1 when a (non-legacy) credential names host:port: such a host is always inspected. */
 int creds_has_host(const proxy_creds *t, const char *host, int port);

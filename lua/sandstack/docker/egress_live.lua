@@ -101,21 +101,76 @@ local function refuse(i, field, message)
   return E.fail("compose", "invalid_option", "set_credentials: " .. option .. " " .. message, { option = option })
 end
 
+-- The credential route's model key (issue 26): { name = "ANTHROPIC_API_KEY", secret = KEY } in the
+-- list, nothing else in that entry. Its placeholder is the session token the sandbox holds, so
+-- the key may have any length the proxy takes (16 to 4096 characters of visible ASCII). Returns
+-- the entry as the proxy takes it, nil when i is not the model key's, or nil, err.
+local MODEL_KEY = "ANTHROPIC_API_KEY"
+local function model_key_entry(i, c)
+  if type(c) ~= "table" or c.name ~= MODEL_KEY then return nil end
+  for k in pairs(c) do
+    if k ~= "name" and k ~= "secret" then
+      return nil, select(2, refuse(i, tostring(k), "is not for the model key: its host is the upstream's and its "
+        .. "placeholder the session token; give name and secret only"))
+    end
+  end
+  local key = c.secret
+  if type(key) ~= "string" or #key < 16 or #key > 4096 or key:find("[^\33-\126]") then
+    return nil, select(2, refuse(i, "secret", "must be 16 to 4096 characters of visible ASCII"))
+  end
+  return { name = MODEL_KEY, secret = key }
+end
+
+-- The model key alone, replaced live: the credentials in force stay. true, or nil, err (the key
+-- in force stays).
+function M.set_model_key(stack, key)
+  local entry, err = model_key_entry(1, { name = MODEL_KEY, secret = key })
+  if not entry then
+    err.message = err.message:gsub("credentials%[1%]%.secret", "api_key")
+    err.option = "api_key"
+    return nil, err
+  end
+  local answer; answer, err = control(stack, "set-model-key", key)
+  if not answer then return nil, err end
+  return true
+end
+
 -- The whole table of credentials, secrets included, as the stack option takes it. Each name must
 -- be one the stack started with (the sandbox holds its placeholder and no other), and a new
--- secret must have its placeholder's length (a response's framing depends on it). true, or nil,
--- err; on any refusal the proxy keeps the credentials in force.
+-- secret must have its placeholder's length (a response's framing depends on it). An entry
+-- { name = "ANTHROPIC_API_KEY", secret = } replaces the model key; without one the key in force
+-- stays. true, or nil, err; on any refusal the proxy keeps the credentials in force.
 local ENTRY_FIELDS = { "name", "host", "port", "header", "format", "query", "basic", "path" }
 function M.set_credentials(stack, list)
   if type(list) ~= "table" then error("set_credentials: expected a list of credentials", 3) end
-  local in_force, err = M.egress(stack)
-  if not in_force then return nil, err end
-  err = validate(list, in_force)
-  if err then return nil, err end
+  local rest, model, err = {}, nil, nil
+  for i, c in ipairs(list) do
+    local m; m, err = model_key_entry(i, c)
+    if err then return nil, err end
+    if m and model then return refuse(i, "name", "gives the model key a second time") end
+    if m then model = m else rest[#rest + 1] = { i = i, c = c } end
+  end
+  if #rest > 0 then -- the checks that need the policy in force: one exec more
+    local plain = {}
+    for k, r in ipairs(rest) do plain[k] = r.c end
+    local in_force; in_force, err = M.egress(stack)
+    if not in_force then return nil, err end
+    err = validate(plain, in_force)
+    if err then -- named by the caller's own index
+      local k, field = tostring(err.option):match("^credentials%[(%d+)%]%.?(.*)$")
+      if k and rest[tonumber(k)] then
+        local option = ("credentials[%d]%s"):format(rest[tonumber(k)].i, field ~= "" and "." .. field or "")
+        err.message = err.message:gsub("credentials%[" .. k .. "%]", option:match("^[^.]+"), 1)
+        err.option = option
+      end
+      return nil, err
+    end
+  end
   local known = {}
   for _, c in ipairs(stack.plan.credentials or {}) do known[c.name] = c end
   local entries = {}
-  for i, c in ipairs(list) do
+  for n, r in ipairs(rest) do
+    local i, c = r.i, r.c
     local k = known[c.name]
     if not k then
       return refuse(i, "name", "names no credential of this stack: the sandbox holds no placeholder for "
@@ -127,11 +182,16 @@ function M.set_credentials(stack, list)
     local e = { secret = c.secret, placeholder = k.placeholder }
     for _, f in ipairs(ENTRY_FIELDS) do e[f] = c[f] end
     e.port = e.port or 443
-    entries[i] = e
+    entries[n] = e
   end
-  local answer; answer, err = control(stack, "set-credentials", core.json_encode(entries))
+  local payload = entries
+  if model then
+    payload = { model }
+    for _, e in ipairs(entries) do payload[#payload + 1] = e end
+  end
+  local answer; answer, err = control(stack, "set-credentials", #payload > 0 and core.json_encode(payload) or "[]")
   if not answer then return nil, err end
-  stack.plan.credentials = store.credentials(entries) -- what a record keeps: no secret
+  stack.plan.credentials = store.credentials(entries) -- what a record keeps: no secret, no model key
   return true
 end
 

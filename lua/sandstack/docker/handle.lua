@@ -271,6 +271,12 @@ function Stack:set_credentials(list)
   return live.set_credentials(self, list)
 end
 
+-- The credential route's model key, replaced live (issue 26); the other credentials stay.
+function Stack:set_model_key(key)
+  check_open(self)
+  return live.set_model_key(self, key)
+end
+
 -- Rebuilds a handle from stack:record() and re-reads the forwarder's port.
 local RECONNECT_KEYS = { docker_host = true, timeout = true, on_event = true, req_adapter = true }
 function M.reconnect(record, opts)

@@ -23,7 +23,8 @@ local DEFAULT_CONCURRENCY, MAX_CONCURRENCY = 4, 16
 -- session's egress_policy and credentials, applied live to the claimed stack's proxy (issue 26;
 -- credentials fill the pool's slots, pool_slots.lua). Anything else
 -- (env, image, limits...) would need another create body than the pooled stack was made with.
-local ACQUIRE_OVERRIDES = { on_event = true, req_adapter = true, egress_policy = true, credentials = true }
+local ACQUIRE_OVERRIDES = { on_event = true, req_adapter = true, egress_policy = true, credentials = true,
+  api_key = true }
 local MARK_NAMES = { claim = true, ready = true }
 
 local function docker() return require "sandstack.docker" end
@@ -67,6 +68,9 @@ function M.new(opts)
   -- credential slots: throwaway secrets at start, the session's at claim (pool_slots.lua)
   local prepared, slot_err = require("sandstack.docker.pool_slots").prepare(stack)
   if slot_err then return nil, slot_err end
+  -- the model key: with the proxy sandstack adds, a waiting stack's proxy holds a throwaway one;
+  -- the pool keeps the operator's and a claim hands the session its own (or that one) live
+  local model_key = require("sandstack.docker.pool_slots").throwaway_model_key(stack)
   for _, s in ipairs(stack.services or {}) do
     if type(s) == "table" and MARK_NAMES[s.name] then
       return E.fail("compose", "invalid_option", "pool: a service may not be named '" .. s.name .. "' (the pool's marks)",
@@ -100,6 +104,7 @@ function M.new(opts)
   end
   return setmetatable({ name = opts.name, size = size, max = max, stack = stack, on_event = opts.on_event,
     placeholder = placeholder, mark_image = image, shape = shape, concurrency = concurrency, slots = prepared,
+    model_key = model_key,
     grace = (stack.ready_timeout or 60) + (stack.health_timeout or 60) + 120 }, Pool)
 end
 
@@ -310,7 +315,8 @@ local function check_session_key(session_key)
   return true
 end
 
-local function check_overrides(overrides, pool_stack, slots)
+local function check_overrides(self, overrides)
+  local pool_stack, slots = self.stack, self.slots
   if overrides ~= nil and type(overrides) ~= "table" then error("pool:acquire: overrides must be a table", 3) end
   local hooks = {}
   for k, v in pairs(overrides or {}) do
@@ -324,6 +330,11 @@ local function check_overrides(overrides, pool_stack, slots)
     return E.fail("compose", "invalid_option", "pool: egress_policy at acquire needs the proxy sandstack adds: give "
       .. "the pool's stack an egress_policy, its baseline (e.g. { allow = {} }, which admits nothing)",
       { option = "egress_policy" })
+  end
+  if hooks.api_key ~= nil or self.model_key then
+    local key, kerr = require("sandstack.docker.pool_slots").session_model_key(self.model_key, hooks.api_key)
+    if not key then return nil, kerr end
+    hooks.api_key = key
   end
   if hooks.credentials ~= nil then
     local merged, cerr = require("sandstack.docker.pool_slots").merge(slots, hooks.credentials)
@@ -351,17 +362,26 @@ local function settle_submitted(eng, id, deadline)
   return { ok = false, err = E.new("transport", nil, "the engine did not answer the claim's record in time") }
 end
 
--- The session's own egress policy and credentials, into the claimed stack's running proxy
--- (issue 26): the policy first, since a credential's host must be one the policy in force
--- admits. A cold start of a pool with credential slots starts like a pooled stack and gets the
--- pool's baseline here when the session names no policy. true, or nil, err.
+-- The session's own egress policy, credentials and model key, into the claimed stack's running
+-- proxy (issue 26): the policy first, since a credential's host must be one the policy in force
+-- admits; then the session's model key (a warm stack waited with a throwaway one): beside its
+-- credentials in one set_credentials, or alone by set_model_key when it brings none. A cold
+-- start of a pool with credential slots starts like a pooled stack, with the session's model
+-- key already, and gets the pool's baseline here when the session names no policy. true, or
+-- nil, err.
 function Pool:_hand_over(stack, hooks, cold, t)
   local t0 = A.now()
   local p = hooks.egress_policy
   if p == nil and cold and self.slots then p = self.slots.baseline end
   local ok, err = true, nil
   if p ~= nil then ok, err = stack:set_egress(p) end
-  if ok and hooks.credentials ~= nil then ok, err = stack:set_credentials(hooks.credentials) end
+  local list, key = hooks.credentials, not cold and self.model_key and hooks.api_key
+  if key and list then
+    list = { { name = "ANTHROPIC_API_KEY", secret = key } }
+    for _, c in ipairs(hooks.credentials) do list[#list + 1] = c end
+  end
+  if ok and list ~= nil then ok, err = stack:set_credentials(list)
+  elseif ok and key then ok, err = stack:set_model_key(key) end
   if t then t.egress = A.now() - t0 end
   return ok, err
 end
@@ -441,7 +461,7 @@ end
 function Pool:acquire(session_key, overrides)
   local ok, err = check_session_key(session_key)
   if not ok then return nil, err end
-  local hooks; hooks, err = check_overrides(overrides, self.stack, self.slots)
+  local hooks; hooks, err = check_overrides(self, overrides)
   if not hooks then return nil, err end
   local t = { t0 = A.now() }
   self.last_acquire = t
@@ -474,7 +494,7 @@ function Pool:acquire_many(keys, overrides)
     local ok, err = check_session_key(key)
     if not ok then return nil, err end
   end
-  local hooks, err = check_overrides(overrides, self.stack, self.slots)
+  local hooks, err = check_overrides(self, overrides)
   if not hooks then return nil, err end
   local t0 = A.now()
   local eng; eng, err = self:_engine()
@@ -598,7 +618,7 @@ function Pool:_cold(session_key, hooks)
     return stack
   end
   -- with credential slots: started as a pooled stack is, then handed over as a claim is
-  local start_hooks = { on_event = hooks.on_event, req_adapter = hooks.req_adapter }
+  local start_hooks = { on_event = hooks.on_event, req_adapter = hooks.req_adapter, api_key = hooks.api_key }
   local stack, err = start_marked(self, session_key, start_hooks, "claim",
     function(s) return self:_hand_over(s, hooks, true) end)
   if not stack then return nil, err end

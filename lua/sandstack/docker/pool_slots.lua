@@ -97,6 +97,35 @@ function M.merge(prepared, list)
   return out
 end
 
+-- A pool's model key (issue 26). With the proxy sandstack adds (an egress_policy, no
+-- proxy_service) the sandbox holds only its session token and the proxy the key, which a claim
+-- replaces live: so a pooled stack starts with a throwaway key, random and worth nothing, and the
+-- operator's stays with the pool. Returns the operator's key (stack_opts.api_key is then the
+-- throwaway), or nil when the pool's stacks have no such proxy (a sandbox without one holds
+-- the key itself).
+function M.throwaway_model_key(stack)
+  if stack.egress_policy == nil or stack.proxy_service ~= nil or type(stack.api_key) ~= "string" then return nil end
+  local key = stack.api_key
+  stack.api_key = "sk-pool-throwaway-" .. core.random_hex(16)
+  return key
+end
+
+-- The model key a claim hands over: the session's api_key, or the pool's. nil, err when the
+-- session's cannot be placed: no proxy to take it live, or not 16 to 4096 characters of
+-- visible ASCII (the proxy's own rule for a key replaced live).
+function M.session_model_key(pool_key, session_key)
+  if session_key == nil then return pool_key end
+  if not pool_key then
+    return bad("api_key", "at acquire needs the proxy sandstack adds (the pool's stack has an egress_policy and no "
+      .. "proxy_service): without it the sandbox holds the key, fixed at start")
+  end
+  if type(session_key) ~= "string" or #session_key < MIN_SECRET or #session_key > MAX_SECRET
+    or session_key:find("[^\33-\126]") then
+    return bad("api_key", ("must be %d to %d characters of visible ASCII"):format(MIN_SECRET, MAX_SECRET))
+  end
+  return session_key
+end
+
 -- The placeholders the sandbox holds, from its inspect (Config.Env), put into the plan's
 -- credentials in place of the ones planning again minted. true, or nil, err.
 function M.adopt_placeholders(plan, info)
