@@ -52,53 +52,44 @@ describe("a warm pool's stacks get their session's egress at claim #docker", fun
     end
     S.build_images()
     local ca = h.read_file(work .. "/ca.pem")
-    pool, fill_err = docker.pool { name = POOL, size = 1, max = 3, stack = {
-      agent_port = 8080, pull = "never", forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
-      services = { { name = "sandbox", image = CLIENT,
-        command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
-        env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
-      api_key = S.KEY,
-      egress_policy = { allow = {} }, -- the pool's baseline: nothing
-      proxy_hosts = { ["a.test"] = addr(2), ["b.test"] = addr(2) },
-    } }
-    if pool then
-      local n; n, fill_err = pool:fill()
-      if n ~= 1 then pool = nil end
+    -- every pool's stacks: a sandbox trusting the test CA, the operator's key, and the pool's
+    -- baseline policy, which admits nothing; extra adds to them
+    local function stack_opts(extra)
+      local o = {
+        agent_port = 8080, pull = "never", forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
+        services = { { name = "sandbox", image = CLIENT,
+          command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
+          env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
+        api_key = S.KEY,
+        egress_policy = { allow = {} },
+      }
+      for k, v in pairs(extra) do o[k] = v end
+      return o
     end
+    -- a pool of such stacks, filled with size of them: the pool, or nil and why
+    local function filled(name, size, extra)
+      local p, err = docker.pool { name = name, size = size, max = 3, stack = stack_opts(extra) }
+      if p then
+        local n; n, err = p:fill()
+        if n ~= size then p = nil end
+      end
+      return p, err
+    end
+    pool, fill_err = filled(POOL, 1, { proxy_hosts = { ["a.test"] = addr(2), ["b.test"] = addr(2) } })
     -- the pool with a credential slot: its stacks wait with a throwaway secret of the slot's length
-    cpool, fill_err = docker.pool { name = POOL .. "-c", size = 1, max = 3, stack = {
-      agent_port = 8080, pull = "never", forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
-      services = { { name = "sandbox", image = CLIENT,
-        command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
-        env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
-      api_key = S.KEY,
-      egress_policy = { allow = {} },
+    cpool, fill_err = filled(POOL .. "-c", 1, {
       proxy_hosts = { ["a.test"] = addr(2), ["c.test"] = addr(3) },
       credentials = { { name = "ECHO_TOKEN", host = "c.test", port = 9443, header = "X-Token", length = #SECRET } },
       proxy_upstream_ca = ca,
-    } }
-    if cpool then
-      local n; n, fill_err = cpool:fill()
-      if n ~= 1 then cpool = nil end
-    end
+    })
     -- the pool whose stacks reach a model API (the credential route) and hold a credential slot:
     -- the operator's key (S.KEY) stays with the pool, its stacks wait with a throwaway one
-    mpool, mfill_err = docker.pool { name = POOL .. "-m", size = 2, max = 3, stack = {
-      agent_port = 8080, pull = "never", forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
-      services = { { name = "sandbox", image = CLIENT,
-        command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
-        env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
-      api_key = S.KEY,
-      egress_policy = { allow = {} },
+    mpool, mfill_err = filled(POOL .. "-m", 2, {
       proxy_hosts = { ["a.test"] = addr(2), ["c.test"] = addr(3), ["model.test"] = addr(4) },
       proxy_upstream = "http://model.test:8080",
       credentials = { { name = "ECHO_TOKEN", host = "c.test", port = 9443, header = "X-Token", length = #SECRET } },
       proxy_upstream_ca = ca,
-    } }
-    if mpool then
-      local n; n, mfill_err = mpool:fill()
-      if n ~= 2 then mpool = nil end
-    end
+    })
   end)
 
   lazy_teardown(function()

@@ -33,6 +33,16 @@ end
 
 local HOSTS = "198.51.100.10 site.test\n198.51.100.10 other.test\n"
 
+-- another proxy of the spec, with a control socket at csock, once it listens on it
+local function start_controlled(name, port, env, csock, opts)
+  env.SANDSTACK_CONTROL_SOCKET = csock
+  H.start_proxy(name, port, env, opts)
+  for _ = 1, 100 do
+    if (h.read_file(H.work .. "/" .. name .. "/out") or ""):find("control_listening", 1, true) then return end
+    core.sleep(0.05)
+  end
+end
+
 describe("sandstack-proxy's policy changed live", function()
   if not H.bring_up(SKIP, function()
     H.net_up("/tmp/sslv-proxy.XXXXXX", HOSTS, { "198.51.100.10", "198.51.100.30" })
@@ -275,12 +285,7 @@ describe("sandstack-proxy's policy changed live", function()
   it("refuses a policy that would inspect a host the start CA cannot vouch for (needs_restart)", function()
     local start = compiled { allow = { { host = "site.test", port = 443, methods = { "GET" }, paths = { "/a/*" } } } }
     local csock = H.work .. "/ctl-ca/control.sock"
-    H.start_proxy("ca", 3130, H.base_env("sslv-ca", { SANDSTACK_EGRESS_POLICY = start, SANDSTACK_CONTROL_SOCKET = csock }),
-      { ca_dir = true })
-    for _ = 1, 100 do
-      if (h.read_file(H.work .. "/ca/out") or ""):find("control_listening", 1, true) then break end
-      core.sleep(0.05)
-    end
+    start_controlled("ca", 3130, H.base_env("sslv-ca", { SANDSTACK_EGRESS_POLICY = start }), csock, { ca_dir = true })
     local saved = sock
     sock = csock
     local ok_p = compiled { allow = { { host = "site.test", port = 443, methods = { "GET", "POST" }, paths = { "/b/*" } } } }
@@ -310,12 +315,8 @@ describe("sandstack-proxy's policy changed live", function()
       .. h.q(mdir)) .. " </dev/null >" .. h.q(mdir .. "/log") .. " 2>&1 &")
     h.must("for i in $(seq 100); do [ -f " .. h.q(mdir .. "/model.ready") .. " ] && break; sleep 0.05; done")
     local msock = H.work .. "/ctl-model/control.sock"
-    H.start_proxy("model", 3131, H.base_env("sslv-model", { SANDSTACK_UPSTREAM = "http://198.51.100.30:9100",
-      SANDSTACK_EGRESS_POLICY = compiled { allow = { "198.51.100.30:9100" } }, SANDSTACK_CONTROL_SOCKET = msock }))
-    for _ = 1, 100 do
-      if (h.read_file(H.work .. "/model/out") or ""):find("control_listening", 1, true) then break end
-      core.sleep(0.05)
-    end
+    start_controlled("model", 3131, H.base_env("sslv-model", { SANDSTACK_UPSTREAM = "http://198.51.100.30:9100",
+      SANDSTACK_EGRESS_POLICY = compiled { allow = { "198.51.100.30:9100" } } }), msock)
     local saved = sock
     sock = msock
     -- the x-api-key the stand-in got for one request on the credential route, carrying the token
