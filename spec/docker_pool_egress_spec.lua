@@ -239,6 +239,7 @@ describe("a warm pool's stacks get their session's egress at claim #docker", fun
       credentials = { { name = "ECHO_TOKEN", secret = SECRET } } }))
     local project = stack.project
     assert.truthy(project == projects[1] or project == projects[2], "a cold start, not a warm stack")
+    local handed = mpool.last_acquire.egress
     local before = started_at(project)
     local token = h.must(("docker exec %s sh -c 'printf %%s \"$ANTHROPIC_API_KEY\"'"):format(h.q(project .. "-sandbox")))
     local out, code, key = model_call(project, "claimed")
@@ -268,6 +269,9 @@ describe("a warm pool's stacks get their session's egress at claim #docker", fun
     -- a session that brings no key of its own gets the pool's (the operator's), live too
     local other = assert(mpool:acquire("sess-m2", { egress_policy = { allow = { "model.test:8080" } } }))
     assert.truthy(other.project ~= project and (other.project == projects[1] or other.project == projects[2]))
+    print(("# hand-over at claim: %.1f ms with policy, secret and key (3 execs), %.1f ms with policy and "
+      .. "key (2 execs); acquire %.1f ms"):format(handed * 1000, mpool.last_acquire.egress * 1000,
+      mpool.last_acquire.total * 1000))
     out, code, key = model_call(other.project, "pool-key")
     assert.equal(0, code, out)
     assert.equal(S.KEY, key)
