@@ -139,16 +139,3 @@ ch_status ch_parse(const uint8_t *buf, size_t len, uint8_t *scratch, char sni[CH
   }
   return CH_NEED_MORE;
 }
-
-const char *ch_status_name(ch_status s) {
-  switch (s) {
-  case CH_NEED_MORE: return "need_more";
-  case CH_NOT_TLS: return "not_tls";
-  case CH_MALFORMED: return "malformed_hello";
-  case CH_NO_SNI: return "no_sni";
-  case CH_SNI: return "sni";
-  case CH_ECH: return "ech";
-  case CH_ESNI: return "esni";
-  }
-  return "unknown";
-}

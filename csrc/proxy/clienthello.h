@@ -24,6 +24,5 @@ typedef enum {
 
 /* scratch: CH_MAX_HELLO bytes where the handshake message is reassembled from its records. */
 ch_status ch_parse(const uint8_t *buf, size_t len, uint8_t *scratch, char sni[CH_MAX_NAME + 1]);
-const char *ch_status_name(ch_status s);
 
 #endif
