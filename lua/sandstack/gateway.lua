@@ -379,5 +379,4 @@ end
 G.reply, G.fail, G.failure_status, G.sid, G.stack_options, G.upstream_uri =
   reply, fail, failure_status, S.sid, stack_options, upstream_uri
 
-M._G = G -- for the specs
 return M
