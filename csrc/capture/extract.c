@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "capture/internal.h"
+#include "util/io.h"
 
 #define CAP_COPY_BUF (64 * 1024)
 
@@ -136,19 +137,6 @@ static int open_parent(extractor *x, size_t len, ss_error *e) {
   return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 static int make_file(extractor *x, const char *last, ss_error *e) {
   uint64_t size = x->ent.size;
   if (size > x->o->max_bytes - x->res->bytes) {
@@ -167,7 +155,7 @@ static int make_file(extractor *x, const char *last, ss_error *e) {
     ssize_t got = cap_reader_data(&x->reader, x->buf, CAP_COPY_BUF, e);
     if (got < 0) goto fail;
     if (got == 0) break;
-    if (write_all(fd, x->buf, (size_t)got) != 0) {
+    if (ss_write_all(fd, x->buf, (size_t)got) != 0) {
       cap_err_io(e, errno, "cannot write", x->rel);
       goto fail;
     }

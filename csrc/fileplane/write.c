@@ -17,6 +17,7 @@
 
 #include "fileplane/internal.h"
 #include "util/random.h"
+#include "util/io.h"
 
 #define FP_TMP_PREFIX ".sandstack-tmp-"
 
@@ -42,17 +43,6 @@ static int sync_dir(int dirfd) {
   if (fd >= 0) close(fd);
   errno = err; /* fsync's, not close's */
   return rc;
-}
-
-static int write_all(int fd, const char *data, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return -1;
-    data += w;
-    n -= (size_t)w;
-  }
-  return 0;
 }
 
 /* A fresh temporary beside the destination: O_EXCL never opens anything that stood there. The
@@ -102,7 +92,7 @@ int fp_write(fp_plane *p, const fp_path *cwd, const char *gpath, size_t glen, co
   /* The umask may have cut the mode at creation; restore the old file's bits exactly. */
   int rc = 0;
   if (regular && mode != 0644) rc = fchmod(fd, mode);
-  if (rc == 0) rc = write_all(fd, data, n);
+  if (rc == 0) rc = ss_write_all(fd, data, n);
   if (rc == 0 && p->sync) rc = fsync(fd);
   int err = errno;
   if (close(fd) != 0 && rc == 0) {

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "util/io.h"
 
 #define ROOTS_MAX (16u << 20) /* a system bundle is ~200 KiB; refuse anything absurd */
 
@@ -234,17 +235,6 @@ X509 *ca_leaf(proxy_ca *ca, const char *host, int *fresh) {
   return x;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* dir/name = a then b, by a temporary file renamed over it; world-readable (the sandbox's user
  * is not the proxy's), as a certificate is public. */
 static int publish(const char *dir, const char *name, const char *a, size_t al, const char *b, size_t bl, char *why,
@@ -254,7 +244,7 @@ static int publish(const char *dir, const char *name, const char *a, size_t al, 
   snprintf(tmp, sizeof tmp, "%s/.%s.%ld.tmp", dir, name, (long)getpid());
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return fail(why, why_len, "cannot write %s: %s", tmp, strerror(errno));
-  int rc = fchmod(fd, 0644) == 0 && write_all(fd, a, al) == 0 && write_all(fd, b, bl) == 0 ? 0 : -1;
+  int rc = fchmod(fd, 0644) == 0 && ss_write_all(fd, a, al) == 0 && ss_write_all(fd, b, bl) == 0 ? 0 : -1;
   int err = errno;
   if (close(fd) != 0 && rc == 0) rc = -1, err = errno;
   if (rc == 0 && rename(tmp, path) != 0) rc = -1, err = errno;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "proxy/proxy.h"
+#include "util/io.h"
 
 #define ANSWER_MAX (4u << 20)
 
@@ -28,17 +29,6 @@ static int cannot(const char *verb, const char *what) {
   printf("%s\n", line ? line : "{\"ok\":false}");
   free(line);
   return 2;
-}
-
-static int send_all(int fd, const char *p, size_t n) {
-  while (n) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
 }
 
 int control_client(const char *verb) {
@@ -61,7 +51,7 @@ int control_client(const char *verb) {
     if (fd >= 0) close(fd);
     return cannot(verb, msg);
   }
-  int sent = send_all(fd, text, strlen(text));
+  int sent = ss_write_all(fd, text, strlen(text));
   free(text);
   shutdown(fd, SHUT_WR); /* the end of the request */
   char *answer = malloc(ANSWER_MAX + 1);

@@ -12,19 +12,7 @@
 #include <unistd.h>
 
 #include "util/random.h"
-
-static int write_all(int fd, const char *p, size_t len) {
-  while (len > 0) {
-    ssize_t n = write(fd, p, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
+#include "util/io.h"
 
 /* fsync of the directory holding path, so the rename itself survives a crash. */
 static int sync_parent(const char *path) {
@@ -55,7 +43,7 @@ int ss_write_durable(const char *path, const void *data, size_t len, const char 
     return -1;
   }
   const char *step = "write";
-  int failed = write_all(fd, data, len) != 0;
+  int failed = ss_write_all(fd, data, len) != 0;
   if (!failed && fsync(fd) != 0) failed = 1, step = "fsync";
   int saved = errno;
   if (close(fd) != 0 && !failed) failed = 1, step = "close", saved = errno;

@@ -1,0 +1,11 @@
+#ifndef SANDSTACK_UTIL_IO_H
+#define SANDSTACK_UTIL_IO_H
+/* Plain descriptor I/O shared by the core and sandstack-proxy (issue 24: one home for what was
+ * written five times). */
+#include <stddef.h>
+
+/* Writes all n bytes of data to fd, retrying after EINTR and short writes: 0, or -1 with errno
+ * set (EIO for a write that took nothing, which would otherwise loop forever). */
+int ss_write_all(int fd, const void *data, size_t n);
+
+#endif
