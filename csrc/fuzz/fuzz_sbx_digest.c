@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sbx/digest.h"
+#include "util/sha256.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t a[32], b[32];

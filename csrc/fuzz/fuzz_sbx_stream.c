@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sbx/wrapper.h"
+#include "util/base64.h"
 
 static int b64val(char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';

@@ -12,9 +12,10 @@
 #include "util/durable.h"
 #include "util/random.h"
 /* the implementations of base64, SHA-256 and rmtree sit with their first user, the sbx backend */
-#include "sbx/digest.h"
+#include "util/sha256.h"
 #include "sbx/fsutil.h"
 #include "sbx/wrapper.h"
+#include "util/base64.h"
 
 /* core.random_hex(nbytes) -> hex string from getrandom(2). A CSPRNG failure (the kernel's, not
  * the caller's) raises an error object of kind "io", reason "random": no caller could go on

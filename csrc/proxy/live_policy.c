@@ -5,11 +5,11 @@
  * connection pins the policy that admitted it, and an old policy lives until the last connection
  * judged by it is freed. A swap then walks the connections and closes every tunnel the new policy
  * does not admit any more. */
-#include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proxy/proxy.h"
+#include "util/sha256.h"
 
 struct policy_pin {
   ss_policy *rules;
@@ -60,16 +60,7 @@ void policy_unpin(proxy_conn *c) {
   c->judged_rules = NULL;
 }
 
-void sha256_hex(const char *text, char out[65]) {
-  static const char hex[] = "0123456789abcdef";
-  unsigned char md[SHA256_DIGEST_LENGTH];
-  SHA256((const unsigned char *)text, strlen(text), md);
-  for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
-    out[2 * i] = hex[md[i] >> 4];
-    out[2 * i + 1] = hex[md[i] & 15];
-  }
-  out[64] = '\0';
-}
+void sha256_hex(const char *text, char out[65]) { ss_sha256_hex(text, strlen(text), 32, out); }
 
 int policy_digest(const ss_policy *p, char out[65]) {
   cJSON *r = ss_policy_render(p);

@@ -15,7 +15,6 @@ extern const char ss_sbx_wrapper_script[];
  * exits 0 only when no member of it is left alive (non-zero: the caller retires the sandbox). */
 extern const char ss_sbx_kill_script[];
 
-char *ss_base64(const void *in, size_t len, size_t *out_len);
 
 /* Finds the wrapper's nonce line in stderr: the first line that is exactly NONCE. Returns the
  * offset of the byte after its newline (where the command's own stderr starts), or -1 when the

@@ -1,6 +1,7 @@
-#ifndef SANDSTACK_SBX_DIGEST_H
-#define SANDSTACK_SBX_DIGEST_H
-/* SHA-256, for the ownership digests in sandbox names (no crypto library is linked). */
+#ifndef SANDSTACK_UTIL_SHA256_H
+#define SANDSTACK_UTIL_SHA256_H
+/* SHA-256 (no crypto library is linked into the core): the sbx ownership digests in sandbox
+ * names, and sandstack-proxy's policy digests. */
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
 /* SHA-256 (FIPS 180-4), written for short inputs: names, keys, kinds. */
-#include "sbx/digest.h"
+#include "util/sha256.h"
 
 #include <string.h>
 
