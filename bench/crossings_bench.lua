@@ -1,9 +1,11 @@
--- Lua/C crossings per `sandstack.docker.start` + `destroy` of the anchor stack (issue 12).
+-- Lua/C crossings per `sandstack.docker.start` (the first in the process and a later one),
+-- `destroy`, an engine exec and an sbx box:exec (issues 12 and 24; the goals are issue 24's).
 -- A call hook counts every call of a C function that sandstack's core module provides (its
 -- functions and the methods of every userdata it makes), and every call back into Lua from one of
 -- them (a hook, req_adapter). The standard library is not counted. The result is the ratio
 -- against the count of the first version (below). The count does not depend on timing but for
 -- the loops that poll (health, the forwarder's port, readiness): it varies by a few.
+-- box:exec runs against the sbx simulator (spec/support/sbx-sim), set up as the sbx specs do.
 --   lua5.4 bench/crossings_bench.lua     (from the repository root; needs the engine)
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = (os.getenv("SANDSTACK_CPATH") or "./build/?.so;") .. package.cpath
@@ -75,11 +77,61 @@ local function counted(fn)
   return into_c + back_to_lua, a, b
 end
 
-local project = "sstest-xing-" .. core.random_hex(3)
-local n_start, stack, err = counted(function() return sandstack.docker.start(project, opts(project)) end)
+-- The goals of issue 24 ("One C call per step"), each printed beside its count.
+local GOALS = { first_start = 20, later_start = 12, exec = 4, box_exec = 4 }
+local function line(what, n, goal, extra)
+  local verdict = goal and ((n <= goal and "goal met" or "goal NOT met") .. (" (<= %d)"):format(goal)) or ""
+  print(("crossings per %-22s %4d  %s%s"):format(what .. ":", n, verdict, extra or ""))
+end
+local function ratio(n, base) return base > 0 and ("; %.2fx of the baseline %d"):format(n / base, base) or "" end
+
+-- A first start in this process, then a second stack in the same process (what a later start
+-- costs once the process has its engine client, its isolation verdict and its images checked).
+local p1, p2 = "sstest-xing-" .. core.random_hex(3), "sstest-xing-" .. core.random_hex(3)
+local n_first, stack, err = counted(function() return sandstack.docker.start(p1, opts(p1)) end)
 assert(stack, err and err.message)
+local n_later, stack2, err2 = counted(function() return sandstack.docker.start(p2, opts(p2)) end)
+if not stack2 then stack:destroy() stack:close() error(err2 and err2.message) end
+
+-- One exec in the stack's running sandbox, through the stack's own engine client.
+local sandbox
+for _, c in ipairs(stack.plan.containers) do
+  if c.service == "sandbox" then sandbox = c.name end
+end
+local n_exec, res, xerr = counted(function() return stack.eng:exec(sandbox, { "echo", "hello" }) end)
+if not (res and res.stdout == "hello\n") then
+  stack:destroy() stack2:destroy()
+  error("exec did not answer hello: " .. tostring(xerr))
+end
+
 local n_destroy = counted(function() return assert(stack:destroy()) end)
 stack:close()
-local function ratio(n, base) return base > 0 and ("%.2fx of the baseline %d"):format(n / base, base) or "no baseline given" end
-print(("crossings per start:   %d (%s)"):format(n_start, ratio(n_start, BASELINE.start)))
-print(("crossings per destroy: %d (%s)"):format(n_destroy, ratio(n_destroy, BASELINE.destroy)))
+assert(stack2:destroy())
+stack2:close()
+
+-- One box:exec against the sbx simulator (spec/support/sbx-sim), as the sbx specs set it up.
+package.path = "./spec/?.lua;./spec/support/?.lua;" .. package.path
+local H = require "sbx_helpers"
+local senv = H.setup("xing")
+local backend = assert(sandstack.sbx.backend(senv.backend_opts))
+local box = assert(backend:acquire { conversation = "xing", key = "exec" })
+assert(box:exec({ "true" })) -- a first exec opens what later ones reuse (nothing at present)
+local n_box, bres = counted(function() return box:exec({ "echo", "hello" }) end)
+assert(bres and bres.stdout == "hello\n", "box:exec did not answer hello")
+local n_box_env = counted(function() return box:exec({ "echo", "hello" }, { env = { A = "1" } }) end)
+-- With an allowlist every exec first re-reads the host's egress state (three sbx calls).
+local abox = assert(backend:acquire { conversation = "xing", key = "allow", egress = "allowlist",
+  egress_allow = { "api.anthropic.com" } })
+local n_box_allow = counted(function() return abox:exec({ "echo", "hello" }, { env = { A = "1" } }) end)
+abox:dispose()
+box:dispose()
+backend:close()
+H.teardown(senv)
+
+line("first start", n_first, GOALS.first_start, ratio(n_first, BASELINE.start))
+line("later start", n_later, GOALS.later_start)
+line("destroy", n_destroy, nil, ratio(n_destroy, BASELINE.destroy))
+line("eng:exec", n_exec, GOALS.exec)
+line("box:exec", n_box, GOALS.box_exec)
+line("box:exec with env", n_box_env, nil)
+line("box:exec allowlist+env", n_box_allow, nil)
