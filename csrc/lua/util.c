@@ -11,11 +11,9 @@
 #include "lua/binding.h"
 #include "util/durable.h"
 #include "util/random.h"
-/* the implementations of base64, SHA-256 and rmtree sit with their first user, the sbx backend */
-#include "util/sha256.h"
-#include "sbx/fsutil.h"
-#include "sbx/wrapper.h"
 #include "util/base64.h"
+#include "util/rmtree.h"
+#include "util/sha256.h"
 
 /* core.random_hex(nbytes) -> hex string from getrandom(2). A CSPRNG failure (the kernel's, not
  * the caller's) raises an error object of kind "io", reason "random": no caller could go on
@@ -183,7 +181,7 @@ static int l_mkdir(lua_State *L) {
 
 /* core.rmtree(path) -> true (also when path does not exist), or nil, err: kind "io", reason
  * "mount" (a mount point inside), "changing" (the tree kept changing under the walk) or
- * "failed", with errno. Never follows a link below path's parent (csrc/sbx/fsutil.c). */
+ * "failed", with errno. Never follows a link below path's parent (csrc/util/rmtree.c). */
 static int l_rmtree(lua_State *L) {
   const char *p = luaL_checkstring(L, 1);
   ss_rmtree_fail why;

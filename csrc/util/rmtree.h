@@ -1,6 +1,6 @@
-#ifndef SANDSTACK_SBX_FSUTIL_H
-#define SANDSTACK_SBX_FSUTIL_H
-/* The host-side bookkeeping of the sbx backend: workspace directories and records. */
+#ifndef SANDSTACK_UTIL_RMTREE_H
+#define SANDSTACK_UTIL_RMTREE_H
+/* rm -rf over a tree a guest may still be changing (the sbx workspaces, core.rmtree). */
 #include <stddef.h>
 
 /* Why ss_rmtree stopped: the step that failed, the one name it acted on (never a path: the

@@ -25,7 +25,7 @@
  * that makes us redo work (a directory not empty after we emptied it, an entry that changed
  * between its stat and its open or unlink, a restart) costs a round; after RMTREE_ROUNDS the
  * removal gives up with ENOTEMPTY, and the depth is capped at RMTREE_MAX_DEPTH (ELOOP). */
-#include "sbx/fsutil.h"
+#include "util/rmtree.h"
 
 #include <dirent.h>
 #include <errno.h>
