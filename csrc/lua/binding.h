@@ -9,7 +9,12 @@
 #define SS_ERROR_MT "sandstack.error"
 
 /* Each part of the module adds its functions to the module table at the top of the stack. */
-void sandstack_open_util(lua_State *L);
+void sandstack_open_error_class(lua_State *L);
+void sandstack_open_random(lua_State *L);
+void sandstack_open_json(lua_State *L);
+void sandstack_open_sleep(lua_State *L);
+void sandstack_open_digest(lua_State *L);
+void sandstack_open_hostfs(lua_State *L);
 void sandstack_open_engine(lua_State *L);
 void sandstack_open_stack(lua_State *L);
 void sandstack_open_policy(lua_State *L);

@@ -1,6 +1,6 @@
 /* The sbx part of the binding: the subprocess runner and the wrapper's texts and parsers. The
  * backend's logic is in lua/sandstack/sbx/; the generic host helpers it uses (base64, SHA-256,
- * directories) are in the util binding. This file only moves bytes. */
+ * directories) are in digest.c and hostfs.c. This file only moves bytes. */
 #include "lua/binding.h"
 #include "sbx/runner.h"
 #include "sbx/wrapper.h"

@@ -1,0 +1,35 @@
+/* core.base64 and core.sha256_hex: strings made printable, over csrc/util's one base64 and one
+ * SHA-256. */
+#include <stdlib.h>
+
+#include "lua/binding.h"
+#include "util/base64.h"
+#include "util/sha256.h"
+
+/* core.base64(s) -> base64 text (RFC 4648, with padding). */
+static int l_base64(lua_State *L) {
+  size_t n, on;
+  const char *s = luaL_checklstring(L, 1, &n);
+  char *b = ss_base64(s, n, &on);
+  if (!b) return luaL_error(L, "out of memory");
+  lua_pushlstring(L, b, on);
+  free(b);
+  return 1;
+}
+
+/* core.sha256_hex(s[, nbytes]) -> lowercase hex of the first nbytes (default 32) of SHA-256(s). */
+static int l_sha256_hex(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  lua_Integer nb = luaL_optinteger(L, 2, 32);
+  luaL_argcheck(L, nb >= 1 && nb <= 32, 2, "between 1 and 32");
+  char out[65];
+  ss_sha256_hex(s, n, (size_t)nb, out);
+  lua_pushstring(L, out);
+  return 1;
+}
+
+void sandstack_open_digest(lua_State *L) {
+  static const luaL_Reg fns[] = {{"base64", l_base64}, {"sha256_hex", l_sha256_hex}, {NULL, NULL}};
+  luaL_setfuncs(L, fns, 0);
+}

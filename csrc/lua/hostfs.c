@@ -1,0 +1,90 @@
+/* The host's own files and directories (records, workspaces): list, make, remove a tree, and
+ * write a file durably. A failure is nil, err of kind "io" (or the caller's kind for a durable
+ * write), never a raise: the host's state, not the caller's mistake. */
+#include <dirent.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "lua/binding.h"
+#include "util/durable.h"
+#include "util/rmtree.h"
+
+/* core.write_file_durable(path, data[, kind]) -> true, or nil, err (kind, reason "io"). */
+static int l_write_file_durable(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  size_t len;
+  const char *data = luaL_checklstring(L, 2, &len);
+  const char *kind = luaL_optstring(L, 3, "io");
+  ss_error err;
+  ss_error_init(&err);
+  if (ss_write_durable(path, data, len, kind, &err) != 0) return ss_push_error(L, &err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* nil, err of kind "io" for host I/O: reason "not_found", "exists" or "failed", with errno. */
+static int host_io_error(lua_State *L, int err, const char *what, const char *path) {
+  ss_error e;
+  ss_error_init(&e);
+  const char *reason = err == ENOENT ? "not_found" : err == EEXIST ? "exists" : "failed";
+  ss_error_set(&e, "io", reason, "%s %s: %s", what, path, strerror(err));
+  ss_error_field_num(&e, "errno", err);
+  ss_error_field_str(&e, "path", path);
+  return ss_push_error(L, &e);
+}
+
+/* core.listdir(path) -> array of names (without . and ..), or nil, err (kind "io"). */
+static int l_listdir(lua_State *L) {
+  const char *p = luaL_checkstring(L, 1);
+  DIR *d = opendir(p);
+  if (!d) return host_io_error(L, errno, "list", p);
+  lua_newtable(L);
+  int i = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    lua_pushstring(L, de->d_name);
+    lua_rawseti(L, -2, ++i);
+  }
+  closedir(d);
+  return 1;
+}
+
+/* core.mkdir(path[, mode]) -> true, or nil, err (kind "io"; an existing entry is reason "exists"). */
+static int l_mkdir(lua_State *L) {
+  const char *p = luaL_checkstring(L, 1);
+  lua_Integer mode = luaL_optinteger(L, 2, 0700);
+  if (mkdir(p, (mode_t)mode) != 0) return host_io_error(L, errno, "mkdir", p);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* core.rmtree(path) -> true (also when path does not exist), or nil, err: kind "io", reason
+ * "mount" (a mount point inside), "changing" (the tree kept changing under the walk) or
+ * "failed", with errno. Never follows a link below path's parent (csrc/util/rmtree.c). */
+static int l_rmtree(lua_State *L) {
+  const char *p = luaL_checkstring(L, 1);
+  ss_rmtree_fail why;
+  if (ss_rmtree(p, &why) == 0) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  const char *reason = why.err == EXDEV ? "mount" : why.err == ENOTEMPTY ? "changing" : "failed";
+  ss_error e;
+  ss_error_init(&e);
+  ss_error_set(&e, "io", reason, "remove %s: cannot %s '%s' (depth %zu below it): %s", p, why.step ? why.step : "remove",
+               why.name, why.depth, strerror(why.err));
+  ss_error_field_num(&e, "errno", why.err);
+  ss_error_field_str(&e, "path", p);
+  return ss_push_error(L, &e);
+}
+
+void sandstack_open_hostfs(lua_State *L) {
+  static const luaL_Reg fns[] = {{"write_file_durable", l_write_file_durable},
+                                 {"listdir", l_listdir},
+                                 {"mkdir", l_mkdir},
+                                 {"rmtree", l_rmtree},
+                                 {NULL, NULL}};
+  luaL_setfuncs(L, fns, 0);
+}
