@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <sys/time.h>
 
-#include "proxy/proxy.h"
+#include "proxy/audit.h"
+#include "proxy/conn.h"
 
 static const char *kind_name(conn_kind k) {
   switch (k) {

@@ -12,8 +12,5 @@ int auth_equal(const char *a, size_t a_len, const char *secret, size_t secret_le
 int auth_proxy_value(const char *v, size_t len, const char *token, size_t token_len);
 /* 1 when value is "Bearer TOKEN" (scheme case-insensitive). */
 int auth_bearer(const char *v, size_t len, const char *token, size_t token_len);
-/* Standard base64 with padding into out (cap bytes): the decoded length, or -1 when malformed
- * or longer than cap. */
-long auth_b64_decode(const char *s, size_t n, unsigned char *out, size_t cap);
 
 #endif

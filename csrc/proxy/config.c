@@ -4,18 +4,11 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *why, size_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, n, fmt, ap);
-  va_end(ap);
-  return -1;
-}
+#include "proxy/why.h"
 
 static const char *env(const char *name) {
   const char *v = getenv(name);
@@ -44,14 +37,14 @@ static int read_limit(const limit_spec *s, unsigned long long *out, char *why, s
   const char *v = env(s->var);
   *out = s->def;
   if (v && number(v, s->lo, s->hi, out) != 0)
-    return fail(why, n, "%s must be a whole number from %llu to %llu", s->var, s->lo, s->hi);
+    return why_fail(why, n, "%s must be a whole number from %llu to %llu", s->var, s->lo, s->hi);
   return 0;
 }
 
 /* "http(s)://host[:port]" with an optional trailing '/'. */
 static int parse_upstream(proxy_config *c, const char *u, char *why, size_t n) {
   int https = strncmp(u, "https://", 8) == 0;
-  if (!https && strncmp(u, "http://", 7) != 0) return fail(why, n, "SANDSTACK_UPSTREAM must be http(s)://host[:port]");
+  if (!https && strncmp(u, "http://", 7) != 0) return why_fail(why, n, "SANDSTACK_UPSTREAM must be http(s)://host[:port]");
   const char *a = u + (https ? 8 : 7);
   size_t al = strlen(a);
   if (al && a[al - 1] == '/') al--;
@@ -59,15 +52,15 @@ static int parse_upstream(proxy_config *c, const char *u, char *why, size_t n) {
   size_t hl = colon ? (size_t)(colon - a) : al;
   const char *w = NULL;
   if (hl == 0 || memchr(a, '/', al) || ss_host_normalize(a, hl, c->upstream_host, &w) != 0)
-    return fail(why, n, "SANDSTACK_UPSTREAM must be http(s)://host[:port] (%s)", w ? w : "no path allowed");
+    return why_fail(why, n, "SANDSTACK_UPSTREAM must be http(s)://host[:port] (%s)", w ? w : "no path allowed");
   c->upstream_port = https ? 443 : 80;
   if (colon) {
     char port[8] = {0};
     unsigned long long p;
     size_t pl = al - hl - 1;
-    if (pl == 0 || pl > 5) return fail(why, n, "SANDSTACK_UPSTREAM has a bad port");
+    if (pl == 0 || pl > 5) return why_fail(why, n, "SANDSTACK_UPSTREAM has a bad port");
     memcpy(port, colon + 1, pl);
-    if (number(port, 1, 65535, &p) != 0 || port[0] == '0') return fail(why, n, "SANDSTACK_UPSTREAM has a bad port");
+    if (number(port, 1, 65535, &p) != 0 || port[0] == '0') return why_fail(why, n, "SANDSTACK_UPSTREAM has a bad port");
     c->upstream_port = (int)p;
   }
   snprintf(c->upstream, sizeof c->upstream, "%s://%s:%d", https ? "https" : "http", c->upstream_host, c->upstream_port);
@@ -81,13 +74,13 @@ static int parse_args(proxy_config *c, int argc, char **argv, char *why, size_t 
     if (strcmp(a, "--check") == 0) {
       c->check_only = 1;
     } else if (strcmp(a, "--port") == 0 && i + 1 < argc) {
-      if (number(argv[++i], 0, 65535, &v) != 0) return fail(why, n, "--port must be 0..65535");
+      if (number(argv[++i], 0, 65535, &v) != 0) return why_fail(why, n, "--port must be 0..65535");
       c->port = (int)v;
     } else if (strcmp(a, "--listen") == 0 && i + 1 < argc) {
-      if (strlen(argv[++i]) >= sizeof c->listen) return fail(why, n, "--listen is too long");
+      if (strlen(argv[++i]) >= sizeof c->listen) return why_fail(why, n, "--listen is too long");
       snprintf(c->listen, sizeof c->listen, "%s", argv[i]);
     } else {
-      return fail(why, n, "usage: sandstack-proxy [--listen ADDRESS] [--port N] [--check] | --ready (see docs/proxy.md)");
+      return why_fail(why, n, "usage: sandstack-proxy [--listen ADDRESS] [--port N] [--check] | --ready (see docs/proxy.md)");
     }
   }
   return 0;
@@ -96,19 +89,19 @@ static int parse_args(proxy_config *c, int argc, char **argv, char *why, size_t 
 int proxy_config_load(proxy_config *c, int argc, char **argv, char *why, size_t n) {
   memset(c, 0, sizeof *c);
   const char *token = env("SANDSTACK_SESSION_TOKEN"), *key = env("ANTHROPIC_API_KEY");
-  if (!token || strlen(token) < 16) return fail(why, n, "SANDSTACK_SESSION_TOKEN is missing or shorter than 16 characters");
-  if (strlen(token) > 256) return fail(why, n, "SANDSTACK_SESSION_TOKEN is longer than 256 characters");
+  if (!token || strlen(token) < 16) return why_fail(why, n, "SANDSTACK_SESSION_TOKEN is missing or shorter than 16 characters");
+  if (strlen(token) > 256) return why_fail(why, n, "SANDSTACK_SESSION_TOKEN is longer than 256 characters");
   for (const char *p = token; *p; p++)
-    if (*p <= 0x20 || *p >= 0x7f || *p == ':') return fail(why, n, "SANDSTACK_SESSION_TOKEN must be visible ASCII without ':'");
-  if (!key) return fail(why, n, "ANTHROPIC_API_KEY (the real key) is missing");
+    if (*p <= 0x20 || *p >= 0x7f || *p == ':') return why_fail(why, n, "SANDSTACK_SESSION_TOKEN must be visible ASCII without ':'");
+  if (!key) return why_fail(why, n, "ANTHROPIC_API_KEY (the real key) is missing");
   for (const char *p = key; *p; p++)
-    if (*p < 0x20 || *p == 0x7f) return fail(why, n, "ANTHROPIC_API_KEY holds a control character");
-  if (strcmp(token, key) == 0) return fail(why, n, "the session token must not be the real key");
+    if (*p < 0x20 || *p == 0x7f) return why_fail(why, n, "ANTHROPIC_API_KEY holds a control character");
+  if (strcmp(token, key) == 0) return why_fail(why, n, "the session token must not be the real key");
   const char *up = env("SANDSTACK_UPSTREAM");
   if (parse_upstream(c, up ? up : "https://api.anthropic.com", why, n) != 0) return -1;
   snprintf(c->listen, sizeof c->listen, "%s", env("SANDSTACK_PROXY_LISTEN") ? env("SANDSTACK_PROXY_LISTEN") : "0.0.0.0");
   const char *session = env("SANDSTACK_SESSION");
-  if (session && strlen(session) >= sizeof c->session) return fail(why, n, "SANDSTACK_SESSION is longer than 127 characters");
+  if (session && strlen(session) >= sizeof c->session) return why_fail(why, n, "SANDSTACK_SESSION is longer than 127 characters");
   snprintf(c->session, sizeof c->session, "%s", session ? session : "");
 
   static const limit_spec specs[] = {
@@ -159,7 +152,7 @@ int proxy_config_load(proxy_config *c, int argc, char **argv, char *why, size_t 
     cJSON_Delete(root);
   }
   if (!c->policy) {
-    fail(why, n, "SANDSTACK_EGRESS_POLICY is refused: %s", e.message);
+    why_fail(why, n, "SANDSTACK_EGRESS_POLICY is refused: %s", e.message);
     ss_error_clear(&e);
     return -1;
   }
@@ -171,13 +164,13 @@ int proxy_config_load(proxy_config *c, int argc, char **argv, char *why, size_t 
   c->ca_dir = ca_dir ? strdup(ca_dir) : NULL;
   c->ca_roots = ca_roots ? strdup(ca_roots) : NULL;
   if (!c->token || !c->key || (ca && !c->upstream_ca) || (ca_dir && !c->ca_dir) || (ca_roots && !c->ca_roots))
-    return fail(why, n, "out of memory");
+    return why_fail(why, n, "out of memory");
   c->token_len = strlen(token);
   const char *cj = env("SANDSTACK_CREDENTIALS");
-  if (cj && !(c->credentials_json = strdup(cj))) return fail(why, n, "out of memory");
+  if (cj && !(c->credentials_json = strdup(cj))) return why_fail(why, n, "out of memory");
   char cwhy[400];
   if (!(c->creds = proxy_config_credentials(c, cwhy, sizeof cwhy)))
-    return fail(why, n, "SANDSTACK_CREDENTIALS is refused: %s", cwhy);
+    return why_fail(why, n, "SANDSTACK_CREDENTIALS is refused: %s", cwhy);
   return 0;
 }
 
@@ -186,7 +179,7 @@ proxy_creds *proxy_config_credentials(const proxy_config *c, char *why, size_t n
   proxy_creds *t = creds_parse(j, strlen(j), why, n);
   if (t && creds_add_legacy(t, c->upstream_host, c->upstream_port, c->key, c->token) != 0) {
     creds_free(t);
-    fail(why, n, "out of memory");
+    why_fail(why, n, "out of memory");
     return NULL;
   }
   return t;

@@ -4,8 +4,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/audit.h"
 #include "proxy/auth.h"
-#include "proxy/proxy.h"
+#include "proxy/conn.h"
+#include "proxy/cred_flow.h"
+#include "proxy/credential.h"
+#include "proxy/forward.h"
+#include "proxy/inspect.h"
+#include "proxy/live_policy.h"
+#include "proxy/relay.h"
+#include "proxy/reply.h"
+#include "proxy/server.h"
+#include "proxy/splice_relay.h"
+#include "proxy/tunnel.h"
 
 #define READ_CHUNK 65536
 

@@ -27,8 +27,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "proxy/audit.h"
+#include "proxy/control.h"
 #include "proxy/credentials.h"
-#include "proxy/proxy.h"
+#include "proxy/live_policy.h"
+#include "proxy/server.h"
 #include "proxy/tls.h"
 
 #define CONTROL_MAX_REQUEST (8u << 20) /* a policy is at most 1 MiB rendered; room for escaping */

@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "proxy/proxy.h"
+#include "proxy/control.h"
 
 socklen_t control_address(const char *where, struct sockaddr_un *sa) {
   memset(sa, 0, sizeof *sa);

@@ -12,7 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "proxy/proxy.h"
+#include "proxy/control.h"
 #include "util/io.h"
 
 #define ANSWER_MAX (4u << 20)

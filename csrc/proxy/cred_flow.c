@@ -1,4 +1,4 @@
-/* Credentials on a connection's bytes (proxy.h, credentials.h): each call looks the table up in
+/* Credentials on a connection's bytes (cred_flow.h, credentials.h): each call looks the table up in
  * c->srv->creds afresh, since a live swap frees the old one; the connection keeps only its
  * streams' undecided bytes. A misplaced placeholder fails closed: the request is refused before
  * anything holding it goes on, and the audit line says security_event "credential_misplaced".
@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/proxy.h"
+#include "proxy/conn.h"
+#include "proxy/cred_flow.h"
+#include "proxy/reply.h"
 
 static void refuse(proxy_conn *c, const char *what) {
   c->security_event = "credential_misplaced";

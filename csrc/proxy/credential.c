@@ -11,8 +11,12 @@
 #include <strings.h>
 
 #include "proxy/auth.h"
+#include "proxy/conn.h"
+#include "proxy/cred_flow.h"
+#include "proxy/credential.h"
 #include "proxy/credentials.h"
-#include "proxy/proxy.h"
+#include "proxy/curl_loop.h"
+#include "proxy/reply.h"
 #include "proxy/tls.h"
 
 #define MAX_RESPONSE_HEAD (256 * 1024)

@@ -3,7 +3,6 @@
 #include "proxy/credentials.h"
 
 #include <cjson/cJSON.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,16 +10,10 @@
 
 #include "policy/policy.h"
 #include "proxy/auth.h"
+#include "proxy/why.h"
+#include "util/base64.h"
 
 /* ---- the table ---- */
-
-static int fail(char *why, size_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, n, fmt, ap);
-  va_end(ap);
-  return -1;
-}
 
 static void entry_free(cred_entry *e) {
   if (e->secret) memset(e->secret, 0, e->secret_len);
@@ -76,38 +69,38 @@ static int parse_place(cred_entry *e, const cJSON *o, size_t i, char *why, size_
   for (int k = 0; k < 4; k++) {
     member(o, keys[k], &present);
     if (!present) continue;
-    if (found >= 0) return fail(why, n, "credential %zu (%s) names two placements; give one of header, query, basic, path", i, e->name);
+    if (found >= 0) return why_fail(why, n, "credential %zu (%s) names two placements; give one of header, query, basic, path", i, e->name);
     found = k;
   }
-  if (found < 0) return fail(why, n, "credential %zu (%s) needs one of header, query, basic, path", i, e->name);
+  if (found < 0) return why_fail(why, n, "credential %zu (%s) needs one of header, query, basic, path", i, e->name);
   const char *v = member(o, keys[found], NULL), *fmt = member(o, "format", &present);
-  if (!v || !*v || strlen(v) > 256) return fail(why, n, "credential %zu (%s): %s must be a string of 1 to 256 characters", i, e->name, keys[found]);
-  if (present && found != 0) return fail(why, n, "credential %zu (%s): format goes with header only", i, e->name);
+  if (!v || !*v || strlen(v) > 256) return why_fail(why, n, "credential %zu (%s): %s must be a string of 1 to 256 characters", i, e->name, keys[found]);
+  if (present && found != 0) return why_fail(why, n, "credential %zu (%s): format goes with header only", i, e->name);
   e->place = (cred_place)found;
   switch (e->place) {
   case CRED_HEADER:
-    if (!all_in(v, token_char)) return fail(why, n, "credential %zu (%s): header is not a field name", i, e->name);
+    if (!all_in(v, token_char)) return why_fail(why, n, "credential %zu (%s): header is not a field name", i, e->name);
     if (present && (!fmt || strlen(fmt) > 1024 || !all_in(fmt, value_char) || !one_slot(fmt)))
-      return fail(why, n, "credential %zu (%s): format must be printable text with exactly one %%s and no other %%", i, e->name);
+      return why_fail(why, n, "credential %zu (%s): format must be printable text with exactly one %%s and no other %%", i, e->name);
     e->format = strdup(present ? fmt : "%s");
     e->field = strdup(v);
     break;
   case CRED_QUERY:
-    if (!all_in(v, unreserved)) return fail(why, n, "credential %zu (%s): query must be a parameter name (A-Z a-z 0-9 - . _ ~)", i, e->name);
+    if (!all_in(v, unreserved)) return why_fail(why, n, "credential %zu (%s): query must be a parameter name (A-Z a-z 0-9 - . _ ~)", i, e->name);
     e->field = strdup(v);
     break;
   case CRED_BASIC:
-    if (!all_in(v, user_char)) return fail(why, n, "credential %zu (%s): basic must be a user name (visible ASCII, no ':')", i, e->name);
+    if (!all_in(v, user_char)) return why_fail(why, n, "credential %zu (%s): basic must be a user name (visible ASCII, no ':')", i, e->name);
     e->field = strdup(v);
     break;
   case CRED_PATH:
     if (v[0] != '/' || !all_in(v, path_char) || !one_slot(v))
-      return fail(why, n, "credential %zu (%s): path must start with '/' and hold exactly one %%s (no other %%, '?' or '#')", i, e->name);
+      return why_fail(why, n, "credential %zu (%s): path must start with '/' and hold exactly one %%s (no other %%, '?' or '#')", i, e->name);
     e->format = strdup(v);
     break;
   }
   if ((e->place != CRED_PATH && !e->field) || ((e->place == CRED_HEADER || e->place == CRED_PATH) && !e->format))
-    return fail(why, n, "out of memory");
+    return why_fail(why, n, "out of memory");
   return 0;
 }
 
@@ -115,43 +108,43 @@ static int sent_form(cred_entry *e);
 
 static int parse_entry(cred_entry *e, const cJSON *o, size_t i, char *why, size_t n) {
   static const char *const known[] = {"name", "host", "port", "secret", "placeholder", "header", "format", "query", "basic", "path"};
-  if (!cJSON_IsObject(o)) return fail(why, n, "credential %zu is not an object", i);
+  if (!cJSON_IsObject(o)) return why_fail(why, n, "credential %zu is not an object", i);
   for (const cJSON *k = o->child; k; k = k->next) {
     size_t j = 0;
     while (j < sizeof known / sizeof known[0] && strcmp(k->string, known[j]) != 0) j++;
-    if (j == sizeof known / sizeof known[0]) return fail(why, n, "credential %zu has an unknown key (%.40s)", i, k->string);
+    if (j == sizeof known / sizeof known[0]) return why_fail(why, n, "credential %zu has an unknown key (%.40s)", i, k->string);
   }
   const char *name = member(o, "name", NULL), *host = member(o, "host", NULL);
   if (!name || !*name || strlen(name) > 64 || !all_in(name, name_char) || (name[0] >= '0' && name[0] <= '9'))
-    return fail(why, n, "credential %zu: name must be an environment variable name (A-Z a-z 0-9 _, at most 64)", i);
-  if (!(e->name = strdup(name))) return fail(why, n, "out of memory");
+    return why_fail(why, n, "credential %zu: name must be an environment variable name (A-Z a-z 0-9 _, at most 64)", i);
+  if (!(e->name = strdup(name))) return why_fail(why, n, "out of memory");
   char canon[SS_HOST_MAX + 1];
   const char *w = NULL;
   if (!host || ss_host_normalize(host, strlen(host), canon, &w) != 0)
-    return fail(why, n, "credential %zu (%s): host is not a host name (%s)", i, name, w ? w : "missing");
-  if (!(e->host = strdup(canon))) return fail(why, n, "out of memory");
+    return why_fail(why, n, "credential %zu (%s): host is not a host name (%s)", i, name, w ? w : "missing");
+  if (!(e->host = strdup(canon))) return why_fail(why, n, "out of memory");
   const cJSON *port = cJSON_GetObjectItemCaseSensitive(o, "port");
   e->port = 443;
   if (port) {
     if (!cJSON_IsNumber(port) || port->valuedouble != (double)(int)port->valuedouble || port->valueint < 1 || port->valueint > 65535)
-      return fail(why, n, "credential %zu (%s): port must be a whole number from 1 to 65535", i, name);
+      return why_fail(why, n, "credential %zu (%s): port must be a whole number from 1 to 65535", i, name);
     e->port = port->valueint;
   }
   const char *secret = member(o, "secret", NULL), *ph = member(o, "placeholder", NULL);
   size_t sl = secret ? strlen(secret) : 0;
   if (!secret || sl < CREDS_SECRET_MIN || sl > CREDS_SECRET_MAX || !all_in(secret, visible))
-    return fail(why, n, "credential %zu (%s): secret must be %d to %d characters of visible ASCII", i, name, CREDS_SECRET_MIN,
+    return why_fail(why, n, "credential %zu (%s): secret must be %d to %d characters of visible ASCII", i, name, CREDS_SECRET_MIN,
                 CREDS_SECRET_MAX);
   if (!ph || strlen(ph) != sl || !all_in(ph, alnum))
-    return fail(why, n, "credential %zu (%s): placeholder must be letters and digits, as long as its secret", i, name);
-  if (strcmp(ph, secret) == 0) return fail(why, n, "credential %zu (%s): the placeholder must not be the secret", i, name);
+    return why_fail(why, n, "credential %zu (%s): placeholder must be letters and digits, as long as its secret", i, name);
+  if (strcmp(ph, secret) == 0) return why_fail(why, n, "credential %zu (%s): the placeholder must not be the secret", i, name);
   e->secret = strdup(secret);
   e->placeholder = strdup(ph);
   e->mask = strdup(ph);
   e->secret_len = e->placeholder_len = sl;
-  if (!e->secret || !e->placeholder || !e->mask) return fail(why, n, "out of memory");
+  if (!e->secret || !e->placeholder || !e->mask) return why_fail(why, n, "out of memory");
   if (parse_place(e, o, i, why, n) != 0) return -1;
-  return sent_form(e) == 0 ? 0 : fail(why, n, "out of memory");
+  return sent_form(e) == 0 ? 0 : why_fail(why, n, "out of memory");
 }
 
 /* No two credentials share a name or a placeholder, and no secret holds a placeholder (its
@@ -160,26 +153,26 @@ static int check_distinct(const proxy_creds *t, char *why, size_t n) {
   for (size_t i = 0; i < t->n; i++)
     for (size_t j = 0; j < t->n; j++) {
       const cred_entry *a = &t->e[i], *b = &t->e[j];
-      if (i < j && strcmp(a->name, b->name) == 0) return fail(why, n, "two credentials are named %s", a->name);
+      if (i < j && strcmp(a->name, b->name) == 0) return why_fail(why, n, "two credentials are named %s", a->name);
       if (i < j && strcmp(a->placeholder, b->placeholder) == 0)
-        return fail(why, n, "credentials %s and %s share a placeholder", a->name, b->name);
-      if (strstr(a->secret, b->placeholder)) return fail(why, n, "the secret of %s holds the placeholder of %s", a->name, b->name);
+        return why_fail(why, n, "credentials %s and %s share a placeholder", a->name, b->name);
+      if (strstr(a->secret, b->placeholder)) return why_fail(why, n, "the secret of %s holds the placeholder of %s", a->name, b->name);
     }
   return 0;
 }
 
 proxy_creds *creds_parse(const char *json, size_t len, char *why, size_t why_len) {
   proxy_creds *t = calloc(1, sizeof *t);
-  if (!t) return fail(why, why_len, "out of memory"), NULL;
+  if (!t) return why_fail(why, why_len, "out of memory"), NULL;
   if (len == 0) return t;
   cJSON *root = cJSON_ParseWithLength(json, len);
   int rc = -1;
   if (!cJSON_IsArray(root)) {
-    fail(why, why_len, "SANDSTACK_CREDENTIALS must be a JSON array of credentials");
+    why_fail(why, why_len, "SANDSTACK_CREDENTIALS must be a JSON array of credentials");
   } else if (cJSON_GetArraySize(root) > CREDS_MAX) {
-    fail(why, why_len, "at most %d credentials", CREDS_MAX);
+    why_fail(why, why_len, "at most %d credentials", CREDS_MAX);
   } else if (!(t->e = calloc((size_t)cJSON_GetArraySize(root) + 1, sizeof *t->e))) {
-    fail(why, why_len, "out of memory");
+    why_fail(why, why_len, "out of memory");
   } else {
     rc = 0;
     for (const cJSON *o = root->child; o && rc == 0; o = o->next) rc = parse_entry(&t->e[t->n], o, t->n, why, why_len), t->n++;
@@ -230,7 +223,7 @@ static void scrub_free(char *s) {
 static int model_key_ok(const char *key, char *why, size_t n) {
   size_t kl = strlen(key);
   if (kl < CREDS_SECRET_MIN || kl > CREDS_SECRET_MAX || !all_in(key, visible))
-    return fail(why, n, "ANTHROPIC_API_KEY: the model key must be %d to %d characters of visible ASCII", CREDS_SECRET_MIN,
+    return why_fail(why, n, "ANTHROPIC_API_KEY: the model key must be %d to %d characters of visible ASCII", CREDS_SECRET_MIN,
                 CREDS_SECRET_MAX);
   return 0;
 }
@@ -240,13 +233,13 @@ int creds_set_model_key(proxy_creds *t, const char *key, char *why, size_t why_l
   cred_entry *e = NULL;
   for (size_t i = 0; t && i < t->n && !e; i++)
     if (t->e[i].legacy) e = &t->e[i];
-  if (!e) return fail(why, why_len, "this proxy has no credential route");
+  if (!e) return why_fail(why, why_len, "this proxy has no credential route");
   size_t kl = strlen(key);
   char *secret = strdup(key), *mask = malloc(kl + 1);
   if (!secret || !mask) {
     scrub_free(secret);
     free(mask);
-    return fail(why, why_len, "out of memory");
+    return why_fail(why, why_len, "out of memory");
   }
   if (kl == e->placeholder_len) memcpy(mask, e->placeholder, kl);
   else memset(mask, '*', kl);
@@ -267,16 +260,16 @@ static int take_model_key(cJSON *root, char **key, char *why, size_t n) {
   for (cJSON *o = root->child; o; o = o->next) {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
     if (!cJSON_IsString(name) || strcmp(name->valuestring, "ANTHROPIC_API_KEY") != 0) continue;
-    if (found) return fail(why, n, "ANTHROPIC_API_KEY (the model key) is given twice");
+    if (found) return why_fail(why, n, "ANTHROPIC_API_KEY (the model key) is given twice");
     found = o;
   }
   if (!found) return 0;
   const cJSON *secret = cJSON_GetObjectItemCaseSensitive(found, "secret");
   if (cJSON_GetArraySize(found) != 2 || !cJSON_IsString(secret))
-    return fail(why, n, "ANTHROPIC_API_KEY is the credential route's model key: its entry holds name and secret only "
+    return why_fail(why, n, "ANTHROPIC_API_KEY is the credential route's model key: its entry holds name and secret only "
                         "(its host is the upstream's, its placeholder the session token)");
   if (model_key_ok(secret->valuestring, why, n) != 0) return -1;
-  if (!(*key = strdup(secret->valuestring))) return fail(why, n, "out of memory");
+  if (!(*key = strdup(secret->valuestring))) return why_fail(why, n, "out of memory");
   memset(secret->valuestring, 0, strlen(*key));
   cJSON_Delete(cJSON_DetachItemViaPointer(root, found));
   return 0;
@@ -294,7 +287,7 @@ proxy_creds *creds_parse_live(const char *json, size_t len, char **model_key, ch
   if (take_model_key(root, model_key, why, why_len) != 0) {
     /* refused: why says so */
   } else if (!(rest = cJSON_PrintUnformatted(root))) {
-    fail(why, why_len, "out of memory");
+    why_fail(why, why_len, "out of memory");
   } else {
     t = creds_parse(rest, strlen(rest), why, why_len);
   }
@@ -373,12 +366,15 @@ static void put_filled(outbuf *o, const char *fmt, const char *v, size_t vl, int
 }
 
 static void put_b64(outbuf *o, const unsigned char *s, size_t n) {
-  static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  for (size_t i = 0; i < n; i += 3) {
-    unsigned long w = (unsigned long)s[i] << 16 | (i + 1 < n ? (unsigned long)s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
-    char q[4] = {al[w >> 18 & 63], al[w >> 12 & 63], i + 1 < n ? al[w >> 6 & 63] : '=', i + 2 < n ? al[w & 63] : '='};
-    put(o, q, 4);
+  size_t len;
+  char *b = ss_base64(s, n, &len);
+  if (!b) {
+    o->oom = 1;
+    return;
   }
+  put(o, b, len);
+  memset(b, 0, len); /* a placed secret's encoding */
+  free(b);
 }
 
 /* The secret as the placement writes it, when that is not the secret itself (see cred_entry). */
@@ -430,7 +426,7 @@ static long basic_value(const char *line, size_t n, unsigned char *buf, size_t c
   if (end - v < 6 || strncasecmp(v, "Basic ", 6) != 0) return -1;
   v += 6;
   while (v < end && *v == ' ') v++;
-  return auth_b64_decode(v, (size_t)(end - v), buf, cap);
+  return ss_base64_decode(v, (size_t)(end - v), buf, cap);
 }
 
 #define BASIC_MAX (CREDS_SECRET_MAX + 512)

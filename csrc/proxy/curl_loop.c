@@ -3,7 +3,7 @@
  * happened. One multi handle per server, so upstream connections are reused across requests. */
 #include <stdlib.h>
 
-#include "proxy/proxy.h"
+#include "proxy/curl_loop.h"
 
 struct curl_loop {
   uv_loop_t *loop;
@@ -104,12 +104,6 @@ curl_loop *curl_loop_new(uv_loop_t *loop, void (*done)(CURL *, CURLcode)) {
 }
 
 CURLM *curl_loop_multi(curl_loop *cl) { return cl->multi; }
-
-void curl_loop_kick(curl_loop *cl) {
-  int running;
-  curl_multi_socket_action(cl->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-  check_done(cl);
-}
 
 static void free_loop(uv_handle_t *h) { free(h->data); }
 

@@ -7,8 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "proxy/audit.h"
+#include "proxy/conn.h"
 #include "proxy/deny.h"
-#include "proxy/proxy.h"
 
 static void put(char *out, size_t cap, const char *fmt, ...) {
   va_list ap;

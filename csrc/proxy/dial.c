@@ -7,7 +7,10 @@
 #include <string.h>
 
 #include "proxy/addr.h"
-#include "proxy/proxy.h"
+#include "proxy/conn.h"
+#include "proxy/dial.h"
+#include "proxy/live_policy.h"
+#include "proxy/reply.h"
 
 static void on_connected(uv_connect_t *req, int status) {
   proxy_conn *c = req->data;

@@ -10,7 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/proxy.h"
+#include "proxy/conn.h"
+#include "proxy/cred_flow.h"
+#include "proxy/dial.h"
+#include "proxy/forward.h"
+#include "proxy/live_policy.h"
+#include "proxy/relay.h"
+#include "proxy/reply.h"
 
 static void connected(proxy_conn *c) {
   const proxy_config *cfg = c->srv->cfg;

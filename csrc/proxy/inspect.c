@@ -24,10 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/audit.h"
+#include "proxy/conn.h"
+#include "proxy/cred_flow.h"
 #include "proxy/http_chunked.h"
 #include "proxy/http_response.h"
+#include "proxy/inspect.h"
 #include "proxy/inspect_request.h"
-#include "proxy/proxy.h"
+#include "proxy/reply.h"
 #include "proxy/tls.h"
 
 #define PLAIN_CHUNK 16384

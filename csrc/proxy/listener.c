@@ -6,7 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/proxy.h"
+#include "proxy/conn.h"
+#include "proxy/credential.h"
+#include "proxy/curl_loop.h"
+#include "proxy/live_policy.h"
+#include "proxy/server.h"
 
 static void on_handle_closed(uv_handle_t *h) { (void)h; }
 

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/proxy.h"
+#include "proxy/conn.h"
+#include "proxy/live_policy.h"
 #include "util/sha256.h"
 
 struct policy_pin {

@@ -10,7 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "proxy/proxy.h"
+#include "proxy/control.h"
+#include "proxy/live_policy.h"
+#include "proxy/server.h"
 #include "proxy/tls.h"
 
 /* `sandstack-proxy --ready`: the ready test a Docker stack runs by exec beside the proxy

@@ -6,7 +6,11 @@
  * The idle deadline is reset by traffic either way, whatever its rate. */
 #include <stdlib.h>
 
-#include "proxy/proxy.h"
+#include "proxy/conn.h"
+#include "proxy/cred_flow.h"
+#include "proxy/relay.h"
+#include "proxy/splice_relay.h"
+#include "proxy/tunnel.h"
 
 static size_t queued(uv_tcp_t *t) { return uv_stream_get_write_queue_size((uv_stream_t *)t); }
 

@@ -10,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/conn.h"
 #include "proxy/deny.h"
-#include "proxy/proxy.h"
+#include "proxy/reply.h"
 const char *reply_status_text(int status) {
   switch (status) {
   case 200: return "OK";

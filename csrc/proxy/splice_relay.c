@@ -33,7 +33,9 @@
  * (fs.pipe-user-pages-soft, shared by every proxy on a host running as the same uid) one page per
  * pipe, a busy direction enough to move PIPE_BULK per pair of system calls (a one-page pipe moves
  * one TCP segment per pair, slower than relay.c's 64 KiB reads). */
-#include "proxy/proxy.h"
+#include "proxy/conn.h"
+#include "proxy/relay.h"
+#include "proxy/splice_relay.h"
 
 #ifdef SANDSTACK_PROXY_SPLICE
 #include <errno.h>

@@ -12,8 +12,14 @@
 #include <string.h>
 
 #include "proxy/clienthello.h"
-#include "proxy/proxy.h"
+#include "proxy/conn.h"
+#include "proxy/dial.h"
+#include "proxy/inspect.h"
+#include "proxy/live_policy.h"
+#include "proxy/relay.h"
+#include "proxy/reply.h"
 #include "proxy/tls.h"
+#include "proxy/tunnel.h"
 
 #define HELLO_BUFFER (CH_MAX_HELLO + 4096) /* the hello plus its record headers */
 

@@ -25,3 +25,36 @@ char *ss_base64(const void *in, size_t len, size_t *out_len) {
   if (out_len) *out_len = o;
   return out;
 }
+
+static int digit_value(unsigned char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+long ss_base64_decode(const char *s, size_t n, unsigned char *out, size_t cap) {
+  if (n % 4) return -1;
+  size_t o = 0;
+  for (size_t i = 0; i < n; i += 4) {
+    int v[4], pad = 0;
+    for (int k = 0; k < 4; k++) {
+      if (s[i + k] == '=' && i + 4 == n && k >= 2) {
+        v[k] = 0;
+        pad++;
+        continue;
+      }
+      if (pad) return -1; /* data after '=' */
+      if ((v[k] = digit_value((unsigned char)s[i + k])) < 0) return -1;
+    }
+    unsigned long w = (unsigned long)v[0] << 18 | (unsigned long)v[1] << 12 | (unsigned long)v[2] << 6 | (unsigned long)v[3];
+    unsigned char b[3] = {(unsigned char)(w >> 16), (unsigned char)(w >> 8), (unsigned char)w};
+    for (int k = 0; k < 3 - pad; k++) {
+      if (o >= cap) return -1;
+      out[o++] = b[k];
+    }
+  }
+  return (long)o;
+}

@@ -394,6 +394,7 @@ int mc_queue(CURLM *m, mc_action action, size_t n) {
   m->next.action = action;
   m->next.n = n;
   m->has_next = 1;
+  if (m->timer_fn) m->timer_fn(m, 0, m->timer_ud); /* as libcurl with work to do: "call me at once" */
   return 1;
 }
 

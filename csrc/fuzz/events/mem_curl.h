@@ -44,7 +44,8 @@ typedef struct mc_hooks {
 } mc_hooks;
 
 void mc_set_hooks(CURLM *multi, const mc_hooks *hooks);
-/* Queues one action for the next socket_action; 0 when no transfer is active. */
+/* Queues one action for the next socket_action and asks the proxy's timer for it at once (the
+ * harness then fires that timer); 0 when no transfer is active. */
 int mc_queue(CURLM *multi, mc_action action, size_t n);
 /* Transfers added and not removed. */
 int mc_active(CURLM *multi);

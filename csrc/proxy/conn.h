@@ -1,0 +1,85 @@
+#ifndef SANDSTACK_PROXY_CONN_H
+#define SANDSTACK_PROXY_CONN_H
+/* A client connection (conn.c): it lives until its last handle has closed and its last request
+ * (write, resolve, connect, shutdown) has called back: `refs` counts them. */
+#include <stdint.h>
+#include <uv.h>
+
+#include "proxy/credentials.h"
+#include "proxy/http_head.h"
+#include "proxy/server.h"
+
+typedef struct cred_req cred_req;
+typedef struct inspect_session inspect_session;
+typedef struct splice_relay splice_relay;
+
+typedef enum { KIND_NONE, KIND_CONNECT, KIND_FORWARD, KIND_CREDENTIAL, KIND_INSPECT } conn_kind;
+typedef enum { ST_HEAD, ST_DIAL, ST_HELLO, ST_RELAY, ST_CREDENTIAL, ST_INSPECT, ST_REPLY, ST_CLOSING } conn_state;
+
+struct proxy_conn {
+  proxy_server *srv;
+  proxy_conn *prev, *next;
+  uint64_t id;
+  int refs;
+  conn_state state;
+  conn_kind kind;
+  uv_tcp_t client, upstream;
+  int upstream_open;
+  uv_timer_t timer; /* the one deadline of the current state */
+  uint64_t started_ms;
+  char peer[64];
+
+  /* bytes read from the client and not yet passed on: the head, then early body/hello bytes */
+  char *buf;
+  size_t len, cap, scanned;
+  ph_request req;
+
+  /* what was asked and decided (the audit line) */
+  char method[33], host[SS_HOST_MAX + 1], path[SS_PATH_MAX + 1], address[64];
+  int port, status, rule;
+  const char *decision, *reason;
+  const char *security_event; /* a refusal that is an attack's signature (audit.c lists them), or NULL */
+  uint64_t bytes_up, bytes_down;
+
+  /* relaying */
+  uint64_t up_left; /* request body bytes still to pass upstream (forward); UINT64_MAX: unbounded */
+  int client_eof, upstream_eof, client_paused, upstream_paused, shutdowns;
+  uint8_t *hello_scratch;
+  uv_getaddrinfo_t gai;
+  uv_connect_t connect_req;
+  struct sockaddr_storage dest;
+  splice_relay *splice; /* a raw tunnel the kernel relays (splice_relay.c), or NULL */
+  const char *relay;    /* how a tunnel was relayed: "splice" or "uv" (the audit line) */
+
+  void (*on_connected)(proxy_conn *c);
+  int counted, gai_pending;
+  char sni[256];
+  const char *end; /* why the connection ended, for the audit line */
+
+  cred_req *cred;
+  inspect_session *insp; /* an inspected CONNECT (inspect.c) */
+  const char *leaf;      /* its leaf certificate: "cached" or "fresh" (the audit line) */
+  /* the policy that admitted it, for the checks after the resolve (dial.c); judged_by pins it
+   * unless it is the start policy, which lives as long as the process */
+  const ss_policy *judged_rules;
+  policy_pin *judged_by;
+  /* credentials (cred_flow.c): the request body scanned for placeholders, the response scrubbed
+   * of secrets; each holds only the few bytes undecided at the end of the last read */
+  creds_stream cred_body, cred_response;
+};
+
+void conn_accept(proxy_server *s, uv_stream_t *listener);
+void conn_close(proxy_conn *c);
+void conn_hold(proxy_conn *c);
+void conn_release(proxy_conn *c);
+void conn_set_deadline(proxy_conn *c, unsigned ms);
+void conn_read_client(proxy_conn *c);   /* (re)start reading; idempotent */
+void conn_read_upstream(proxy_conn *c);
+/* Writes len bytes (copied) to the stream; on_done is called after the write (may be NULL). */
+int conn_write(proxy_conn *c, uv_stream_t *to, const char *data, size_t len, void (*on_done)(proxy_conn *, int status));
+/* The same, taking ownership of base (malloc'd). */
+int conn_write_owned(proxy_conn *c, uv_stream_t *to, char *base, size_t len, void (*on_done)(proxy_conn *, int status));
+/* Writes then ends the connection without a reset: shutdown, drain what the client still sends. */
+void conn_reply_and_linger(proxy_conn *c, const char *data, size_t len);
+
+#endif

@@ -1,0 +1,26 @@
+#ifndef SANDSTACK_PROXY_LIVE_POLICY_H
+#define SANDSTACK_PROXY_LIVE_POLICY_H
+/* The swappable policy (live_policy.c, issue 25). */
+#include <stddef.h>
+
+#include "policy/policy.h"
+
+typedef struct proxy_conn proxy_conn;
+typedef struct proxy_server proxy_server;
+
+void live_policy_init(proxy_server *s, ss_policy *start); /* start stays owned by the config */
+void live_policy_end(proxy_server *s);
+/* The policy in force, pinned to c so the checks after its resolve use the same one. */
+const ss_policy *policy_judge(proxy_conn *c);
+/* The policy that admitted c (its pin), else the one in force. */
+const ss_policy *policy_of(const proxy_conn *c);
+void policy_unpin(proxy_conn *c);
+/* sha256 of the canonical render (ss_policy_render), lowercase hex; never holds a secret. */
+int policy_digest(const ss_policy *p, char out[65]);
+void sha256_hex(const char *text, char out[65]); /* of a NUL-terminated text, lowercase hex */
+/* Takes next (owned from now on) as the policy in force, closes every tunnel and inspected
+ * connection it does not admit (end "policy_changed"; control.c writes the audit line). Returns the
+ * number closed; old_digest/new_digest get the two digests. */
+size_t live_policy_swap(proxy_server *s, ss_policy *next, char old_digest[65], char new_digest[65]);
+
+#endif

@@ -1,0 +1,46 @@
+#ifndef SANDSTACK_PROXY_SERVER_H
+#define SANDSTACK_PROXY_SERVER_H
+/* The proxy's runtime: one server (listener, signals, the curl multi handle) and its
+ * connections (conn.h), all on one libuv loop. No globals: every callback finds its state
+ * through the handle's data pointer. */
+#include <stdint.h>
+#include <uv.h>
+
+#include "proxy/config.h"
+
+typedef struct proxy_conn proxy_conn;
+typedef struct curl_loop curl_loop;
+typedef struct proxy_tls proxy_tls;
+typedef struct policy_pin policy_pin;
+typedef struct control_server control_server;
+
+typedef struct proxy_server {
+  uv_loop_t *loop;
+  const proxy_config *cfg;
+  uv_tcp_t listener;
+  uv_signal_t sigterm, sigint;
+  uv_timer_t drain_timer;
+  int draining, stopped;
+  size_t active;    /* connections counted against the cap */
+  uint64_t next_id;
+  proxy_conn *conns; /* every live connection (the drain walks it) */
+  curl_loop *curl;
+  proxy_tls *tls; /* OpenSSL contexts and the inspection CA (tls.h) */
+  /* The egress policy in force (issue 25: replaced live through the control socket, control.c).
+   * Every decision reads it once, synchronously on the loop, so a request is judged wholly by
+   * one policy; cfg->policy stays the start policy (the inspection CA was made from it). */
+  ss_policy *policy;
+  policy_pin *policy_pin;  /* a replaced-in policy, kept alive while a connection judged by it lives */
+  control_server *control; /* NULL when SANDSTACK_CONTROL_SOCKET is unset or could not be bound */
+  /* The credentials in force (credentials.h; proxy_config_credentials at start). Replaced whole
+   * and freed at once by a live swap: read it synchronously, never keep a pointer into it from
+   * one callback to the next (cred_flow.c looks it up on every call). */
+  proxy_creds *creds;
+} proxy_server;
+
+/* listener.c */
+int server_start(proxy_server *s, uv_loop_t *loop, const proxy_config *cfg);
+int server_port(proxy_server *s); /* the bound port (for --port 0) */
+void server_conn_gone(proxy_server *s); /* a connection was freed: finish a drain when it was the last */
+
+#endif
