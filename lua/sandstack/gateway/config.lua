@@ -220,10 +220,4 @@ function M.load(path)
   return M.check(t)
 end
 
--- The pool's name (every pooled project starts with it) and the pool options for
--- sandstack.docker.pool.
-function M.pool_name(c)
-  return c.project_prefix .. "pool"
-end
-
 return M

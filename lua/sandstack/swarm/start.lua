@@ -109,7 +109,6 @@ local function task_error(c, t)
 end
 
 local ENDED = { failed = true, rejected = true, complete = true, shutdown = true, orphaned = true, remove = true }
-local WAITING = { new = true, pending = true }
 
 -- Waits until each of the services `wave` is started: its task running (Swarm reports a task with
 -- a healthcheck running once healthy), or its ready test passing by exec on the node.
@@ -150,7 +149,6 @@ local function wait_wave(run, wave)
           if done then
             started[c.service] = true
             left = left - 1
-            c.container_id = cid
             emit(run, "task_running", c.service, { node_id = t.NodeID, container = cid })
           elseif st.State == "starting" and c.healthcheck and now() - placed_at[c.service] > run.health_timeout then
             return nil, E.new("timeout", nil, ("service %s was not healthy within %gs"):format(c.service, run.health_timeout),
