@@ -111,24 +111,38 @@ function M.concurrent_requests(endpoint, n)
   return codes[1] == "0" and codes[2] == "0" and codes[3] == "0", out
 end
 
+-- The one TAP writer of every conformance run (docker, swarm, sbx). out: a file (io.stdout) or a
+-- function taking each piece of text. t.result returns whether the test passed; t.finish writes
+-- the plan line and returns true when none failed (a skip passes) and the results.
 local function tap(out)
-  local t = { n = 0, results = {}, out = out }
+  local write = type(out) == "function" and out or function(s) out:write(s) end
+  local t = { n = 0, failed = 0, results = {} }
   function t.result(ok, name, detail)
+    ok = ok and true or false
     t.n = t.n + 1
-    t.results[#t.results + 1] = { ok = ok and true or false, name = name }
-    out:write(("%s %d - %s\n"):format(ok and "ok" or "not ok", t.n, name))
-    if not ok and detail then out:write("# ", (tostring(detail):gsub("\n", "\n# ")), "\n") end
+    t.results[#t.results + 1] = { ok = ok, name = name }
+    write(("%s %d - %s\n"):format(ok and "ok" or "not ok", t.n, name))
+    if not ok then
+      t.failed = t.failed + 1
+      if detail then write("# " .. tostring(detail):gsub("\n", "\n# ") .. "\n") end
+    end
+    return ok
   end
   function t.skip(name, why)
     t.n = t.n + 1
     t.results[#t.results + 1] = { ok = true, skip = true, name = name }
-    out:write(("ok %d - %s # SKIP %s\n"):format(t.n, name, why))
+    write(("ok %d - %s # SKIP %s\n"):format(t.n, name, why))
   end
-  function t.diag(s) out:write("# ", s, "\n") end
+  function t.diag(s) write("# " .. s .. "\n") end
+  function t.skip_all(why) write("1..0 # SKIP " .. why .. "\n") end
+  function t.finish()
+    write(("1..%d\n"):format(t.n))
+    return t.failed == 0, t.results
+  end
   return t
 end
 
-M.tap = tap -- for sandstack.swarm's conform
+M.tap = tap -- for sandstack.swarm's conform and sandstack.conformance_sbx
 
 -- The reference stack of the probes: a sandbox, a sidecar without egress and one with.
 function M.stack_opts(opts)
@@ -282,14 +296,12 @@ function M.run(opts)
   if opts.backend ~= nil and opts.backend ~= "docker" then
     error("conformance: backend must be \"docker\", \"sbx\" or \"swarm\"", 2)
   end
-  local out = opts.out or io.stdout
-  local t = tap(out)
+  local t = tap(opts.out or io.stdout)
   local sandstack = require "sandstack"
   local eng, err = sandstack.engine { host = opts.docker_host }
   if not eng then
     t.result(false, "the engine answers", err)
-    out:write("1..1\n")
-    return false, t.results
+    return t.finish()
   end
   local v = eng:version() or {}
   local _, _, desc = require("sandstack.docker.isolation").describe(v)
@@ -342,10 +354,7 @@ function M.run(opts)
   if down then down() end
   t.result(leftovers(eng, o.project) == 0, "nothing labelled with the project is left")
   eng:close()
-  out:write(("1..%d\n"):format(t.n))
-  local all = true
-  for _, r in ipairs(t.results) do all = all and r.ok end
-  return all, t.results
+  return t.finish()
 end
 
 return M

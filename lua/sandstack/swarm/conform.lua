@@ -161,13 +161,11 @@ end
 
 function M.run(opts)
   opts = opts or {}
-  local out = opts.out or io.stdout
-  local t = C.tap(out)
+  local t = C.tap(opts.out or io.stdout)
   local mgr, err = cluster.manager { docker_host = opts.docker_host }
   if not mgr then
     t.result(false, "the swarm manager answers", err)
-    out:write("1..1\n")
-    return false, t.results
+    return t.finish()
   end
   local _, _, desc = require("sandstack.docker.isolation").describe(mgr:version() or {})
   t.diag(("swarm manager %s, negotiated API %s"):format(desc, tostring(mgr.api_version)))
@@ -201,10 +199,7 @@ function M.run(opts)
     stack:close()
   end
   mgr:close()
-  out:write(("1..%d\n"):format(t.n))
-  local all = true
-  for _, r in ipairs(t.results) do all = all and r.ok end
-  return all, t.results
+  return t.finish()
 end
 
 return M
