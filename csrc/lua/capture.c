@@ -19,23 +19,19 @@ static uint64_t opt_count(lua_State *L, int idx, const char *key, uint64_t def) 
   return (uint64_t)v;
 }
 
-static int l_mkdir(lua_State *L) {
+/* true, or nil, err: what capture_mkdir and capture_remove answer for op(path). */
+static int dir_op(lua_State *L, int (*op)(const char *dir, ss_error *e)) {
   const char *dir = luaL_checkstring(L, 1);
   ss_error e;
   ss_error_init(&e);
-  if (cap_fresh_dir(dir, &e) != 0) return ss_push_error(L, &e);
+  if (op(dir, &e) != 0) return ss_push_error(L, &e);
   lua_pushboolean(L, 1);
   return 1;
 }
 
-static int l_remove(lua_State *L) {
-  const char *dir = luaL_checkstring(L, 1);
-  ss_error e;
-  ss_error_init(&e);
-  if (cap_remove_dir(dir, &e) != 0) return ss_push_error(L, &e);
-  lua_pushboolean(L, 1);
-  return 1;
-}
+static int l_mkdir(lua_State *L) { return dir_op(L, cap_fresh_dir); }
+
+static int l_remove(lua_State *L) { return dir_op(L, cap_remove_dir); }
 
 static void set_count(lua_State *L, const char *key, uint64_t v) {
   lua_pushinteger(L, (lua_Integer)v);
