@@ -1,8 +1,10 @@
-/* The wrapper's script text and the two small parsers of sbx output. */
+/* The wrapper's script text, its input, and the two small parsers of sbx output. */
 #include "sbx/wrapper.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "util/base64.h"
 
 /* The wrapper. Everything that may be secret (workspace, mount, cwd, env, argv) arrives on
  * stdin, never on sbx's command line, which every local user reads in /proc/PID/cmdline (issue
@@ -81,6 +83,46 @@ const char ss_sbx_kill_script[] =
     "  sleep 0.1 2>/dev/null || sleep 1\n"
     "done\n";
 
+
+/* Appends "x" + base64(v) + "\n" at *at; 0 when out of memory. */
+static int put_x(char **at, ss_bytes v) {
+  size_t n;
+  char *b = ss_base64(v.p, v.n, &n);
+  if (!b) return 0;
+  *(*at)++ = 'x';
+  memcpy(*at, b, n);
+  *at += n;
+  *(*at)++ = '\n';
+  free(b);
+  return 1;
+}
+
+static size_t x_len(ss_bytes v) { return 1 + (v.n + 2) / 3 * 4 + 1; }
+
+char *ss_sbx_wrapper_input(const ss_bytes head[3], const ss_bytes *env, size_t nenv, const ss_bytes *argv,
+                           size_t nargv, size_t *len) {
+  size_t total = sizeof "--\n" - 1 + sizeof ".\n" - 1;
+  for (size_t i = 0; i < 3; i++) total += x_len(head[i]);
+  for (size_t i = 0; i < nenv; i++) total += x_len(env[i]);
+  for (size_t i = 0; i < nargv; i++) total += x_len(argv[i]);
+  char *out = malloc(total + 1), *at = out;
+  if (!out) return NULL;
+  int ok = 1;
+  for (size_t i = 0; ok && i < 3; i++) ok = put_x(&at, head[i]);
+  for (size_t i = 0; ok && i < nenv; i++) ok = put_x(&at, env[i]);
+  memcpy(at, "--\n", 3);
+  at += 3;
+  for (size_t i = 0; ok && i < nargv; i++) ok = put_x(&at, argv[i]);
+  memcpy(at, ".\n", 2);
+  at += 2;
+  *at = '\0';
+  if (!ok) {
+    free(out);
+    return NULL;
+  }
+  *len = (size_t)(at - out);
+  return out;
+}
 
 long ss_sbx_split_stderr(const char *buf, size_t len, const char *nonce, size_t nonce_len) {
   if (nonce_len == 0) return -1;

@@ -16,6 +16,18 @@ extern const char ss_sbx_wrapper_script[];
 extern const char ss_sbx_kill_script[];
 
 
+/* A byte string that may hold NUL (an argument, an env entry). */
+typedef struct ss_bytes {
+  const char *p;
+  size_t n;
+} ss_bytes;
+
+/* The wrapper's stdin, as the script above reads it: the x-values of ws, mnt and cwd (head),
+ * of each env entry ("K=V"), "--", the x-values of argv, then "."; one a line. malloc'd (the
+ * caller frees it), its length in *len; NULL when out of memory. */
+char *ss_sbx_wrapper_input(const ss_bytes head[3], const ss_bytes *env, size_t nenv, const ss_bytes *argv,
+                           size_t nargv, size_t *len);
+
 /* Finds the wrapper's nonce line in stderr: the first line that is exactly NONCE. Returns the
  * offset of the byte after its newline (where the command's own stderr starts), or -1 when the
  * wrapper never printed it (sbx failed before the command started). */

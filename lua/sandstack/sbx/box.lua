@@ -19,8 +19,6 @@ M.EXEC_DIR = "/tmp/.sandstack-exec" -- guest: pgid and cancel files, made 1777 a
 -- nil), allow_canon, image, fingerprint, probe_host
 function M.new(fields) return setmetatable(fields, Box) end
 
-local function x(s) return "x" .. core.base64(s) end
-
 -- Marks the sandbox unusable, here and in its record, so other processes replace it too.
 -- Returns true, or nil, err when the mark could not be recorded: then only this process knows,
 -- and the caller must say so (another process would go on using the sandbox).
@@ -93,25 +91,22 @@ end
 
 M.retire, M.usable, M.kill = retire, usable, kill
 
--- The wrapper's stdin (csrc/sbx/wrapper.h): env and argv travel there, never on sbx's command
--- line, which every local user can read in /proc.
-local function wrapper_input(box, cwd, argv, env)
-  local input = { x(box.workspace), x(box.mount), x(cwd) }
-  if env then
-    local keys = {}
-    for k in pairs(env) do keys[#keys + 1] = k end
-    table.sort(keys)
-    for _, k in ipairs(keys) do
-      if type(k) ~= "string" or not k:match("^[A-Za-z_][A-Za-z0-9_]*$") then
-        return E.fail("invalid", "env", "exec: bad environment variable name " .. tostring(k))
-      end
-      input[#input + 1] = x(k .. "=" .. tostring(env[k]))
+-- The env entries of a command, "K=V" sorted by name; the wrapper's stdin carries them
+-- (csrc/sbx/wrapper.c builds it), never sbx's command line, which every local user can read in
+-- /proc.
+local function env_entries(env)
+  if env == nil then return {} end
+  local keys = {}
+  for k in pairs(env) do keys[#keys + 1] = k end
+  for _, k in ipairs(keys) do
+    if type(k) ~= "string" or not k:match("^[A-Za-z_][A-Za-z0-9_]*$") then
+      return E.fail("invalid", "env", "exec: bad environment variable name " .. tostring(k))
     end
   end
-  input[#input + 1] = "--"
-  for _, a in ipairs(argv) do input[#input + 1] = x(a) end
-  input[#input + 1] = ".\n"
-  return table.concat(input, "\n")
+  table.sort(keys)
+  local out = {}
+  for i, k in ipairs(keys) do out[i] = k .. "=" .. tostring(env[k]) end
+  return out
 end
 
 local exec_keys = { timeout = true, cwd = true, env = true, max_output_bytes = true, user = true }
@@ -155,20 +150,15 @@ local function run_command(self, argv, opts)
   local budget = opts.max_output_bytes or b.max_output_bytes
   local cwd, cerr = command_cwd(self, opts.cwd)
   if not cwd then return nil, cerr end
-  local nonce, token = "sandstack-" .. core.random_hex(16), core.random_hex(12)
-  -- only the wrapper text, the sandbox name, the nonce and the token are on the command line
-  local args = { "exec", "-i" }
-  if opts.user then args[#args + 1] = "-u"; args[#args + 1] = opts.user end
-  for _, a in ipairs({ self.name, "sh", "-c", core.sbx_wrapper_script, "sandstack-sbx", nonce, M.EXEC_DIR, token }) do
-    args[#args + 1] = a
-  end
-  local input, ierr = wrapper_input(self, cwd, argv, opts.env)
-  if not input then return nil, ierr end
+  local env, eerr = env_entries(opts.env)
+  if not env then return nil, eerr end
   local timeout = opts.timeout or b.exec_timeout
-  local res, rerr = cli.run_raw(b, args, { timeout = timeout, max_output = budget, stdin = input })
+  -- one call into C: the wrapper's input, the sbx CLI, the split of its stderr at the nonce
+  local res, rerr = cli.exec(b, self.name, opts.user, { workspace = self.workspace, mount = self.mount,
+    cwd = cwd, env = env, argv = argv, dir = M.EXEC_DIR, timeout = timeout, max_output = budget })
   if not res then return nil, rerr end
   if res.timed_out or res.over_limit then
-    local killed, kerr = kill(self, token)
+    local killed, kerr = kill(self, res.token)
     if kerr then return nil, kerr end -- the retirement could not be recorded: that comes first
     local extra = killed and "" or "; the kill failed, so the sandbox is retired"
     if res.timed_out then
@@ -178,8 +168,7 @@ local function run_command(self, argv, opts)
     return E.fail("output_limit", nil, ("the command's output passed %d bytes and its process group was killed%s")
       :format(budget, extra), { limit = budget, killed = killed })
   end
-  local chatter, own = core.sbx_split_stderr(res.stderr, nonce)
-  if not chatter then
+  if not res.ran then
     -- the wrapper never ran: this is sbx's failure, never the command's exit status
     local e = cli.classify(res, "sbx exec")
     if e.reason == "not_found" then
@@ -188,7 +177,7 @@ local function run_command(self, argv, opts)
     end
     return nil, e
   end
-  return { stdout = res.stdout, stderr = own, exit_code = res.exit_code or (128 + (res.signal or 0)) }
+  return { stdout = res.stdout, stderr = res.stderr, exit_code = res.exit_code or (128 + (res.signal or 0)) }
 end
 
 function Box:exec_bounded(cmd, opts)

@@ -1,6 +1,7 @@
 -- The sbx CLI: every call of the backend goes through run_raw, over core.sbx_run (a
--- clone-based runner with a deadline and capped streams, csrc/sbx/runner.c), and a failed call
--- becomes a typed error through classify. Internal to sandstack.sbx: b is the backend.
+-- clone-based runner with a deadline and capped streams, csrc/sbx/runner.c), or for a command
+-- in a sandbox through exec, over core.sbx_exec (the same runner, the exec wrapper's framing in
+-- C); a failed call becomes a typed error through classify. Internal to sandstack.sbx: b is the backend.
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 
@@ -50,6 +51,18 @@ function M.run_raw(b, args, opts)
   for _, a in ipairs(args) do argv[#argv + 1] = a end
   return core.sbx_run(argv, { timeout = opts.timeout or b.command_timeout,
     max_output = opts.max_output or 4 * MiB, stdin = opts.stdin })
+end
+
+-- Runs one command through the exec wrapper as `sbx exec -i [-u user] name ...` in one call
+-- into C (core.sbx_exec: the wrapper's input, the runner, the split of stderr at the nonce).
+-- job: workspace, mount, cwd, env ("K=V" list), argv, dir, timeout, max_output. Returns the
+-- result table ({ran = false}: the wrapper never started; stderr is then sbx's) or nil, err.
+function M.exec(b, name, user, job)
+  M.live(b)
+  local prefix = { b.sbx_path, "exec", "-i" }
+  if user then prefix[4], prefix[5] = "-u", user end
+  prefix[#prefix + 1] = name
+  return core.sbx_exec(prefix, job)
 end
 
 -- Runs `sbx args...` and requires exit 0 (or an exit code in opts.ok_codes).
