@@ -4,6 +4,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "util/hex.h"
+
 int ss_random_bytes(void *buf, size_t n) {
   unsigned char *p = buf;
   while (n > 0) {
@@ -19,18 +21,13 @@ int ss_random_bytes(void *buf, size_t n) {
 }
 
 int ss_random_hex(char *out, size_t nbytes) {
-  static const char digits[] = "0123456789abcdef";
   unsigned char raw[64];
   if (nbytes > sizeof raw) {
     errno = EINVAL;
     return -1;
   }
   if (ss_random_bytes(raw, nbytes) != 0) return -1;
-  for (size_t i = 0; i < nbytes; i++) {
-    out[2 * i] = digits[raw[i] >> 4];
-    out[2 * i + 1] = digits[raw[i] & 15];
-  }
-  out[2 * nbytes] = '\0';
+  ss_hex(raw, nbytes, out);
   return 0;
 }
 

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "util/hex.h"
+
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -57,13 +59,7 @@ void ss_sha256(const void *data, size_t len, uint8_t out[32]) {
 }
 
 void ss_sha256_hex(const void *data, size_t len, size_t nbytes, char *out) {
-  static const char hex[] = "0123456789abcdef";
   uint8_t d[32];
   ss_sha256(data, len, d);
-  if (nbytes > 32) nbytes = 32;
-  for (size_t i = 0; i < nbytes; i++) {
-    out[2 * i] = hex[d[i] >> 4];
-    out[2 * i + 1] = hex[d[i] & 15];
-  }
-  out[2 * nbytes] = 0;
+  ss_hex(d, nbytes > 32 ? 32 : nbytes, out);
 }
