@@ -7,7 +7,7 @@
  * one thread at a time; nothing is shared between clients but curl_global_init (run once). */
 #include <stddef.h>
 
-#include "engine/buf.h"
+#include "util/buf.h"
 #include "engine/demux.h"
 #include "engine/host.h"
 #include "engine/lines.h"
@@ -54,8 +54,8 @@ typedef struct sse_result {
   long status;          /* 0 when no HTTP answer came */
   int done;
   ss_error err;         /* set when the transfer failed: transport, output_limit, ... */
-  sse_buf body;         /* BUFFER mode, or a non-2xx answer of any mode */
-  sse_buf headers;      /* raw header lines of the final response */
+  ss_buf body;         /* BUFFER mode, or a non-2xx answer of any mode */
+  ss_buf headers;      /* raw header lines of the final response */
   sse_demux demux;      /* DEMUX mode */
   sse_lines lines;      /* LINES mode */
   size_t file_bytes;    /* FILE mode */

@@ -6,14 +6,14 @@ void sse_demux_init(sse_demux *d, size_t budget) {
   memset(d, 0, sizeof *d);
   d->budget = budget;
   /* Each side may hold the whole budget; `used` enforces the shared bound. */
-  sse_buf_init(&d->out, budget);
-  sse_buf_init(&d->err, budget);
+  ss_buf_init(&d->out, budget);
+  ss_buf_init(&d->err, budget);
 }
 
 static int take_payload(sse_demux *d, const char *p, size_t n) {
   if (n > d->budget - d->used) return SSE_DEMUX_OVER;
-  sse_buf *b = d->stream == 2 ? &d->err : &d->out;
-  if (sse_buf_append(b, p, n) != SSE_BUF_OK) return SSE_DEMUX_NOMEM;
+  ss_buf *b = d->stream == 2 ? &d->err : &d->out;
+  if (ss_buf_append(b, p, n) != SS_BUF_OK) return SSE_DEMUX_NOMEM;
   d->used += n;
   return SSE_DEMUX_OK;
 }
@@ -54,6 +54,6 @@ int sse_demux_finish(sse_demux *d) {
 }
 
 void sse_demux_free(sse_demux *d) {
-  sse_buf_free(&d->out);
-  sse_buf_free(&d->err);
+  ss_buf_free(&d->out);
+  ss_buf_free(&d->err);
 }

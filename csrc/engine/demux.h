@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/buf.h"
+#include "util/buf.h"
 
 enum {
   SSE_DEMUX_OK = 0,
@@ -25,7 +25,7 @@ typedef struct sse_demux {
   int stream;          /* 1 = out, 2 = err, for the current frame */
   int state;           /* SSE_DEMUX_*: sticky once not OK */
   size_t frames;       /* complete headers seen */
-  sse_buf out, err;
+  ss_buf out, err;
   size_t budget, used;
 } sse_demux;
 

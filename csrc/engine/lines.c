@@ -4,21 +4,21 @@
 
 void sse_lines_init(sse_lines *r, size_t budget) {
   memset(r, 0, sizeof *r);
-  sse_buf_init(&r->buf, budget);
+  ss_buf_init(&r->buf, budget);
 }
 
 static void drop_taken(sse_lines *r) {
   if (!r->taken) return;
-  sse_buf_consume(&r->buf, r->taken);
+  ss_buf_consume(&r->buf, r->taken);
   r->scanned = r->scanned > r->taken ? r->scanned - r->taken : 0;
   r->taken = 0;
 }
 
 int sse_lines_feed(sse_lines *r, const char *p, size_t n) {
   drop_taken(r);
-  int rc = sse_buf_append(&r->buf, p, n);
-  if (rc == SSE_BUF_OVER) return SSE_LINES_FULL;
-  if (rc != SSE_BUF_OK) return SSE_LINES_NOMEM;
+  int rc = ss_buf_append(&r->buf, p, n);
+  if (rc == SS_BUF_OVER) return SSE_LINES_FULL;
+  if (rc != SS_BUF_OK) return SSE_LINES_NOMEM;
   return SSE_LINES_OK;
 }
 
@@ -59,4 +59,4 @@ size_t sse_lines_rest(sse_lines *r, const char **rest) {
   return r->buf.len;
 }
 
-void sse_lines_free(sse_lines *r) { sse_buf_free(&r->buf); }
+void sse_lines_free(sse_lines *r) { ss_buf_free(&r->buf); }

@@ -7,12 +7,12 @@
  * when no complete line is held, knows a single line is longer than the budget. Pure. */
 #include <stddef.h>
 
-#include "engine/buf.h"
+#include "util/buf.h"
 
 enum { SSE_LINES_OK = 0, SSE_LINES_FULL = 1, SSE_LINES_NOMEM = 2 };
 
 typedef struct sse_lines {
-  sse_buf buf;
+  ss_buf buf;
   size_t taken;   /* bytes of buf handed out by the last next(), dropped lazily */
   size_t scanned; /* bytes of buf known to hold no '\n' */
 } sse_lines;

@@ -14,9 +14,9 @@
 static int is_2xx(long code) { return code >= 200 && code < 300; }
 
 static size_t keep_error_body(sse_xfer *x, const char *p, size_t n) {
-  sse_buf *b = &x->r.body;
+  ss_buf *b = &x->r.body;
   size_t room = b->limit - b->len;
-  sse_buf_append(b, p, n < room ? n : room); /* silently truncated: only the message matters */
+  ss_buf_append(b, p, n < room ? n : room); /* silently truncated: only the message matters */
   return n;
 }
 
@@ -47,9 +47,9 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud) {
   curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
   x->r.status = code;
   if (x->mode == SSE_BODY_BUFFER) {
-    int rc = sse_buf_append(&x->r.body, p, n);
-    if (rc == SSE_BUF_OK) return n;
-    x->abort_why = rc == SSE_BUF_OVER ? SSE_ABORT_OVER : SSE_ABORT_NOMEM;
+    int rc = ss_buf_append(&x->r.body, p, n);
+    if (rc == SS_BUF_OK) return n;
+    x->abort_why = rc == SS_BUF_OVER ? SSE_ABORT_OVER : SSE_ABORT_NOMEM;
     return 0;
   }
   if (!is_2xx(code)) return keep_error_body(x, p, n);
@@ -82,7 +82,7 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud) {
   size_t n = size * nmemb;
   if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) {
     /* A new response (after a 100 Continue, say): keep only the final one's headers. */
-    sse_buf_consume(&x->r.headers, x->r.headers.len);
+    ss_buf_consume(&x->r.headers, x->r.headers.len);
     x->r.content_type[0] = '\0';
     return n;
   }
@@ -92,7 +92,7 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud) {
     if (code >= 200) x->got_headers = 1; /* not after a 1xx: the real answer follows */
     return n;
   }
-  if (sse_buf_append(&x->r.headers, p, n) != SSE_BUF_OK) return n; /* over the cap: dropped */
+  if (ss_buf_append(&x->r.headers, p, n) != SS_BUF_OK) return n; /* over the cap: dropped */
   static const char ct[] = "content-type:";
   if (n > sizeof ct - 1 && strncasecmp(p, ct, sizeof ct - 1) == 0) {
     const char *v = p + sizeof ct - 1;
@@ -223,8 +223,8 @@ sse_xfer *sse_xfer_new(const sse_endpoint *ep, const sse_spec *spec, long id, ss
   x->close_fd = spec->close_fd;
   snprintf(x->method, sizeof x->method, "%s", spec->method);
   snprintf(x->path, sizeof x->path, "%.*s", (int)strcspn(spec->target, "?"), spec->target);
-  sse_buf_init(&x->r.body, spec->mode == SSE_BODY_BUFFER ? spec->max_bytes : SSE_ERROR_BODY_MAX);
-  sse_buf_init(&x->r.headers, SSE_HEADERS_MAX);
+  ss_buf_init(&x->r.body, spec->mode == SSE_BODY_BUFFER ? spec->max_bytes : SSE_ERROR_BODY_MAX);
+  ss_buf_init(&x->r.headers, SSE_HEADERS_MAX);
   sse_demux_init(&x->r.demux, spec->mode == SSE_BODY_DEMUX ? spec->max_bytes : 0);
   /* One byte over the budget so a clean end of stream can always terminate the last line. */
   sse_lines_init(&x->r.lines, spec->mode == SSE_BODY_LINES ? spec->max_bytes + 1 : 0);
@@ -315,8 +315,8 @@ void sse_result_free(sse_result *r) {
   sse_xfer *x = (sse_xfer *)r;
   sse_xfer_release_curl(x);
   if (x->close_fd && x->fd >= 0) close(x->fd);
-  sse_buf_free(&r->body);
-  sse_buf_free(&r->headers);
+  ss_buf_free(&r->body);
+  ss_buf_free(&r->headers);
   sse_demux_free(&r->demux);
   sse_lines_free(&r->lines);
   ss_error_clear(&r->err);

@@ -167,7 +167,7 @@ static int h_run(lua_State *L) {
 
 /* Pushes {lowercased name = value} from raw "Name: value\r\n" lines; a repeated name keeps the
  * values joined by ", " as HTTP allows. */
-static void push_headers(lua_State *L, const sse_buf *b) {
+static void push_headers(lua_State *L, const ss_buf *b) {
   lua_newtable(L);
   const char *p = b->data, *end = b->data ? b->data + b->len : NULL;
   while (p && p < end) {
@@ -198,7 +198,7 @@ static void push_headers(lua_State *L, const sse_buf *b) {
   }
 }
 
-static void set_str(lua_State *L, const char *key, const sse_buf *b) {
+static void set_str(lua_State *L, const char *key, const ss_buf *b) {
   lua_pushlstring(L, b->data ? b->data : "", b->len);
   lua_setfield(L, -2, key);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "util/buf.h"
 #include "util/io.h"
 
 #define ROOTS_MAX (16u << 20) /* a system bundle is ~200 KiB; refuse anything absurd */
@@ -261,34 +262,37 @@ static char *read_roots(const char *file, size_t *len, char *why, size_t why_len
     fail(why, why_len, "cannot read the root certificates %s: %s (set SANDSTACK_CA_ROOTS)", file, strerror(errno));
     return NULL;
   }
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap + 2);
-  while (buf) {
-    size_t got = fread(buf + n, 1, cap - n, f);
-    n += got;
-    if (got == 0 || n > ROOTS_MAX) break;
-    if (n == cap) {
-      char *nb = realloc(buf, cap * 2 + 2);
-      if (!nb) free(buf);
-      buf = nb;
-      cap *= 2;
+  ss_buf b; /* one byte past ROOTS_MAX tells an absurd file; the rest is room for a last '\n' */
+  ss_buf_init(&b, ROOTS_MAX + 1);
+  int oom = 0;
+  for (size_t room; (room = ss_buf_room(&b)) > 0;) {
+    size_t want = room < 65536 ? room : 65536;
+    if (ss_buf_reserve(&b, want) != SS_BUF_OK) {
+      oom = 1;
+      break;
     }
+    size_t got = fread(b.data + b.len, 1, want, f);
+    b.len += got;
+    b.data[b.len] = '\0';
+    if (got == 0) break;
   }
   fclose(f);
-  if (!buf || n > ROOTS_MAX) {
-    free(buf);
+  if (oom || b.len > ROOTS_MAX) {
+    ss_buf_free(&b);
     fail(why, why_len, "cannot hold the root certificates %s (out of memory, or over 16 MiB)", file);
     return NULL;
   }
-  buf[n] = '\0';
-  if (!strstr(buf, "-----BEGIN CERTIFICATE-----")) {
-    free(buf);
+  if (!strstr(b.data, "-----BEGIN CERTIFICATE-----")) {
+    ss_buf_free(&b);
     fail(why, why_len, "%s holds no PEM certificate", file);
     return NULL;
   }
-  if (n && buf[n - 1] != '\n') buf[n++] = '\n';
-  *len = n;
-  return buf;
+  if (b.len && b.data[b.len - 1] != '\n' && ss_buf_append(&b, "\n", 1) != SS_BUF_OK) {
+    ss_buf_free(&b);
+    fail(why, why_len, "cannot hold the root certificates %s (out of memory)", file);
+    return NULL;
+  }
+  return ss_buf_take(&b, len);
 }
 
 /* The extra roots as PEM, then the CA's certificate (either may be absent): the bundle's tail.

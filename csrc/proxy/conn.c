@@ -18,8 +18,6 @@
 #include "proxy/splice_relay.h"
 #include "proxy/tunnel.h"
 
-#define READ_CHUNK 65536
-
 typedef struct write_req {
   uv_write_t req;
   proxy_conn *c;
@@ -40,7 +38,7 @@ static void conn_free(proxy_conn *c) {
   else s->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   if (c->counted) s->active--;
-  free(c->buf);
+  ss_buf_free(&c->in);
   free(c->hello_scratch);
   inspect_free(c);
   cred_flow_free(c);
@@ -249,20 +247,11 @@ static void dispatch(proxy_conn *c) {
 
 static void head_data(proxy_conn *c, const char *data, size_t n) {
   const proxy_config *cfg = c->srv->cfg;
-  size_t limit = cfg->max_head + READ_CHUNK;
-  if (c->len + n > limit) n = limit - c->len; /* past the head limit a 431 is decided anyway */
-  if (c->len + n > c->cap) {
-    size_t cap = c->cap ? c->cap : 4096;
-    while (cap < c->len + n) cap *= 2;
-    char *nb = realloc(c->buf, cap);
-    if (!nb) return conn_close(c);
-    c->buf = nb;
-    c->cap = cap;
-  }
-  memcpy(c->buf + c->len, data, n);
-  c->len += n;
+  size_t room = ss_buf_room(&c->in);
+  if (n > room) n = room; /* past the head limit a 431 is decided anyway */
+  if (ss_buf_append(&c->in, data, n) != SS_BUF_OK) return conn_close(c);
   ph_limits lim = {cfg->max_line, cfg->max_head, cfg->max_headers};
-  switch (ph_parse(c->buf, c->len, &lim, &c->scanned, &c->req)) {
+  switch (ph_parse(c->in.data, c->in.len, &lim, &c->scanned, &c->req)) {
   case PH_INCOMPLETE: return;
   case PH_DONE:
     uv_read_stop((uv_stream_t *)&c->client); /* the route reads on when it is ready */
@@ -283,8 +272,8 @@ static void head_data(proxy_conn *c, const char *data, size_t n) {
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)h;
   (void)suggested;
-  buf->base = malloc(READ_CHUNK);
-  buf->len = buf->base ? READ_CHUNK : 0;
+  buf->base = malloc(CONN_READ_CHUNK);
+  buf->len = buf->base ? CONN_READ_CHUNK : 0;
 }
 
 static void on_client_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
@@ -342,6 +331,7 @@ void conn_accept(proxy_server *s, uv_stream_t *listener) {
   c->srv = s;
   c->id = ++s->next_id;
   c->up_left = UINT64_MAX;
+  ss_buf_init(&c->in, s->cfg->max_head + CONN_READ_CHUNK);
   c->started_ms = uv_now(s->loop);
   uv_tcp_init(s->loop, &c->client);
   uv_timer_init(s->loop, &c->timer);

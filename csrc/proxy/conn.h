@@ -8,6 +8,7 @@
 #include "proxy/credentials.h"
 #include "proxy/http_head.h"
 #include "proxy/server.h"
+#include "util/buf.h"
 
 typedef struct cred_req cred_req;
 typedef struct inspect_session inspect_session;
@@ -29,9 +30,10 @@ struct proxy_conn {
   uint64_t started_ms;
   char peer[64];
 
-  /* bytes read from the client and not yet passed on: the head, then early body/hello bytes */
-  char *buf;
-  size_t len, cap, scanned;
+  /* bytes read from the client and not yet passed on: the head, then early body/hello bytes;
+   * bounded (the head limit plus one read, then tunnel.c's hello bound) */
+  ss_buf in;
+  size_t scanned;
   ph_request req;
 
   /* what was asked and decided (the audit line) */
@@ -67,6 +69,9 @@ struct proxy_conn {
    * of secrets; each holds only the few bytes undecided at the end of the last read */
   creds_stream cred_body, cred_response;
 };
+
+/* The most one read of a connection's streams delivers. */
+#define CONN_READ_CHUNK 65536
 
 void conn_accept(proxy_server *s, uv_stream_t *listener);
 void conn_close(proxy_conn *c);

@@ -33,6 +33,7 @@
 #include "proxy/live_policy.h"
 #include "proxy/server.h"
 #include "proxy/tls.h"
+#include "util/buf.h"
 
 #define CONTROL_MAX_REQUEST (8u << 20) /* a policy is at most 1 MiB rendered; room for escaping */
 #define CONTROL_DEADLINE_MS 10000
@@ -48,15 +49,15 @@ typedef struct control_peer {
   uv_timer_t timer;
   uv_write_t write;
   proxy_server *srv;
-  char *buf, *answer;
-  size_t len, cap;
+  ss_buf in; /* the request, at most CONTROL_MAX_REQUEST + 1 (one byte more is too large) */
+  char *answer;
   int open_handles, answered;
 } control_peer;
 
 static void peer_freed(uv_handle_t *h) {
   control_peer *p = h->data;
   if (--p->open_handles) return;
-  free(p->buf);
+  ss_buf_wipe(&p->in); /* set-credentials carries secrets */
   free(p->answer);
   free(p);
 }
@@ -288,7 +289,7 @@ static cJSON *verb_set_model_key(proxy_server *s, const cJSON *payload) {
 }
 
 static void handle_request(control_peer *p) {
-  cJSON *req = cJSON_ParseWithLength(p->buf, p->len);
+  cJSON *req = cJSON_ParseWithLength(p->in.data, p->in.len);
   const cJSON *verb = req ? cJSON_GetObjectItemCaseSensitive(req, "verb") : NULL;
   const cJSON *payload = req ? cJSON_GetObjectItemCaseSensitive(req, "payload") : NULL;
   cJSON *out;
@@ -305,17 +306,12 @@ static void handle_request(control_peer *p) {
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
   control_peer *p = h->data;
   (void)suggested;
-  if (p->cap - p->len < 4096) {
-    size_t cap = p->cap ? p->cap * 2 : 65536;
-    char *nb = cap <= CONTROL_MAX_REQUEST + 4096 ? realloc(p->buf, cap) : NULL;
-    if (!nb) {
-      *b = uv_buf_init(NULL, 0);
-      return;
-    }
-    p->buf = nb;
-    p->cap = cap;
+  size_t room = ss_buf_room(&p->in), want = room < 65536 ? room : 65536;
+  if (want == 0 || ss_buf_reserve(&p->in, want) != SS_BUF_OK) {
+    *b = uv_buf_init(NULL, 0);
+    return;
   }
-  *b = uv_buf_init(p->buf + p->len, (unsigned)(p->cap - p->len));
+  *b = uv_buf_init(p->in.data + p->in.len, (unsigned)want);
 }
 
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
@@ -323,8 +319,9 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   (void)b;
   if (p->answered) return;
   if (n > 0) {
-    p->len += (size_t)n;
-    if (p->len > CONTROL_MAX_REQUEST) {
+    p->in.len += (size_t)n;
+    p->in.data[p->in.len] = '\0';
+    if (p->in.len > CONTROL_MAX_REQUEST) {
       uv_read_stop(st);
       return answer(p, refusal("too_large", "the request is larger than the control socket accepts"));
     }
@@ -355,6 +352,7 @@ static void on_control_connection(uv_stream_t *l, int status) {
   control_peer *p = calloc(1, sizeof *p);
   if (!p) return;
   p->srv = cs->srv;
+  ss_buf_init(&p->in, CONTROL_MAX_REQUEST + 1);
   uv_pipe_init(l->loop, &p->pipe, 0);
   uv_timer_init(l->loop, &p->timer);
   p->pipe.data = p->timer.data = p;

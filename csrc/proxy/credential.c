@@ -27,15 +27,22 @@ struct cred_req {
   struct curl_slist *headers;
   char *url;
   unsigned long long body_left; /* body bytes still to come from the client */
-  char *body;                   /* received, not yet taken by curl: body[off..len) */
-  size_t body_len, body_off, body_cap;
-  char *resp; /* response header lines kept for the client */
-  size_t resp_len;
+  /* received, not yet taken by curl: body.data[body_off..body.len). Reading pauses past
+   * buffer_bytes, so it holds at most that plus the early bytes and one read (body_limit). */
+  ss_buf body;
+  size_t body_off;
+  ss_buf resp; /* response header lines kept for the client (MAX_RESPONSE_HEAD) */
   long status;
   int send_paused, recv_paused, head_sent, chunked, is_head, has_cl, has_te;
   int in_callback, aborted, finished, client_paused, added;
   creds_stream scrub_head; /* one header line at a time (the body's is c->cred_response) */
 };
+
+static size_t body_limit(const proxy_config *cfg) {
+  /* the pause threshold, the body bytes that came with the head, one read, and the few bytes
+     the credential scan held back from the last one */
+  return cfg->buffer_bytes + cfg->max_head + 2 * CONN_READ_CHUNK + CREDS_SECRET_MAX;
+}
 
 static size_t queued(proxy_conn *c) { return uv_stream_get_write_queue_size((uv_stream_t *)&c->client); }
 
@@ -47,8 +54,8 @@ static void free_req(cred_req *r) {
   }
   curl_slist_free_all(r->headers);
   free(r->url);
-  free(r->body);
-  free(r->resp);
+  ss_buf_free(&r->body);
+  ss_buf_free(&r->resp);
   creds_stream_free(&r->scrub_head);
   free(r);
   c->cred = NULL;
@@ -68,17 +75,20 @@ static size_t on_read_body(char *dst, size_t size, size_t n, void *ud) {
   cred_req *r = ud;
   proxy_conn *c = r->c;
   if (r->aborted) return CURL_READFUNC_ABORT;
-  size_t avail = r->body_len - r->body_off, want = size * n;
+  size_t avail = r->body.len - r->body_off, want = size * n;
   if (avail == 0) {
     if (r->body_left == 0) return 0; /* the whole body went out */
     r->send_paused = 1;
     return CURL_READFUNC_PAUSE;
   }
   if (want > avail) want = avail;
-  memcpy(dst, r->body + r->body_off, want);
+  memcpy(dst, r->body.data + r->body_off, want);
   r->body_off += want;
-  if (r->body_off == r->body_len) r->body_off = r->body_len = 0;
-  if (r->client_paused && r->body_len - r->body_off <= c->srv->cfg->buffer_bytes / 2) {
+  if (r->body_off == r->body.len) {
+    ss_buf_consume(&r->body, r->body.len);
+    r->body_off = 0;
+  }
+  if (r->client_paused && r->body.len - r->body_off <= c->srv->cfg->buffer_bytes / 2) {
     r->client_paused = 0;
     conn_read_client(c);
   }
@@ -99,21 +109,14 @@ void credential_client_data(proxy_conn *c, const char *data, size_t len) {
     return;
   }
   data = pass;
-  if (r->body_len + len > r->body_cap) {
-    size_t cap = r->body_cap ? r->body_cap : 65536;
-    while (cap < r->body_len + len) cap *= 2;
-    char *nb = realloc(r->body, cap);
-    if (!nb) {
-      free(pass);
-      return conn_close(c);
-    }
-    r->body = nb;
-    r->body_cap = cap;
+  if (r->body_off && len > ss_buf_room(&r->body)) { /* what curl took makes room */
+    ss_buf_consume(&r->body, r->body_off);
+    r->body_off = 0;
   }
-  if (len) memcpy(r->body + r->body_len, data, len);
+  int kept = ss_buf_append(&r->body, data, len);
   free(pass);
-  r->body_len += len;
-  if (r->body_len - r->body_off > c->srv->cfg->buffer_bytes) {
+  if (kept != SS_BUF_OK) return conn_close(c);
+  if (r->body.len - r->body_off > c->srv->cfg->buffer_bytes) {
     uv_read_stop((uv_stream_t *)&c->client);
     r->client_paused = 1;
   }
@@ -148,13 +151,13 @@ static void send_head(cred_req *r) {
   proxy_conn *c = r->c;
   curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
   r->chunked = !r->is_head && r->status != 204 && r->status != 304 && (!r->has_cl || r->has_te);
-  size_t cap = r->resp_len + 256, n = 0;
+  size_t cap = r->resp.len + 256, n = 0;
   char *head = malloc(cap);
   if (!head) return conn_close(c);
   n += (size_t)snprintf(head, cap, "HTTP/1.1 %ld %s\r\n", r->status, reply_status_text((int)r->status));
-  for (size_t i = 0; i < r->resp_len;) { /* copy the kept lines, minus Content-Length under chunking */
-    const char *line = r->resp + i, *nl = memchr(line, '\n', r->resp_len - i);
-    size_t ll = nl ? (size_t)(nl - line) + 1 : r->resp_len - i;
+  for (size_t i = 0; i < r->resp.len;) { /* copy the kept lines, minus Content-Length under chunking */
+    const char *line = r->resp.data + i, *nl = memchr(line, '\n', r->resp.len - i);
+    size_t ll = nl ? (size_t)(nl - line) + 1 : r->resp.len - i;
     if (!(r->has_te && ll >= 15 && strncasecmp(line, "content-length:", 15) == 0)) {
       memcpy(head + n, line, ll);
       n += ll;
@@ -174,7 +177,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *ud) {
   if (r->aborted) return 0;
   r->in_callback++;
   if (len >= 5 && memcmp(line, "HTTP/", 5) == 0) { /* a new status line: 1xx interim answers are dropped */
-    r->resp_len = 0;
+    ss_buf_consume(&r->resp, r->resp.len);
     r->has_cl = r->has_te = 0;
   } else if ((len == 2 && line[0] == '\r') || (len == 1 && line[0] == '\n')) {
     long st = 0;
@@ -191,21 +194,14 @@ static size_t on_header(char *line, size_t size, size_t n, void *ud) {
     }
     if (clean) line = clean, len = cl;
     if (!hop_by_hop(line, len)) {
-      if (r->resp_len + len + 2 > MAX_RESPONSE_HEAD) {
-        free(clean);
-        r->in_callback--;
-        return 0; /* fails the transfer: a 502 */
-      }
-      char *nb = realloc(r->resp, r->resp_len + len + 2);
-      if (!nb) {
+      /* past MAX_RESPONSE_HEAD (room for the line and a '\n' kept spare) the transfer fails: a 502 */
+      int kept = len + 2 > ss_buf_room(&r->resp) ? SS_BUF_OVER : ss_buf_append(&r->resp, line, len);
+      if (kept == SS_BUF_OK && (len == 0 || line[len - 1] != '\n')) kept = ss_buf_append(&r->resp, "\n", 1);
+      if (kept != SS_BUF_OK) {
         free(clean);
         r->in_callback--;
         return 0;
       }
-      r->resp = nb;
-      memcpy(r->resp + r->resp_len, line, len);
-      r->resp_len += len;
-      if (len == 0 || line[len - 1] != '\n') r->resp[r->resp_len++] = '\n';
     }
     free(clean);
   }
@@ -443,12 +439,14 @@ void credential_begin(proxy_conn *c) {
   ss_policy_check(c->srv->policy, c->host, strlen(c->host), c->method, strlen(c->method), req->target,
                   req->target_len, c->port, &v);
   if (!v.admitted) return reply_refused(c, &v);
-  if (cred_flow_check_head(c, c->buf, req->head_len) != 0) return; /* another credential's placeholder */
+  if (cred_flow_check_head(c, c->in.data, req->head_len) != 0) return; /* another credential's placeholder */
   c->decision = "allow";
   c->rule = v.rule;
   cred_req *r = calloc(1, sizeof *r);
   if (!r) return conn_close(c);
   r->c = c;
+  ss_buf_init(&r->body, body_limit(c->srv->cfg));
+  ss_buf_init(&r->resp, MAX_RESPONSE_HEAD);
   c->cred = r;
   conn_hold(c); /* the transfer keeps the connection's memory alive until curl lets go */
   r->body_left = body;
@@ -458,8 +456,8 @@ void credential_begin(proxy_conn *c) {
   }
   c->state = ST_CREDENTIAL;
   uv_timer_stop(&c->timer); /* curl's own timeouts govern from here */
-  size_t early = c->len - req->head_len;
-  if (early) credential_client_data(c, c->buf + req->head_len, early);
+  size_t early = c->in.len - req->head_len;
+  if (early) credential_client_data(c, c->in.data + req->head_len, early);
   if (c->state != ST_CREDENTIAL) return;
   r->added = 1;
   if (curl_multi_add_handle(curl_loop_multi(c->srv->curl), r->easy) != CURLM_OK) {

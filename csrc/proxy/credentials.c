@@ -3,6 +3,7 @@
 #include "proxy/credentials.h"
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "proxy/auth.h"
 #include "proxy/why.h"
 #include "util/base64.h"
+#include "util/buf.h"
 
 /* ---- the table ---- */
 
@@ -318,27 +320,22 @@ int creds_any_host(const proxy_creds *t) {
 
 /* ---- a growable output ---- */
 
+/* A bounded buffer whose first failure sticks, so a run of puts is checked once at its end. The
+ * bound is no budget (what is placed is bounded by the head and the table it comes from). */
 typedef struct {
-  char *p;
-  size_t len, cap;
+  ss_buf b;
   int oom;
 } outbuf;
 
+static outbuf outbuf_new(void) {
+  outbuf o = {.oom = 0};
+  ss_buf_init(&o.b, SIZE_MAX / 4);
+  return o;
+}
+
 static void put(outbuf *o, const char *s, size_t n) {
   if (o->oom || n == 0) return;
-  if (o->len + n + 1 > o->cap) {
-    size_t cap = o->cap ? o->cap : 256;
-    while (cap < o->len + n + 1) cap *= 2;
-    char *np = realloc(o->p, cap);
-    if (!np) {
-      o->oom = 1;
-      return;
-    }
-    o->p = np;
-    o->cap = cap;
-  }
-  memcpy(o->p + o->len, s, n);
-  o->len += n;
+  if (ss_buf_append(&o->b, s, n) != SS_BUF_OK) o->oom = 1;
 }
 
 /* RFC 3986 pchar less pct-encoded: what a path segment holds as it is */
@@ -379,26 +376,25 @@ static void put_b64(outbuf *o, const unsigned char *s, size_t n) {
 
 /* The secret as the placement writes it, when that is not the secret itself (see cred_entry). */
 static int sent_form(cred_entry *e) {
-  outbuf o = {0};
+  outbuf o = outbuf_new();
   if (e->place == CRED_QUERY || e->place == CRED_PATH) put_pct(&o, e->secret, e->secret_len, e->place == CRED_PATH);
   if (e->place == CRED_BASIC) {
-    outbuf plain = {0};
+    outbuf plain = outbuf_new();
     put(&plain, e->field, strlen(e->field));
     put(&plain, ":", 1);
     put(&plain, e->secret, e->secret_len);
-    if (!plain.oom) put_b64(&o, (const unsigned char *)plain.p, plain.len);
+    if (!plain.oom) put_b64(&o, (const unsigned char *)plain.b.data, plain.b.len);
     o.oom |= plain.oom;
-    if (plain.p) memset(plain.p, 0, plain.len);
-    free(plain.p);
+    ss_buf_wipe(&plain.b);
   }
-  if (o.oom) return free(o.p), -1;
-  if (!o.p || (o.len == e->secret_len && memcmp(o.p, e->secret, o.len) == 0)) return free(o.p), 0;
-  e->sent = o.p;
-  e->sent_len = o.len;
-  e->sent[o.len] = '\0';
-  if (!(e->sent_mask = malloc(o.len + 1))) return -1;
-  memset(e->sent_mask, '*', o.len);
-  e->sent_mask[o.len] = '\0';
+  if (o.oom) return free(o.b.data), -1;
+  if (!o.b.data || (o.b.len == e->secret_len && memcmp(o.b.data, e->secret, o.b.len) == 0)) return free(o.b.data), 0;
+  e->sent = o.b.data;
+  e->sent_len = o.b.len;
+  e->sent[o.b.len] = '\0';
+  if (!(e->sent_mask = malloc(o.b.len + 1))) return -1;
+  memset(e->sent_mask, '*', o.b.len);
+  e->sent_mask[o.b.len] = '\0';
   return 0;
 }
 
@@ -474,15 +470,15 @@ static void place_target(const proxy_creds *t, const char *host, int port, const
   for (size_t i = 0; i < t->n; i++) { /* a path prefix: at most one credential can own it */
     const cred_entry *e = &t->e[i];
     if (e->legacy || e->place != CRED_PATH || !for_host(e, host, port) || from) continue;
-    outbuf want = {0};
+    outbuf want = outbuf_new();
     put_filled(&want, e->format, e->placeholder, e->placeholder_len, 0);
-    if (!want.oom && want.len <= qpos && memcmp(tg, want.p, want.len) == 0) {
+    if (!want.oom && want.b.len <= qpos && memcmp(tg, want.b.data, want.b.len) == 0) {
       put_filled(o, e->format, e->secret, e->secret_len, 1);
-      from = want.len;
+      from = want.b.len;
       subs[i]++;
     }
     o->oom |= want.oom;
-    free(want.p);
+    free(want.b.data);
   }
   put(o, tg + from, qpos - from);
   for (size_t p = qpos; p < tl;) { /* "?a=1&b=2": each parameter on its own */
@@ -519,11 +515,11 @@ static void place_header(const proxy_creds *t, const char *host, int port, const
     const cred_entry *e = &t->e[i];
     if (e->legacy || !for_host(e, host, port)) continue;
     if (e->place == CRED_HEADER && nl == strlen(e->field) && strncasecmp(line, e->field, nl) == 0) {
-      outbuf want = {0};
+      outbuf want = outbuf_new();
       put_filled(&want, e->format, e->placeholder, e->placeholder_len, 0);
-      int same = !want.oom && want.len == vl && memcmp(want.p, v, vl) == 0;
+      int same = !want.oom && want.b.len == vl && memcmp(want.b.data, v, vl) == 0;
       o->oom |= want.oom;
-      free(want.p);
+      free(want.b.data);
       if (!same) continue;
       put(o, line, (size_t)(v - line));
       put_filled(o, e->format, e->secret, e->secret_len, 0);
@@ -537,16 +533,15 @@ static void place_header(const proxy_creds *t, const char *host, int port, const
       if (dn != (long)(ul + 1 + e->placeholder_len) || memcmp(plain, e->field, ul) != 0 || plain[ul] != ':' ||
           memcmp(plain + ul + 1, e->placeholder, e->placeholder_len) != 0)
         continue;
-      outbuf cred = {0};
+      outbuf cred = outbuf_new();
       put(&cred, e->field, ul);
       put(&cred, ":", 1);
       put(&cred, e->secret, e->secret_len);
       put(o, line, nl);
       put(o, ": Basic ", 8);
-      if (!cred.oom) put_b64(o, (const unsigned char *)cred.p, cred.len);
+      if (!cred.oom) put_b64(o, (const unsigned char *)cred.b.data, cred.b.len);
       o->oom |= cred.oom;
-      if (cred.p) memset(cred.p, 0, cred.len);
-      free(cred.p);
+      ss_buf_wipe(&cred.b);
       subs[i]++;
       return;
     }
@@ -562,7 +557,7 @@ creds_status creds_rewrite_head(const proxy_creds *t, const char *host, int port
   size_t any = 0;
   for (size_t i = 0; i < t->n; i++) any += counts[i];
   if (!any) return CREDS_OK; /* nothing to place, nothing misplaced: the head goes as it is */
-  outbuf o = {0};
+  outbuf o = outbuf_new();
   const char *h = *head, *end = h + *head_len;
   for (const char *line = h; line < end;) {
     const char *nl = memchr(line, '\n', (size_t)(end - line));
@@ -588,13 +583,12 @@ creds_status creds_rewrite_head(const proxy_creds *t, const char *host, int port
     if (counts[i] != subs[i]) st = misplaced(&t->e[i], what, what_len);
   if (st == CREDS_OK && o.oom) st = CREDS_NOMEM;
   if (st != CREDS_OK) {
-    if (o.p) memset(o.p, 0, o.len); /* it may hold a secret already */
-    free(o.p);
+    ss_buf_wipe(&o.b); /* it may hold a secret already */
     return st;
   }
   free(*head);
-  *head = o.p;
-  *head_len = o.len;
+  *head = o.b.data;
+  *head_len = o.b.len;
   return CREDS_OK;
 }
 

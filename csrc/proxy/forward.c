@@ -41,19 +41,17 @@ static void connected(proxy_conn *c) {
   if (ph_any_override(r)) c->security_event = "override_header_stripped"; /* it asked to be another request */
   if (conn_write_owned(c, (uv_stream_t *)&c->upstream, head, n, NULL) != 0) return;
   /* body bytes that arrived with the head */
-  size_t early = c->len - r->head_len;
+  size_t early = c->in.len - r->head_len;
   if (early > c->up_left) early = (size_t)c->up_left;
   if (early) { /* through the credential scan: its carry sees a placeholder split from the next read */
     c->up_left -= early;
     c->bytes_up += early;
     char *pass = NULL;
     size_t pn = 0;
-    if (cred_flow_body(c, c->buf + r->head_len, early, c->up_left == 0, &pass, &pn) != 0) return;
+    if (cred_flow_body(c, c->in.data + r->head_len, early, c->up_left == 0, &pass, &pn) != 0) return;
     if (pn && conn_write_owned(c, (uv_stream_t *)&c->upstream, pass, pn, NULL) != 0) return;
   }
-  free(c->buf);
-  c->buf = NULL;
-  c->len = c->cap = 0;
+  ss_buf_free(&c->in);
   relay_start(c);
 }
 
@@ -87,8 +85,8 @@ void forward_begin(proxy_conn *c) {
   }
   /* a credential never goes over plain http: any placeholder in the head or the body is refused
      (the body bytes read with the head here, the rest as relay.c passes them on) */
-  size_t with_head = c->len - r->head_len < cl ? c->len : r->head_len + (size_t)cl;
-  if (cred_flow_check_head(c, c->buf, with_head) != 0) return;
+  size_t with_head = c->in.len - r->head_len < cl ? c->in.len : r->head_len + (size_t)cl;
+  if (cred_flow_check_head(c, c->in.data, with_head) != 0) return;
   c->decision = "allow";
   c->rule = v.rule;
   dial_start(c, connected);

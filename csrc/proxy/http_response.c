@@ -5,18 +5,15 @@
 #include <string.h>
 
 void hr_begin(hr_parser *p, int head_request) {
-  free(p->head);
+  ss_buf_free(&p->head);
   memset(p, 0, sizeof *p);
+  ss_buf_init(&p->head, HR_MAX_HEAD);
   p->phase = HR_HEAD;
   p->head_request = head_request;
   p->keep_alive = 1;
 }
 
-void hr_free(hr_parser *p) {
-  free(p->head);
-  p->head = NULL;
-  p->head_len = p->head_cap = 0;
-}
+void hr_free(hr_parser *p) { ss_buf_free(&p->head); }
 
 static int lower(int c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 
@@ -119,7 +116,7 @@ static void parse_head(const char *b, size_t len, resp_head *h) {
 /* the head is complete (head_len bytes): choose how the body is framed */
 static void framing(hr_parser *p, size_t head_len) {
   resp_head h;
-  parse_head(p->head, head_len, &h);
+  parse_head(p->head.data, head_len, &h);
   if (h.bad) {
     p->keep_alive = 0;
     p->phase = HR_UNTIL_CLOSE;
@@ -155,26 +152,19 @@ static void framing(hr_parser *p, size_t head_len) {
 
 /* head bytes: gathered until CRLFCRLF; returns how many of data belonged to the head, or -1 */
 static size_t head_bytes(hr_parser *p, const char *data, size_t n) {
-  size_t room = HR_MAX_HEAD - p->head_len, take = n < room ? n : room;
-  if (p->head_len + take > p->head_cap) {
-    size_t cap = p->head_cap ? p->head_cap : 1024;
-    while (cap < p->head_len + take) cap *= 2;
-    char *nb = realloc(p->head, cap);
-    if (!nb) return (size_t)-1;
-    p->head = nb;
-    p->head_cap = cap;
-  }
-  memcpy(p->head + p->head_len, data, take);
-  size_t from = p->scanned > 3 ? p->scanned - 3 : 0, total = p->head_len + take;
+  size_t before = p->head.len, room = ss_buf_room(&p->head), take = n < room ? n : room;
+  if (ss_buf_append(&p->head, data, take) != SS_BUF_OK) return (size_t)-1;
+  size_t from = p->scanned > 3 ? p->scanned - 3 : 0, total = p->head.len;
   for (size_t i = from; i + 4 <= total; i++) {
-    if (memcmp(p->head + i, "\r\n\r\n", 4) == 0) {
-      size_t used = i + 4 - p->head_len;
+    if (memcmp(p->head.data + i, "\r\n\r\n", 4) == 0) {
+      size_t used = i + 4 - before;
       framing(p, i + 4);
-      p->head_len = p->scanned = 0; /* an interim response's head is followed by another */
+      ss_buf_consume(&p->head, p->head.len); /* an interim response's head is followed by another */
+      p->scanned = 0;
       return used;
     }
   }
-  p->head_len = p->scanned = total;
+  p->scanned = total;
   if (total >= HR_MAX_HEAD) { /* not parsed: the response runs until the origin closes */
     p->keep_alive = 0;
     p->phase = HR_UNTIL_CLOSE;

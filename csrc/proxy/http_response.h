@@ -18,6 +18,7 @@
 #include <stddef.h>
 
 #include "proxy/http_chunked.h"
+#include "util/buf.h"
 
 #define HR_MAX_HEAD 65536 /* a longer head is not parsed: the response runs until close */
 
@@ -30,8 +31,8 @@ typedef struct hr_parser {
   int keep_alive;             /* the connection may carry another request after this response */
   unsigned long long left;    /* HR_LENGTH: body bytes still to come */
   hc_decoder chunks;          /* HR_CHUNKED */
-  char *head;                 /* HR_HEAD: the head's bytes so far */
-  size_t head_len, head_cap, scanned;
+  ss_buf head;                /* HR_HEAD: the head's bytes so far (at most HR_MAX_HEAD) */
+  size_t scanned;
 } hr_parser;
 
 void hr_begin(hr_parser *p, int head_request);

@@ -55,14 +55,13 @@ struct inspect_session {
    * send_request has built the outbound head from them and frees them. So the bytes the
    * policy checked and the bytes sent on are the same memory (issue 23: growing this buffer
    * for body bytes once moved it under `req`, and the head sent on was read from freed memory). */
-  char *plain;
-  size_t plain_len, plain_cap, scanned;
+  ss_buf plain; /* at most max_head + PLAIN_CHUNK (more is not read: the parser answers 431) */
+  size_t scanned;
   ir_request req;
   /* client bytes after the head that have not gone out, in a buffer of their own: body bytes
    * decrypted before the request went out, and whatever follows the body (the next request,
    * pipelined or not), held unchecked until this request's response has ended */
-  char *early;
-  size_t early_len, early_cap;
+  ss_buf early; /* at most max_head + HOLD_EXTRA: more closes the connection */
   /* the request in flight, kept past send_request (which clears req) */
   int body_chunked, client_keep_alive;
   hc_decoder body_chunks; /* a chunked request body, validated as it streams */
@@ -171,23 +170,21 @@ static void bad_body(proxy_conn *c) {
 
 /* The bytes held behind data[0..k): moved to the start of `early` (the next request's). */
 static void drop_sent(inspect_session *s, size_t k) {
-  if (!k) return; /* also when nothing is held (early is NULL) */
-  memmove(s->early, s->early + k, s->early_len - k);
-  s->early_len -= k;
+  ss_buf_consume(&s->early, k);
 }
 
 static void send_request(proxy_conn *c) {
   inspect_session *s = c->insp;
   const proxy_config *cfg = c->srv->cfg;
   size_t early;
-  if (body_part(c, s->early, s->early_len, &early) != 0) return bad_body(c); /* before anything went out */
+  if (body_part(c, s->early.data, s->early.len, &early) != 0) return bad_body(c); /* before anything went out */
   size_t hn;
   char *head = ir_outbound_head(&s->req, c->host, c->port, cfg->token, cfg->token_len, &hn);
   if (ph_any_override(&s->req.head)) c->security_event = "override_header_stripped";
   char *body = NULL; /* credentials: the secrets placed in the head, the early body scanned (refused: answered) */
   size_t bn = 0;
-  if (head && (cred_flow_place(c, s->plain, s->req.head.head_len, &head, &hn) != 0 ||
-               cred_flow_body(c, s->early, early, c->up_left == 0, &body, &bn) != 0))
+  if (head && (cred_flow_place(c, s->plain.data, s->req.head.head_len, &head, &hn) != 0 ||
+               cred_flow_body(c, s->early.data, early, c->up_left == 0, &body, &bn) != 0))
     return free(head);
   int rc = head ? seal_to(&s->origin, head, hn) : -1;
   if (rc == 0) rc = seal_to(&s->origin, body, bn);
@@ -199,9 +196,7 @@ static void send_request(proxy_conn *c) {
   }
   c->bytes_up += hn + early;
   memset(&s->req, 0, sizeof s->req); /* the head went out: nothing points into it any more */
-  free(s->plain);
-  s->plain = NULL;
-  s->plain_len = s->plain_cap = 0;
+  ss_buf_free(&s->plain);
   drop_sent(s, early); /* what is left follows the body: held */
   s->phase = IN_BODY;
   flush_origin(c);
@@ -247,38 +242,21 @@ static void decide(proxy_conn *c) {
   conn_set_deadline(c, c->srv->cfg->connect_ms); /* the origin's handshake must finish in time */
 }
 
-/* Appends up to limit - *len bytes of data to a growable buffer (which may move). */
-static int keep(char **buf, size_t *len, size_t *cap, const char *data, size_t n, size_t limit) {
-  if (*len + n > limit) n = limit > *len ? limit - *len : 0;
-  if (*len + n > *cap) {
-    size_t want = *cap ? *cap : 4096;
-    while (want < *len + n) want *= 2;
-    char *nb = realloc(*buf, want);
-    if (!nb) return -1;
-    *buf = nb;
-    *cap = want;
-  }
-  if (n) memcpy(*buf + *len, data, n);
-  *len += n;
-  return 0;
-}
-
 /* Client bytes after the head that have not gone out (see inspect_session). Reading stops
  * while they wait, so they are a few reads at most; past the bound the connection closes
  * rather than drop any. */
 static int keep_early(proxy_conn *c, const char *data, size_t n) {
-  inspect_session *s = c->insp;
-  if (s->early_len + n > c->srv->cfg->max_head + HOLD_EXTRA) return -1;
-  return keep(&s->early, &s->early_len, &s->early_cap, data, n, SIZE_MAX);
+  return ss_buf_append(&c->insp->early, data, n) == SS_BUF_OK ? 0 : -1;
 }
 
 static void head_bytes(proxy_conn *c, const char *data, size_t n) {
   inspect_session *s = c->insp;
   const proxy_config *cfg = c->srv->cfg;
   /* past max_head the parser answers 431 anyway; a little more keeps body bytes of a full head */
-  if (keep(&s->plain, &s->plain_len, &s->plain_cap, data, n, cfg->max_head + PLAIN_CHUNK) != 0) return conn_close(c);
+  size_t room = ss_buf_room(&s->plain);
+  if (ss_buf_append(&s->plain, data, n < room ? n : room) != SS_BUF_OK) return conn_close(c);
   ph_limits lim = {cfg->max_line, cfg->max_head, cfg->max_headers};
-  ir_status st = ir_read(s->plain, s->plain_len, &lim, &s->scanned, &s->req);
+  ir_status st = ir_read(s->plain.data, s->plain.len, &lim, &s->scanned, &s->req);
   int status = 400;
   switch (st) {
   case IR_INCOMPLETE: return;
@@ -286,8 +264,8 @@ static void head_bytes(proxy_conn *c, const char *data, size_t n) {
     /* The head is parsed: `plain` is frozen from here (see inspect_session). The bytes behind
      * the head in this read are body bytes and move to their own buffer; plain_len shrinks to
      * the head, so nothing past it is ever read as part of the request again. */
-    if (keep_early(c, s->plain + s->req.head.head_len, s->plain_len - s->req.head.head_len) != 0) return conn_close(c);
-    s->plain_len = s->req.head.head_len;
+    if (keep_early(c, s->plain.data + s->req.head.head_len, s->plain.len - s->req.head.head_len) != 0) return conn_close(c);
+    s->plain.len = s->req.head.head_len; /* nothing reads past it (the NUL the buffer keeps is not needed) */
     return decide(c);
   case IR_LINE_TOO_LONG: status = 414; break;
   case IR_HEAD_TOO_LARGE: status = 431; break;
@@ -402,16 +380,14 @@ static void response_ended(proxy_conn *c, size_t extra) {
   flush_client(c);
   if (!live(c)) return;
   request_audited(c);
-  free(s->plain); /* the held bytes become the head buffer: nothing points into either now */
+  ss_buf_free(&s->plain); /* the held bytes become the head buffer: nothing points into either now */
   s->plain = s->early;
-  s->plain_len = s->early_len;
-  s->plain_cap = s->early_cap;
-  s->early = NULL;
-  s->early_len = s->early_cap = 0;
+  s->plain.limit = c->srv->cfg->max_head + PLAIN_CHUNK;
+  ss_buf_init(&s->early, c->srv->cfg->max_head + HOLD_EXTRA);
   s->scanned = 0;
   s->phase = IN_HEAD;
   conn_set_deadline(c, c->srv->cfg->idle_ms);
-  if (s->plain_len) head_bytes(c, NULL, 0);
+  if (s->plain.len) head_bytes(c, NULL, 0);
   if (live(c) && s->phase == IN_HEAD && !c->client_paused) conn_read_client(c);
 }
 
@@ -475,6 +451,8 @@ void inspect_start(proxy_conn *c) {
   inspect_session *s = calloc(1, sizeof *s);
   if (!s) return conn_close(c);
   c->insp = s;
+  ss_buf_init(&s->plain, c->srv->cfg->max_head + PLAIN_CHUNK);
+  ss_buf_init(&s->early, c->srv->cfg->max_head + HOLD_EXTRA);
   int fresh = 0;
   if (tls_end_serve(&s->client, c->srv->tls, c->host, &fresh) != 0 || tls_end_origin(&s->origin, c->srv->tls, c->host) != 0) {
     c->end = "tls_setup_failed";
@@ -485,10 +463,8 @@ void inspect_start(proxy_conn *c) {
   c->status = 0; /* the audit line's status is the inner answer's (response_bytes), not the CONNECT's 200 */
   free(c->hello_scratch);
   c->hello_scratch = NULL;
-  int fed = tls_end_feed(&s->client, c->buf, c->len); /* the ClientHello tunnel.c read */
-  free(c->buf);
-  c->buf = NULL;
-  c->len = c->cap = 0;
+  int fed = tls_end_feed(&s->client, c->in.data, c->in.len); /* the ClientHello tunnel.c read */
+  ss_buf_free(&c->in);
   if (fed != 0) return conn_close(c);
   conn_set_deadline(c, c->srv->cfg->handshake_ms);
   origin_progress(c); /* sends the proxy's own ClientHello to the origin */
@@ -510,10 +486,10 @@ void inspect_upstream_data(proxy_conn *c, const char *data, size_t len) {
 
 /* Whether the body held before the request went out is whole (the client may leave then). */
 static int early_body_whole(inspect_session *s) {
-  if (!s->req.chunked) return s->early_len >= s->req.body_len;
+  if (!s->req.chunked) return s->early.len >= s->req.body_len;
   hc_decoder d = s->body_chunks;
   hc_result r;
-  hc_feed(&d, s->early, s->early_len, &r);
+  hc_feed(&d, s->early.data, s->early.len, &r);
   return r == HC_END;
 }
 
@@ -552,7 +528,7 @@ void inspect_deadline(proxy_conn *c) {
     c->reason = "tls_handshake_timeout";
     return conn_close(c);
   case IN_HEAD:
-    if (s->requests && !s->plain_len) { /* an idle keep-alive connection: ends cleanly */
+    if (s->requests && !s->plain.len) { /* an idle keep-alive connection: ends cleanly */
       c->end = "idle_timeout";
       return conn_reply_and_linger(c, NULL, 0);
     }
@@ -587,8 +563,8 @@ void inspect_free(proxy_conn *c) {
   if (!s) return;
   if (s->client.ssl) tls_end_free(&s->client);
   if (s->origin.ssl) tls_end_free(&s->origin);
-  free(s->plain);
-  free(s->early);
+  ss_buf_free(&s->plain);
+  ss_buf_free(&s->early);
   hr_free(&s->resp);
   free(s);
   c->insp = NULL;

@@ -5,7 +5,7 @@
 
 typedef struct proxy_conn proxy_conn;
 
-void inspect_start(proxy_conn *c); /* after the ClientHello in c->buf passed tunnel.c's SNI check */
+void inspect_start(proxy_conn *c); /* after the ClientHello in c->in passed tunnel.c's SNI check */
 void inspect_client_data(proxy_conn *c, const char *data, size_t len);
 void inspect_upstream_data(proxy_conn *c, const char *data, size_t len);
 void inspect_client_eof(proxy_conn *c);

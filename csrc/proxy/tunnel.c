@@ -46,12 +46,9 @@ static void admit(proxy_conn *c) {
   if (c->kind == KIND_INSPECT) return inspect_start(c); /* the hello is the start of its TLS */
   free(c->hello_scratch);
   c->hello_scratch = NULL;
-  if (c->len && conn_write(c, (uv_stream_t *)&c->upstream, c->buf, c->len, NULL) != 0) return;
-  c->bytes_up += c->len;
-  c->len = 0;
-  free(c->buf); /* an idle tunnel keeps no head buffer */
-  c->buf = NULL;
-  c->cap = 0;
+  if (c->in.len && conn_write(c, (uv_stream_t *)&c->upstream, c->in.data, c->in.len, NULL) != 0) return;
+  c->bytes_up += c->in.len;
+  ss_buf_free(&c->in); /* an idle tunnel keeps no head buffer */
   relay_start(c);
 }
 
@@ -69,11 +66,11 @@ static void refuse_not_tls(proxy_conn *c) {
 }
 
 static void check_hello(proxy_conn *c) {
-  ch_status st = ch_parse((const uint8_t *)c->buf, c->len, c->hello_scratch, c->sni);
+  ch_status st = ch_parse((const uint8_t *)c->in.data, c->in.len, c->hello_scratch, c->sni);
   if (st != CH_SNI && st != CH_ECH && st != CH_ESNI) c->sni[0] = '\0';
   switch (st) {
   case CH_NEED_MORE:
-    if (c->len >= HELLO_BUFFER) refuse_tls(c, "malformed_hello", 50 /* decode_error */);
+    if (c->in.len >= HELLO_BUFFER) refuse_tls(c, "malformed_hello", 50 /* decode_error */);
     return;
   case CH_NOT_TLS: return refuse_not_tls(c);
   case CH_MALFORMED: return refuse_tls(c, "malformed_hello", 50);
@@ -96,27 +93,20 @@ void tunnel_upstream_spoke(proxy_conn *c) { (void)c; }
 
 void tunnel_client_data(proxy_conn *c, const char *data, size_t len) {
   /* every byte is kept: what follows the hello in the same read is the tunnel's too. Reads come
-     only while less than HELLO_BUFFER is held (check_hello refuses beyond), so this is bounded */
-  if (c->len + len > c->cap) {
-    size_t cap = c->len + len < HELLO_BUFFER ? HELLO_BUFFER : c->len + len;
-    char *nb = realloc(c->buf, cap);
-    if (!nb) return conn_close(c);
-    c->buf = nb;
-    c->cap = cap;
-  }
-  memcpy(c->buf + c->len, data, len);
-  c->len += len;
+     only while less than HELLO_BUFFER is held (check_hello refuses beyond), so the buffer's
+     limit (keep_early_bytes) is never reached; reaching it would end the connection */
+  if (ss_buf_append(&c->in, data, len) != SS_BUF_OK) return conn_close(c);
   check_hello(c);
 }
 
 static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
 /* Bytes the client sent right behind its CONNECT belong to the tunnel: moved to the buffer's
- * start, all of them (the head's own buffer bounds them). */
+ * start, all of them (the head's own limit bounds them). From here the buffer holds the hello:
+ * less than HELLO_BUFFER, plus one read. */
 static void keep_early_bytes(proxy_conn *c) {
-  size_t early = c->len - c->req.head_len;
-  memmove(c->buf, c->buf + c->req.head_len, early);
-  c->len = early;
+  ss_buf_consume(&c->in, c->req.head_len);
+  c->in.limit = (c->in.len > HELLO_BUFFER ? c->in.len : HELLO_BUFFER) + CONN_READ_CHUNK;
 }
 
 static void connected(proxy_conn *c) {
@@ -128,7 +118,7 @@ static void connected(proxy_conn *c) {
   conn_set_deadline(c, c->srv->cfg->handshake_ms);
   keep_early_bytes(c);
   conn_read_client(c);
-  if (c->len) check_hello(c);
+  if (c->in.len) check_hello(c);
 }
 
 /* A raw rule: no hello to check, both directions relayed from the start (a server may speak first). */
