@@ -81,10 +81,7 @@ static int l_rmtree(lua_State *L) {
 }
 
 void sandstack_open_hostfs(lua_State *L) {
-  static const luaL_Reg fns[] = {{"write_file_durable", l_write_file_durable},
-                                 {"listdir", l_listdir},
-                                 {"mkdir", l_mkdir},
-                                 {"rmtree", l_rmtree},
-                                 {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"write_file_durable", l_write_file_durable}, {"listdir", l_listdir},
+                                 {"mkdir", l_mkdir}, {"rmtree", l_rmtree}, {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }
