@@ -46,10 +46,32 @@ static void push_run_result(lua_State *L, const ss_run_result *r, size_t from) {
   lua_setfield(L, -2, "over_limit");
 }
 
-/* core.sbx_run(argv, {timeout=, max_output=, stdin=, env=}) ->
- *   {stdout=, stderr=, exit_code=, signal=, timed_out=, over_limit=} or nil, err */
+/* With json = true, the result also carries the JSON answer sbx printed (after any daemon
+ * start-up lines, ss_sbx_json_start) decoded as `json`, or `json_error` saying why there is none:
+ * the CLI's answer in the same call as its run. */
+static void push_json_answer(lua_State *L, const ss_run_result *r) {
+  long off = ss_sbx_json_start(r->out, r->out_len);
+  if (off < 0) {
+    lua_pushliteral(L, "no JSON in the output");
+    lua_setfield(L, -2, "json_error");
+    return;
+  }
+  const char *text = r->out + off, *end = NULL;
+  cJSON *j = cJSON_ParseWithLengthOpts(text, r->out_len - (size_t)off, &end, 0);
+  if (!j) {
+    lua_pushfstring(L, "not valid JSON near byte %d", end ? (int)(end - text) : 0);
+    lua_setfield(L, -2, "json_error");
+    return;
+  }
+  ss_json_to_lua(L, j);
+  cJSON_Delete(j);
+  lua_setfield(L, -2, "json");
+}
+
+/* core.sbx_run(argv, {timeout=, max_output=, stdin=, env=, json=}) ->
+ *   {stdout=, stderr=, exit_code=, signal=, timed_out=, over_limit=, json=, json_error=} or nil, err */
 static int l_sbx_run(lua_State *L) {
-  static const char *const keys[] = {"timeout", "max_output", "stdin", "env", NULL};
+  static const char *const keys[] = {"timeout", "max_output", "stdin", "env", "json", NULL};
   lua_settop(L, 2); /* the option readers look at index 2 */
   ss_check_keys(L, 2, keys, "sbx_run");
   const char **argv = string_vector(L, 1, "argv");
@@ -72,6 +94,7 @@ static int l_sbx_run(lua_State *L) {
   if (ss_run(&o, &r, &e) != 0) return ss_push_error(L, &e);
   (void)argv_keep;
   push_run_result(L, &r, 0);
+  if (ss_opt_boolean(L, 2, "json", 0)) push_json_answer(L, &r);
   ss_run_result_free(&r);
   return 1;
 }

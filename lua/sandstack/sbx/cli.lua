@@ -42,7 +42,7 @@ function M.classify(res, what)
   return E.new("sbx", reason, what .. ": " .. msg, { stderr = se, exit_code = res.exit_code })
 end
 
--- Runs `sbx args...` (opts: timeout, max_output, stdin); returns the result table (any exit
+-- Runs `sbx args...` (opts: timeout, max_output, stdin, json); returns the result table (any exit
 -- code) or nil, err when it could not run.
 function M.run_raw(b, args, opts)
   M.live(b)
@@ -50,7 +50,7 @@ function M.run_raw(b, args, opts)
   local argv = { b.sbx_path }
   for _, a in ipairs(args) do argv[#argv + 1] = a end
   return core.sbx_run(argv, { timeout = opts.timeout or b.command_timeout,
-    max_output = opts.max_output or 4 * MiB, stdin = opts.stdin })
+    max_output = opts.max_output or 4 * MiB, stdin = opts.stdin, json = opts.json })
 end
 
 -- Runs one command through the exec wrapper as `sbx exec -i [-u user] name ...` in one call
@@ -73,15 +73,15 @@ function M.run(b, args, opts)
   return nil, M.classify(res, "sbx " .. table.concat(args, " ", 1, math.min(#args, 3)))
 end
 
--- Runs `sbx args...` and decodes its JSON answer (after any daemon start-up lines).
+-- Runs `sbx args...` and decodes its JSON answer (after any daemon start-up lines), decoded in
+-- the same call into C as the run.
 function M.json(b, args, opts)
-  local res, err = M.run(b, args, opts)
+  local o = { json = true }
+  for k, v in pairs(opts or {}) do o[k] = v end
+  local res, err = M.run(b, args, o)
   if not res then return nil, err end
-  local text = core.sbx_json_start(res.stdout)
-  if not text then return E.fail("sbx", "bad_json", "sbx " .. args[1] .. ": no JSON in the output") end
-  local v, jerr = core.json_decode(text)
-  if not v then return E.fail("sbx", "bad_json", "sbx " .. args[1] .. ": " .. jerr.message) end
-  return v
+  if res.json_error then return E.fail("sbx", "bad_json", "sbx " .. args[1] .. ": " .. res.json_error) end
+  return res.json
 end
 
 -- The sandboxes sbx lists: name -> { name =, id =, workspaces = {...}, ... }.
