@@ -12,7 +12,6 @@
 #include "proxy/forward.h"
 #include "proxy/inspect.h"
 #include "proxy/live_policy.h"
-#include "proxy/relay.h"
 #include "proxy/reply.h"
 #include "proxy/server.h"
 #include "proxy/splice_relay.h"
@@ -53,9 +52,13 @@ void conn_release(proxy_conn *c) {
 
 static void on_handle_closed(uv_handle_t *h) { conn_release(h->data); }
 
+/* Closing, or lingering after an answer: what the client still sends is dropped, its close (or
+ * the deadline) ends the connection; the destination is read no more. */
+static const conn_handlers finishing = {0};
+
 void conn_close(proxy_conn *c) {
   if (c->state == ST_CLOSING) return;
-  c->state = ST_CLOSING;
+  conn_enter(c, ST_CLOSING, &finishing);
   if (!c->end) c->end = "closed";
   audit_conn(c);
   if (c->cred) credential_abort(c);
@@ -68,31 +71,13 @@ void conn_close(proxy_conn *c) {
 
 static void on_deadline(uv_timer_t *t) {
   proxy_conn *c = t->data;
-  switch (c->state) {
-  case ST_HEAD:
-    c->decision = "timeout";
-    c->end = "handshake_timeout";
-    reply_error(c, 408, "timeout_error", "the request head did not arrive in time");
-    break;
-  case ST_DIAL:
-    c->decision = "upstream_error";
-    c->reason = "connect_timeout";
-    reply_error(c, 504, "api_error", "the destination did not accept the connection in time");
-    break;
-  case ST_HELLO:
-    c->decision = "timeout";
-    c->reason = "tls_hello_timeout";
-    c->end = "handshake_timeout";
-    conn_close(c);
-    break;
-  case ST_RELAY:
-    c->end = "idle_timeout";
-    conn_close(c);
-    break;
-  case ST_INSPECT: inspect_deadline(c); break;
-  default:
-    conn_close(c);
-  }
+  if (c->on->deadline) c->on->deadline(c);
+  else conn_close(c);
+}
+
+void conn_enter(proxy_conn *c, conn_state state, const conn_handlers *on) {
+  c->state = state;
+  c->on = on;
 }
 
 void conn_set_deadline(proxy_conn *c, unsigned ms) {
@@ -177,7 +162,7 @@ void conn_reply_and_linger(proxy_conn *c, const char *data, size_t len) {
   char *sealed = NULL;
   size_t sealed_len = 0;
   int in_tls = c->insp && inspect_seal(c, data, len, &sealed, &sealed_len) == 0;
-  c->state = ST_REPLY;
+  conn_enter(c, ST_REPLY, &finishing);
   if (c->upstream_open) { /* nothing more goes to the destination */
     uv_read_stop((uv_stream_t *)&c->upstream);
   }
@@ -269,6 +254,20 @@ static void head_data(proxy_conn *c, const char *data, size_t n) {
   }
 }
 
+static void head_read(proxy_conn *c, char *base, size_t n) {
+  head_data(c, base, n);
+  free(base);
+}
+
+static void head_deadline(proxy_conn *c) {
+  c->decision = "timeout";
+  c->end = "handshake_timeout";
+  reply_error(c, 408, "timeout_error", "the request head did not arrive in time");
+}
+
+/* Until the head names a route: its bytes, and the handshake deadline. */
+static const conn_handlers reading_head = {.client_data = head_read, .deadline = head_deadline};
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)h;
   (void)suggested;
@@ -285,41 +284,29 @@ static void on_client_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
       c->end = "client_error";
       return conn_close(c);
     }
-    switch (c->state) {
-    case ST_RELAY: return relay_client_eof(c);
-    case ST_CREDENTIAL: return credential_client_eof(c);
-    case ST_INSPECT: return inspect_client_eof(c);
-    default: c->end = "client_closed"; return conn_close(c);
-    }
+    if (c->on->client_eof) return c->on->client_eof(c);
+    c->end = "client_closed";
+    return conn_close(c);
   }
-  switch (c->state) {
-  case ST_HEAD: head_data(c, buf->base, (size_t)nread); break;
-  case ST_HELLO: tunnel_client_data(c, buf->base, (size_t)nread); break;
-  case ST_RELAY: relay_client_data(c, buf->base, (size_t)nread); return; /* took the buffer */
-  case ST_CREDENTIAL: credential_client_data(c, buf->base, (size_t)nread); break;
-  case ST_INSPECT: inspect_client_data(c, buf->base, (size_t)nread); break;
-  default: break; /* ST_REPLY: what the client still sends is discarded */
-  }
+  if (c->on->client_data) return c->on->client_data(c, buf->base, (size_t)nread); /* takes the buffer */
   free(buf->base);
 }
 
 static void on_upstream_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   proxy_conn *c = s->data;
-  if (nread <= 0 || c->state == ST_CLOSING || c->state == ST_REPLY) {
+  if (nread <= 0 || c->state == ST_CLOSING || c->state == ST_REPLY) { /* after an answer: done with */
     free(buf->base);
     if (nread == 0 || c->state == ST_CLOSING || c->state == ST_REPLY) return;
     if (nread != UV_EOF) {
       c->end = "upstream_error";
       return conn_close(c);
     }
-    return c->state == ST_INSPECT ? inspect_upstream_eof(c) : relay_upstream_eof(c);
+    if (c->on->upstream_eof) return c->on->upstream_eof(c);
+    c->end = "upstream_closed";
+    return conn_close(c);
   }
-  if (c->state == ST_INSPECT) {
-    inspect_upstream_data(c, buf->base, (size_t)nread);
-    free(buf->base);
-    return;
-  }
-  relay_upstream_data(c, buf->base, (size_t)nread);
+  if (c->on->upstream_data) return c->on->upstream_data(c, buf->base, (size_t)nread); /* takes the buffer */
+  free(buf->base);
 }
 
 void conn_read_client(proxy_conn *c) { uv_read_start((uv_stream_t *)&c->client, on_alloc, on_client_read); }
@@ -331,6 +318,7 @@ void conn_accept(proxy_server *s, uv_stream_t *listener) {
   c->srv = s;
   c->id = ++s->next_id;
   c->up_left = UINT64_MAX;
+  conn_enter(c, ST_HEAD, &reading_head);
   ss_buf_init(&c->in, s->cfg->max_head + CONN_READ_CHUNK);
   c->started_ms = uv_now(s->loop);
   uv_tcp_init(s->loop, &c->client);

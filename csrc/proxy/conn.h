@@ -15,10 +15,28 @@ typedef struct inspect_session inspect_session;
 typedef struct splice_relay splice_relay;
 
 typedef enum { KIND_NONE, KIND_CONNECT, KIND_FORWARD, KIND_CREDENTIAL, KIND_INSPECT } conn_kind;
+/* Where a connection is: the route that holds it is its handlers (conn_handlers); the state
+ * names the stage for the checks that span routes (the drain, a policy swap, the audit). */
 typedef enum { ST_HEAD, ST_DIAL, ST_HELLO, ST_RELAY, ST_CREDENTIAL, ST_INSPECT, ST_REPLY, ST_CLOSING } conn_state;
+
+/* What a route does with a connection's events, installed when it takes the connection over
+ * (conn_enter), as luv's and curl's multi-uv handles carry their own callbacks: conn.c reads,
+ * times and closes, and hands each event to whichever route holds the connection without
+ * asking which one it is. A NULL data handler drops the bytes (nothing is expected there); a
+ * NULL end-of-stream ends the connection ("client_closed" / "upstream_closed"); a NULL deadline
+ * ends it. */
+typedef struct conn_handlers {
+  /* base is malloc'd and now the handler's: it frees it, or keeps it (relay.c writes it on) */
+  void (*client_data)(proxy_conn *c, char *base, size_t len);
+  void (*client_eof)(proxy_conn *c);
+  void (*upstream_data)(proxy_conn *c, char *base, size_t len);
+  void (*upstream_eof)(proxy_conn *c);
+  void (*deadline)(proxy_conn *c); /* the timer of conn_set_deadline fired */
+} conn_handlers;
 
 struct proxy_conn {
   proxy_server *srv;
+  const conn_handlers *on; /* the route holding the connection (conn_enter) */
   proxy_conn *prev, *next;
   uint64_t id;
   int refs;
@@ -74,6 +92,8 @@ struct proxy_conn {
 #define CONN_READ_CHUNK 65536
 
 void conn_accept(proxy_server *s, uv_stream_t *listener);
+/* A route takes the connection over: its stage and the handlers of its events from now on. */
+void conn_enter(proxy_conn *c, conn_state state, const conn_handlers *on);
 void conn_close(proxy_conn *c);
 void conn_hold(proxy_conn *c);
 void conn_release(proxy_conn *c);

@@ -95,7 +95,7 @@ static size_t on_read_body(char *dst, size_t size, size_t n, void *ud) {
   return want;
 }
 
-void credential_client_data(proxy_conn *c, const char *data, size_t len) {
+static void body_bytes(proxy_conn *c, const char *data, size_t len) {
   cred_req *r = c->cred;
   if (!r || len == 0) return;
   if (len > r->body_left) len = (size_t)r->body_left; /* bytes past the body are not a request we checked */
@@ -126,7 +126,7 @@ void credential_client_data(proxy_conn *c, const char *data, size_t len) {
   }
 }
 
-void credential_client_eof(proxy_conn *c) {
+static void client_eof(proxy_conn *c) {
   cred_req *r = c->cred;
   if (r && r->body_left > 0) { /* the client left before its body was complete */
     c->end = "client_closed";
@@ -134,6 +134,15 @@ void credential_client_eof(proxy_conn *c) {
   }
   /* a client that half-closes after its request still gets the response */
 }
+
+static void client_data(proxy_conn *c, char *base, size_t len) {
+  body_bytes(c, base, len);
+  free(base);
+}
+
+/* The request body to curl, a client's early close; curl's own timeouts govern (the deadline timer
+ * is stopped), and the response comes through curl's callbacks. */
+static const conn_handlers answering = {.client_data = client_data, .client_eof = client_eof};
 
 /* ---- the response, curl -> client ---- */
 
@@ -454,10 +463,10 @@ void credential_begin(proxy_conn *c) {
     free_req(r);
     return reply_error(c, 500, "api_error", "cannot set up the upstream request");
   }
-  c->state = ST_CREDENTIAL;
+  conn_enter(c, ST_CREDENTIAL, &answering);
   uv_timer_stop(&c->timer); /* curl's own timeouts govern from here */
   size_t early = c->in.len - req->head_len;
-  if (early) credential_client_data(c, c->in.data + req->head_len, early);
+  if (early) body_bytes(c, c->in.data + req->head_len, early);
   if (c->state != ST_CREDENTIAL) return;
   r->added = 1;
   if (curl_multi_add_handle(curl_loop_multi(c->srv->curl), r->easy) != CURLM_OK) {

@@ -90,8 +90,17 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
   conn_release(c);
 }
 
+static void dial_deadline(proxy_conn *c) {
+  c->decision = "upstream_error";
+  c->reason = "connect_timeout";
+  reply_error(c, 504, "api_error", "the destination did not accept the connection in time");
+}
+
+/* While the name resolves and the connection is made: the client is not read, the connect deadline. */
+static const conn_handlers dialing = {.deadline = dial_deadline};
+
 void dial_start(proxy_conn *c, void (*cb)(proxy_conn *c)) {
-  c->state = ST_DIAL;
+  conn_enter(c, ST_DIAL, &dialing);
   c->on_connected = cb;
   conn_set_deadline(c, c->srv->cfg->connect_ms);
   struct addrinfo hints;

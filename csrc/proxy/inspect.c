@@ -72,6 +72,18 @@ struct inspect_session {
 static size_t queued(uv_tcp_t *t) { return uv_stream_get_write_queue_size((uv_stream_t *)t); }
 static int live(proxy_conn *c) { return c->state == ST_INSPECT; }
 
+static void client_data(proxy_conn *c, char *data, size_t len);
+static void client_eof(proxy_conn *c);
+static void upstream_data(proxy_conn *c, char *data, size_t len);
+static void upstream_eof(proxy_conn *c);
+static void deadline(proxy_conn *c);
+/* TLS on both sides, each request checked; the deadline of the phase the session is in. */
+static const conn_handlers inspecting = {.client_data = client_data,
+                                         .client_eof = client_eof,
+                                         .upstream_data = upstream_data,
+                                         .upstream_eof = upstream_eof,
+                                         .deadline = deadline};
+
 static void client_drained(proxy_conn *c, int status) {
   (void)status;
   if (live(c) && c->upstream_paused && queued(&c->client) <= c->srv->cfg->buffer_bytes / 2) {
@@ -335,7 +347,7 @@ static void client_progress(proxy_conn *c) {
     }
     int e = SSL_get_error(ssl, n);
     if (e == SSL_ERROR_WANT_READ) break;
-    if (e == SSL_ERROR_ZERO_RETURN) return inspect_client_eof(c); /* close_notify */
+    if (e == SSL_ERROR_ZERO_RETURN) return client_eof(c); /* close_notify */
     c->end = "client_tls_error";
     return conn_close(c);
   }
@@ -436,7 +448,7 @@ static void origin_progress(proxy_conn *c) {
     }
     int e = SSL_get_error(ssl, n);
     if (e == SSL_ERROR_WANT_READ) break;
-    if (e == SSL_ERROR_ZERO_RETURN) return inspect_upstream_eof(c); /* close_notify: the response ended */
+    if (e == SSL_ERROR_ZERO_RETURN) return upstream_eof(c); /* close_notify: the response ended */
     c->end = "origin_tls_error";
     flush_client(c);
     return conn_close(c);
@@ -459,7 +471,7 @@ void inspect_start(proxy_conn *c) {
     return conn_close(c);
   }
   c->leaf = fresh ? "fresh" : "cached";
-  c->state = ST_INSPECT;
+  conn_enter(c, ST_INSPECT, &inspecting);
   c->status = 0; /* the audit line's status is the inner answer's (response_bytes), not the CONNECT's 200 */
   free(c->hello_scratch);
   c->hello_scratch = NULL;
@@ -474,13 +486,17 @@ void inspect_start(proxy_conn *c) {
   conn_read_upstream(c);
 }
 
-void inspect_client_data(proxy_conn *c, const char *data, size_t len) {
-  if (tls_end_feed(&c->insp->client, data, len) != 0) return conn_close(c);
+static void client_data(proxy_conn *c, char *data, size_t len) {
+  int fed = tls_end_feed(&c->insp->client, data, len);
+  free(data);
+  if (fed != 0) return conn_close(c);
   client_progress(c);
 }
 
-void inspect_upstream_data(proxy_conn *c, const char *data, size_t len) {
-  if (tls_end_feed(&c->insp->origin, data, len) != 0) return conn_close(c);
+static void upstream_data(proxy_conn *c, char *data, size_t len) {
+  int fed = tls_end_feed(&c->insp->origin, data, len);
+  free(data);
+  if (fed != 0) return conn_close(c);
   origin_progress(c);
 }
 
@@ -493,7 +509,7 @@ static int early_body_whole(inspect_session *s) {
   return r == HC_END;
 }
 
-void inspect_client_eof(proxy_conn *c) {
+static void client_eof(proxy_conn *c) {
   inspect_session *s = c->insp;
   c->client_eof = 1;
   /* the request is whole: the response may still come */
@@ -503,7 +519,7 @@ void inspect_client_eof(proxy_conn *c) {
   conn_close(c);
 }
 
-void inspect_upstream_eof(proxy_conn *c) {
+static void upstream_eof(proxy_conn *c) {
   inspect_session *s = c->insp;
   c->upstream_eof = 1;
   if (s->phase == IN_BODY) { /* the response ended (or was cut): close_notify toward the sandbox, then close */
@@ -520,7 +536,7 @@ void inspect_upstream_eof(proxy_conn *c) {
   if (s->origin_state >= 0) origin_failed(c, "origin_closed", "the origin closed the connection before the request");
 }
 
-void inspect_deadline(proxy_conn *c) {
+static void deadline(proxy_conn *c) {
   inspect_session *s = c->insp;
   switch (s->phase) {
   case IN_HANDSHAKE:

@@ -10,7 +10,6 @@
 #include "proxy/cred_flow.h"
 #include "proxy/relay.h"
 #include "proxy/splice_relay.h"
-#include "proxy/tunnel.h"
 
 static size_t queued(uv_tcp_t *t) { return uv_stream_get_write_queue_size((uv_stream_t *)t); }
 
@@ -64,7 +63,7 @@ static void upstream_drained(proxy_conn *c, int status) {
   }
 }
 
-void relay_client_data(proxy_conn *c, char *base, size_t len) {
+static void client_data(proxy_conn *c, char *base, size_t len) {
   if (c->up_left != UINT64_MAX) { /* a request body: exactly Content-Length bytes, never more */
     if (len > c->up_left) len = (size_t)c->up_left;
     c->up_left -= len;
@@ -91,8 +90,7 @@ void relay_client_data(proxy_conn *c, char *base, size_t len) {
   }
 }
 
-void relay_upstream_data(proxy_conn *c, char *base, size_t len) {
-  if (c->state == ST_HELLO) tunnel_upstream_spoke(c);
+static void upstream_data(proxy_conn *c, char *base, size_t len) {
   c->bytes_down += len;
   if (c->state == ST_RELAY) conn_set_deadline(c, c->srv->cfg->idle_ms);
   if (conn_write_owned(c, (uv_stream_t *)&c->client, base, len, client_drained) != 0) return;
@@ -102,13 +100,13 @@ void relay_upstream_data(proxy_conn *c, char *base, size_t len) {
   }
 }
 
-void relay_client_eof(proxy_conn *c) {
+static void client_eof(proxy_conn *c) {
   c->client_eof = 1;
   if (c->kind == KIND_FORWARD) return relay_maybe_finish(c); /* the response may still come */
   shut(c, &c->upstream);
 }
 
-void relay_upstream_eof(proxy_conn *c) {
+static void upstream_eof(proxy_conn *c) {
   c->upstream_eof = 1;
   if (c->state != ST_RELAY) { /* the destination hung up before the tunnel was admitted */
     c->end = "upstream_closed";
@@ -117,8 +115,20 @@ void relay_upstream_eof(proxy_conn *c) {
   shut(c, &c->client);
 }
 
+static void idle_deadline(proxy_conn *c) {
+  c->end = "idle_timeout";
+  conn_close(c);
+}
+
+/* Both directions, each with backpressure, under the idle deadline. */
+static const conn_handlers relaying = {.client_data = client_data,
+                                       .client_eof = client_eof,
+                                       .upstream_data = upstream_data,
+                                       .upstream_eof = upstream_eof,
+                                       .deadline = idle_deadline};
+
 void relay_start(proxy_conn *c) {
-  c->state = ST_RELAY;
+  conn_enter(c, ST_RELAY, &relaying);
   conn_set_deadline(c, c->srv->cfg->idle_ms);
   if (c->kind == KIND_CONNECT) { /* a raw tunnel: the kernel relays it where it can */
     if (splice_relay_start(c) == 0) return;

@@ -86,18 +86,27 @@ static void check_hello(proxy_conn *c) {
   }
 }
 
-/* The destination is read only once the tunnel is admitted (or from the start of a raw one), so
- * it cannot speak while the hello is checked: a server that speaks first (SMTP, SSH, MySQL) is
- * reached only through a raw rule. */
-void tunnel_upstream_spoke(proxy_conn *c) { (void)c; }
-
-void tunnel_client_data(proxy_conn *c, const char *data, size_t len) {
+static void hello_bytes(proxy_conn *c, char *data, size_t len) {
   /* every byte is kept: what follows the hello in the same read is the tunnel's too. Reads come
      only while less than HELLO_BUFFER is held (check_hello refuses beyond), so the buffer's
      limit (keep_early_bytes) is never reached; reaching it would end the connection */
-  if (ss_buf_append(&c->in, data, len) != SS_BUF_OK) return conn_close(c);
+  int kept = ss_buf_append(&c->in, data, len);
+  free(data);
+  if (kept != SS_BUF_OK) return conn_close(c);
   check_hello(c);
 }
+
+static void hello_deadline(proxy_conn *c) {
+  c->decision = "timeout";
+  c->reason = "tls_hello_timeout";
+  c->end = "handshake_timeout";
+  conn_close(c);
+}
+
+/* Waiting for the ClientHello. The destination is read only once the tunnel is admitted (or from
+ * the start of a raw one), so it cannot speak while the hello is checked: a server that speaks
+ * first (SMTP, SSH, MySQL) is reached only through a raw rule. */
+static const conn_handlers awaiting_hello = {.client_data = hello_bytes, .deadline = hello_deadline};
 
 static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
@@ -113,7 +122,7 @@ static void connected(proxy_conn *c) {
   c->hello_scratch = malloc(CH_MAX_HELLO);
   if (!c->hello_scratch) return conn_close(c);
   c->status = 200;
-  c->state = ST_HELLO;
+  conn_enter(c, ST_HELLO, &awaiting_hello);
   if (conn_write(c, (uv_stream_t *)&c->client, established, sizeof established - 1, NULL) != 0) return;
   conn_set_deadline(c, c->srv->cfg->handshake_ms);
   keep_early_bytes(c);
