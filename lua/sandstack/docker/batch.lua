@@ -83,8 +83,9 @@ function M.first_error(results)
 end
 
 -- Deletes objects by id or name: containers (forced, with anonymous volumes; retried on the
--- engine's transient answers, see M.run), then networks (retried: an endpoint may outlive its
--- container by a moment), then volumes. 404 is success.
+-- engine's transient answers, see M.run), then networks and volumes together: neither waits for
+-- the other, only for the containers, so a teardown is two rounds. Whatever is refused (an
+-- endpoint may outlive its container by a moment) is asked again, a few times. 404 is success.
 -- objs = {containers = {...}, networks = {...}, volumes = {...}}; returns true or nil, err.
 function M.remove(eng, objs)
   local reqs = {}
@@ -92,23 +93,20 @@ function M.remove(eng, objs)
     reqs[i] = { "DELETE", "/containers/" .. id, nil, { query = { force = "1", v = "1" } }, ok = { [404] = true } }
   end
   local first = M.first_error(M.run(eng, reqs, 60))
-  local nets = objs.networks or {}
+  reqs = {}
+  for _, n in ipairs(objs.networks or {}) do reqs[#reqs + 1] = { "DELETE", "/networks/" .. n, nil, nil, ok = { [404] = true } } end
+  for _, v in ipairs(objs.volumes or {}) do
+    reqs[#reqs + 1] = { "DELETE", "/volumes/" .. v, nil, { query = { force = "1" } }, ok = { [404] = true } }
+  end
   for attempt = 1, 4 do
-    reqs = {}
-    for i, n in ipairs(nets) do reqs[i] = { "DELETE", "/networks/" .. n, nil, nil, ok = { [404] = true } } end
     local r = M.run(eng, reqs, 60)
     local again = {}
-    for i, x in ipairs(r) do if not x.ok then again[#again + 1] = nets[i] end end
+    for i, x in ipairs(r) do if not x.ok then again[#again + 1] = reqs[i] end end
     if #again == 0 then break end
     if attempt == 4 then first = first or M.first_error(r) end
-    nets = again
+    reqs = again
     sleep(0.2 * attempt)
   end
-  reqs = {}
-  for i, v in ipairs(objs.volumes or {}) do
-    reqs[i] = { "DELETE", "/volumes/" .. v, nil, { query = { force = "1" } }, ok = { [404] = true } }
-  end
-  first = first or M.first_error(M.run(eng, reqs, 60))
   if first then return nil, first end
   return true
 end
