@@ -54,5 +54,8 @@ int ss_opt_boolean(lua_State *L, int idx, const char *key, int def);
 /* Raises "unknown option 'x'" for any key of the table at idx not in allowed (NULL-ended); the
  * same walk as core.check_keys (helpers.c), the same rule as csrc/stack/validate.c (util/keys.h). */
 void ss_check_keys(lua_State *L, int idx, const char *const allowed[], const char *what);
+/* The same check for a table a Lua caller handed in, raised where luaL_where(level) points
+ * (1: the Lua function that called the C function); a non-table is refused the same way. */
+void ss_check_keys_at(lua_State *L, int idx, const char *const allowed[], const char *what, int level);
 
 #endif

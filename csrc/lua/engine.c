@@ -1,12 +1,13 @@
 /* The binding of the Engine API transport (csrc/engine): a handle class over one sse_client.
  * lua/sandstack/engine.lua builds the public sandstack.engine API on these primitives:
- *   core.engine_client{host=, tls=, tls_verify=, ca=, cert=, key=} -> handle | nil, err
+ *   core.engine_client{host=, tls=, tls_verify=, ca=, cert=, key=}[, negotiate]
+ *       -> handle[, api_version] | nil, err   (negotiate: seconds for GET /version)
  *   h:submit(method, target, body|nil, {content_type=, headers={"K: V"}, timeout=,
  *            connect_timeout=, max_bytes=, mode="buffer"|"demux"|"file"|"lines", file=})
  *       -> id | nil, err
  *   h:run(id, timeout) -> bool   (id 0: any finished; id -1: sleep; timeout nil: no limit)
  *   h:await_headers(id, timeout) -> bool (the response headers came, or the transfer ended)
- *   h:take(id) -> result | nil   (id 0: the oldest finished)
+ *   h:take(id[, settle]) -> result | nil   (id 0: the oldest finished; settle: see h_take)
  *   h:line(id) -> string | nil   h:state(id) -> "running"|"done"|nil
  *   h:cancel(id)  h:finished()  h:close()
  *   core.engine_clock() -> monotonic seconds
@@ -22,6 +23,7 @@
 #include "engine/errmsg.h"
 #include "lua/binding.h"
 #include "lua/engine_handle.h"
+#include "util/clock.h"
 
 #define ENGINE_HANDLE_MT "sandstack.engine.handle"
 #define MAX_HEADERS 64
@@ -47,10 +49,64 @@ static const char *opt_str(lua_State *L, int idx, const char *key) {
   return ss_opt_string(L, idx, key, NULL);
 }
 
+/* The API version to prefix every later request with: unversioned /version runs at the daemon's
+ * maximum, and its ApiVersion is that maximum (never MinAPIVersion). Pushes the version and
+ * returns 1, or closes the client and pushes nil, err (returns 2). The answer is settled as
+ * every other (engine_settle.c). */
+static int negotiate(lua_State *L, handle *h, double timeout) {
+  ss_request req = {.method = "GET", .path = "/version", .target = "/version"};
+  sse_spec spec = {.method = "GET", .target = "/version", .timeout = timeout, .max_bytes = 16u << 20,
+                   .mode = SSE_BODY_BUFFER, .fd = -1};
+  ss_error err;
+  ss_error_init(&err);
+  long id = sse_client_submit(h->c, &spec, &err);
+  if (id < 0) {
+    sse_client_free(h->c);
+    h->c = NULL;
+    return ss_push_error(L, &err);
+  }
+  sse_client_run(h->c, id, -1);
+  sse_result *r = sse_client_take(h->c, id);
+  if (!r) sse_client_cancel(h->c, id);
+  ss_push_settled(L, r, &req);
+  if (r) sse_result_free(r);
+  int res = lua_gettop(L);
+  lua_getfield(L, res, "ok");
+  int ok = lua_toboolean(L, -1);
+  lua_getfield(L, res, "body");
+  if (ok && lua_istable(L, -1)) {
+    lua_getfield(L, -1, "ApiVersion");
+    size_t len = 0;
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+    size_t i = 0, major = 0, minor = 0;
+    while (v && i < len && v[i] >= '0' && v[i] <= '9') i++, major++;
+    if (v && i < len && v[i] == '.') {
+      for (i++; i < len && v[i] >= '0' && v[i] <= '9'; i++) minor++;
+      if (major && minor && i == len) return 1; /* "1.41" */
+    }
+  }
+  sse_client_free(h->c);
+  h->c = NULL;
+  lua_pushnil(L);
+  if (!ok) {
+    lua_getfield(L, res, "err");
+    return 2;
+  }
+  ss_error_set(&err, "engine", "bad_version", "the engine's /version has no usable ApiVersion");
+  ss_error_field_str(&err, "method", "GET");
+  ss_error_field_str(&err, "path", "/version");
+  ss_push_error_object(L, &err);
+  return 2;
+}
+
+/* core.engine_client(cfg[, negotiate]) -> handle[, api_version] | nil, err. With negotiate (the
+ * request's deadline in seconds), the API version is asked in the same call. */
 static int l_engine_client(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   static const char *const keys[] = {"host", "tls", "tls_verify", "ca", "cert", "key", NULL};
   ss_check_keys(L, 1, keys, "engine_client");
+  double timeout = (double)luaL_optnumber(L, 2, 0); /* read before anything is pushed */
+  lua_settop(L, 1);
   sse_config cfg = {
       .host = opt_str(L, 1, "host"),
       .tls = ss_opt_boolean(L, 1, "tls", 0),
@@ -67,7 +123,13 @@ static int l_engine_client(lua_State *L) {
   lua_setmetatable(L, -2);
   h->c = sse_client_new(&cfg, &err);
   if (!h->c) return ss_push_error(L, &err);
-  return 1;
+  if (!(timeout > 0)) return 1;
+  int handle_idx = lua_gettop(L);
+  int n = negotiate(L, h, timeout);
+  if (n == 2) return 2;
+  lua_pushvalue(L, handle_idx);
+  lua_insert(L, -2);
+  return 2;
 }
 
 static sse_body_mode check_mode(lua_State *L, const char *m) {
@@ -246,12 +308,49 @@ sse_client *ss_check_engine_client(lua_State *L, int idx) {
 
 void ss_push_engine_result(lua_State *L, sse_result *r) { push_result(L, r); }
 
+/* h:take(id[, settle]) -> result | nil. settle: a table by transfer id of {method=, path=,
+ * opts=} (each request as its caller wrote it, opts with ok and raw): a result whose id it
+ * holds comes back settled as perform's are (engine_settle.c), with its id; any other raw. */
 static int h_take(lua_State *L) {
   handle *h = check_handle(L);
   sse_result *r = sse_client_take(h->c, (long)luaL_optinteger(L, 2, 0));
   if (!r) return 0;
-  push_result(L, r);
+  int spec = 0;
+  if (lua_istable(L, 3)) {
+    lua_rawgeti(L, 3, (lua_Integer)r->id);
+    if (lua_istable(L, -1)) spec = lua_gettop(L);
+    else lua_pop(L, 1);
+  }
+  if (!spec) {
+    push_result(L, r);
+    sse_result_free(r);
+    return 1;
+  }
+  ss_request req = {0};
+  lua_getfield(L, spec, "method");
+  req.method = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
+  lua_getfield(L, spec, "path");
+  req.path = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
+  lua_getfield(L, spec, "opts");
+  if (lua_istable(L, -1)) {
+    int opts = lua_gettop(L);
+    lua_getfield(L, opts, "raw");
+    req.raw = lua_toboolean(L, -1);
+    lua_getfield(L, opts, "ok");
+    if (lua_istable(L, -1)) req.ok_idx = lua_gettop(L);
+  }
+  ss_push_settled(L, r, &req);
+  lua_pushinteger(L, (lua_Integer)r->id);
+  lua_setfield(L, -2, "id");
   sse_result_free(r);
+  return 1;
+}
+
+/* core.engine_error(status, method, path[, message]) -> the error object of an answer nobody
+ * accepted, as perform settles it (the one table of reasons: engine_settle.c). */
+static int l_engine_error(lua_State *L) {
+  ss_push_engine_error(L, (long)luaL_checkinteger(L, 1), luaL_optstring(L, 2, ""), luaL_optstring(L, 3, ""),
+                       luaL_optstring(L, 4, NULL));
   return 1;
 }
 
@@ -285,9 +384,7 @@ static int h_finished(lua_State *L) {
 
 /* core.engine_clock() -> seconds on the monotonic clock (deadlines in engine.lua). */
 static int l_engine_clock(lua_State *L) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec / 1e9);
+  lua_pushnumber(L, (lua_Number)ss_monotonic_now());
   return 1;
 }
 
@@ -302,6 +399,7 @@ void sandstack_open_engine(lua_State *L) {
   static const luaL_Reg fns[] = {
       {"engine_client", l_engine_client},
       {"engine_clock", l_engine_clock},
+      {"engine_error", l_engine_error},
       {NULL, NULL},
   };
   luaL_setfuncs(L, fns, 0);

@@ -1,107 +1,127 @@
-/* h:perform(requests, defaults) -> results: a batch of buffered Engine requests in one crossing.
- *   requests[i] = {method, target, body|nil, timeout=, max_bytes=, raw=}
- *   defaults    = {timeout=, max_bytes=}
+/* h:perform(requests, defaults) -> results: a batch of buffered Engine requests in one crossing,
+ * settled here (engine_settle.c), so Lua gets the answer once, in its final shape.
+ *   requests[i] = {method, path, body|nil, opts|nil, ok = {status...}}
+ *                 (engine_request.c: opts = {timeout=, max_bytes=, query=, raw=}, checked here)
+ *   defaults    = {timeout=, max_bytes=, api_version=, what="perform"|"call", level=}
+ *   ...         = later lists ("waves"), each sent only when every request of the one before
+ *                 is ok (a step of several rounds, such as networks, then containers, then
+ *                 their connects, in one call); their results are the further values, up to
+ *                 the first wave with a failure
+ * Each results list also carries `at`: the monotonic clock when its answers were in.
  * Every request is submitted before any is waited for, so they run together on the client's
  * multi handle (each with its own deadline); results come back in request order as
- * {status=, body=, headers=, content_type=, message=, err=, bad_json=}. A JSON answer (by its
- * content type, unless raw) arrives decoded; one that does not parse stays text with bad_json.
- * The executor of a stack sends each step's batch this way: its bodies are the plan's finished
- * JSON text, and the answers need no second trip through Lua to be decoded. */
+ * {ok=, status=, body=, err=}. what="call" reads call()'s options (they may carry ok); level is
+ * where a misuse is raised (luaL_where's count; default 2, the caller of the Lua function that
+ * called this). The stack executor sends each step this way: the plan's bodies as finished
+ * JSON text, the answers decoded in C. */
 #include <string.h>
 
 #include "lua/engine_handle.h"
+#include "util/clock.h"
 
 #define MAX_BATCH 4096
 
-static int is_json(const char *ctype) {
-  for (const char *p = ctype; p && *p; p++)
-    if (strncasecmp(p, "json", 4) == 0) return 1;
-  return 0;
+typedef struct {
+  sse_client *c;
+  ss_request_ctx ctx;
+  double timeout, max_bytes; /* the batch's defaults */
+} batch;
+
+static void push_failed(lua_State *L, ss_error *err) {
+  lua_newtable(L);
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "ok");
+  ss_push_error_object(L, err);
+  lua_setfield(L, -2, "err");
 }
 
-/* Replaces the text body of the result table on top with the decoded value, when it is JSON. */
-static void decode_body(lua_State *L, const sse_result *r) {
-  if (!r->body.len || !is_json(r->content_type)) return;
-  const char *end = NULL;
-  cJSON *j = cJSON_ParseWithLengthOpts(r->body.data, r->body.len, &end, 0);
-  if (!j) {
-    lua_pushboolean(L, 1);
-    lua_setfield(L, -2, "bad_json");
-    return;
-  }
-  ss_json_to_lua(L, j);
-  cJSON_Delete(j);
-  lua_setfield(L, -2, "body");
-}
-
-int ss_engine_perform(lua_State *L) {
-  sse_client *c = ss_check_engine_client(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  static const char *const keys[] = {"timeout", "max_bytes", NULL};
-  ss_check_keys(L, 3, keys, "perform");
-  double def_timeout = ss_opt_number(L, 3, "timeout", 30);
-  double def_max = ss_opt_number(L, 3, "max_bytes", 16u << 20);
-  size_t n = ss_rawlen(L, 2);
-  if (n > MAX_BATCH) return luaL_argerror(L, 2, "too many requests in one batch");
-  long *ids = lua_newuserdata(L, (n ? n : 1) * sizeof *ids); /* freed by the GC */
-  int ids_idx = lua_gettop(L);
+/* Sends the requests of the list at list_idx together and pushes their settled results (a
+ * list). Returns 1 when every one is ok. */
+static int run_wave(lua_State *L, const batch *b, int list_idx) {
+  size_t n = ss_rawlen(L, list_idx);
+  if (n > MAX_BATCH) return luaL_argerror(L, list_idx, "too many requests in one batch");
+  int base = lua_gettop(L);
+  ss_request *reqs = lua_newuserdata(L, (n ? n : 1) * sizeof *reqs); /* freed by the GC */
+  long *ids = lua_newuserdata(L, (n ? n : 1) * sizeof *ids);
   lua_createtable(L, (int)n, 0);
   int out = lua_gettop(L);
+  int all_ok = 1;
+  /* Every request is read before any is sent: a misuse raises with nothing in flight. The
+   * strings each one needs stay on the stack until the results are in. */
+  if (!lua_checkstack(L, (int)n * 12 + 20)) return luaL_error(L, "perform: batch too large for the stack");
   for (size_t i = 0; i < n; i++) {
-    lua_rawgeti(L, 2, (int)i + 1);
-    int q = lua_gettop(L);
-    luaL_checktype(L, q, LUA_TTABLE);
-    lua_rawgeti(L, q, 1);
-    lua_rawgeti(L, q, 2);
-    lua_rawgeti(L, q, 3);
-    size_t body_len = 0;
-    const char *body = lua_isnil(L, -1) ? NULL : luaL_checklstring(L, -1, &body_len);
-    double max = ss_opt_number(L, q, "max_bytes", def_max);
-    if (!(max >= 1 && max <= 1e15)) return luaL_error(L, "perform: max_bytes must be a positive byte count");
+    lua_rawgeti(L, list_idx, (int)i + 1);
+    ss_error err;
+    ss_error_init(&err);
+    ids[i] = -1;
+    if (ss_read_request(L, lua_gettop(L), i + 1, &b->ctx, &reqs[i], &err) < 0) {
+      push_failed(L, &err);
+      lua_rawseti(L, out, (int)i + 1);
+      ids[i] = -2;
+      all_ok = 0;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (ids[i] == -2) continue;
+    const ss_request *q = &reqs[i];
     sse_spec spec = {
-        .method = luaL_checkstring(L, q + 1),
-        .target = luaL_checkstring(L, q + 2),
-        .body = body,
-        .body_len = body_len,
-        .timeout = ss_opt_number(L, q, "timeout", def_timeout),
-        .max_bytes = (size_t)max,
+        .method = q->method,
+        .target = q->target,
+        .body = q->body,
+        .body_len = q->body_len,
+        .timeout = q->timeout > 0 ? q->timeout : b->timeout,
+        .max_bytes = (size_t)(q->max_bytes > 0 ? q->max_bytes : b->max_bytes),
         .mode = SSE_BODY_BUFFER,
         .fd = -1,
     };
     ss_error err;
     ss_error_init(&err);
-    ids[i] = sse_client_submit(c, &spec, &err); /* copies what it keeps: the strings may go */
+    ids[i] = sse_client_submit(b->c, &spec, &err); /* copies what it keeps */
     if (ids[i] < 0) {
-      lua_newtable(L);
-      ss_push_error_object(L, &err);
-      lua_setfield(L, -2, "err");
+      push_failed(L, &err);
       lua_rawseti(L, out, (int)i + 1);
+      all_ok = 0;
     }
-    lua_settop(L, out);
   }
   for (size_t i = 0; i < n; i++) {
     if (ids[i] < 0) continue;
-    sse_client_run(c, ids[i], -1); /* every transfer has its own deadline */
-    sse_result *r = sse_client_take(c, ids[i]);
-    if (!r) {
-      sse_client_cancel(c, ids[i]);
-      lua_newtable(L);
-      ss_error err;
-      ss_error_init(&err);
-      ss_error_set(&err, "transport", "protocol", "the transfer could not be driven to its end");
-      ss_push_error_object(L, &err);
-      lua_setfield(L, -2, "err");
-    } else {
-      ss_push_engine_result(L, r);
-      lua_rawgeti(L, 2, (int)i + 1);
-      lua_getfield(L, -1, "raw");
-      int raw = lua_toboolean(L, -1);
-      lua_pop(L, 2);
-      if (!raw && r->status) decode_body(L, r);
-      sse_result_free(r);
-    }
+    sse_client_run(b->c, ids[i], -1); /* every transfer has its own deadline */
+    sse_result *r = sse_client_take(b->c, ids[i]);
+    if (!r) sse_client_cancel(b->c, ids[i]);
+    ss_push_settled(L, r, &reqs[i]);
+    if (r) sse_result_free(r);
+    lua_getfield(L, -1, "ok");
+    all_ok = all_ok && lua_toboolean(L, -1);
+    lua_pop(L, 1);
     lua_rawseti(L, out, (int)i + 1);
   }
-  (void)ids_idx;
-  return 1;
+  lua_pushvalue(L, out);
+  lua_replace(L, base + 1);
+  lua_settop(L, base + 1);
+  return all_ok;
+}
+
+int ss_engine_perform(lua_State *L) {
+  batch b = {.c = ss_check_engine_client(L, 1)};
+  luaL_checktype(L, 2, LUA_TTABLE);
+  static const char *const keys[] = {"timeout", "max_bytes", "api_version", "what", "level", NULL};
+  ss_check_keys(L, 3, keys, "perform");
+  while (lua_gettop(L) > 3 && lua_isnil(L, -1)) lua_pop(L, 1); /* a trailing nil is no wave */
+  int waves = lua_gettop(L) < 3 ? 1 : lua_gettop(L) - 2; /* the first list, then the later ones */
+  if (waves > 8) return luaL_error(L, "perform: at most 8 waves");
+  for (int w = 4; w <= lua_gettop(L); w++) luaL_checktype(L, w, LUA_TTABLE);
+  b.timeout = ss_opt_number(L, 3, "timeout", 30);
+  b.max_bytes = ss_opt_number(L, 3, "max_bytes", 16u << 20);
+  b.ctx.what = ss_opt_string(L, 3, "what", "perform");
+  b.ctx.api_version = ss_opt_string(L, 3, "api_version", NULL);
+  b.ctx.level = (int)ss_opt_number(L, 3, "level", 2);
+  b.ctx.call_keys = strcmp(b.ctx.what, "call") == 0;
+  int top = lua_gettop(L);
+  for (int w = 0; w < waves; w++) {
+    int all_ok = run_wave(L, &b, w == 0 ? 2 : 3 + w);
+    lua_pushnumber(L, (lua_Number)ss_monotonic_now()); /* when its answers were in */
+    lua_setfield(L, -2, "at");
+    if (!all_ok) break; /* a later wave depends on this one */
+  }
+  return lua_gettop(L) - top;
 }

@@ -1,6 +1,8 @@
 #ifndef SANDSTACK_LUA_ENGINE_HANDLE_H
 #define SANDSTACK_LUA_ENGINE_HANDLE_H
-/* What the engine handle class (engine.c) shares with its batch method (engine_batch.c). */
+/* What the engine handle class (engine.c) shares with its batch method (engine_batch.c) and the
+ * two halves of that method: reading a caller's request (engine_request.c) and settling its
+ * answer (engine_settle.c). */
 #include "engine/client.h"
 #include "lua/binding.h"
 
@@ -10,5 +12,42 @@ sse_client *ss_check_engine_client(lua_State *L, int idx);
 void ss_push_engine_result(lua_State *L, sse_result *r);
 /* h:perform(requests, defaults) (engine_batch.c). */
 int ss_engine_perform(lua_State *L);
+
+/* How a batch reads its requests: the refusals' prefix ("perform", or "call" for a call made
+ * as a batch of one, whose options may also carry `ok`), the client's API version (NULL:
+ * unversioned) and where a misuse is raised (luaL_where's level). */
+typedef struct ss_request_ctx {
+  const char *what;
+  const char *api_version;
+  int level;
+  int call_keys;
+} ss_request_ctx;
+
+/* One request as the transport sends it, plus what settling its answer needs. The strings live
+ * on the Lua stack (pushed by ss_read_request) until the caller pops them. */
+typedef struct ss_request {
+  const char *method; /* upper-case */
+  const char *path;   /* as the caller wrote it: errors name it */
+  const char *target; /* versioned, with the query */
+  const char *body;   /* NULL: none */
+  size_t body_len;
+  double timeout, max_bytes; /* 0: the batch's defaults */
+  int raw;            /* no JSON decoding of the answer */
+  int ok_idx;         /* stack index of the accepted statuses' table, or 0 */
+} ss_request;
+
+/* Reads {method, path, body, opts, ok=} at stack index q (the n-th of the batch). Raises on a
+ * programming error; a body that cannot be encoded as JSON is returned as err (-1). */
+int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss_request *out, ss_error *err);
+
+/* Pushes the settled result {ok=, status=, body=, err=} of req: ok when the status is 2xx or
+ * accepted by req's ok table; body decoded (JSON, unless raw) or text, `true` for an accepted
+ * empty answer; err the engine's error (kind engine, reason after the status), bad_json, or the
+ * transport's, naming the caller's method and path. r NULL: the transfer never ended. */
+void ss_push_settled(lua_State *L, sse_result *r, const ss_request *req);
+
+/* The error of an answer nobody accepted: kind "engine", reason after the status (else
+ * http_<status>), the daemon's message (else "HTTP <status>"), status, method and path. */
+void ss_push_engine_error(lua_State *L, long status, const char *method, const char *path, const char *message);
 
 #endif

@@ -97,6 +97,17 @@ void ss_check_keys(lua_State *L, int idx, const char *const allowed[], const cha
   check_keys(L, idx, allowed, 0, what, 1);
 }
 
+void ss_check_keys_at(lua_State *L, int idx, const char *const allowed[], const char *what, int level) {
+  if (lua_isnoneornil(L, idx)) return;
+  if (!lua_istable(L, idx)) {
+    luaL_where(L, level);
+    lua_pushfstring(L, "%s: options must be a table", what);
+    lua_concat(L, 2);
+    lua_error(L);
+  }
+  check_keys(L, idx, allowed, 0, what, level);
+}
+
 /* core.check_keys(opts, allowed, what) -> opts (or a new {} for nil): the options check of every
  * public Lua function (sandstack.error.check_keys). allowed: { name = true, ... }. A non-table
  * and an unknown key raise at the caller of the public function that called this. */

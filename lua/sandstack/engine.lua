@@ -43,12 +43,13 @@ engine_mt.__tostring = function(self)
 end
 
 -- The transport settings from the options and the environment (raises on bad options).
-local function config(opts)
+local function config(opts, level)
+  level = level + 1
   local host = opts.host
-  if host ~= nil and type(host) ~= "string" then error("sandstack.engine: option 'host' must be a string", 3) end
+  if host ~= nil and type(host) ~= "string" then error("sandstack.engine: option 'host' must be a string", level) end
   host = host or O.nonempty(os.getenv("DOCKER_HOST")) or "unix:///var/run/docker.sock"
   if opts.tls ~= nil and type(opts.tls) ~= "table" and opts.tls ~= false then
-    error("sandstack.engine: option 'tls' must be a table or false", 3)
+    error("sandstack.engine: option 'tls' must be a table or false", level)
   end
   local cfg = { host = host }
   local tls = O.tls_config(opts.tls)
@@ -58,43 +59,43 @@ local function config(opts)
   return cfg
 end
 
--- Unversioned /version runs at the daemon's maximum; ApiVersion is that maximum (never
--- MinAPIVersion), and every later request is prefixed with it.
-local function negotiate(self)
-  local v, err = self:call("GET", "/version")
-  if not v then return nil, err end
-  if type(v) ~= "table" or type(v.ApiVersion) ~= "string" or not v.ApiVersion:match("^%d+%.%d+$") then
-    return nil, E.new("engine", "bad_version", "the engine's /version has no usable ApiVersion",
-      { method = "GET", path = "/version" })
+-- The client from options already checked (the public constructor's, or a caller's own table
+-- such as the stack start's, made from options the stack model checked). level: where an
+-- argument error is raised, as error() counts it from connect's caller.
+local function connect(opts, level)
+  level = level + 1
+  O.check_number(opts.timeout, "sandstack.engine", "timeout", level)
+  O.check_number(opts.max_bytes, "sandstack.engine", "max_bytes", level)
+  local pinned = opts.api_version
+  if pinned == nil then pinned = O.nonempty(os.getenv("DOCKER_API_VERSION")) end
+  if pinned ~= nil and (type(pinned) ~= "string" or not pinned:match("^%d+%.%d+$")) then
+    error("sandstack.engine: option 'api_version' must be a string like \"1.41\"", level)
   end
-  return v.ApiVersion
+  local cfg = config(opts, level)
+  local timeout = opts.timeout or M.DEFAULT_TIMEOUT
+  -- Unless pinned, the version is negotiated in the same call (csrc/lua/engine.c): unversioned
+  -- /version runs at the daemon's maximum; its ApiVersion is that maximum (never
+  -- MinAPIVersion), and every later request is prefixed with it.
+  local h, version = core.engine_client(cfg, not pinned and timeout or nil)
+  if not h then return nil, version end
+  return setmetatable({
+    _h = h, _cfg = cfg, host = cfg.host, timeout = timeout,
+    max_bytes = opts.max_bytes or M.DEFAULT_MAX_BYTES, api_version = pinned or version,
+    _subs = {}, _failed = {}, _next_id = 0, _pending = 0,
+  }, engine_mt)
 end
 
 function M.new(opts)
   opts = E.check_keys(opts, NEW_KEYS, "sandstack.engine")
-  O.check_number(opts.timeout, "sandstack.engine", "timeout", 2)
-  O.check_number(opts.max_bytes, "sandstack.engine", "max_bytes", 2)
-  local pinned = opts.api_version
-  if pinned == nil then pinned = O.nonempty(os.getenv("DOCKER_API_VERSION")) end
-  if pinned ~= nil and (type(pinned) ~= "string" or not pinned:match("^%d+%.%d+$")) then
-    error("sandstack.engine: option 'api_version' must be a string like \"1.41\"", 2)
-  end
   if type(opts.tls) == "table" then E.check_keys(opts.tls, TLS_KEYS, "sandstack.engine tls") end
-  local cfg = config(opts)
-  local h, err = core.engine_client(cfg)
-  if not h then return nil, err end
-  local self = setmetatable({
-    _h = h, _cfg = cfg, host = cfg.host, timeout = opts.timeout or M.DEFAULT_TIMEOUT,
-    max_bytes = opts.max_bytes or M.DEFAULT_MAX_BYTES, api_version = pinned,
-    _subs = {}, _failed = {}, _next_id = 0, _pending = 0,
-  }, engine_mt)
-  if pinned then return self end
-  self.api_version, err = negotiate(self)
-  if not self.api_version then
-    self:close()
-    return nil, err
-  end
-  return self
+  local eng, err = connect(opts, 2)
+  return eng, err
+end
+
+-- Internal (sandstack.docker): a client from a table the caller made and checked itself.
+function M.connect(opts)
+  local eng, err = connect(opts, 2)
+  return eng, err
 end
 
 return M

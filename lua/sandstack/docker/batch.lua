@@ -4,25 +4,13 @@ local E = require "sandstack.error"
 
 local M = {}
 
--- One result shape: {ok=, status=, body=, err=}. A status in req.ok counts as success (304 on
--- start/stop, 404 on delete, ...); the engine client's perform settles each answer that way
--- and carries the error object of any other.
-local function settle(req, r)
-  local ok_status = req.ok or {}
-  if r.status and (r.status < 300 or ok_status[r.status]) then
-    return { ok = true, status = r.status, body = r.body }
-  end
-  return { ok = false, status = r.status, body = r.body,
-    err = r.err or E.new("transport", nil, "no answer from the engine") }
-end
-
 -- One round: every request once, in one call into the C core (the engine client's perform: all
--- submitted together, each with its own deadline on the monotonic clock).
+-- submitted together, each with its own deadline on the monotonic clock), which settles each
+-- answer: {ok=, status=, body=, err=}, a status in the request's `ok` table counting as success
+-- (304 on start/stop, 404 on delete, ...).
 local function run_once(eng, reqs, deadline)
-  local results = {}
-  if #reqs == 0 then return results end
-  local done, err = eng:perform(reqs, deadline)
-  for i, q in ipairs(reqs) do results[i] = done and settle(q, done[i]) or settle(q, { err = err }) end
+  if #reqs == 0 then return {} end
+  local results = eng:perform(reqs, deadline)
   return results
 end
 

@@ -5,10 +5,7 @@ local E = require "sandstack.error"
 
 local X = {}
 
-local REASONS = {
-  [304] = "not_modified", [400] = "bad_request", [401] = "unauthorized", [403] = "forbidden",
-  [404] = "not_found", [409] = "conflict", [500] = "server_error", [503] = "unavailable",
-}
+local core = require "sandstack.core"
 
 -- The daemon's message from what an answer carried: the message the C core extracted (a
 -- string), or a body request() decoded ({message = ...}) or left as text. The ends are
@@ -24,10 +21,7 @@ end
 -- (else "http_<status>"), the daemon's message (else "HTTP <status>"), and status, method, path
 -- (as the caller gave them: no version prefix, no query).
 function X.engine_error(status, method, path, answer)
-  local message = message_of(answer)
-  if message == nil or message == "" then message = "HTTP " .. tostring(status) end
-  return E.new("engine", REASONS[status] or ("http_" .. tostring(status)), message,
-    { status = status, method = method, path = path })
+  return core.engine_error(status, method, path, message_of(answer)) -- the reasons' one table is C's
 end
 
 -- A transport error from the C core names the versioned target; callers see their own path.

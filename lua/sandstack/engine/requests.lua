@@ -68,83 +68,67 @@ local function is_json(ctype)
 end
 
 -- The body as request() returns it: decoded JSON when the answer says JSON and parses, else the
--- string as received (garbage is still an answer). Second value: it said JSON and did not parse.
+-- string as received (garbage is still an answer). request() is the raw call (its status is not
+-- settled), so this is the one decoding in Lua.
 local function decoded(r, raw)
-  if type(r.body) ~= "string" then return r.body, false end -- decoded by the C core (perform)
-  if r.bad_json then return r.body, true end
-  if raw or r.body == "" or not is_json(r.content_type) then return r.body, false end
+  if raw or r.body == "" or not is_json(r.content_type) then return r.body end
   local v = core.json_decode(r.body)
-  if v == nil then return r.body, true end
-  return v, false
-end
-
--- opts.ok: {[304] = true}, or the list form {304, 404}.
-local function accepts(ok, st)
-  if type(ok) ~= "table" then return false end
-  if ok[st] then return true end
-  for _, v in ipairs(ok) do
-    if v == st then return true end
-  end
-  return false
-end
-
--- call() semantics over a finished result: the decoded body (true when empty) for a 2xx or an
--- accepted status, else an error object.
-local function call_result(r, method, path, opts)
-  if r.err then return nil, X.with_path(r.err, method, path) end
-  local st = r.status or 0
-  local accepted = (st >= 200 and st < 300) or accepts(opts.ok, st)
-  if not accepted then return nil, X.engine_error(st, method, path, r.message) end
-  if r.body == "" then return true end
-  local v, bad = decoded(r, opts.raw)
-  if bad then return nil, X.bad_json(method, path, method .. " " .. path .. ": the answer is not valid JSON", st) end
+  if v == nil then return r.body end
   return v
+end
+
+-- A submitted request's answer, settled in C as perform's are (h:take with the request as its
+-- caller wrote it): {ok =, status =, body =, err =, id =}. Blocks until it is finished.
+function R.settled(eng, id, method, path, opts)
+  eng._h:run(id)
+  local r = eng._h:take(id, { [id] = { method = method, path = path, opts = opts } })
+  if r then return r end
+  eng._h:cancel(id)
+  return { id = id, ok = false, err = E.new("transport", "protocol", "the transfer could not be driven to its end") }
 end
 
 -- A finished buffered request the way call() answers it (exec and download build on this).
 function R.result(eng, id, method, path, opts)
-  return call_result(R.wait(eng, id), method, path, opts or {})
+  local r = R.settled(eng, id, method, path, opts)
+  if r.ok then return r.body end
+  return nil, r.err
 end
 
 local M = {}
 R.methods = M
 
--- A request without extra headers runs as a batch of one (one call into the C core, the answer
--- decoded there); with headers or a content type, through submit and wait.
-local function simple(opts) return opts.headers == nil and opts.content_type == nil end
+-- A request without extra headers or a content type runs as a batch of one: one call into the C
+-- core, which reads the options (and checks their keys), sends it and settles the answer
+-- (csrc/lua/engine_settle.c). Anything else goes through submit and wait.
+local function simple(opts) return type(opts) ~= "table" or (opts.headers == nil and opts.content_type == nil) end
 
-local function perform_one(eng, method, path, body, opts, what, level)
-  local target, payload, _, err = prepare(eng, method, path, body, opts, what, level + 1)
-  if err then return nil, err end
-  return eng._h:perform({ { method:upper(), target, payload, raw = opts.raw } },
-    { timeout = opts.timeout or eng.timeout, max_bytes = opts.max_bytes or eng.max_bytes })[1]
+-- level: where argument errors are raised, as error() counts it from perform_one.
+local function perform_one(eng, method, path, body, opts, level)
+  R.check_open(eng, level)
+  local r = eng._h:perform({ { method, path, body, opts } }, { timeout = eng.timeout, max_bytes = eng.max_bytes,
+    api_version = eng.api_version, what = "call", level = level })
+  return r[1]
 end
 
 function M.request(eng, method, path, body, opts)
   opts = E.check_keys(opts, REQUEST_KEYS, "request")
-  local r, err
-  if simple(opts) then
-    r, err = perform_one(eng, method, path, body, opts, "request", 2)
-    if not r then return nil, err end
-  else
-    local id
-    id, err = R.start(eng, method, path, body, opts, "request", 2)
-    if not id then return nil, err end
-    r = R.wait(eng, id)
-  end
+  local id, err = R.start(eng, method, path, body, opts, "request", 2)
+  if not id then return nil, err end
+  local r = R.wait(eng, id)
   if r.err then return nil, X.with_path(r.err, method:upper(), path) end
   return r.status, (decoded(r, opts.raw)), r.headers
 end
 
--- call() without the options check, for the client's own paths (exec and its exit-code poll)
--- whose option tables are made here: a table is checked once, where a caller hands it in.
+-- call() for the client's own paths (exec and its exit-code poll) as for the public method: a
+-- table is checked once, in C, where the batch of one reads it (a table with headers, which
+-- takes the submit path, is checked by the public method).
 -- level: where argument errors are raised, as seen from R.call's caller.
 function R.call(eng, method, path, body, opts, level)
   level = level + 1
   if simple(opts) then
-    local r, err = perform_one(eng, method, path, body, opts, "call", level)
-    if not r then return nil, err end
-    return call_result(r, method:upper(), path, opts)
+    local r = perform_one(eng, method, path, body, opts, level + 1)
+    if r.ok then return r.body end
+    return nil, r.err
   end
   local id, err = R.start(eng, method, path, body, opts, "call", level)
   if not id then return nil, err end
@@ -154,7 +138,7 @@ function R.call(eng, method, path, body, opts, level)
 end
 
 function M.call(eng, method, path, body, opts)
-  opts = E.check_keys(opts, CALL_KEYS, "call")
+  if not simple(opts) then opts = E.check_keys(opts, CALL_KEYS, "call") end
   local v, err = R.call(eng, method, path, body, opts, 2)
   return v, err
 end
@@ -199,13 +183,12 @@ function M.poll(eng, timeout)
   local h = eng._h
   if #out == 0 and h:finished() == 0 then h:run(0, timeout or 0) else h:run(0, 0) end
   while true do
-    local r = h:take(0)
+    local r = h:take(0, eng._subs) -- settled in C when it is one of ours
     if not r then break end
     local s = eng._subs[r.id]
     if s then -- results of blocking calls never wait here; anything else is stale
       eng._subs[r.id] = nil
-      local v, err = call_result(r, s.method, s.path, s.opts)
-      out[#out + 1] = { id = s.id, ok = v ~= nil, status = r.status, body = v, err = err }
+      out[#out + 1] = { id = s.id, ok = r.ok, status = r.status, body = r.ok and r.body or nil, err = r.err }
     end
   end
   eng._pending = eng._pending - #out
@@ -216,34 +199,27 @@ function M.pending(eng)
   return eng._pending
 end
 
--- perform(requests[, deadline]) -> results: a batch in one call into the C core. Each request is
--- {method, path, body, opts, ok = {[status] = true}} (body: JSON text as sent, a table to
--- encode, or nil; opts: query, timeout, max_bytes, raw); all run together, each with its own
--- deadline (opts.timeout, else `deadline`, else the client's). Results come in request order
--- as poll() gives them: {ok =, status =, body =, err =}, body decoded unless raw.
-local PERFORM_KEYS = { timeout = true, query = true, max_bytes = true, raw = true }
-function M.perform(eng, reqs, deadline)
+-- perform(requests[, deadline[, wave, ...]]) -> results[, results of each wave]: a batch in one
+-- call into the C core. Each request is {method, path, body, opts, ok = {[status] = true}}
+-- (body: JSON text as sent, a table to encode, or nil; opts: query, timeout, max_bytes, raw,
+-- their keys checked in C); all run together, each with its own deadline (opts.timeout, else
+-- `deadline`, else the client's). Results come in request order, settled in C: {ok =, status =,
+-- body =, err =}, body decoded unless raw; each list carries `at`, the monotonic clock when its
+-- answers were in. A wave is a further list sent in the same call when every request of the
+-- one before is ok (a step of several rounds: networks, containers, connects); the results
+-- stop at the first list with a failure.
+function M.perform(eng, reqs, deadline, ...)
   R.check_open(eng, 2)
   if type(reqs) ~= "table" then error("perform: requests must be a list", 2) end
   O.check_number(deadline, "perform", "deadline", 2)
-  local entries = {}
-  for i, q in ipairs(reqs) do
-    if type(q) ~= "table" or type(q[1]) ~= "string" then error("perform: request " .. i .. " needs a method", 2) end
-    local opts = E.check_keys(q[4], PERFORM_KEYS, "perform")
-    local body, _, err = O.encode_body(q[3], nil, "perform", 2)
-    if err then return nil, err end
-    entries[i] = { q[1]:upper(), O.target(eng.api_version, q[2], opts.query, "perform", 2), body,
-      timeout = opts.timeout, max_bytes = opts.max_bytes, raw = opts.raw }
+  for i = 1, select("#", ...) do
+    local w = select(i, ...)
+    if w ~= nil and type(w) ~= "table" then error("perform: a wave must be a list", 2) end
   end
-  local raw = eng._h:perform(entries, { timeout = deadline or eng.timeout, max_bytes = eng.max_bytes })
-  local out = {}
-  for i, r in ipairs(raw) do
-    local q = reqs[i]
-    local opts = { ok = q.ok, raw = q[4] and q[4].raw }
-    local v, err = call_result(r, entries[i][1], q[2], opts)
-    out[i] = { ok = v ~= nil, status = r.status, body = v ~= nil and v or r.body, err = err }
-  end
-  return out
+  -- not a tail call: the C core raises a misuse at this function's caller (level 2)
+  local r1, r2, r3, r4, r5, r6, r7, r8 = eng._h:perform(reqs, { timeout = deadline or eng.timeout,
+    max_bytes = eng.max_bytes, api_version = eng.api_version }, ...)
+  return r1, r2, r3, r4, r5, r6, r7, r8
 end
 
 return R
