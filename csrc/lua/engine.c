@@ -392,7 +392,7 @@ void sandstack_open_engine(lua_State *L) {
   static const luaL_Reg methods[] = {
       {"submit", h_submit}, {"run", h_run},       {"await_headers", h_await_headers},
       {"take", h_take},     {"perform", ss_engine_perform},     {"line", h_line},     {"state", h_state},
-      {"cancel", h_cancel}, {"finished", h_finished}, {"close", h_close},
+      {"cancel", h_cancel}, {"finished", h_finished}, {"close", h_close}, {"exec", ss_engine_exec},
       {NULL, NULL},
   };
   ss_define_class(L, ENGINE_HANDLE_MT, methods, h_close);

@@ -12,6 +12,8 @@ sse_client *ss_check_engine_client(lua_State *L, int idx);
 void ss_push_engine_result(lua_State *L, sse_result *r);
 /* h:perform(requests, defaults) (engine_batch.c). */
 int ss_engine_perform(lua_State *L);
+/* h:exec(container, argv, opts, api_version, timeout, max_bytes, exec_max_bytes) (engine_exec.c). */
+int ss_engine_exec(lua_State *L);
 
 /* How a batch reads its requests: the refusals' prefix ("perform", or "call" for a call made
  * as a batch of one, whose options may also carry `ok`), the client's API version (NULL:

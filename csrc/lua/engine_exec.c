@@ -1,0 +1,372 @@
+/* h:exec(container, argv, opts, api_version, timeout, max_bytes, exec_max_bytes)
+ *     -> {stdout=, stderr=, exit_code=} | nil, err
+ * The whole of eng:exec in one call into C (lua/sandstack/engine/exec.lua only passes the
+ * client's settings): the argument and option checks, the Env list, exec create, start without a
+ * hijack (the answer is the raw framed stream until EOF, demultiplexed byte-exact under the
+ * budget by the transfer's DEMUX mode), then the exit code, re-read while the daemon is still
+ * recording it. One deadline on CLOCK_MONOTONIC covers the three: timeout + 1 s, no request
+ * longer than timeout. Every answer is settled by the one settle layer (engine_settle.c), so
+ * the errors are the objects call() gives.
+ *
+ * Programming errors raise at the wrapper's caller (luaL_where level 2), where exec.lua's checks
+ * raised them, with the same texts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua/engine_handle.h"
+#include "util/clock.h"
+
+enum { A_CONTAINER = 2, A_ARGV, A_OPTS, A_API, A_TIMEOUT, A_MAX, A_EXEC_MAX };
+#define WHERE 2 /* level 1 is exec.lua's wrapper; its caller is the user's code */
+
+static const char START_BODY[] = "{\"Detach\":false,\"Tty\":false}";
+
+static int raise_at(lua_State *L, const char *msg) {
+  luaL_where(L, WHERE);
+  lua_pushstring(L, msg);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+/* nil, or a positive number (NaN refused), as engine/options.lua's check_number. */
+static void check_positive(lua_State *L, const char *name) {
+  lua_getfield(L, A_OPTS, name);
+  if (!lua_isnil(L, -1)) {
+    lua_Number v = lua_tonumber(L, -1);
+    if (lua_type(L, -1) != LUA_TNUMBER || v != v || v <= 0) {
+      lua_pushfstring(L, "exec: option '%s' must be a positive number", name);
+      raise_at(L, lua_tostring(L, -1));
+    }
+  }
+  lua_pop(L, 1);
+}
+
+static void check_args(lua_State *L) {
+  size_t n = 0;
+  if (lua_type(L, A_CONTAINER) != LUA_TSTRING || (lua_tolstring(L, A_CONTAINER, &n), n == 0))
+    raise_at(L, "exec: container must be a string");
+  if (!lua_istable(L, A_ARGV) || ss_rawlen(L, A_ARGV) == 0) raise_at(L, "exec: argv must be a non-empty list of strings");
+  for (int i = 1;; i++) {
+    lua_rawgeti(L, A_ARGV, i);
+    int t = lua_type(L, -1);
+    lua_pop(L, 1);
+    if (t == LUA_TNIL) break;
+    if (t != LUA_TSTRING) raise_at(L, "exec: argv must be a list of strings");
+  }
+  static const char *const keys[] = {"user", "env", "workdir", "max_bytes", "timeout", NULL};
+  ss_check_keys_at(L, A_OPTS, keys, "exec", WHERE);
+  if (lua_isnoneornil(L, A_OPTS)) {
+    lua_newtable(L);
+    lua_replace(L, A_OPTS);
+  }
+  check_positive(L, "timeout");
+  check_positive(L, "max_bytes");
+}
+
+typedef struct {
+  const char *s;
+  size_t len;
+} name;
+
+static int by_bytes(const void *a, const void *b) {
+  const name *x = a, *y = b;
+  int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+  return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* The value as tostring() gives it (numbers converted on a copy, other types by tostring). */
+static void push_tostring(lua_State *L, int idx) {
+  idx = ss_absindex(L, idx);
+  if (lua_type(L, idx) == LUA_TSTRING || lua_type(L, idx) == LUA_TNUMBER) {
+    lua_pushvalue(L, idx);
+    lua_tostring(L, -1);
+    return;
+  }
+  lua_getglobal(L, "tostring");
+  lua_pushvalue(L, idx);
+  lua_call(L, 1, 1);
+}
+
+/* Pushes the Env list of opts.env, or nothing (returns 0) when there is none: {"K=V"} entries
+ * as given, then {K = "V"} entries sorted by name, as the Docker API and exec.lua had them. */
+static int push_env(lua_State *L) {
+  lua_getfield(L, A_OPTS, "env");
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  if (!lua_istable(L, -1)) raise_at(L, "exec: option 'env' must be a table");
+  int env = lua_gettop(L);
+  size_t nnames = 0;
+  lua_pushnil(L);
+  while (lua_next(L, env)) {
+    if (lua_type(L, -2) == LUA_TNUMBER) {
+      const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+      if (!v || !strchr(v, '=')) raise_at(L, "exec: env entries must be 'K=V' strings");
+    } else if (lua_type(L, -2) == LUA_TSTRING) {
+      nnames++;
+    } else {
+      raise_at(L, "exec: env keys must be strings");
+    }
+    lua_pop(L, 1);
+  }
+  name *names = lua_newuserdata(L, (nnames ? nnames : 1) * sizeof *names); /* freed by the GC */
+  size_t k = 0;
+  lua_pushnil(L);
+  while (lua_next(L, env)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) == LUA_TSTRING) { /* the key stays alive: the env table holds it */
+      names[k].s = lua_tolstring(L, -1, &names[k].len);
+      k++;
+    }
+  }
+  qsort(names, nnames, sizeof *names, by_bytes);
+  lua_newtable(L);
+  int out = lua_gettop(L);
+  int n = 0;
+  for (int i = 1;; i++) {
+    lua_rawgeti(L, env, i);
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      break;
+    }
+    lua_rawseti(L, out, ++n);
+  }
+  for (size_t i = 0; i < nnames; i++) {
+    lua_pushlstring(L, names[i].s, names[i].len);
+    lua_pushliteral(L, "=");
+    lua_pushlstring(L, names[i].s, names[i].len);
+    lua_rawget(L, env);
+    push_tostring(L, -1);
+    lua_remove(L, -2);
+    lua_concat(L, 3);
+    lua_rawseti(L, out, ++n);
+  }
+  lua_replace(L, env); /* the list where the env table was; the names array goes */
+  lua_settop(L, env);
+  return 1;
+}
+
+/* Pushes the create body as JSON text, or returns 0 with err set (a value JSON cannot carry:
+ * the same refusal core.json_encode gives). */
+static int push_create_body(lua_State *L, ss_error *err) {
+  lua_createtable(L, 0, 8);
+  int body = lua_gettop(L);
+  lua_pushboolean(L, 0);
+  lua_setfield(L, body, "AttachStdin");
+  lua_pushboolean(L, 1);
+  lua_setfield(L, body, "AttachStdout");
+  lua_pushboolean(L, 1);
+  lua_setfield(L, body, "AttachStderr");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, body, "Tty");
+  lua_pushvalue(L, A_ARGV);
+  lua_setfield(L, body, "Cmd");
+  if (push_env(L)) lua_setfield(L, body, "Env");
+  lua_getfield(L, A_OPTS, "user");
+  lua_setfield(L, body, "User");
+  lua_getfield(L, A_OPTS, "workdir");
+  lua_setfield(L, body, "WorkingDir");
+  cJSON *j = ss_lua_to_json(L, body, 0, err);
+  lua_settop(L, body - 1);
+  if (!j) return 0;
+  ss_push_json_string(L, j);
+  return 1;
+}
+
+/* Pushes prefix .. urlencode(id) .. suffix (unreserved bytes as they are, the rest %XX, as
+ * engine/options.lua's urlencode). */
+static const char *push_path(lua_State *L, const char *prefix, const char *id, size_t len, const char *suffix) {
+  static const char hex[] = "0123456789ABCDEF";
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, prefix);
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)id[i];
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || (c && strchr("-._~", c))) {
+      luaL_addchar(&b, (char)c);
+    } else {
+      luaL_addchar(&b, '%');
+      luaL_addchar(&b, hex[c >> 4]);
+      luaL_addchar(&b, hex[c & 15]);
+    }
+  }
+  luaL_addstring(&b, suffix);
+  luaL_pushresult(&b);
+  return lua_tostring(L, -1);
+}
+
+/* Pushes the versioned target of path ("/v1.41/..."); unversioned when no version is known. */
+static const char *push_target(lua_State *L, const char *path) {
+  if (lua_isnil(L, A_API)) {
+    lua_pushstring(L, path);
+  } else {
+    lua_pushfstring(L, "/v%s%s", luaL_checkstring(L, A_API), path);
+  }
+  return lua_tostring(L, -1);
+}
+
+typedef struct {
+  sse_client *c;
+  double timeout, deadline;
+  size_t max_bytes; /* the budget of a buffered answer (the client's) */
+} exec_run;
+
+/* What a request may take: the timeout, never past the deadline, and never nothing. */
+static double left(const exec_run *x) {
+  double l = x->deadline - ss_monotonic_now();
+  if (l > x->timeout) l = x->timeout;
+  return l > 0.001 ? l : 0.001;
+}
+
+/* Runs a request to its end and pushes its settled result {ok=, status=, body=, err=} (the one
+ * settle layer, engine_settle.c); returns ok. With keep, the finished transfer is handed back
+ * (the caller frees it) for what settling leaves out: an exec stream's stdout and stderr. */
+static int call(lua_State *L, sse_client *c, const sse_spec *spec, const char *path, sse_result **keep) {
+  ss_error err;
+  ss_error_init(&err);
+  long id = sse_client_submit(c, spec, &err);
+  if (id < 0) { /* refused before anything was sent: the error as it is */
+    lua_newtable(L);
+    ss_push_error_object(L, &err);
+    lua_setfield(L, -2, "err");
+    return 0;
+  }
+  sse_client_run(c, id, -1); /* the transfer has its own deadline */
+  sse_result *r = sse_client_take(c, id);
+  if (!r) sse_client_cancel(c, id);
+  ss_request req = {.method = spec->method, .path = path, .target = spec->target};
+  ss_push_settled(L, r, &req);
+  if (keep) *keep = r;
+  else if (r) sse_result_free(r);
+  lua_getfield(L, -1, "ok");
+  int ok = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return ok;
+}
+
+/* nil and the err of the settled result on top: for `return fail(L)`. */
+static int fail(lua_State *L) {
+  lua_getfield(L, -1, "err");
+  lua_pushnil(L);
+  lua_insert(L, -2);
+  return 2;
+}
+
+static sse_spec buffered(const exec_run *x, const char *method, const char *target, const char *body) {
+  sse_spec spec = {.method = method, .target = target, .body = body, .body_len = body ? strlen(body) : 0,
+                   .timeout = left(x), .max_bytes = x->max_bytes, .mode = SSE_BODY_BUFFER, .fd = -1};
+  return spec;
+}
+
+/* The settled body on top of the stack has field `key` of Lua type `type`: pushes it and
+ * returns 1, else pushes nothing. */
+static int body_field(lua_State *L, const char *key, int type) {
+  lua_getfield(L, -1, "body");
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  lua_getfield(L, -1, key);
+  lua_remove(L, -2);
+  if (lua_type(L, -1) == type) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* The exit code once the daemon has it: ExitCode is null while the process runs, and for a
+ * moment after the stream ended. Pushes it and returns 1, or returns fail(L)'s 2 (a failed
+ * read, or no exit code by the deadline). */
+static int push_exit_code(lua_State *L, exec_run *x, const char *id) {
+  const char *path = push_path(L, "/exec/", id, strlen(id), "/json");
+  const char *target = push_target(L, path);
+  int base = lua_gettop(L);
+  double pause = 0.01;
+  for (;;) {
+    sse_spec spec = buffered(x, "GET", target, NULL);
+    if (!call(L, x->c, &spec, path, NULL)) return fail(L);
+    int stopped = 0;
+    lua_getfield(L, -1, "body");
+    if (lua_istable(L, -1)) {
+      lua_getfield(L, -1, "Running");
+      stopped = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    if (stopped && body_field(L, "ExitCode", LUA_TNUMBER)) return 1;
+    lua_settop(L, base);
+    if (ss_monotonic_now() >= x->deadline) {
+      ss_error err;
+      ss_error_init(&err);
+      ss_error_set(&err, "transport", "timeout", "exec %.200s: no exit code in time", id);
+      ss_error_field_str(&err, "method", "GET");
+      ss_error_field_str(&err, "path", path);
+      return ss_push_error(L, &err);
+    }
+    sse_client_run(x->c, -1, pause); /* a sleep that keeps submitted transfers moving */
+    pause = pause * 2 < 0.2 ? pause * 2 : 0.2;
+  }
+}
+
+/* Opt max_bytes as the transfer takes it: a positive byte count. */
+static size_t exec_budget(lua_State *L) {
+  lua_getfield(L, A_OPTS, "max_bytes");
+  double v = lua_isnil(L, -1) ? luaL_checknumber(L, A_EXEC_MAX) : lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  if (!(v >= 1 && v <= 1e15)) raise_at(L, "option 'max_bytes' must be a positive byte count");
+  return (size_t)v;
+}
+
+int ss_engine_exec(lua_State *L) {
+  sse_client *c = ss_check_engine_client(L, 1);
+  lua_settop(L, A_EXEC_MAX);
+  check_args(L);
+  lua_getfield(L, A_OPTS, "timeout");
+  double timeout = lua_isnil(L, -1) ? luaL_checknumber(L, A_TIMEOUT) : lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  exec_run x = {.c = c, .timeout = timeout, .deadline = ss_monotonic_now() + timeout + 1,
+                .max_bytes = (size_t)luaL_checknumber(L, A_MAX)};
+  size_t budget = exec_budget(L);
+  ss_error err;
+  ss_error_init(&err);
+  if (!push_create_body(L, &err)) return ss_push_error(L, &err);
+  const char *body = lua_tostring(L, -1);
+  size_t clen;
+  const char *container = lua_tolstring(L, A_CONTAINER, &clen);
+  const char *cpath = push_path(L, "/containers/", container, clen, "/exec");
+  const char *ctarget = push_target(L, cpath);
+
+  sse_spec create = buffered(&x, "POST", ctarget, body);
+  create.content_type = "application/json";
+  if (!call(L, c, &create, cpath, NULL)) return fail(L);
+  if (!body_field(L, "Id", LUA_TSTRING)) {
+    ss_error_set(&err, "engine", "bad_json", "exec create answered without an Id");
+    ss_error_field_str(&err, "method", "POST");
+    ss_error_field_str(&err, "path", cpath);
+    return ss_push_error(L, &err);
+  }
+  const char *id = lua_tostring(L, -1);
+
+  const char *spath = push_path(L, "/exec/", id, strlen(id), "/start");
+  sse_spec start = {.method = "POST", .target = push_target(L, spath), .body = START_BODY,
+                    .body_len = sizeof START_BODY - 1, .content_type = "application/json",
+                    .timeout = left(&x), .max_bytes = budget, .mode = SSE_BODY_DEMUX, .fd = -1};
+  sse_result *r = NULL;
+  int ok = call(L, c, &start, spath, &r);
+  if (!ok) {
+    if (r) sse_result_free(r);
+    return fail(L);
+  }
+  lua_createtable(L, 0, 3);
+  lua_pushlstring(L, r->demux.out.data ? r->demux.out.data : "", r->demux.out.len);
+  lua_setfield(L, -2, "stdout");
+  lua_pushlstring(L, r->demux.err.data ? r->demux.err.data : "", r->demux.err.len);
+  lua_setfield(L, -2, "stderr");
+  sse_result_free(r);
+  int result = lua_gettop(L);
+
+  if (push_exit_code(L, &x, id) != 1) return 2;
+  lua_setfield(L, result, "exit_code");
+  lua_settop(L, result);
+  return 1;
+}
