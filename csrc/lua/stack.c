@@ -8,9 +8,11 @@
  *       same token, label, names and credential placeholders to every plan (a retry with new
  *       subnets plans again). redact = true: a plan to show, with no credential's secret in it.
  *   model:close()
- *   core.stack_pick_subnet(pool, used, seed[, prefix[, count]]) -> "a.b.c.d/28" | {count of them} | nil, err
+ *   core.stack_pick_subnet(pool, used, seed|nil[, prefix[, count]]) -> "a.b.c.d/28" | {count of them} | nil, err
+ *     (seed nil: drawn from the CSPRNG)
  * opts is a table (function values are left out: callbacks stay in Lua) or a JSON string.
  * An unknown option key raises; every other refusal is a returned error object. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -142,13 +144,85 @@ static const char *subnet_field(lua_State *L, int idx, const char *key) {
   return s;
 }
 
+/* 24 bits of the CSPRNG as a subnet seed; -1 (err set) when it cannot be read. */
+static lua_Integer random_seed(ss_error *err) {
+  unsigned char b[3];
+  if (ss_random_bytes(b, sizeof b) != 0) {
+    ss_random_error(err, errno, "stack_pick_subnet");
+    return -1;
+  }
+  return (lua_Integer)b[0] << 16 | (lua_Integer)b[1] << 8 | b[2];
+}
+
+/* Pushes a list of count distinct /prefix subnets of pool that overlap none of the list at
+ * used_idx (each pick is avoided by the next). Returns 0, or -1 with err set. */
+static int push_picks(lua_State *L, const char *pool, int used_idx, lua_Integer seed, lua_Integer prefix,
+                      lua_Integer count, ss_error *err) {
+  size_t n = ss_rawlen(L, used_idx);
+  if (n > 100000) return luaL_argerror(L, used_idx, "too many subnets");
+  const char **used = lua_newuserdata(L, (n + (size_t)count) * sizeof *used); /* freed by the GC */
+  for (size_t i = 0; i < n; i++) {
+    lua_rawgeti(L, used_idx, (int)i + 1);
+    used[i] = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    lua_pop(L, 1); /* the strings stay referenced by the table */
+  }
+  lua_createtable(L, (int)count, 0); /* above the array, which stays alive until the return */
+  char out[64];
+  for (lua_Integer k = 0; k < count; k++) {
+    if (ss_stack_pick_subnet(pool, (int)prefix, used, n + (size_t)k, (uint32_t)seed, out, sizeof out, err) != 0)
+      return -1;
+    lua_pushstring(L, out);
+    used[n + (size_t)k] = lua_tostring(L, -1);
+    lua_rawseti(L, -2, (int)k + 1); /* the list keeps the string alive */
+  }
+  return 0;
+}
+
+/* model:plan{subnet_pool =, used = {...}}: the subnets of all four networks (sbx, pub, egress,
+ * isocheck) picked from the pool against `used` (the engine's networks) with a fresh seed, in
+ * the same call as the plan; they are set in ctx and their table is left on the stack (its
+ * index returned; 0 when not asked). Negative: nil and the error object are pushed. */
+static int pick_all(lua_State *L, ss_stack_ctx *ctx) {
+  static const char *const keys[] = {"sbx", "pub", "egress", "isocheck"};
+  lua_getfield(L, 2, "subnet_pool");
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  const char *pool = luaL_checkstring(L, -1);
+  lua_getfield(L, 2, "used");
+  luaL_checktype(L, -1, LUA_TTABLE);
+  ss_error err;
+  ss_error_init(&err);
+  lua_Integer seed = random_seed(&err);
+  if (seed < 0 || push_picks(L, pool, lua_gettop(L), seed, 28, 4, &err) != 0) {
+    lua_pushnil(L); /* m_plan returns nil, err */
+    ss_push_error_object(L, &err);
+    return -2;
+  }
+  int list = lua_gettop(L);
+  lua_createtable(L, 0, 4);
+  for (int k = 0; k < 4; k++) {
+    lua_rawgeti(L, list, k + 1);
+    lua_setfield(L, -2, keys[k]);
+  }
+  const char **slots[] = {&ctx->subnets.sbx, &ctx->subnets.pub, &ctx->subnets.egress, &ctx->subnets.isocheck};
+  for (int k = 0; k < 4; k++) {
+    lua_getfield(L, -1, keys[k]);
+    *slots[k] = lua_tostring(L, -1); /* kept alive by the table */
+    lua_pop(L, 1);
+  }
+  return lua_gettop(L);
+}
+
 static int m_plan(lua_State *L) {
   model_ud *u = luaL_checkudata(L, 1, STACK_MODEL_MT);
   if (!u->model) return luaL_error(L, "the stack model is closed");
   ss_stack_ctx ctx = {0};
+  int picked = 0;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
-    static const char *const keys[] = {"api_version", "pool", "subnets", "redact", NULL};
+    static const char *const keys[] = {"api_version", "pool", "subnets", "redact", "subnet_pool", "used", NULL};
     ss_check_keys(L, 2, keys, "model:plan");
     lua_getfield(L, 2, "redact");
     ctx.redact_secrets = lua_toboolean(L, -1);
@@ -166,6 +240,8 @@ static int m_plan(lua_State *L) {
       ctx.subnets.egress = subnet_field(L, sidx, "egress");
       ctx.subnets.isocheck = subnet_field(L, sidx, "isocheck");
     }
+    lua_pop(L, 1);
+    if ((picked = pick_all(L, &ctx)) < 0) return 2; /* nil, err */
   }
   ctx.session_key = u->session_key;
   ctx.now = u->now;
@@ -178,6 +254,10 @@ static int m_plan(lua_State *L) {
   if (!plan) return fail(L, &err);
   ss_json_to_lua(L, plan);
   cJSON_Delete(plan);
+  if (picked) { /* what was picked, for a later plan of the same run */
+    lua_pushvalue(L, picked);
+    lua_setfield(L, -2, "subnets");
+  }
   return 1;
 }
 
@@ -185,32 +265,16 @@ static int m_plan(lua_State *L) {
 static int l_stack_pick_subnet(lua_State *L) {
   const char *pool = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
-  lua_Integer seed = luaL_optinteger(L, 3, 0);
+  ss_error err;
+  ss_error_init(&err);
+  lua_Integer seed = luaL_optinteger(L, 3, -1);
+  if (lua_isnoneornil(L, 3) && (seed = random_seed(&err)) < 0) return ss_push_error(L, &err);
   lua_Integer prefix = luaL_optinteger(L, 4, 28);
   int as_list = !lua_isnoneornil(L, 5);
   lua_Integer count = luaL_optinteger(L, 5, 1);
   if (count < 1 || count > 16) return luaL_argerror(L, 5, "count must be 1 to 16");
-  size_t n = ss_rawlen(L, 2);
-  if (n > 100000) return luaL_argerror(L, 2, "too many subnets");
-  const char **used = lua_newuserdata(L, (n + (size_t)count) * sizeof *used); /* freed by the GC */
-  for (size_t i = 0; i < n; i++) {
-    lua_rawgeti(L, 2, (int)i + 1);
-    used[i] = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    lua_pop(L, 1); /* the strings stay referenced by the table */
-  }
-  lua_createtable(L, (int)count, 0);
-  int out_idx = lua_gettop(L);
-  char out[64];
-  ss_error err;
-  ss_error_init(&err);
-  for (lua_Integer k = 0; k < count; k++) {
-    if (ss_stack_pick_subnet(pool, (int)prefix, used, n + (size_t)k, (uint32_t)seed, out, sizeof out, &err) != 0)
-      return ss_push_error(L, &err);
-    lua_pushstring(L, out);
-    used[n + (size_t)k] = lua_tostring(L, -1);
-    lua_rawseti(L, out_idx, (int)k + 1); /* the list keeps the string alive */
-  }
-  if (!as_list) lua_rawgeti(L, out_idx, 1);
+  if (push_picks(L, pool, 2, seed, prefix, count, &err) != 0) return ss_push_error(L, &err);
+  if (!as_list) lua_rawgeti(L, -1, 1);
   return 1;
 }
 

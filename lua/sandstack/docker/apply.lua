@@ -24,12 +24,42 @@ local function image_error(image, detail)
       .. "or make its registry reachable"):format(image, detail, image), { image = image })
 end
 
+local function image_requests(plan)
+  local reqs = {}
+  for i, img in ipairs(plan.images) do reqs[i] = { "GET", "/images/" .. img .. "/json", nil, nil, ok = { [404] = true } } end
+  return reqs
+end
+
+-- The reads that precede every create, in one round: the image checks, the isolation
+-- self-check's identity (its verdict's key and the memos on the engine) and /info for the
+-- runtime check (the identity's, when there is one). Kept on run for the steps that use them.
+function A.preflight(run)
+  local plan = run.plan
+  local reqs = image_requests(plan)
+  local n = #reqs
+  local extra = {}
+  if plan.isolation_check then extra = require("sandstack.docker.isolation").identify_requests()
+  elseif plan.runtime then extra = { { "GET", "/info" } } end
+  for _, q in ipairs(extra) do reqs[#reqs + 1] = q end
+  local r = batch.run(run.eng, reqs, 30)
+  local function slice(i, j)
+    local out = {}
+    for k = i, j do out[#out + 1] = r[k] end
+    return out
+  end
+  run.found_images = slice(1, n)
+  if plan.isolation_check then
+    run.identity, run.info = slice(n + 1, #r), r[n + 2] -- identify_requests: /version, /info, ...
+  elseif plan.runtime then
+    run.info = r[n + 1]
+  end
+  return true
+end
+
 -- Images: "missing" pulls what is absent, "always" pulls all, "never" only checks.
 function A.ensure_images(run)
   local eng, plan = run.eng, run.plan
-  local reqs = {}
-  for i, img in ipairs(plan.images) do reqs[i] = { "GET", "/images/" .. img .. "/json", nil, nil, ok = { [404] = true } } end
-  local found = batch.run(eng, reqs, 30)
+  local found = run.found_images or batch.run(eng, image_requests(plan), 30)
   local pulls, which = {}, {}
   for i, img in ipairs(plan.images) do
     local r = found[i]
@@ -82,8 +112,7 @@ end
 -- one walk of subnet_pool against `used`, which the picks are added to.
 local NET_KEYS = { "sbx", "pub", "egress", "isocheck" }
 local function pick_subnets(run, used, keys)
-  local seed = tonumber(core.random_hex(3), 16)
-  local picked, err = core.stack_pick_subnet(run.subnet_pool, used, seed, 28, #keys)
+  local picked, err = core.stack_pick_subnet(run.subnet_pool, used, nil, 28, #keys) -- seeded in C
   if not picked then return nil, err end
   for i, k in ipairs(keys) do run.subnets[k] = picked[i]; used[#used + 1] = picked[i] end
   return true
@@ -92,22 +121,38 @@ end
 -- (Re)plans the stack: with subnet_pool, every network gets a /28 of the pool that no network of
 -- the engine uses now. The model keeps the token, names and run label, so a second plan (after a
 -- subnet was taken by another process) differs only in the subnets.
+-- The first plan of a run picks its subnets in the same call (model:plan's subnet_pool and
+-- used: csrc/lua/stack.c) and hands them back as plan.subnets.
 function A.plan(run)
+  local args = { api_version = run.eng.api_version, pool = run.pool, subnets = run.subnets }
   if run.subnet_pool and not run.subnets then
     local used, err = A.used_subnets(run.eng)
     if not used then return nil, err end
-    run.subnets, run.used = {}, used
-    local ok; ok, err = pick_subnets(run, used, NET_KEYS)
-    if not ok then return nil, err end
+    run.used, args.subnet_pool, args.used = used, run.subnet_pool, used
   end
-  local plan, err = run.model:plan { api_version = run.eng.api_version, pool = run.pool, subnets = run.subnets }
+  local plan, err = run.model:plan(args)
   if not plan then return nil, err end
+  if args.used then
+    run.subnets = plan.subnets
+    for _, k in ipairs(NET_KEYS) do args.used[#args.used + 1] = plan.subnets[k] end
+  end
   run.plan, run.nonce = plan, plan.run
   return plan
 end
 
--- Networks and volumes: one parallel batch. A subnet another process took in the meantime is
--- picked again, the plan made again, and only those networks are asked for again.
+-- The container creates and then their connects: two rounds.
+local function container_rounds(plan)
+  local creates, connects = {}, {}
+  for i, c in ipairs(plan.containers) do
+    creates[i] = { c.method, c.path, c.body_json }
+    for _, cn in ipairs(c.connects) do connects[#connects + 1] = { cn.method, cn.path, cn.body_json } end
+  end
+  return creates, connects
+end
+
+-- Networks and volumes: one parallel batch, with the containers' rounds as its later waves. A
+-- subnet another process took in the meantime is picked again, the plan made again, and only
+-- those networks are asked for again (the containers then go in their own step).
 function A.create_networks_and_volumes(run)
   local eng = run.eng
   local todo = {}
@@ -129,7 +174,14 @@ function A.create_networks_and_volumes(run)
         items[#reqs] = { vol = v }
       end
     end
-    local results = batch.run(eng, reqs, 60)
+    local results
+    if attempt == 1 then -- the containers' two rounds ride along, sent when all of these are made
+      local made, connected
+      results, made, connected = eng:perform(reqs, 60, container_rounds(plan))
+      run.containers_sent = made and { made, connected } or nil
+    else
+      results = batch.run(eng, reqs, 60)
+    end
     local retry, first_err = {}, nil
     for i, r in ipairs(results) do
       local it = items[i]
@@ -164,12 +216,19 @@ function A.create_networks_and_volumes(run)
   return nil, E.new("engine", "address_pool_exhausted", "could not place the networks in subnet_pool " .. run.subnet_pool)
 end
 
--- Containers: created in parallel, then every extra network connected before start.
+-- Containers: created in parallel, then every extra network connected before start. Both rounds
+-- were usually sent already, as the later waves of the networks' call (perform's waves: sent
+-- when every network and volume was made); else they are sent here, in one call.
 function A.create_containers(run)
   local eng, plan = run.eng, run.plan
-  local reqs = {}
-  for i, c in ipairs(plan.containers) do reqs[i] = { c.method, c.path, c.body_json } end
-  local results = batch.run(eng, reqs, 60)
+  local creates, connects = container_rounds(plan)
+  local results, connected
+  if run.containers_sent then
+    results, connected = run.containers_sent[1], run.containers_sent[2]
+    run.containers_sent = nil
+  else
+    results, connected = eng:perform(creates, 60, connects)
+  end
   local first_err
   for i, r in ipairs(results) do
     local c = plan.containers[i]
@@ -183,13 +242,7 @@ function A.create_containers(run)
     end
   end
   if first_err then return nil, first_err end
-  local connects = {}
-  for _, c in ipairs(plan.containers) do
-    for _, cn in ipairs(c.connects) do
-      connects[#connects + 1] = { cn.method, cn.path, cn.body_json }
-    end
-  end
-  return A.check(batch.run(eng, connects, 60))
+  return A.check(connected or batch.run(eng, connects, 60)) -- a stand-in client may not send `after`
 end
 
 function A.check(results)

@@ -99,11 +99,9 @@ local function runtime_config(info, name)
   return tostring(r.path) .. " " .. table.concat(args, " ")
 end
 
--- The key of a verdict, from the engine's /version, /info and default bridge network and from
--- the plan's check. Returns { epoch =, key =, memo = } (digests and the memo's name), or nil when
--- the engine shows no start marker or the plan no shape (nothing can be remembered then).
--- Pure: the specs compute keys with it.
-function M.memo_key(v, info, bridge, check, runtime, check_version)
+-- The texts a verdict's key is made of: the engine-wide part (epoch) and the whole key, or nil
+-- when the engine shows no start marker or the plan no shape (nothing can be remembered then).
+local function key_texts(v, info, bridge, check, runtime, check_version)
   if type(bridge) ~= "table" or type(bridge.Id) ~= "string" or bridge.Id == "" or type(check.shape) ~= "string" then
     return nil
   end
@@ -118,20 +116,42 @@ function M.memo_key(v, info, bridge, check, runtime, check_version)
     "started " .. bridge.Id .. " " .. tostring(bridge.Created),
   }, "\n")
   local rt = runtime or tostring(info.DefaultRuntime)
-  local key = table.concat({ epoch, "runtime " .. rt .. " = " .. runtime_config(info, rt), "shape " .. check.shape }, "\n")
+  return epoch, table.concat({ epoch, "runtime " .. rt .. " = " .. runtime_config(info, rt), "shape " .. check.shape }, "\n")
+end
+
+-- The key of a verdict, from the engine's /version, /info and default bridge network and from
+-- the plan's check. Returns { epoch =, key =, memo = } (digests and the memo's name), or nil when
+-- the engine shows no start marker or the plan no shape (nothing can be remembered then).
+-- Pure: the specs compute keys with it.
+function M.memo_key(v, info, bridge, check, runtime, check_version)
+  local epoch, key = key_texts(v, info, bridge, check, runtime, check_version)
+  if not epoch then return nil end
   local digest = core.sha256_hex(key)
   return { epoch = core.sha256_hex(epoch), key = digest, memo = MEMO_PREFIX .. digest:sub(1, 32), engine = tostring(info.ID) }
 end
 
--- One parallel round: what the key is made of, and the memos on the engine. -> id | nil, err
--- id = { product =, version =, desc =, memo = memo_key's or nil, trusted =, stale = {names} }
-local function identify(eng, plan)
-  local r = batch.run(eng, {
+-- The epoch's digest of an identity, computed when first needed: a start whose memo is there
+-- (and no stale one of this engine) never needs it.
+local function epoch_of(id)
+  if not id.key.epoch then id.key.epoch = core.sha256_hex(id.epoch_text) end
+  return id.key.epoch
+end
+
+-- What the key is made of and the memos on the engine: one parallel round, which the start
+-- sends together with its image checks (M.identify_requests, then M.identify).
+function M.identify_requests()
+  return {
     { "GET", "/version" },
     { "GET", "/info" },
     { "GET", "/networks/bridge", nil, nil, ok = { [404] = true } },
     { "GET", "/volumes", nil, { query = { filters = { label = { MEMO } } } } },
-  }, 30)
+  }
+end
+
+-- The identity from that round's results r. -> id | nil, err
+-- id = { product =, version =, desc =, key = {key =, memo =, engine =, epoch = (lazy)} or nil,
+-- trusted =, stale = {names} }
+function M.identify(r, plan)
   for i = 1, 2 do
     if not r[i].ok then return nil, r[i].err end
     if type(r[i].body) ~= "table" then return E.fail("engine", "bad_answer", "the engine's /version or /info is not an object") end
@@ -140,14 +160,17 @@ local function identify(eng, plan)
   local product, version, desc = describe(v)
   local id = { product = product, version = version, desc = desc, stale = {} }
   local bridge = r[3].ok and r[3].status ~= 404 and type(r[3].body) == "table" and r[3].body or nil
-  id.key = M.memo_key(v, info, bridge, plan.isolation_check, plan.runtime)
-  if not id.key then return id end
+  local epoch_text, key_text = key_texts(v, info, bridge, plan.isolation_check, plan.runtime)
+  if not epoch_text then return id end
+  local digest = core.sha256_hex(key_text)
+  id.key = { key = digest, memo = MEMO_PREFIX .. digest:sub(1, 32), engine = tostring(info.ID) }
+  id.epoch_text = epoch_text
   local vols = r[4].ok and type(r[4].body) == "table" and r[4].body.Volumes or {}
   for _, vol in ipairs(type(vols) == "table" and vols or {}) do
     local labels = type(vol) == "table" and type(vol.Labels) == "table" and vol.Labels or {}
     if vol.Name == id.key.memo and labels[MEMO] == "verified" and labels[MEMO_KEY] == id.key.key then
       id.trusted = true
-    elseif labels[MEMO_ENGINE] == id.key.engine and labels[MEMO_EPOCH] ~= id.key.epoch and type(vol.Name) == "string" then
+    elseif labels[MEMO_ENGINE] == id.key.engine and type(vol.Name) == "string" and labels[MEMO_EPOCH] ~= epoch_of(id) then
       id.stale[#id.stale + 1] = vol.Name -- this engine's memo from an earlier start, version or check
     end
   end
@@ -156,7 +179,9 @@ end
 
 -- Writes the memo of a pass and removes this engine's stale ones. Returns the memo's name, or
 -- nil and why it could not be written (the start goes on: the check passed).
-local function remember(eng, key, stale, desc)
+local function remember(eng, id)
+  local key, stale, desc = id.key, id.stale, id.desc
+  epoch_of(id)
   local labels = { [MEMO] = "verified", [MEMO_KEY] = key.key, [MEMO_EPOCH] = key.epoch, [MEMO_ENGINE] = key.engine,
     ["io.sandstack.isolation.checked"] = desc }
   local create = { "POST", "/volumes/create", { Name = key.memo, Driver = "local", Labels = labels } }
@@ -264,10 +289,11 @@ end
 -- isolation_check holds the two finished create requests (a network with the sandbox network's
 -- own body under another name, and a probe container on it) and the shape of the verdict, or is
 -- absent when nothing is promised (no internal bridge).
+-- run.identity: that round's results when the start sent them already (A.preflight).
 function M.verify(run)
   local eng, plan = run.eng, run.plan
   if not plan.isolation_check then return true end
-  local id, err = identify(eng, plan)
+  local id, err = M.identify(run.identity or batch.run(eng, M.identify_requests(), 30), plan)
   if not id then return nil, err end
   if id.trusted then
     run_ctx.emit(run, "isolation_remembered", nil, { engine = id.desc, memo = id.key.memo })
@@ -277,7 +303,7 @@ function M.verify(run)
   found, err = probe(run, id)
   if not found then return nil, err end
   local memo, why = nil, "the engine shows no daemon start marker (no default bridge network)"
-  if id.key then memo, why = remember(eng, id.key, id.stale, id.desc) end
+  if id.key then memo, why = remember(eng, id) end
   found.engine, found.memo, found.memo_error = id.desc, memo, not memo and why or nil
   run_ctx.emit(run, "isolation_verified", nil, found)
   return true

@@ -32,8 +32,14 @@ end
 
 -- Starts the given containers in dependency order: a service starts when each dependency is
 -- healthy (with a healthcheck) or running (without). Independent services start together.
+local function which_has(which, name)
+  for _, c in pairs(which) do if c.name == name then return true end end
+  return false
+end
+
 function M.start_services(run, containers)
   local eng, plan = run.eng, run.plan
+  local fw_name = plan.forwarder and plan.project .. "-" .. plan.forwarder
   local state, started_at = {}, {}
   for _, c in ipairs(containers) do state[c.service] = "pending" end
   local function deps_ready(c)
@@ -52,13 +58,20 @@ function M.start_services(run, containers)
         which[#reqs] = c
       end
     end
-    local results = batch.run(eng, reqs, 60)
+    -- the wave that starts the forwarder reads its published port in the same call (read_port)
+    local results, peek
+    if fw_name and which_has(which, fw_name) then
+      results, peek = eng:perform(reqs, 60, { { "GET", "/containers/" .. fw_name .. "/json" } })
+      run.forwarder_info = peek and peek[1].ok and peek[1].body or nil
+    else
+      results = batch.run(eng, reqs, 60)
+    end
     for i, r in ipairs(results) do
       local c = which[i]
       if not r.ok then return nil, r.err end
-      started_at[c.service] = now()
       emit(run, "container_started", c.service, { container = c.name })
       if c.healthcheck then
+        started_at[c.service] = results.at or now() -- when the start's answer came (perform's clock)
         state[c.service] = "health"
         emit(run, "waiting_health", c.service)
       else
@@ -100,7 +113,9 @@ function M.read_port(run)
   local fw = run.plan.forwarder
   local key = ("%d/tcp"):format(run.plan.agent_port)
   for _ = 1, 50 do
-    local info, err = inspect(run.eng, run.plan.project .. "-" .. fw)
+    local info, err = run.forwarder_info, nil -- read with the forwarder's start, when it was
+    run.forwarder_info = nil
+    if not info then info, err = inspect(run.eng, run.plan.project .. "-" .. fw) end
     if not info then return nil, err end
     local ports = info.NetworkSettings and info.NetworkSettings.Ports or {}
     local b = type(ports[key]) == "table" and ports[key][1]
@@ -115,48 +130,81 @@ end
 
 -- Readiness: GET ready_path through the forwarder answers 2xx within ready_timeout. While
 -- waiting, a service that has exited ends the wait with its exit code.
--- The agent is an untrusted peer: by default each attempt is core.http_probe (csrc/probe), which
--- reads the status only, under one overall deadline, follows no redirect (a 3xx is "not
--- ready"), uses no proxy and drops the body after READY_MAX_BYTES. Each attempt gets at most
--- the time left, so the wait ends within ready_timeout plus READY_MIN_ATTEMPT (and the exit
--- check's Engine call). A user req_adapter gets the same per-attempt `timeout` and must honour it.
-local READY_ATTEMPT_CAP, READY_MIN_ATTEMPT, READY_MAX_BYTES = 5, 0.05, 64 * 1024
+-- The agent is an untrusted peer: by default the wait is core.http_wait (csrc/probe), whose
+-- attempts read the status only, under one overall deadline, follow no redirect (a 3xx is "not
+-- ready"), use no proxy and drop the body after READY_MAX_BYTES. Each attempt gets at most the
+-- time left, so the wait ends within ready_timeout plus READY_MIN_ATTEMPT (and the exit check's
+-- Engine call). The deadline is kept in C: an agent that is up costs one call, a slow one
+-- returns once a second (EXIT_CHECK) for the exit check, and under a warm pool's fill after
+-- every attempt, to pause (yield) between them. A user req_adapter gets the same per-attempt
+-- `timeout` and must honour it; its loop is Lua's.
+local READY_ATTEMPT_CAP, READY_MIN_ATTEMPT, READY_MAX_BYTES, READY_PAUSE, EXIT_CHECK = 5, 0.05, 64 * 1024, 0.02, 1
+
+local function exited_service(run)
+  for _, c in ipairs(run.plan.containers) do
+    local info = inspect(run.eng, c.name)
+    local st = info and info.State and info.State.Status
+    if st == "exited" or st == "dead" then return exited_error(c, info) end
+  end
+end
+
+local function not_ready(url, plan, last)
+  return E.new("timeout", nil, ("%s did not answer 2xx within %gs (last: %s)"):format(url, plan.ready_timeout, last),
+    { phase = "ready", service = plan.sandbox })
+end
+
+-- The wait with a user's req_adapter: each attempt is a call back into Lua.
+local function wait_adapter(run, url)
+  local plan, adapter = run.plan, run.req_adapter
+  local deadline = now() + plan.ready_timeout
+  local last, next_check = nil, now() + EXIT_CHECK
+  while true do
+    local t = math.max(READY_MIN_ATTEMPT, math.min(READY_ATTEMPT_CAP, deadline - now()))
+    local res, err = adapter { method = "GET", url = url, headers = {}, timeout = t }
+    local status = type(res) == "table" and tonumber(res.status) or nil
+    if status and status >= 200 and status < 300 then return true end
+    last = status and ("HTTP " .. tostring(status)) or tostring(err)
+    if now() >= next_check then -- once a second: has a service died meanwhile?
+      next_check = now() + EXIT_CHECK
+      local e = exited_service(run)
+      if e then return nil, e end
+    end
+    if now() >= deadline then return nil, not_ready(url, plan, last) end
+    pause(math.max(0, math.min(READY_PAUSE, deadline - now())))
+  end
+end
+
+-- The wait in C, a slice at a time.
+local function wait_probe(run, url)
+  local plan = run.plan
+  local coop = run_ctx.cooperating()
+  local deadline, next_check
+  while true do
+    local ready, last, t
+    ready, last, deadline, t = core.http_wait(url, { timeout = plan.ready_timeout, deadline = deadline,
+      slice = coop and 0 or EXIT_CHECK, attempt_cap = READY_ATTEMPT_CAP, min_attempt = READY_MIN_ATTEMPT,
+      pause = READY_PAUSE, max_bytes = READY_MAX_BYTES })
+    if ready then return true end
+    next_check = next_check or (coop and t + EXIT_CHECK or t) -- not cooperating, a slice was a second
+    if t >= next_check then
+      next_check = t + EXIT_CHECK
+      local e = exited_service(run)
+      if e then return nil, e end
+    end
+    if t >= deadline then return nil, not_ready(url, plan, last) end
+    if coop then pause(math.max(0, math.min(READY_PAUSE, deadline - t))) end
+  end
+end
 
 function M.wait_ready(run, port)
   local plan = run.plan
-  local adapter = run.req_adapter
-  local deadline = now() + plan.ready_timeout
   local url = ("http://127.0.0.1:%d%s"):format(port, plan.ready_path)
-  local last, next_check = nil, now() + 1
   emit(run, "waiting_ready", plan.sandbox, { url = url })
-  while true do
-    local t = math.max(READY_MIN_ATTEMPT, math.min(READY_ATTEMPT_CAP, deadline - now()))
-    local res, err
-    if adapter then
-      res, err = adapter { method = "GET", url = url, headers = {}, timeout = t }
-    else
-      res, err = core.http_probe(url, { timeout = t, max_bytes = READY_MAX_BYTES })
-    end
-    local status = type(res) == "table" and tonumber(res.status) or nil
-    if status and status >= 200 and status < 300 then
-      emit(run, "ready", plan.sandbox, { port = port })
-      return true
-    end
-    last = status and ("HTTP " .. tostring(status)) or tostring(err)
-    if now() >= next_check then -- once a second: has a service died meanwhile?
-      next_check = now() + 1
-      for _, c in ipairs(plan.containers) do
-        local info = inspect(run.eng, c.name)
-        local st = info and info.State and info.State.Status
-        if st == "exited" or st == "dead" then return nil, exited_error(c, info) end
-      end
-    end
-    if now() >= deadline then
-      return nil, E.new("timeout", nil, ("%s did not answer 2xx within %gs (last: %s)"):format(url, plan.ready_timeout, last),
-        { phase = "ready", service = plan.sandbox })
-    end
-    pause(math.max(0, math.min(0.02, deadline - now())))
-  end
+  local ok, err
+  if run.req_adapter then ok, err = wait_adapter(run, url) else ok, err = wait_probe(run, url) end
+  if not ok then return nil, err end
+  emit(run, "ready", plan.sandbox, { port = port })
+  return true
 end
 
 return M

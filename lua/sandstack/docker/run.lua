@@ -14,15 +14,19 @@ M.now, M.sleep = now, sleep
 -- several stacks wait at once. Any other caller sleeps as before.
 local cooperative = setmetatable({}, { __mode = "k" })
 function M.cooperate(co) cooperative[co] = true end
-function M.pause(seconds)
+local function cooperating()
   local co = coroutine.running()
-  if co and cooperative[co] then coroutine.yield(seconds) else sleep(seconds) end
+  return co ~= nil and cooperative[co] == true
+end
+M.cooperating = cooperating
+function M.pause(seconds)
+  if cooperating() then coroutine.yield(seconds) else sleep(seconds) end
 end
 
 function M.emit(run, phase, service, extra)
   if not run.on_event then return end
   local ev = { phase = phase, service = service, project = run.plan.project,
-    elapsed = now() - run.t0 }
+    elapsed = now() - run.t0 } -- the clock is read only for a start that has a hook
   for k, v in pairs(extra or {}) do ev[k] = v end
   -- a failing callback must not leave half a stack behind: report it, carry on
   local ok, err = pcall(run.on_event, ev)

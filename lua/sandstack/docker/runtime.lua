@@ -11,9 +11,12 @@ local E = require "sandstack.error"
 
 local M = {}
 
--- The names of the runtimes the engine has registered, sorted; or nil, err.
-function M.registered(eng)
-  local info, err = eng:call("GET", "/info")
+-- The names of the runtimes the engine has registered, sorted; or nil, err. answer: the settled
+-- result of a GET /info the caller sent already (the start's preflight round), else it is asked.
+function M.registered(eng, answer)
+  local info, err
+  if answer then info, err = answer.ok and answer.body, answer.err
+  else info, err = eng:call("GET", "/info") end
   if not info then return nil, err end
   if type(info) ~= "table" or (info.Runtimes ~= nil and type(info.Runtimes) ~= "table") then
     return E.fail("engine", "bad_answer", "the engine's /info has no readable Runtimes")
@@ -26,10 +29,11 @@ function M.registered(eng)
   return names
 end
 
--- true when `name` is nil (the engine's default runtime) or registered; else nil, err.
-function M.check(eng, name)
+-- true when `name` is nil (the engine's default runtime) or registered; else nil, err. answer: as
+-- for registered.
+function M.check(eng, name, answer)
   if name == nil then return true end
-  local names, err = M.registered(eng)
+  local names, err = M.registered(eng, answer)
   if not names then return nil, err end
   for _, n in ipairs(names) do
     if n == name then return true end

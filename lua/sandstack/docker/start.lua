@@ -10,9 +10,10 @@ local handle = require "sandstack.docker.handle"
 
 local M = {}
 
+-- The stack options were checked by the model: the client is made from them without a second
+-- options check.
 local function engine(opts)
-  local sandstack = require "sandstack"
-  return sandstack.engine { host = opts.docker_host, timeout = opts.timeout, api_version = opts.api_version }
+  return require("sandstack.engine").connect { host = opts.docker_host, timeout = opts.timeout, api_version = opts.api_version }
 end
 
 local function split_hooks(session_key, opts)
@@ -36,13 +37,15 @@ local function start_with(session_key, clean, hooks, pool)
   if not model then return nil, err end
   local eng; eng, err = engine(clean)
   if not eng then model:close(); return nil, err end
-  local run = { eng = eng, model = model, pool = pool, subnet_pool = clean.subnet_pool, t0 = A.now(),
+  -- the clock is read for on_event's `elapsed` only
+  local run = { eng = eng, model = model, pool = pool, subnet_pool = clean.subnet_pool, t0 = hooks.on_event and A.now(),
     on_event = hooks.on_event, req_adapter = hooks.req_adapter, created = { networks = {}, volumes = {}, containers = {} } }
   local plan; plan, err = A.plan(run)
   if not plan then model:close(); eng:close(); return nil, err end
   local stack = handle.new(eng, plan, hooks)
   local steps = {
-    function() return require("sandstack.docker.runtime").check(eng, plan.runtime) end, -- before any pull or create
+    function() return A.preflight(run) end, -- reads only: images, the self-check's identity, /info
+    function() return require("sandstack.docker.runtime").check(eng, plan.runtime, run.info) end, -- before any pull or create
     function() return A.ensure_images(run) end,
     function() return isolation.verify(run) end,
     function() return A.create_networks_and_volumes(run) end,
