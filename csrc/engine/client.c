@@ -5,9 +5,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine/transfer.h"
+#include "util/clock.h"
 
 struct sse_client {
   CURLM *multi;
@@ -141,14 +141,8 @@ static int satisfied(const sse_client *c, long id, int headers) {
   return x->mode == SSE_BODY_LINES && sse_lines_ready(&x->r.lines);
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int run(sse_client *c, long id, double timeout, int headers) {
-  double deadline = timeout >= 0 ? now() + timeout : -1;
+  double deadline = timeout >= 0 ? ss_monotonic_now() + timeout : -1;
   for (;;) {
     int still;
     if (curl_multi_perform(c->multi, &still) != CURLM_OK) return 0; /* a broken multi: give up */
@@ -156,7 +150,7 @@ static int run(sse_client *c, long id, double timeout, int headers) {
     if (satisfied(c, id, headers)) return 1;
     if (id == 0 && c->running == 0) return 0; /* nothing left that could finish */
     if (id < 0 && deadline < 0) return 0;
-    double left = deadline < 0 ? 1.0 : deadline - now();
+    double left = deadline < 0 ? 1.0 : deadline - ss_monotonic_now();
     if (left <= 0) return 0;
     int ms = left >= 1.0 ? 1000 : (int)(left * 1000.0) + 1;
     curl_multi_poll(c->multi, NULL, 0, ms, NULL);

@@ -2,14 +2,6 @@
 #include "probe/http_wait.h"
 
 #include <stdio.h>
-#include <time.h>
-
-static void pause_for(double seconds) {
-  if (seconds <= 0) return;
-  struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
 
 static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 
@@ -32,7 +24,7 @@ void ss_http_wait(const char *url, const ss_wait_opts *o, ss_wait_result *r) {
     now = ss_monotonic_now();
     if (r->ready || now >= o->deadline || now - start >= o->slice) break;
     double left = o->deadline - now;
-    pause_for(o->pause < left ? o->pause : left);
+    ss_sleep(o->pause < left ? o->pause : left);
     now = ss_monotonic_now();
   }
   r->now = now;

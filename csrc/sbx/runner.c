@@ -1,6 +1,8 @@
 /* The subprocess runner: clone without SIGCHLD, pidfd + pipes in one poll loop. */
 #include "sbx/runner.h"
 
+#include "util/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -19,12 +21,6 @@
 #endif
 
 extern char **environ;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* PATH lookup in the parent: the child may only make raw system calls before execve. */
 static char *resolve(const char *file) {
@@ -170,7 +166,7 @@ int ss_run(const ss_run_opts *o, ss_run_result *r, ss_error *e) {
   if (pi[1] >= 0) fcntl(pi[1], F_SETFL, O_NONBLOCK);
 
   size_t ocap = 0, ecap = 0, in_off = 0, total = 0;
-  double deadline = now_s() + timeout, grace_end = 0;
+  double deadline = ss_monotonic_now() + timeout, grace_end = 0;
   int status = 0, reaped = 0, killed = 0;
   char chunk[65536];
   for (;;) {
@@ -178,12 +174,12 @@ int ss_run(const ss_run_opts *o, ss_run_result *r, ss_error *e) {
       pid_t w = (pid_t)wait4(pid, &status, WNOHANG | __WALL, NULL);
       if (w == pid) {
         reaped = 1;
-        grace_end = now_s() + 1.0; /* a daemonised grandchild may hold the pipes open */
+        grace_end = ss_monotonic_now() + 1.0; /* a daemonised grandchild may hold the pipes open */
       }
     }
     int open_pipes = (po[0] >= 0) + (pe[0] >= 0);
-    if (reaped && (!open_pipes || now_s() > grace_end)) break;
-    double t = now_s();
+    if (reaped && (!open_pipes || ss_monotonic_now() > grace_end)) break;
+    double t = ss_monotonic_now();
     if (!killed && t >= deadline) {
       r->timed_out = 1;
       kill_group(pid);
@@ -260,7 +256,7 @@ int ss_run(const ss_run_opts *o, ss_run_result *r, ss_error *e) {
     if (ip >= 0 && (pf[ip].revents & POLLIN) && !reaped) {
       if (wait4(pid, &status, WNOHANG | __WALL, NULL) == pid) {
         reaped = 1;
-        grace_end = now_s() + 1.0;
+        grace_end = ss_monotonic_now() + 1.0;
       }
     }
     (void)ip;

@@ -4,4 +4,7 @@
  * wall clock (which an operator or NTP may step). */
 double ss_monotonic_now(void);
 
+/* Blocks this thread for the given seconds (nothing for <= 0); a signal does not cut it short. */
+void ss_sleep(double seconds);
+
 #endif

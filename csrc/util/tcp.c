@@ -1,5 +1,7 @@
 #include "util/tcp.h"
 
+#include "util/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -8,7 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 /* The sockaddr of a numeric address; -1 with err (kind "invalid") otherwise. */
@@ -66,12 +67,6 @@ int ss_tcp_listen(const char *addr, int port, int *bound_port, ss_error *err) {
   return fd;
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int connect_fail(ss_error *err, int e, const char *addr, int port) {
   const char *reason = e == ECONNREFUSED ? "refused"
                        : e == ETIMEDOUT   ? "timeout"
@@ -86,7 +81,7 @@ static int connect_fail(ss_error *err, int e, const char *addr, int port) {
  * outcome (0: connected). */
 static int finish_connect(int fd, double deadline) {
   for (;;) {
-    double left = deadline - now();
+    double left = deadline - ss_monotonic_now();
     if (left <= 0) return ETIMEDOUT;
     struct pollfd p = {.fd = fd, .events = POLLOUT};
     int n = poll(&p, 1, (int)(left * 1000.0) + 1);
@@ -108,7 +103,7 @@ int ss_tcp_connect(const char *addr, int port, double timeout, ss_error *err) {
     ss_error_set(err, "invalid", "timeout", "the connect timeout must be a positive number of seconds");
     return -1;
   }
-  double deadline = now() + timeout;
+  double deadline = ss_monotonic_now() + timeout;
   int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return io_fail(err, "socket for", addr, port);
   int e = 0;
