@@ -2,12 +2,12 @@
 -- with the pool's baseline policy, which admits nothing, and throwaway secrets behind its
 -- credential slots; acquire(key, { egress_policy =, credentials = }) hands the session its own
 -- policy and secrets through the live proxy updates, without restarting the sandbox. The outside
--- is a network namespace of this test on the /28 203.0.113.48 with a TLS stand-in
--- (spec/support/proxy_standin.py) serving a.test and b.test, and an origin recording the
--- X-Token it gets (spec/support/live_token_standin.py) as c.test:9443, and a model API recording
--- the key each request brought (spec/support/model_standin.py) as model.test:8080, the
--- credential route's upstream. Objects: pools "sstest-pe-<random>[-c|-m]" and the namespace,
--- removed at the end.
+-- is a network namespace of this test on the /28 203.0.113.48 (another when something else routes
+-- that one: docker_proxy_harness) with a TLS stand-in (spec/support/proxy_standin.py) serving
+-- a.test and b.test, and an origin recording the X-Token it gets (spec/support/live_token_standin.py)
+-- as c.test:9443, and a model API recording the key each request brought
+-- (spec/support/model_standin.py) as model.test:8080, the credential route's upstream. Objects:
+-- pools "sstest-pe-<random>[-c|-m]" and the namespace, removed at the end.
 local sandstack = require "sandstack"
 local h = require "helpers"
 local core = sandstack.core

@@ -61,9 +61,22 @@ function M.refused(plan, o, option, reason)
   return err
 end
 
+-- The /28s of 203.0.113.0/24 to try for the outside, best first: base(r), base(r + 1), ... (the
+-- spec's own share, without repeats), then every other one.
+local function candidates(base, r)
+  local list, seen = {}, {}
+  local function add(first)
+    if not seen[first] then seen[first] = true; list[#list + 1] = first end
+  end
+  for k = 0, 15 do add(base(r + k)) end
+  for first = 0, 240, 16 do add(first) end
+  return list
+end
+
 -- The live stack of spec "sstest-<id>": project and namespace names, the veth pair (interface
--- names from ifname), addresses addr(n) in the /28 starting at 203.0.113.<base>, the images
--- built from this mode's proxy binary under test names, a token and a key.
+-- names from ifname), addresses addr(n) in a /28 of 203.0.113.0/24 that no other interface
+-- routes (the spec's base(r) when free; see S.outside_up), the images built from this mode's
+-- proxy binary under test names, a token and a key.
 function M.stack(id, ifname, base)
   local build = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
   local tag = core.random_hex(3)
@@ -79,7 +92,8 @@ function M.stack(id, ifname, base)
     KEY = "sk-real-" .. core.random_hex(16),
     top = (h.must("pwd"):gsub("%s+$", "")),
   }
-  local first = base(tonumber(tag, 16))
+  local r = tonumber(tag, 16)
+  local first = base(r) -- until outside_up claims one
 
   function S.addr(n) return ("203.0.113.%d"):format(first + n) end
 
@@ -108,11 +122,31 @@ function M.stack(id, ifname, base)
     return lines
   end
 
-  -- the outside namespace: the host end gets addr(1), the namespace end each addr(n) of ns
+  -- The host end claims a /28 for itself: its address without the kernel's prefix route, then
+  -- the route, which the kernel refuses (File exists) while any other interface routes that /28
+  -- (a concurrent spec, or the namespace a killed run left behind, whose stand-ins would answer
+  -- with another run's certificates). The claim is the route itself, so two runs never share.
+  local function claim()
+    local held = {}
+    for _, f in ipairs(candidates(base, r)) do
+      local a1, net = ("203.0.113.%d"):format(f + 1), ("203.0.113.%d/28"):format(f)
+      h.must(("ip addr add %s/28 dev %s noprefixroute"):format(a1, S.HOST_IF))
+      if select(2, h.sh(("ip route add %s dev %s src %s"):format(net, S.HOST_IF, a1))) then
+        first = f
+        return
+      end
+      held[#held + 1] = (h.sh("ip -o route show " .. net):gsub("%s+$", ""))
+      h.must(("ip addr del %s/28 dev %s"):format(a1, S.HOST_IF))
+    end
+    error("no /28 of 203.0.113.0/24 is free for the outside namespace; held: " .. table.concat(held, "; "), 3)
+  end
+
+  -- the outside namespace: the host end gets addr(1) of a /28 it claims, the namespace end each
+  -- addr(n) of ns
   function S.outside_up(ns)
     h.must(("ip netns add %s && ip link add %s type veth peer name %s && ip link set %s netns %s"
-      .. " && ip addr add %s/28 dev %s && ip link set %s up"):format(S.NS, S.HOST_IF, S.NS_IF, S.NS_IF, S.NS, S.addr(1),
-      S.HOST_IF, S.HOST_IF))
+      .. " && ip link set %s up"):format(S.NS, S.HOST_IF, S.NS_IF, S.NS_IF, S.NS, S.HOST_IF))
+    claim()
     for _, n in ipairs(ns) do h.must(("ip netns exec %s ip addr add %s/28 dev %s"):format(S.NS, S.addr(n), S.NS_IF)) end
     h.must(("ip netns exec %s ip link set %s up && ip netns exec %s ip link set lo up"):format(S.NS, S.NS_IF, S.NS))
   end
@@ -131,12 +165,17 @@ function M.stack(id, ifname, base)
       forwarder_image = S.FORWARDER_IMAGE })
   end
 
+  -- the outside namespace gone: its processes, the veth (and with it the claimed route)
+  function S.outside_down()
+    h.sh(("ip netns pids %s | xargs -r kill"):format(S.NS))
+    h.sh(("ip link del %s; ip netns del %s"):format(S.HOST_IF, S.NS))
+  end
+
   -- everything the stack spec made: the stack, the namespace's processes and veth, work
   function S.teardown(stack, work)
     if stack then stack:destroy(); stack:close() end
     docker.down(S.PROJECT)
-    h.sh(("ip netns pids %s | xargs -r kill"):format(S.NS))
-    h.sh(("ip link del %s; ip netns del %s"):format(S.HOST_IF, S.NS))
+    S.outside_down()
     if work then h.sh("rm -rf " .. h.q(work)) end
   end
 
