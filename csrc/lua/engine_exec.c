@@ -174,35 +174,21 @@ static int push_create_body(lua_State *L, ss_error *err) {
   return 1;
 }
 
-/* Pushes prefix .. urlencode(id) .. suffix (unreserved bytes as they are, the rest %XX, as
- * engine/options.lua's urlencode). */
+/* Pushes prefix .. urlencode(id) .. suffix (ss_push_urlencoded, as sandstack.engine.urlencode). */
 static const char *push_path(lua_State *L, const char *prefix, const char *id, size_t len, const char *suffix) {
-  static const char hex[] = "0123456789ABCDEF";
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  luaL_addstring(&b, prefix);
-  for (size_t i = 0; i < len; i++) {
-    unsigned char c = (unsigned char)id[i];
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || (c && strchr("-._~", c))) {
-      luaL_addchar(&b, (char)c);
-    } else {
-      luaL_addchar(&b, '%');
-      luaL_addchar(&b, hex[c >> 4]);
-      luaL_addchar(&b, hex[c & 15]);
-    }
-  }
-  luaL_addstring(&b, suffix);
-  luaL_pushresult(&b);
+  lua_pushstring(L, prefix);
+  ss_push_urlencoded(L, id, len);
+  lua_pushstring(L, suffix);
+  lua_concat(L, 3);
   return lua_tostring(L, -1);
 }
 
-/* Pushes the versioned target of path ("/v1.41/..."); unversioned when no version is known. */
+/* Pushes the versioned target of path ("/v1.41/..."), built as perform builds every target;
+ * unversioned when no version is known. */
 static const char *push_target(lua_State *L, const char *path) {
-  if (lua_isnil(L, A_API)) {
-    lua_pushstring(L, path);
-  } else {
-    lua_pushfstring(L, "/v%s%s", luaL_checkstring(L, A_API), path);
-  }
+  ss_request_ctx ctx = {.what = "exec", .api_version = lua_isnil(L, A_API) ? NULL : luaL_checkstring(L, A_API),
+                        .level = WHERE};
+  ss_push_target(L, path, 0, &ctx);
   return lua_tostring(L, -1);
 }
 

@@ -42,6 +42,13 @@ typedef struct ss_request {
  * programming error; a body that cannot be encoded as JSON is returned as err (-1). */
 int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss_request *out, ss_error *err);
 
+/* Pushes the target of path: "/v<api_version><path>" (as it is for a versioned path, /_ping or no
+ * version) and the query table at query_idx (0 or nil: none) after it, keys sorted, values
+ * percent-encoded, a table value as JSON. Misuse of the query raises as ss_read_request's. */
+void ss_push_target(lua_State *L, const char *path, int query_idx, const ss_request_ctx *ctx);
+/* Pushes the n bytes at s percent-encoded (util/url.h) (engine_target.c). */
+void ss_push_urlencoded(lua_State *L, const char *s, size_t n);
+
 /* Pushes the settled result {ok=, status=, body=, err=} of req: ok when the status is 2xx or
  * accepted by req's ok table; body decoded (JSON, unless raw) or text, `true` for an accepted
  * empty answer; err the engine's error (kind engine, reason after the status), bad_json, or the

@@ -27,28 +27,6 @@ static int raise_at(lua_State *L, int level, const char *fmt, ...) {
   return lua_error(L);
 }
 
-static int unreserved(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-         c == '_' || c == '~';
-}
-
-/* Pushes s percent-encoded (options.lua's urlencode: all but [A-Za-z0-9-._~]). */
-static void push_urlencoded(lua_State *L, const char *s, size_t n) {
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (unreserved(c)) {
-      luaL_addchar(&b, (char)c);
-    } else {
-      char hex[4];
-      snprintf(hex, sizeof hex, "%%%02X", c);
-      luaL_addlstring(&b, hex, 3);
-    }
-  }
-  luaL_pushresult(&b);
-}
-
 /* Pushes a query value as text: a string as it is, an integral number without a fraction, a
  * boolean as true/false, a table as JSON. */
 static void push_query_value(lua_State *L, int idx, const ss_request_ctx *ctx) {
@@ -91,9 +69,9 @@ static void push_query_value(lua_State *L, int idx, const ss_request_ctx *ctx) {
 static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 /* Pushes "k=v&k=v" (keys sorted, so URLs are stable in logs and tests) of the query table at
- * idx, or "" for none. */
+ * idx (0: none), or "" for none. */
 static void push_query(lua_State *L, int idx, const ss_request_ctx *ctx) {
-  if (lua_isnil(L, idx)) {
+  if (idx == 0 || lua_isnil(L, idx)) {
     lua_pushliteral(L, "");
     return;
   }
@@ -117,13 +95,13 @@ static void push_query(lua_State *L, int idx, const ss_request_ctx *ctx) {
   lua_pushliteral(L, "");
   for (i = 0; i < n; i++) {
     if (i) lua_pushliteral(L, "&");
-    push_urlencoded(L, keys[i], strlen(keys[i]));
+    ss_push_urlencoded(L, keys[i], strlen(keys[i]));
     lua_pushliteral(L, "=");
     lua_getfield(L, idx, keys[i]);
     push_query_value(L, lua_gettop(L), ctx);
     size_t vlen;
     const char *v = lua_tolstring(L, -1, &vlen);
-    push_urlencoded(L, v, vlen);
+    ss_push_urlencoded(L, v, vlen);
     lua_replace(L, -3); /* the encoded value over the raw one */
     lua_pop(L, 1);
     lua_concat(L, i ? 5 : 4);
@@ -131,8 +109,9 @@ static void push_query(lua_State *L, int idx, const ss_request_ctx *ctx) {
   lua_replace(L, kept); /* the query string where the key list was */
 }
 
-/* Pushes the target: "/v<version><path>" (not for a versioned path or /_ping) and the query. */
-static void push_target(lua_State *L, const char *path, int query_idx, const ss_request_ctx *ctx) {
+/* Pushes the target: "/v<version><path>" (not for a versioned path or /_ping) and the query
+ * (engine_handle.h; core.engine_target gives it to the submit path). */
+void ss_push_target(lua_State *L, const char *path, int query_idx, const ss_request_ctx *ctx) {
   int versioned = 0;
   if (path[1] == 'v') {
     const char *p = path + 2;
@@ -221,7 +200,7 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
   out->path = lua_tostring(L, -1);
   if (opts) lua_getfield(L, opts, "query");
   else lua_pushnil(L);
-  push_target(L, out->path, lua_gettop(L), ctx);
+  ss_push_target(L, out->path, lua_gettop(L), ctx);
   lua_remove(L, -2); /* the query table */
   out->target = lua_tostring(L, -1);
 

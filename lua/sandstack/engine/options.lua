@@ -57,42 +57,8 @@ function O.tls_config(opts_tls)
     verify = verify and true or false }
 end
 
-function O.urlencode(s)
-  return (s:gsub("[^%w%-%._~]", function(c) return string.format("%%%02X", c:byte()) end))
-end
-
-local function query_value(v, what, level)
-  local t = type(v)
-  if t == "string" then return v end
-  if t == "number" then
-    if v == math.floor(v) and v > -2^53 and v < 2^53 then return string.format("%d", v) end
-    return tostring(v)
-  end
-  if t == "boolean" then return v and "true" or "false" end
-  if t == "table" then
-    local s, err = core.json_encode(v)
-    if not s then error(what .. ": query value cannot be JSON-encoded: " .. err.message, level + 1) end
-    return s
-  end
-  error(what .. ": query values must be strings, numbers, booleans or tables", level + 1)
-end
-
--- "?k=v&..." with keys sorted (stable URLs make logs and tests readable).
-local function encode_query(query, what, level)
-  if query == nil then return "" end
-  if type(query) ~= "table" then error(what .. ": option 'query' must be a table", level + 1) end
-  local keys = {}
-  for k in pairs(query) do
-    if type(k) ~= "string" then error(what .. ": query keys must be strings", level + 1) end
-    keys[#keys + 1] = k
-  end
-  table.sort(keys)
-  local parts = {}
-  for _, k in ipairs(keys) do
-    parts[#parts + 1] = O.urlencode(k) .. "=" .. O.urlencode(query_value(query[k], what, level + 1))
-  end
-  return #parts > 0 and ("?" .. table.concat(parts, "&")) or ""
-end
+-- Percent-encoding: all but [A-Za-z0-9-._~] as %XX (the C core's one encoder, util/url.h).
+O.urlencode = core.urlencode
 
 -- {Name = "v"} and {"Name: v"} as a sorted list of "Name: v" lines.
 function O.header_lines(headers, what, level)
@@ -121,19 +87,12 @@ function O.header_lines(headers, what, level)
 end
 
 -- The versioned target: "/v1.41/containers/json?all=true". Paths already carrying a version and
--- /_ping (which every version serves) are sent as they are.
+-- /_ping (which every version serves) are sent as they are; the query's keys sorted, its values
+-- percent-encoded, a table value as JSON. Built by the C core, as perform builds every target
+-- (csrc/lua/engine_target.c), raising at `level` as error() counts it from here.
 function O.target(api_version, path, query, what, level)
-  level = (level or 2) + 1
-  if type(path) ~= "string" or path:sub(1, 1) ~= "/" then
-    error(what .. ": path must be a string starting with '/'", level)
-  end
-  local target = path
-  if api_version and not path:match("^/v%d+%.%d+/") and not path:match("^/_ping") then
-    target = "/v" .. api_version .. path
-  end
-  local q = encode_query(query, what, level)
-  if q ~= "" then target = target .. (path:find("?", 1, true) and "&" .. q:sub(2) or q) end
-  return target
+  local target = core.engine_target(api_version, path, query, what, (level or 2) + 1)
+  return target -- not a tail call: the level counts this function
 end
 
 -- A table is sent as JSON, a string as it is. -> payload, content type | nil, nil, err
