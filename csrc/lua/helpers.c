@@ -21,38 +21,37 @@ void ss_define_class(lua_State *L, const char *name, const luaL_Reg *methods, lu
   lua_pop(L, 1);
 }
 
-const char *ss_opt_string(lua_State *L, int idx, const char *key, const char *def) {
-  if (lua_isnoneornil(L, idx)) return def;
+/* Pushes field key of the options table at idx and returns 1 when it is set, raising unless it
+ * has the given type ("option 'x' must be a string"); returns 0, pushing nothing, when the table
+ * or the field is absent. */
+static int opt_field(lua_State *L, int idx, const char *key, int type) {
+  if (lua_isnoneornil(L, idx)) return 0;
   lua_getfield(L, idx, key);
-  const char *v = def;
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "option '%s' must be a string", key);
-    v = lua_tostring(L, -1);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return 0;
   }
+  if (lua_type(L, -1) != type) luaL_error(L, "option '%s' must be a %s", key, lua_typename(L, type));
+  return 1;
+}
+
+const char *ss_opt_string(lua_State *L, int idx, const char *key, const char *def) {
+  if (!opt_field(L, idx, key, LUA_TSTRING)) return def;
+  const char *v = lua_tostring(L, -1);
   lua_pop(L, 1); /* the string stays alive: it is referenced by the options table */
   return v;
 }
 
 double ss_opt_number(lua_State *L, int idx, const char *key, double def) {
-  if (lua_isnoneornil(L, idx)) return def;
-  lua_getfield(L, idx, key);
-  double v = def;
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "option '%s' must be a number", key);
-    v = (double)lua_tonumber(L, -1);
-  }
+  if (!opt_field(L, idx, key, LUA_TNUMBER)) return def;
+  double v = (double)lua_tonumber(L, -1);
   lua_pop(L, 1);
   return v;
 }
 
 int ss_opt_boolean(lua_State *L, int idx, const char *key, int def) {
-  if (lua_isnoneornil(L, idx)) return def;
-  lua_getfield(L, idx, key);
-  int v = def;
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TBOOLEAN) luaL_error(L, "option '%s' must be a boolean", key);
-    v = lua_toboolean(L, -1);
-  }
+  if (!opt_field(L, idx, key, LUA_TBOOLEAN)) return def;
+  int v = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return v;
 }
