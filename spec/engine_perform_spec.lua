@@ -83,6 +83,50 @@ describe("sandstack.engine perform (a batch in one call)", function()
     assert.equal(1, calls)
   end)
 
+  -- Pipelining (issue 24): a call returns as soon as a watched request has settled, handing back
+  -- the ones still in flight as {pending = id}; a later call collects them (settled as if waited
+  -- for) without sending them again, and a wave with a pending request sends no later wave. The
+  -- stack start runs a dependency's healthcheck this way while the other starts are in flight.
+  it("returns with the watched answer and hands back what is still in flight", function()
+    local t0 = core.engine_clock()
+    local rs, later = eng:perform({
+      { "GET", "/hang", nil, { timeout = 1 } },
+      { "GET", "/echo", watch = true },
+    }, nil, { { "GET", "/echo" } })
+    local took = core.engine_clock() - t0
+    assert.is_true(took < 0.8, "the call waited for the watched request only: " .. took)
+    assert.is_nil(later) -- a wave with a pending request sends no later wave
+    assert.is_true(rs[2].ok)
+    assert.equal("/v1.43/echo", rs[2].body.target)
+    local id = rs[1].pending
+    assert.is_number(id)
+    assert.is_nil(rs[1].ok)
+    -- collected by a later call, alongside a new request, and settled then: not sent again
+    local got = eng:perform({ { "GET", "/hang", nil, { timeout = 1 }, pending = id }, { "GET", "/echo" } })
+    assert.is_false(got[1].ok)
+    assert.equal("transport", got[1].err.kind)
+    assert.equal("/hang", got[1].err.path)
+    assert.is_true(got[2].ok)
+    assert.is_true(core.engine_clock() - t0 < 3)
+  end)
+
+  it("waits for everything when nothing is watched, and settles a collected answer with its ok", function()
+    local rs = eng:perform({ { "GET", "/jsonerr", watch = true, ok = { [409] = true } }, { "GET", "/echo" } })
+    assert.is_true(rs[1].ok)
+    assert.equal(409, rs[1].status)
+    if rs[2].pending then -- the echo may still be on its way: collected the same way
+      rs[2] = eng:perform({ { "GET", "/echo", pending = rs[2].pending } })[1]
+    end
+    assert.is_true(rs[2].ok)
+    local all = eng:perform({ { "GET", "/echo" }, { "GET", "/echo" } })
+    assert.is_true(all[1].ok and all[2].ok)
+  end)
+
+  it("refuses a pending id that names no transfer", function()
+    assert.has_error(function() eng:perform({ { "GET", "/echo", pending = 999 } }) end,
+      "perform: 'pending' names no transfer in flight")
+  end)
+
   it("raises on misuse and refuses after close", function()
     assert.has_error(function() eng:perform("x") end)
     assert.has_error(function() eng:perform({ { 42, "/echo" } }) end)

@@ -4,7 +4,6 @@
 -- pool's fill can run several starts at once.
 local core = require "sandstack.core"
 local E = require "sandstack.error"
-local batch = require "sandstack.docker.batch"
 local run_ctx = require "sandstack.docker.run"
 
 local M = {}
@@ -31,16 +30,25 @@ local function probe(run, c)
 end
 
 -- Starts the given containers in dependency order: a service starts when each dependency is
--- healthy (with a healthcheck) or running (without). Independent services start together.
+-- healthy (with a healthcheck) or running (without). Independent services start together, and
+-- each answer is acted on when it comes, not when its whole wave has: a start whose answer lets
+-- something go (a healthcheck to run, a service waiting on it) is watched, and the call returns
+-- with it while the other starts are still in flight (engine perform's watch/pending). Those are
+-- collected by the next call that starts something, or when nothing else is left to wait for,
+-- so a start costs the crossings of the waves it replaces.
 local function which_has(which, name)
   for _, c in pairs(which) do if c.name == name then return true end end
   return false
 end
 
+local function start_request(c, pending)
+  return { "POST", "/containers/" .. c.name .. "/start", nil, nil, ok = { [304] = true }, pending = pending }
+end
+
 function M.start_services(run, containers)
   local eng, plan = run.eng, run.plan
   local fw_name = plan.forwarder and plan.project .. "-" .. plan.forwarder
-  local state, started_at = {}, {}
+  local state, started_at, inflight = {}, {}, {}
   for _, c in ipairs(containers) do state[c.service] = "pending" end
   local function deps_ready(c)
     for _, d in ipairs(c.depends_on) do
@@ -48,37 +56,73 @@ function M.start_services(run, containers)
     end
     return true
   end
+  -- the services some not yet started service waits for
+  local function awaited()
+    local set = {}
+    for _, c in ipairs(containers) do
+      if state[c.service] == "pending" then for _, d in ipairs(c.depends_on) do set[d] = true end end
+    end
+    return set
+  end
+  -- A failure leaves no start in flight: the rollback sees what each one did.
+  local function fail(err)
+    local reqs = {}
+    for _, c in ipairs(containers) do
+      if inflight[c.service] then reqs[#reqs + 1] = start_request(c, inflight[c.service]) end
+    end
+    if #reqs > 0 then eng:perform(reqs, 60) end
+    return nil, err
+  end
   local left = #containers
   while left > 0 do
     local progress = false
     local reqs, which = {}, {}
     for _, c in ipairs(containers) do
       if state[c.service] == "pending" and deps_ready(c) then
-        reqs[#reqs + 1] = { "POST", "/containers/" .. c.name .. "/start", nil, nil, ok = { [304] = true } }
+        reqs[#reqs + 1] = start_request(c)
+        which[#reqs] = c
+        state[c.service] = "starting"
+      end
+    end
+    local health_wait = false
+    for _, c in ipairs(containers) do health_wait = health_wait or state[c.service] == "health" end
+    local blocked = awaited()
+    for _, c in ipairs(containers) do
+      local id = inflight[c.service]
+      if id and (#reqs > 0 or not health_wait or blocked[c.service] or c.healthcheck) then
+        reqs[#reqs + 1] = start_request(c, id)
         which[#reqs] = c
       end
     end
-    -- the wave that starts the forwarder reads its published port in the same call (read_port)
-    local results, peek
-    if fw_name and which_has(which, fw_name) then
-      results, peek = eng:perform(reqs, 60, { { "GET", "/containers/" .. fw_name .. "/json" } })
-      run.forwarder_info = peek and peek[1].ok and peek[1].body or nil
-    else
-      results = batch.run(eng, reqs, 60)
-    end
-    for i, r in ipairs(results) do
-      local c = which[i]
-      if not r.ok then return nil, r.err end
-      emit(run, "container_started", c.service, { container = c.name })
-      if c.healthcheck then
-        started_at[c.service] = results.at or now() -- when the start's answer came (perform's clock)
-        state[c.service] = "health"
-        emit(run, "waiting_health", c.service)
+    if #reqs > 0 then
+      for i, q in ipairs(reqs) do q.watch = (which[i].healthcheck or blocked[which[i].service]) and true or nil end
+      -- the call that settles the forwarder's start reads its published port too (read_port)
+      local results, peek
+      if fw_name and which_has(which, fw_name) then
+        results, peek = eng:perform(reqs, 60, { { "GET", "/containers/" .. fw_name .. "/json" } })
+        run.forwarder_info = peek and peek[1].ok and peek[1].body or nil
       else
-        state[c.service] = "ready"
-        left = left - 1
+        results = eng:perform(reqs, 60)
       end
-      progress = true
+      for i, r in ipairs(results) do
+        local c = which[i]
+        if r.pending then
+          inflight[c.service] = r.pending
+        else
+          inflight[c.service] = nil
+          if not r.ok then return fail(r.err) end
+          emit(run, "container_started", c.service, { container = c.name })
+          if c.healthcheck then
+            started_at[c.service] = results.at or now() -- when the start's answer came (perform's clock)
+            state[c.service] = "health"
+            emit(run, "waiting_health", c.service)
+          else
+            state[c.service] = "ready"
+            left = left - 1
+          end
+          progress = true
+        end
+      end
     end
     for _, c in ipairs(containers) do
       if state[c.service] == "health" then
@@ -87,18 +131,18 @@ function M.start_services(run, containers)
           emit(run, "healthy", c.service, { by = "probe" })
         else
           local info, err = inspect(eng, c.name)
-          if not info then return nil, err end
+          if not info then return fail(err) end
           local st = info.State or {}
           local health = st.Health and st.Health.Status
-          if st.Status == "exited" or st.Status == "dead" then return nil, exited_error(c, info) end
+          if st.Status == "exited" or st.Status == "dead" then return fail(exited_error(c, info)) end
           if health == "healthy" then
             state[c.service] = "ready"; left = left - 1; progress = true
             emit(run, "healthy", c.service, { by = "engine" })
           elseif health == "unhealthy" then
-            return nil, E.new("unhealthy", nil, "service " .. c.service .. " is unhealthy", { service = c.service })
+            return fail(E.new("unhealthy", nil, "service " .. c.service .. " is unhealthy", { service = c.service }))
           elseif now() - started_at[c.service] > plan.health_timeout then
-            return nil, E.new("timeout", nil, ("service %s was not healthy within %gs"):format(c.service, plan.health_timeout),
-              { phase = "health", service = c.service })
+            return fail(E.new("timeout", nil, ("service %s was not healthy within %gs"):format(c.service, plan.health_timeout),
+              { phase = "health", service = c.service }))
           end
         end
       end
