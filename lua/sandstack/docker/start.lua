@@ -1,7 +1,7 @@
 -- The start pipeline of sandstack.docker (internal; sandstack.docker.start and the warm pools
 -- call it). The model (core.stack_model) validates the options once, compiles the egress policy
--- and mints the token and the run label; every body comes finished from its plan, and this file
--- only orders the steps, settles their answers and calls the hooks.
+-- and mints the token and the run label; every body comes finished from its plan, every answer
+-- comes settled from C, and this file only orders the steps and calls the hooks.
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local A = require "sandstack.docker.apply"
