@@ -14,6 +14,7 @@
 #include "proxy/why.h"
 #include "util/base64.h"
 #include "util/buf.h"
+#include "util/url.h"
 
 /* ---- the table ---- */
 
@@ -46,7 +47,6 @@ static int all_in(const char *s, int (*ok)(unsigned char)) {
 static int visible(unsigned char c) { return c >= 0x21 && c <= 0x7e; }
 static int alnum(unsigned char c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'); }
 static int name_char(unsigned char c) { return alnum(c) || c == '_'; }
-static int unreserved(unsigned char c) { return alnum(c) || c == '-' || c == '.' || c == '_' || c == '~'; }
 static int token_char(unsigned char c) { return alnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c)); }
 static int value_char(unsigned char c) { return visible(c) || c == ' '; }
 static int user_char(unsigned char c) { return visible(c) && c != ':'; }
@@ -88,7 +88,7 @@ static int parse_place(cred_entry *e, const cJSON *o, size_t i, char *why, size_
     e->field = strdup(v);
     break;
   case CRED_QUERY:
-    if (!all_in(v, unreserved)) return why_fail(why, n, "credential %zu (%s): query must be a parameter name (A-Z a-z 0-9 - . _ ~)", i, e->name);
+    if (!all_in(v, ss_url_unreserved)) return why_fail(why, n, "credential %zu (%s): query must be a parameter name (A-Z a-z 0-9 - . _ ~)", i, e->name);
     e->field = strdup(v);
     break;
   case CRED_BASIC:
@@ -338,19 +338,12 @@ static void put(outbuf *o, const char *s, size_t n) {
   if (ss_buf_append(&o->b, s, n) != SS_BUF_OK) o->oom = 1;
 }
 
-/* RFC 3986 pchar less pct-encoded: what a path segment holds as it is */
-static int path_literal(unsigned char c) { return unreserved(c) || (c && strchr("!$&'()*+,;=:@", c)); }
-
 /* value percent-encoded: in a query value all but unreserved characters ('&', '=', '+' would be
  * read as syntax), in a path segment all but pchar ('/', '?', '#', '%') */
 static void put_pct(outbuf *o, const char *s, size_t n, int in_path) {
-  static const char hex[] = "0123456789ABCDEF";
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
-    if (in_path ? path_literal(c) : unreserved(c)) put(o, (const char *)&s[i], 1);
-    else put(o, esc, 3);
-  }
+  char esc[3]; /* one byte at a time: no copy of the secret to wipe */
+  for (size_t i = 0; i < n; i++) put(o, esc, in_path ? ss_urlencode_segment(esc, &s[i], 1) : ss_urlencode(esc, &s[i], 1));
+  memset(esc, 0, sizeof esc);
 }
 
 /* fmt with its one "%s" filled by v (as it is, or percent-encoded) */

@@ -188,6 +188,28 @@ local function in_subnet(addr, subnet)
   return math.floor(n(addr) / size) == math.floor(n(base) / size)
 end
 
+-- What a failed attack leaves to explain it: whether the probe reaches again a moment later
+-- (a passing state or a lasting hole), the prober's addresses, routes and neighbours (which
+-- next hop answered), its container's networks as the engine reports them, and the host's
+-- addresses and neighbours. Best effort: every part that cannot be read says so.
+function M.path_evidence(eng, prober, target, port)
+  local out = {}
+  local again = M.reached(eng, prober, { { target, port } })
+  out[#out + 1] = "probed again: " .. (again and (#again > 0 and "reached" or "not reached") or "exec failed")
+  local res = eng:exec(prober, { "/bin/sh", "-c", "ip -4 -o addr; ip route; ip neigh" }, { timeout = 15 })
+  out[#out + 1] = "prober: " .. (res and (res.stdout or "") or "exec failed")
+  local info = eng:call("GET", "/containers/" .. prober .. "/json")
+  for net, n in pairs(info and info.NetworkSettings and info.NetworkSettings.Networks or {}) do
+    out[#out + 1] = ("engine: %s on %s as %s gw %s"):format(prober, net, tostring(n.IPAddress), tostring(n.Gateway))
+  end
+  for _, cmd in ipairs { "ip -4 -o addr show", "ip neigh show" } do
+    local p = io.popen(cmd .. " 2>&1")
+    out[#out + 1] = "host " .. cmd .. ":\n" .. (p and p:read("*a") or "")
+    if p then p:close() end
+  end
+  return table.concat(out, "\n")
+end
+
 -- One reachability attack that cannot pass vacuously: the target must not be the prober's own
 -- address, and the control (a function) must reach it first, or the probe would prove nothing.
 local function attack(t, eng, name, prober, target, port, control, control_name)
@@ -202,7 +224,9 @@ local function attack(t, eng, name, prober, target, port, control, control_name)
     return
   end
   local reach = M.reached(eng, prober, { { target, port } }) or { "exec failed" }
-  t.result(#reach == 0, name, table.concat(reach, " "))
+  local detail = table.concat(reach, " ")
+  if #reach > 0 then detail = detail .. "\n" .. M.path_evidence(eng, prober, target, port) end
+  t.result(#reach == 0, name, detail)
 end
 
 local function probes(t, eng, stack, opts)
@@ -325,7 +349,8 @@ function M.run(opts)
   end
   t.result(stack ~= nil, "the reference stack comes up", err)
   if stack then
-    local net = eng:call("GET", "/networks/" .. o.project .. "-sbx") or {}
+    -- the stack's own project: a pool names its stacks itself
+    local net = eng:call("GET", "/networks/" .. stack.project .. "-sbx") or {}
     local found = {}
     for _, k in ipairs { "inhibit_ipv4", "gateway_mode_ipv4", "enable_ip_masquerade" } do
       local val = (net.Options or {})["com.docker.network.bridge." .. k]
