@@ -29,19 +29,26 @@ function M.can_connect(eng, container, host, port, opts)
 end
 
 -- Several connects from one container at once (each bounded), for probing many addresses.
--- Returns the list of targets reached.
+-- Returns the list of targets reached, and the lines that name a reach but not this probe's
+-- nonce (output this exec did not make: reported, never counted).
 function M.reached(eng, container, targets, ms)
   ms = ms or 1500
+  local nonce = core.random_hex(6)
   local parts = {}
   for _, t in ipairs(targets) do
-    parts[#parts + 1] = ("(agent connect %s %d %d >/dev/null 2>&1 && echo REACHED %s:%d) &"):format(t[1], t[2], ms, t[1], t[2])
+    parts[#parts + 1] = ("(agent connect %s %d %d >/dev/null 2>&1 && echo REACHED %s %s:%d) &"):format(t[1], t[2], ms,
+      nonce, t[1], t[2])
   end
   local script = table.concat(parts, " ") .. " wait"
   local res, err = eng:exec(container, { "/bin/sh", "-c", script }, { timeout = ms / 1000 + 15 })
   if not res then return nil, err end
-  local out = {}
-  for hit in (res.stdout or ""):gmatch("REACHED (%S+)") do out[#out + 1] = hit end
-  return out
+  local out, foreign = {}, {}
+  for line in (res.stdout or ""):gmatch("[^\n]+") do
+    local n, hit = line:match("^REACHED (%x+) (%S+)$")
+    if n == nonce then out[#out + 1] = hit
+    elseif line:find("REACHED", 1, true) then foreign[#foreign + 1] = line end
+  end
+  return out, foreign
 end
 
 -- The host's IPv4 addresses (loopback excluded), by interface.
@@ -223,7 +230,11 @@ local function attack(t, eng, name, prober, target, port, control, control_name)
       :format(control_name, target, port))
     return
   end
-  local reach = M.reached(eng, prober, { { target, port } }) or { "exec failed" }
+  local reach, foreign = M.reached(eng, prober, { { target, port } })
+  reach = reach or { "exec failed" }
+  if foreign and #foreign > 0 then
+    t.diag(("%s: the probe's output held lines it did not write: %s"):format(name, table.concat(foreign, " | ")))
+  end
   local detail = table.concat(reach, " ")
   if #reach > 0 then detail = detail .. "\n" .. M.path_evidence(eng, prober, target, port) end
   t.result(#reach == 0, name, detail)

@@ -6,7 +6,8 @@
  *   GET /connect?host=H&port=P   tries a TCP connect (2 s): 200 "open" or 200 "closed <why>"
  *   /echo..., /v1/...       200 with the request head and body echoed (a fake upstream API)
  * Port from $AGENT_PORT (default 8080). Also a client mode used by reachability probes:
- *   agent connect HOST PORT [TIMEOUT_MS]   exit 0 when a TCP connection is established. */
+ *   agent connect HOST PORT [TIMEOUT_MS]   exit 0 when a TCP connection is established (the
+ *                                          socket has a peer), else 1 and why on stderr. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -40,8 +41,16 @@ static int tcp_connect(const char *host, const char *port, int timeout_ms, char 
       int n = poll(&p, 1, timeout_ms);
       int soerr = 0;
       socklen_t sl = sizeof soerr;
-      if (n == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) ok = 0;
-      else snprintf(why, whylen, "%s", n == 0 ? "timeout" : strerror(soerr ? soerr : errno));
+      struct sockaddr_storage peer;
+      socklen_t pl = sizeof peer;
+      if (n == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
+        /* writable with no error is a connection only if there is a peer: a probe that calls a
+         * stack's own report of "connected" a reach must not count one that has none */
+        if (getpeername(fd, (struct sockaddr *)&peer, &pl) == 0) ok = 0;
+        else snprintf(why, whylen, "writable without a peer: %s", strerror(errno));
+      } else {
+        snprintf(why, whylen, "%s", n == 0 ? "timeout" : strerror(soerr ? soerr : errno));
+      }
     } else {
       snprintf(why, whylen, "%s", strerror(errno));
     }
