@@ -154,14 +154,11 @@ describe("isolation self-check #docker", function()
   -- engine ID of its own (memo.engine_as), so no memo of the real engine vouches for it.
   local function lying(rewrite_net, rewrite_body)
     local proxy = memo.engine_as(eng, { ID = memo.fake_id() })
-    proxy.call = function(_, method, path, body, o)
-      if method == "POST" and path == "/networks/create" and rewrite_body then
-        body = rewrite_body(assert(core.json_decode(body))) -- the plan's finished body, as text
-      end
-      local res, err = eng:call(method, path, body, o)
-      if res and method == "GET" and path:match("^/networks/") and rewrite_net then rewrite_net(res) end
-      return res, err
-    end
+    memo.intercept(proxy, function(method, path, body) -- the plan's requests come through perform
+      if method == "POST" and path == "/networks/create" and rewrite_body then return rewrite_body(body) end
+    end, function(method, path, body)
+      if method == "GET" and path:match("^/networks/") and rewrite_net then rewrite_net(body) end
+    end)
     return proxy
   end
 
@@ -301,22 +298,19 @@ describe("isolation self-check: the memo on the engine #docker", function()
     -- options are not applied, while the inspect claims them (only the probe can tell)
     as.bridge_id = core.random_hex(32)
     local broken = memo.engine_as(eng, as)
-    local honest_call = broken.call
     local asked
-    broken.call = function(self, method, path, body, o)
+    memo.intercept(broken, function(method, path, b)
       if method == "POST" and path == "/networks/create" then
-        local b = assert(core.json_decode(body))
         asked = b.Options
         b.Options = {}
-        body = b
+        return b
       end
-      local res, e = honest_call(self, method, path, body, o)
-      if res and method == "GET" and path:find("/networks/" .. PREFIX, 1, true) == 1 then
+    end, function(method, path, res)
+      if method == "GET" and path:find("/networks/" .. PREFIX, 1, true) == 1 then
         res.Options = res.Options or {}
         for k, val in pairs(asked or {}) do res.Options[k] = val end
       end
-      return res, e
-    end
+    end)
     local before = memo.memos(eng)
     for attempt = 1, 2 do
       ok, err, ph = verify(fresh_module(), broken)

@@ -49,23 +49,31 @@ local function records(path)
   return out
 end
 
+-- The recording pass-through for one test: its socket and log. Removed after the test with the
+-- project and the memo memo_of() names, if any.
+local function recorder(name, memo_of)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -m 700 " .. h.q(dir)))
+  local sock, log = dir .. "/engine.sock", dir .. "/requests.jsonl"
+  local pid = h.sh(("python3 spec/support/recording_engine.py %s %s %s >/dev/null 2>&1 & echo $!"):format(
+    h.q(sock), h.q(ENGINE_SOCK), h.q(log))):match("%d+")
+  finally(function()
+    docker.down(name)
+    local memo = memo_of()
+    if memo then eng:call("DELETE", "/volumes/" .. memo, nil, { ok = { [404] = true } }) end
+    if pid then os.execute("kill " .. pid) end
+    os.execute("rm -rf " .. h.q(dir))
+  end)
+  for _ = 1, 100 do if io.open(sock) then break end; core.sleep(0.05) end
+  return sock, log
+end
+
 describe("sandstack.docker.plan is what start applies #docker", function()
   it("every create and connect body the engine received is the plan's body_json, byte for byte", function()
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -m 700 " .. h.q(dir)))
-    local sock, log = dir .. "/engine.sock", dir .. "/requests.jsonl"
-    local pid = h.sh(("python3 spec/support/recording_engine.py %s %s %s >/dev/null 2>&1 & echo $!"):format(
-      h.q(sock), h.q(ENGINE_SOCK), h.q(log))):match("%d+")
     local name = PREFIX .. core.random_hex(3)
     local memo -- the memo of the self-check's pass: not in the plan (its labels digest the engine's answers)
-    finally(function()
-      docker.down(name)
-      if memo then eng:call("DELETE", "/volumes/" .. memo, nil, { ok = { [404] = true } }) end
-      if pid then os.execute("kill " .. pid) end
-      os.execute("rm -rf " .. h.q(dir))
-    end)
-    for _ = 1, 100 do if io.open(sock) then break end; core.sleep(0.05) end
+    local sock, log = recorder(name, function() return memo end)
 
     local s = assert(docker.start(name, (function() local o = opts(name); o.docker_host = "unix://" .. sock; return o end)()))
     local sent = records(log)
@@ -129,6 +137,60 @@ describe("sandstack.docker.plan is what start applies #docker", function()
     assert.is_nil(next(want), "a planned request the engine never received")
     -- three networks, one volume, four containers, two connects, the check's network and probe
     assert.is_true(compared >= 12, "compared " .. compared)
+    assert.equal(0, leftovers(name))
+  end)
+
+  -- Issue 24: the plan holds every request of a start (and the handle's of a destroy); what is
+  -- made from answers is the C core's too, and is named here by what it is.
+  it("every request of a start and a destroy is one the plan holds, but the exec's and the memo's", function()
+    local name = PREFIX .. core.random_hex(3)
+    local memo
+    local sock, log = recorder(name, function() return memo end)
+    local o = opts(name)
+    o.docker_host = "unix://" .. sock
+    local s = assert(docker.start(name, o))
+    assert(s:destroy())
+    s:close()
+    local sent = records(log)
+    local plan = assert(docker.plan(name, opts(name), { api_version = eng.api_version }))
+
+    local held = {}
+    local function hold(q) held[q.method .. " " .. q.path:gsub("%?.*$", "")] = true end
+    local function hold_all(list) for _, q in ipairs(list or {}) do hold(q) end end
+    hold_all(plan.preflight)
+    hold_all(plan.networks)
+    hold_all(plan.volumes)
+    for _, c in ipairs(plan.containers) do
+      hold(c); hold(c.start); hold(c.inspect)
+      hold_all(c.connects)
+    end
+    local chk = assert(plan.isolation_check)
+    for _, k in ipairs { "network", "container", "inspect_network", "start", "inspect", "remove_container", "remove_network" } do
+      hold(chk[k])
+    end
+    hold_all(plan.removals.containers)
+    hold_all(plan.removals.rest)
+    hold_all(plan.removals.lists)
+    hold(core.engine_reads.networks) -- the subnets in use, read before any plan
+    local execs = {}
+    for _, c in ipairs(plan.containers) do execs[c.name] = true end
+    execs[chk.name] = true
+    local counted = 0
+    for _, r in ipairs(sent) do
+      local path = r.target:gsub("^/v%d+%.%d+", ""):gsub("%?.*$", "")
+      local k = r.method .. " " .. path
+      local exec_of = path:match("^/containers/([^/]+)/exec$")
+      local memo_create = path == "/volumes/create" and (assert(core.json_decode(r.body)).Labels or {})["io.sandstack.isolation"] == "verified"
+      if memo_create then memo = assert(core.json_decode(r.body)).Name end
+      if exec_of then
+        assert.truthy(execs[exec_of], "an exec in a container the plan does not have: " .. k)
+      elseif not (path:find("^/exec/[%x]+/") or memo_create or path == "/_ping" or k == "GET /version") then
+        assert.truthy(held[k], "a request the plan does not hold: " .. k)
+        counted = counted + 1
+      end
+    end
+    assert.truthy(memo, "the self-check ran and its memo was written (the network shape is this test's own)")
+    assert.is_true(counted >= 30, "compared " .. counted)
     assert.equal(0, leftovers(name))
   end)
 end)

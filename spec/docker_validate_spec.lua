@@ -720,3 +720,62 @@ describe("sandstack.docker provider fidelity (no engine)", function()
     end
   end)
 end)
+
+-- Issue 24: the bodiless requests of a start come from the plan (csrc/stack/requests.c).
+describe("the plan's bodiless requests (no engine)", function()
+  local function keyed(q) return q.method .. " " .. q.path end
+
+  it("holds one read and one pull per image, a registry's port never taken for a tag", function()
+    local p = assert(plan(opts { image = "reg.example:5000/team/agent", forwarder_image = "socat:1.7",
+      pull = "missing" }))
+    assert.equal(#p.images, #p.pulls)
+    for i, img in ipairs(p.images) do
+      assert.equal("GET /images/" .. img .. "/json", keyed(p.preflight[i]))
+      assert.same({ 404 }, p.preflight[i].ok)
+      assert.equal("POST /images/create", keyed(p.pulls[i]))
+    end
+    local q = {}
+    for i, img in ipairs(p.images) do q[img] = p.pulls[i].query end
+    assert.same({ fromImage = "reg.example:5000/team/agent", tag = "latest" }, q["reg.example:5000/team/agent"])
+    assert.same({ fromImage = "socat", tag = "1.7" }, q["socat:1.7"])
+    -- after the images: the self-check's identity when there is a check, else nothing
+    local rest = {}
+    for i = #p.images + 1, #p.preflight do rest[#rest + 1] = keyed(p.preflight[i]) end
+    if p.isolation_check then
+      assert.same({ "GET /version", "GET /info", "GET /networks/bridge", "GET /volumes" }, rest)
+    else
+      assert.same({}, rest)
+    end
+  end)
+
+  it("holds each container's start and inspect and the teardown's removals, and a record's names give the same", function()
+    local p = assert(plan(opts()))
+    for _, c in ipairs(p.containers) do
+      assert.equal("POST /containers/" .. c.name .. "/start", keyed(c.start))
+      assert.equal("GET /containers/" .. c.name .. "/json", keyed(c.inspect))
+    end
+    assert.equal(#p.containers, #p.removals.containers)
+    assert.equal(#p.networks + #p.volumes, #p.removals.rest)
+    assert.same({ force = "1", v = "1" }, p.removals.containers[1].query)
+    assert.equal(3, #p.removals.lists)
+    -- what a record keeps (names) is turned into the same requests
+    local names = { project = p.project, containers = {}, networks = {}, volumes = {} }
+    for i, c in ipairs(p.containers) do names.containers[i] = { name = c.name, service = c.service } end
+    for i, n in ipairs(p.networks) do names.networks[i] = n.name end
+    for i, v in ipairs(p.volumes) do names.volumes[i] = v.name end
+    local again = core.stack_lifecycle(names)
+    for i, c in ipairs(p.containers) do
+      assert.same(c.start, again.containers[i].start)
+      assert.same(c.inspect, again.containers[i].inspect)
+    end
+    assert.same(p.removals, again.removals)
+  end)
+
+  it("encodes a label list's filter as JSON, whatever the label holds", function()
+    local lists = core.stack_list_requests('io.sandstack.project=a"b\\c', "io.sandstack.pool=p")
+    assert.equal(3, #lists)
+    local f = assert(core.json_decode(lists[2].query.filters))
+    assert.same({ 'io.sandstack.project=a"b\\c', "io.sandstack.pool=p" }, f.label)
+    assert.equal("1", lists[1].query.all)
+  end)
+end)

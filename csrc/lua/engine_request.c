@@ -1,5 +1,7 @@
 /* One Engine request as a Lua caller writes it, read into what the transport sends:
  *   {method, path, body, opts, ok = {...}}   (perform's entries; call() makes a batch of one)
+ * or as the plan holds it (csrc/stack/requests.c, the keyed form, passed on untouched):
+ *   {method =, path =, body_json =, query =, ok = {...}, timeout =, max_bytes =}
  * The method goes upper-case; the target is the path behind the client's API version (unless it
  * carries one or is /_ping) with opts.query after it (keys sorted, values percent-encoded, a
  * table as JSON); a table body goes as JSON. The option keys are checked here, once, with the
@@ -155,6 +157,12 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
   memset(out, 0, sizeof *out);
   if (!lua_istable(L, q)) raise_at(L, ctx->level, "%s: request %d needs a method", ctx->what, (int)n);
   lua_rawgeti(L, q, 1);
+  /* keyed: the plan's own fields; its other fields (name, service, ...) are the plan's */
+  int keyed = lua_isnil(L, -1) && !ctx->call_keys;
+  if (keyed) {
+    lua_pop(L, 1);
+    lua_getfield(L, q, "method");
+  }
   if (lua_type(L, -1) != LUA_TSTRING) {
     if (ctx->call_keys) raise_at(L, ctx->level, "%s: method must be a string", ctx->what);
     raise_at(L, ctx->level, "%s: request %d needs a method", ctx->what, (int)n);
@@ -169,10 +177,14 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
   out->method = lua_tostring(L, -1);
 
   int opts = 0;
-  lua_rawgeti(L, q, 4);
-  if (!lua_isnil(L, -1)) {
-    opts = lua_gettop(L);
-    ss_check_keys_at(L, opts, ctx->call_keys ? CALL_KEYS : PERFORM_KEYS, ctx->what, ctx->level);
+  if (keyed) {
+    opts = q;
+  } else {
+    lua_rawgeti(L, q, 4);
+    if (!lua_isnil(L, -1)) {
+      opts = lua_gettop(L);
+      ss_check_keys_at(L, opts, ctx->call_keys ? CALL_KEYS : PERFORM_KEYS, ctx->what, ctx->level);
+    }
   }
   out->timeout = positive(L, opts, "timeout", ctx);
   out->max_bytes = positive(L, opts, "max_bytes", ctx);
@@ -194,7 +206,8 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
     out->ok_idx = lua_gettop(L);
   }
 
-  lua_rawgeti(L, q, 2);
+  if (keyed) lua_getfield(L, q, "path");
+  else lua_rawgeti(L, q, 2);
   if (lua_type(L, -1) != LUA_TSTRING || lua_tostring(L, -1)[0] != '/')
     raise_at(L, ctx->level, "%s: path must be a string starting with '/'", ctx->what);
   out->path = lua_tostring(L, -1);
@@ -204,7 +217,13 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
   lua_remove(L, -2); /* the query table */
   out->target = lua_tostring(L, -1);
 
-  lua_rawgeti(L, q, 3);
+  if (keyed) {
+    lua_getfield(L, q, "body_json");
+    if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
+      raise_at(L, ctx->level, "%s: body_json must be a string", ctx->what);
+  } else {
+    lua_rawgeti(L, q, 3);
+  }
   switch (lua_type(L, -1)) {
   case LUA_TNIL:
     break;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "stack/model.h"
+#include "stack/requests.h"
 #include "util/random.h"
 #include "util/version.h"
 
@@ -810,6 +811,7 @@ cJSON *ss_stack_plan_model(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_
     finish_request(cJSON_GetObjectItemCaseSensitive(chk, "network"), "/networks/create", 0);
     finish_request(cJSON_GetObjectItemCaseSensitive(chk, "container"), "/containers/create", 1);
   }
+  ss_stack_add_requests(plan);
   cJSON_free(p.creds_json);
   return plan;
 }

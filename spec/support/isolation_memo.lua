@@ -11,6 +11,12 @@ local FAKE = "sstest-iso-"
 
 function M.fake_id() return FAKE .. core.random_hex(6) end
 
+-- A request's method and path: positional {method, path, ...} or the plan's keyed form.
+function M.method_path(q)
+  if q[1] ~= nil then return q[1], q[2] end
+  return q.method, q.path
+end
+
 -- A proxy for eng whose answers to GET /info, /version and /networks/bridge carry `as`:
 -- { ID =, Version =, bridge_id =, bridge_created = }. Every other call goes to eng unchanged.
 function M.engine_as(eng, as)
@@ -31,13 +37,42 @@ function M.engine_as(eng, as)
   proxy.perform = function(_, reqs, deadline)
     local res, err = eng:perform(reqs, deadline)
     for i, q in ipairs(res and reqs or {}) do
-      if res[i].ok then rewrite(q[2], res[i].body) end
+      if res[i].ok then rewrite(select(2, M.method_path(q)), res[i].body) end
     end
     return res, err
   end
   proxy.call = function(_, method, path, body, opts)
     local res, err = eng:call(method, path, body, opts)
     if res and method == "GET" then rewrite(path, res) end
+    return res, err
+  end
+  return proxy
+end
+
+-- Wraps proxy's perform (the plan's requests come through it): on_request(method, path, body)
+-- sees each JSON body and may return another to send instead; on_answer(method, path, body)
+-- sees each successful answer's body, to change it in place.
+function M.intercept(proxy, on_request, on_answer)
+  local perform = proxy.perform
+  proxy.perform = function(self, reqs, ...)
+    local sent = {}
+    for i, q in ipairs(reqs) do
+      sent[i] = q
+      local method, path = M.method_path(q)
+      local text = q[1] ~= nil and q[3] or q.body_json
+      local body = on_request and type(text) == "string" and on_request(method, path, assert(core.json_decode(text)))
+      if body then
+        local copy = {}
+        for k, v in pairs(q) do copy[k] = v end
+        if q[1] ~= nil then copy[3] = core.json_encode(body) else copy.body_json = core.json_encode(body) end
+        sent[i] = copy
+      end
+    end
+    local res, err = perform(self, sent, ...)
+    for i, q in ipairs(res and sent or {}) do
+      local method, path = M.method_path(q)
+      if res[i].ok and on_answer then on_answer(method, path, res[i].body) end
+    end
     return res, err
   end
   return proxy

@@ -11,12 +11,6 @@ local run_ctx = require "sandstack.docker.run"
 local core = require "sandstack.core"
 A.now, A.sleep, A.cooperate, A.emit = run_ctx.now, run_ctx.sleep, run_ctx.cooperate, run_ctx.emit
 
-local function split_image(ref)
-  local name, tag = ref:match("^(.+):([%w][%w_.-]*)$")
-  if name and not tag:find("/") then return name, tag end
-  return ref, "latest"
-end
-
 local function image_error(image, detail)
   return E.new("engine", "image_missing",
     ("image %s is not on this engine and could not be pulled (%s): build or load it first "
@@ -24,24 +18,14 @@ local function image_error(image, detail)
       .. "or make its registry reachable"):format(image, detail, image), { image = image })
 end
 
-local function image_requests(plan)
-  local reqs = {}
-  for i, img in ipairs(plan.images) do reqs[i] = { "GET", "/images/" .. img .. "/json", nil, nil, ok = { [404] = true } } end
-  return reqs
-end
-
 -- The reads that precede every create, in one round: the image checks, the isolation
--- self-check's identity (its verdict's key and the memos on the engine) and /info for the
--- runtime check (the identity's, when there is one). Kept on run for the steps that use them.
+-- self-check's identity (its verdict's key and the memos on the engine) or /info for the
+-- runtime check, all held by the plan (plan.preflight: one read per image first). Kept on run
+-- for the steps that use them.
 function A.preflight(run)
   local plan = run.plan
-  local reqs = image_requests(plan)
-  local n = #reqs
-  local extra = {}
-  if plan.isolation_check then extra = require("sandstack.docker.isolation").identify_requests()
-  elseif plan.runtime then extra = { { "GET", "/info" } } end
-  for _, q in ipairs(extra) do reqs[#reqs + 1] = q end
-  local r = batch.run(run.eng, reqs, 30)
+  local r = batch.run(run.eng, plan.preflight, 30)
+  local n = #plan.images
   local function slice(i, j)
     local out = {}
     for k = i, j do out[#out + 1] = r[k] end
@@ -49,17 +33,19 @@ function A.preflight(run)
   end
   run.found_images = slice(1, n)
   if plan.isolation_check then
-    run.identity, run.info = slice(n + 1, #r), r[n + 2] -- identify_requests: /version, /info, ...
+    run.identity, run.info = slice(n + 1, #r), r[n + 2] -- the identity: /version, /info, ...
   elseif plan.runtime then
     run.info = r[n + 1]
   end
   return true
 end
 
--- Images: "missing" pulls what is absent, "always" pulls all, "never" only checks.
+-- Images: "missing" pulls what is absent, "always" pulls all, "never" only checks. Each pull is
+-- the plan's (plan.pulls, one per image).
 function A.ensure_images(run)
   local eng, plan = run.eng, run.plan
-  local found = run.found_images or batch.run(eng, image_requests(plan), 30)
+  if not run.found_images then A.preflight(run) end
+  local found = run.found_images
   local pulls, which = {}, {}
   for i, img in ipairs(plan.images) do
     local r = found[i]
@@ -67,9 +53,7 @@ function A.ensure_images(run)
     local absent = r.status == 404
     if absent and plan.pull == "never" then return nil, image_error(img, 'pull = "never"') end
     if plan.pull == "always" or absent then
-      local name, tag = split_image(img)
-      pulls[#pulls + 1] = { "POST", "/images/create", nil,
-        { query = { fromImage = name, tag = tag }, timeout = 300, max_bytes = 16 * 2 ^ 20 } }
+      pulls[#pulls + 1] = plan.pulls[i]
       which[#pulls] = img
     end
   end
@@ -97,8 +81,9 @@ local function overlap(err)
 end
 
 function A.used_subnets(eng)
-  local nets, err = eng:call("GET", "/networks")
-  if not nets then return nil, err end
+  local r = batch.run(eng, { core.engine_reads.networks }, 60)[1]
+  if not r.ok then return nil, r.err end
+  local nets = type(r.body) == "table" and r.body or {}
   local used = {}
   for _, n in ipairs(nets) do
     for _, c in ipairs((n.IPAM or {}).Config or {}) do
@@ -144,8 +129,8 @@ end
 local function container_rounds(plan)
   local creates, connects = {}, {}
   for i, c in ipairs(plan.containers) do
-    creates[i] = { c.method, c.path, c.body_json }
-    for _, cn in ipairs(c.connects) do connects[#connects + 1] = { cn.method, cn.path, cn.body_json } end
+    creates[i] = c -- the plan's finished requests, sent as they are
+    for _, cn in ipairs(c.connects) do connects[#connects + 1] = cn end
   end
   return creates, connects
 end
@@ -163,14 +148,14 @@ function A.create_networks_and_volumes(run)
     for _, n in ipairs(plan.networks) do
       for _, k in ipairs(todo) do
         if n.key == k then
-          reqs[#reqs + 1] = { n.method, n.path, n.body_json }
+          reqs[#reqs + 1] = n
           items[#reqs] = { net = n }
         end
       end
     end
     if attempt == 1 then
       for _, v in ipairs(plan.volumes) do
-        reqs[#reqs + 1] = { v.method, v.path, v.body_json }
+        reqs[#reqs + 1] = v
         items[#reqs] = { vol = v }
       end
     end

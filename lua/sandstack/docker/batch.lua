@@ -14,7 +14,8 @@ local function run_once(eng, reqs, deadline)
   return results
 end
 
-local sleep = require("sandstack.core").sleep -- no child process, no LuaSocket needed
+local core = require "sandstack.core"
+local sleep = core.sleep -- no child process, no LuaSocket needed
 
 -- Container removal is done only when the engine says 2xx or 404. Its transient answers, 409
 -- ("removal of container ... is already in progress") and 500 (a driver or mount still busy),
@@ -25,8 +26,15 @@ local sleep = require("sandstack.core").sleep -- no child process, no LuaSocket 
 local REMOVE_DELAYS = { 0.1, 0.2, 0.4, 0.8, 1, 1, 1 }
 M.REMOVE_ATTEMPTS = #REMOVE_DELAYS + 1
 
+-- A request's method and path, in either form (positional, or the plan's keyed one).
+local function method_path(q)
+  if q[1] ~= nil then return q[1], q[2] end
+  return q.method, q.path
+end
+
 local function container_removal(q)
-  return q[1] == "DELETE" and q[2]:match("^/containers/([^/?]+)$")
+  local method, path = method_path(q)
+  return method == "DELETE" and path:match("^/containers/([^/?]+)$")
 end
 
 local function transient(r) return r.status == 409 or r.status == 500 end
@@ -34,10 +42,11 @@ local function transient(r) return r.status == 409 or r.status == 500 end
 local function not_removed(q, r, attempts)
   local id = container_removal(q)
   local msg = type(r.body) == "table" and r.body.message or (type(r.body) == "string" and r.body) or ""
+  local method, path = method_path(q)
   return { ok = false, status = r.status, body = r.body,
     err = E.new("engine", nil, ("container %s could not be removed after %d attempts: %s %s"):format(
       id, attempts, tostring(r.status), msg),
-      { status = r.status, method = q[1], path = q[2], container = id, attempts = attempts }) }
+      { status = r.status, method = method, path = path, container = id, attempts = attempts }) }
 end
 
 -- reqs: list of {method, path, body, opts, ok = {[status]=true}}; returns results in order.
@@ -70,22 +79,15 @@ function M.first_error(results)
   for _, r in ipairs(results) do if not r.ok then return r.err end end
 end
 
--- Deletes objects by id or name: containers (forced, with anonymous volumes; retried on the
--- engine's transient answers, see M.run), then networks and volumes together: neither waits for
--- the other, only for the containers, so a teardown is two rounds. Whatever is refused (an
--- endpoint may outlive its container by a moment) is asked again, a few times. 404 is success.
--- objs = {containers = {...}, networks = {...}, volumes = {...}}; returns true or nil, err.
-function M.remove(eng, objs)
-  local reqs = {}
-  for i, id in ipairs(objs.containers or {}) do
-    reqs[i] = { "DELETE", "/containers/" .. id, nil, { query = { force = "1", v = "1" } }, ok = { [404] = true } }
-  end
-  local first = M.first_error(M.run(eng, reqs, 60))
-  reqs = {}
-  for _, n in ipairs(objs.networks or {}) do reqs[#reqs + 1] = { "DELETE", "/networks/" .. n, nil, nil, ok = { [404] = true } } end
-  for _, v in ipairs(objs.volumes or {}) do
-    reqs[#reqs + 1] = { "DELETE", "/volumes/" .. v, nil, { query = { force = "1" } }, ok = { [404] = true } }
-  end
+-- Sends a teardown's two rounds: the container removals (forced, with anonymous volumes;
+-- retried on the engine's transient answers, see M.run), then the network and volume removals
+-- together: neither waits for the other, only for the containers, so a teardown is two rounds.
+-- Whatever is refused (an endpoint may outlive its container by a moment) is asked again, a few
+-- times. 404 is success. The requests are the C core's (csrc/stack/requests.c): a plan's
+-- removals, or core.stack_removals of names. Returns true or nil, err.
+function M.remove_requests(eng, containers, rest)
+  local first = M.first_error(M.run(eng, containers or {}, 60))
+  local reqs = rest or {}
   for attempt = 1, 4 do
     local r = M.run(eng, reqs, 60)
     local again = {}
@@ -99,15 +101,14 @@ function M.remove(eng, objs)
   return true
 end
 
+-- Deletes objects by id or name. objs = {containers = {...}, networks = {...}, volumes = {...}}.
+function M.remove(eng, objs)
+  local r = core.stack_removals(objs)
+  return M.remove_requests(eng, r.containers, r.rest)
+end
+
 -- The three label-filtered lists (containers incl. stopped, networks, volumes) as requests,
 -- to run in one parallel batch, possibly together with other work.
-function M.list_requests(label)
-  local f = { label = { label } }
-  return {
-    { "GET", "/containers/json", nil, { query = { all = "1", filters = f } } },
-    { "GET", "/networks", nil, { query = { filters = f } } },
-    { "GET", "/volumes", nil, { query = { filters = f } } },
-  }
-end
+M.list_requests = core.stack_list_requests
 
 return M

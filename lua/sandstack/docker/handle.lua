@@ -29,23 +29,28 @@ local function added_proxy(px)
   if type(px) == "table" and px.added then return { service = px.service, added = true } end
 end
 
--- The part of a plan a handle keeps: names, order, checks; no bodies, no secrets.
-local function slim(plan)
+-- The part of a plan a handle keeps: names, order, checks and the bodiless requests of its life
+-- (each container's start and inspect, the removals); no bodies, no secrets. A record keeps the
+-- names only (requests = false): a handle rebuilt from one has the C core make its requests
+-- again (core.stack_lifecycle), so a record of any version reconnects.
+local function slim(plan, requests)
   local cs = {}
   for i, c in ipairs(plan.containers) do
     cs[i] = { service = c.service, name = c.name, depends_on = c.depends_on, healthcheck = c.healthcheck,
       check = c.check, check_timeout = c.check_timeout }
+    if requests then cs[i].start, cs[i].inspect = c.start, c.inspect end
   end
   return { project = plan.project, session_key = plan.session_key, agent_port = plan.agent_port,
     ready_path = plan.ready_path, ready_timeout = plan.ready_timeout, health_timeout = plan.health_timeout,
     capture_path = plan.capture_path, sandbox = plan.sandbox, forwarder = plan.forwarder,
     containers = cs, docker_host = plan.docker_host, timeout = plan.timeout,
     networks = names(plan.networks), volumes = names(plan.volumes), credentials = store.credentials(plan.credentials),
-    proxy = added_proxy(plan.proxy) }
+    proxy = added_proxy(plan.proxy), removals = requests and plan.removals or nil }
 end
 
 function M.new(eng, plan, hooks)
-  local self = setmetatable({ eng = eng, plan = slim(plan), hooks = hooks or {} }, Stack)
+  if not plan.removals then plan = core.stack_lifecycle(plan) end -- a record's names, without requests
+  local self = setmetatable({ eng = eng, plan = slim(plan, true), hooks = hooks or {} }, Stack)
   self.project, self.session_key = plan.project, plan.session_key
   return self
 end
@@ -84,7 +89,7 @@ function Stack:credentials()
 end
 
 function Stack:record()
-  local r = slim(self.plan)
+  local r = slim(self.plan, false)
   r.kind = "sandstack.docker"
   r.version = core.VERSION
   r.port = self.port
@@ -150,7 +155,7 @@ function Stack:status()
   local out = { port = nil, services = {} }
   local reqs = {}
   for i, c in ipairs(self.plan.containers) do
-    reqs[i] = { "GET", "/containers/" .. c.name .. "/json", nil, nil, ok = { [404] = true } }
+    reqs[i] = { method = c.inspect.method, path = c.inspect.path, ok = { 404 } } -- a missing one is reported
   end
   local results = batch.run(self.eng, reqs, 60) -- every inspect at once
   for i, c in ipairs(self.plan.containers) do
@@ -228,10 +233,7 @@ function Stack:destroy(opts)
   check_open(self)
   opts = E.check_keys(opts, DESTROY_KEYS, "destroy")
   if opts.capture and self.plan.capture_path then self:capture(opts.capture) end
-  local cs = {}
-  for i, c in ipairs(self.plan.containers) do cs[i] = c.name end
-  local ok, err = inventory.remove_project(self.eng, self.project,
-    { containers = cs, networks = self.plan.networks, volumes = self.plan.volumes })
+  local ok, err = inventory.remove_project(self.eng, self.project, self.plan.removals)
   if not ok then return nil, err end
   set_port(self, nil)
   if self.hooks.on_event then pcall(self.hooks.on_event, { phase = "destroyed", project = self.project }) end

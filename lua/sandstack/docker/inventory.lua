@@ -56,44 +56,40 @@ local function listed(results)
   return M.checked_lists(results[1].body, results[2].body, results[3].body)
 end
 
-local function union(known, found, key)
-  local seen, out = {}, {}
-  for _, n in ipairs(known or {}) do if not seen[n] then seen[n] = true; out[#out + 1] = n end end
-  for _, o in ipairs(found) do
-    local n = o[key]
-    if not seen[n] then seen[n] = true; out[#out + 1] = n end
-  end
-  return out
-end
-
 -- Removes every object labelled with the project: containers, then networks and volumes.
--- Objects the handle knows by name are deleted while the label lists are being read (the
--- deletes go first in the batch, so the engine starts on them first); whatever the lists add
--- (objects this handle did not create: a pool's marks, another process's) is removed with the
--- rest, so a teardown costs two rounds, one fewer than the shortest raw sequence.
+-- Objects the handle knows are deleted while the label lists are being read, with the plan's
+-- own removals (the deletes go first in the batch, so the engine starts on them first);
+-- whatever the lists add (objects this handle did not create: a pool's marks, another
+-- process's) is removed with the rest, so a teardown costs two rounds, one fewer than the
+-- shortest raw sequence. known: a plan's removals {containers =, rest =, lists =}, or nil.
 function M.remove_project(eng, project, known)
-  known = known or {}
-  local reqs = {}
-  local function del_container(name)
-    return { "DELETE", "/containers/" .. name, nil, { query = { force = "1", v = "1" } }, ok = { [404] = true, [409] = true } }
-  end
-  for _, n in ipairs(known.containers or {}) do reqs[#reqs + 1] = del_container(n) end
+  known = known or { containers = {}, rest = {}, lists = list_reqs(project) }
+  local reqs, names = {}, {}
+  for i, q in ipairs(known.containers) do reqs[i] = q; names[q.name] = true end
+  for _, q in ipairs(known.rest) do names[q.name] = true end
   local k = #reqs
-  for _, q in ipairs(list_reqs(project)) do reqs[#reqs + 1] = q end
+  for _, q in ipairs(known.lists) do reqs[#reqs + 1] = q end
   local r = batch.run(eng, reqs, 60)
   local objs, err = listed({ r[k + 1], r[k + 2], r[k + 3] })
   if not objs then return nil, err end
   local deleted = {}
   for i = 1, k do deleted[i] = r[i] end
   local first = batch.first_error(deleted)
-  local done, extra = {}, {}
-  for _, n in ipairs(known.containers or {}) do done[n] = true end
-  for _, c in ipairs(objs.containers) do
-    local name = (c.Names and c.Names[1] or ""):gsub("^/", "")
-    if not done[name] then extra[#extra + 1] = c.Id end
+  local extra, found = { containers = {}, networks = {}, volumes = {} }, false
+  local function add(list, name, id)
+    if not names[name] then list[#list + 1] = id or name; found = true end
   end
-  local ok, rerr = batch.remove(eng, { containers = extra, networks = union(known.networks, objs.networks, "Name"),
-    volumes = union(known.volumes, objs.volumes, "Name") })
+  for _, c in ipairs(objs.containers) do add(extra.containers, (c.Names and c.Names[1] or ""):gsub("^/", ""), c.Id) end
+  for _, n in ipairs(objs.networks) do add(extra.networks, n.Name) end
+  for _, v in ipairs(objs.volumes) do add(extra.volumes, v.Name) end
+  local containers, rest = {}, known.rest
+  if found then -- only then a removal is made from names the engine listed
+    local more = core.stack_removals(extra)
+    containers, rest = more.containers, {}
+    for _, q in ipairs(known.rest) do rest[#rest + 1] = q end
+    for _, q in ipairs(more.rest) do rest[#rest + 1] = q end
+  end
+  local ok, rerr = batch.remove_requests(eng, containers, rest)
   first = first or (not ok and rerr) or nil
   if first then return nil, first end
   return true
@@ -177,14 +173,9 @@ function M.list(opts)
   opts = check_keys(opts, LIST_KEYS, "sandstack.docker.list")
   local eng, err = engine(opts)
   if not eng then return nil, err end
-  local filters = { opts.project and (LABEL .. "=" .. opts.project) or LABEL }
-  if opts.pool then filters[#filters + 1] = POOL .. "=" .. opts.pool end
-  local f = { label = filters }
-  local r = batch.run(eng, {
-    { "GET", "/containers/json", nil, { query = { all = "1", filters = f } } },
-    { "GET", "/networks", nil, { query = { filters = f } } },
-    { "GET", "/volumes", nil, { query = { filters = f } } },
-  }, 60)
+  local project = opts.project and (LABEL .. "=" .. opts.project) or LABEL
+  local r = batch.run(eng, opts.pool and core.stack_list_requests(project, POOL .. "=" .. opts.pool)
+    or core.stack_list_requests(project), 60)
   eng:close()
   err = batch.first_error(r)
   if err then return nil, err end

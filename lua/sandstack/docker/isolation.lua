@@ -33,7 +33,6 @@ local M = {}
 M.CHECK_VERSION = "2"
 
 local INHIBIT, GATEWAY_MODE = "com.docker.network.bridge.inhibit_ipv4", "com.docker.network.bridge.gateway_mode_ipv4"
-local PROBE_PORT = 9 -- discard: nothing listens on it, so an answer is a refusal (RST) or a timeout
 
 -- The memo's labels. Not io.sandstack.project: a memo belongs to no stack, so list, reap and
 -- down leave it alone.
@@ -139,13 +138,10 @@ end
 
 -- What the key is made of and the memos on the engine: one parallel round, which the start
 -- sends together with its image checks (M.identify_requests, then M.identify).
+-- The requests are the C core's (core.engine_reads; a plan's preflight holds the same four).
 function M.identify_requests()
-  return {
-    { "GET", "/version" },
-    { "GET", "/info" },
-    { "GET", "/networks/bridge", nil, nil, ok = { [404] = true } },
-    { "GET", "/volumes", nil, { query = { filters = { label = { MEMO } } } } },
-  }
+  local R = core.engine_reads
+  return { R.version, R.info, R.bridge, R.memos }
 end
 
 -- The identity from that round's results r. -> id | nil, err
@@ -184,19 +180,19 @@ local function remember(eng, id)
   epoch_of(id)
   local labels = { [MEMO] = "verified", [MEMO_KEY] = key.key, [MEMO_EPOCH] = key.epoch, [MEMO_ENGINE] = key.engine,
     ["io.sandstack.isolation.checked"] = desc }
-  local create = { "POST", "/volumes/create", { Name = key.memo, Driver = "local", Labels = labels } }
+  local memo = core.isolation_memo_requests(labels, key.memo, stale) -- the requests, made in C
   local function created(res)
     local l = res.ok and type(res.body) == "table" and type(res.body.Labels) == "table" and res.body.Labels or {}
     return l[MEMO_KEY] == key.key
   end
-  local reqs = { create }
-  for _, name in ipairs(stale) do reqs[#reqs + 1] = { "DELETE", "/volumes/" .. name, nil, nil, ok = { [404] = true, [409] = true } } end
+  local reqs = { memo.create }
+  for _, q in ipairs(memo.stale) do reqs[#reqs + 1] = q end
   local res = batch.run(eng, reqs, 30)[1]
   if not created(res) and res.ok then
     -- the name is taken by a volume without this key (the engine answers a create of an
     -- existing name with that volume): it is not a memo of ours, it goes
-    batch.run(eng, { { "DELETE", "/volumes/" .. key.memo, nil, nil, ok = { [404] = true } } }, 30)
-    res = batch.run(eng, { create }, 30)[1]
+    batch.run(eng, { memo.replace }, 30)
+    res = batch.run(eng, { memo.create }, 30)[1]
   end
   if created(res) then return key.memo end
   return nil, res.err and res.err.message or "the memo volume was not created with its labels"
@@ -212,9 +208,15 @@ local function probe(run, id)
   local advice = product:find("Podman", 1, true) and ADVICE_PODMAN or ADVICE
   local name = check.name
   local created = {}
+  -- one step of the check: the plan's request, its answer's body or nil, err
+  local function step(q)
+    local r = eng:perform({ q }, 60)[1]
+    if r.ok then return r.body or true end
+    return nil, r.err
+  end
   local function cleanup()
-    if created.container then eng:call("DELETE", "/containers/" .. name, nil, { query = { force = "1" }, ok = { [404] = true } }) end
-    if created.network then eng:call("DELETE", "/networks/" .. name, nil, { ok = { [404] = true } }) end
+    if created.container then step(check.remove_container) end
+    if created.network then step(check.remove_network) end
   end
   local function fail(...)
     cleanup()
@@ -222,11 +224,11 @@ local function probe(run, id)
   end
 
   local net
-  net, err = eng:call(check.network.method, check.network.path, check.network.body_json)
+  net, err = step(check.network)
   if not net then return nil, err end
   created.network = true
   local info
-  info, err = eng:call("GET", "/networks/" .. name)
+  info, err = step(check.inspect_network)
   if not info then cleanup(); return nil, err end
   local opts = info.Options or {}
   if info.Internal ~= true then
@@ -244,19 +246,19 @@ local function probe(run, id)
 
   -- a probe on the network (socat: what the forwarder image must have anyway)
   local c
-  c, err = eng:call(check.container.method, check.container.path, check.container.body_json)
+  c, err = step(check.container)
   if not c then cleanup(); return nil, err end
   created.container = true
   local started
-  started, err = eng:call("POST", "/containers/" .. name .. "/start", nil, { ok = { [304] = true } })
+  started, err = step(check.start)
   if not started then cleanup(); return nil, err end
   local cinfo
-  cinfo, err = eng:call("GET", "/containers/" .. name .. "/json")
+  cinfo, err = step(check.inspect)
   if not cinfo then cleanup(); return nil, err end
   local ep = (cinfo.NetworkSettings and cinfo.NetworkSettings.Networks or {})[name] or {}
   local own = ep.IPAddress
   local route
-  route, err = eng:exec(name, { "socat", "-u", "OPEN:/proc/net/route", "STDOUT" }, { timeout = 20 })
+  route, err = eng:exec(name, check.route_argv, { timeout = 20 })
   if not route then cleanup(); return nil, err end
   -- the addresses that would carry traffic out: the network's gateway and any default route's
   -- (Engine 28 with inhibit_ipv4 gives the first container the gateway's .1: then it is the
@@ -272,7 +274,7 @@ local function probe(run, id)
   for _, gw in ipairs(routes) do add(gw) end
   for _, ip in ipairs(targets) do
     local res
-    res, err = eng:exec(name, { "socat", "-T1", "/dev/null", ("TCP:%s:%d,connect-timeout=1"):format(ip, PROBE_PORT) },
+    res, err = eng:exec(name, { "socat", "-T1", "/dev/null", ("TCP:%s:%d,connect-timeout=1"):format(ip, check.probe_port) },
       { timeout = 20 })
     if not res then cleanup(); return nil, err end
     local text = (res.stderr or "") .. (res.stdout or "")
@@ -312,11 +314,11 @@ end
 -- Removes every memo on eng (the next start there checks again): after a change the key does
 -- not see, such as a network setting changed by hand. Returns true or nil, err.
 function M.forget(eng)
-  local vols, err = eng:call("GET", "/volumes", nil, { query = { filters = { label = { MEMO } } } })
-  if not vols then return nil, err end
-  local reqs = {}
-  for _, v in ipairs(vols.Volumes or {}) do reqs[#reqs + 1] = { "DELETE", "/volumes/" .. v.Name, nil, nil, ok = { [404] = true } } end
-  err = batch.first_error(batch.run(eng, reqs, 30))
+  local r = batch.run(eng, { core.engine_reads.memos }, 30)[1]
+  if not r.ok then return nil, r.err end
+  local names = {}
+  for _, v in ipairs(type(r.body) == "table" and r.body.Volumes or {}) do names[#names + 1] = v.Name end
+  local err = batch.first_error(batch.run(eng, core.stack_removals({ volumes = names }).rest, 30))
   if err then return nil, err end
   return true
 end

@@ -9,10 +9,20 @@ local run_ctx = require "sandstack.docker.run"
 local M = {}
 local now, pause, emit = run_ctx.now, run_ctx.pause, run_ctx.emit
 
-local function inspect(eng, name)
-  return eng:call("GET", "/containers/" .. name .. "/json")
+-- A container of the plan, read with the plan's own request (csrc/stack/requests.c).
+local function inspect(eng, c)
+  local r = eng:perform({ c.inspect }, 60)[1]
+  if r.ok then return r.body end
+  return nil, r.err
 end
 M.inspect = inspect
+
+local function forwarder_of(plan)
+  local name = plan.project .. "-" .. plan.forwarder
+  for _, c in ipairs(plan.containers) do
+    if c.name == name then return c end
+  end
+end
 
 local function exited_error(c, info)
   local code = info.State and info.State.ExitCode
@@ -41,13 +51,16 @@ local function which_has(which, name)
   return false
 end
 
+-- The plan's start request, with this call's own marks (watch, pending) on a copy.
 local function start_request(c, pending)
-  return { "POST", "/containers/" .. c.name .. "/start", nil, nil, ok = { [304] = true }, pending = pending }
+  local s = c.start
+  return { method = s.method, path = s.path, ok = s.ok, pending = pending }
 end
 
 function M.start_services(run, containers)
   local eng, plan = run.eng, run.plan
-  local fw_name = plan.forwarder and plan.project .. "-" .. plan.forwarder
+  local fw = plan.forwarder and forwarder_of(plan)
+  local fw_name = fw and fw.name
   local state, started_at, inflight = {}, {}, {}
   for _, c in ipairs(containers) do state[c.service] = "pending" end
   local function deps_ready(c)
@@ -99,7 +112,7 @@ function M.start_services(run, containers)
       -- the call that settles the forwarder's start reads its published port too (read_port)
       local results, peek
       if fw_name and which_has(which, fw_name) then
-        results, peek = eng:perform(reqs, 60, { { "GET", "/containers/" .. fw_name .. "/json" } })
+        results, peek = eng:perform(reqs, 60, { fw.inspect })
         run.forwarder_info = peek and peek[1].ok and peek[1].body or nil
       else
         results = eng:perform(reqs, 60)
@@ -130,7 +143,7 @@ function M.start_services(run, containers)
           state[c.service] = "ready"; left = left - 1; progress = true
           emit(run, "healthy", c.service, { by = "probe" })
         else
-          local info, err = inspect(eng, c.name)
+          local info, err = inspect(eng, c)
           if not info then return fail(err) end
           local st = info.State or {}
           local health = st.Health and st.Health.Status
@@ -159,7 +172,7 @@ function M.read_port(run)
   for _ = 1, 50 do
     local info, err = run.forwarder_info, nil -- read with the forwarder's start, when it was
     run.forwarder_info = nil
-    if not info then info, err = inspect(run.eng, run.plan.project .. "-" .. fw) end
+    if not info then info, err = inspect(run.eng, forwarder_of(run.plan)) end
     if not info then return nil, err end
     local ports = info.NetworkSettings and info.NetworkSettings.Ports or {}
     local b = type(ports[key]) == "table" and ports[key][1]
@@ -186,7 +199,7 @@ local READY_ATTEMPT_CAP, READY_MIN_ATTEMPT, READY_MAX_BYTES, READY_PAUSE, EXIT_C
 
 local function exited_service(run)
   for _, c in ipairs(run.plan.containers) do
-    local info = inspect(run.eng, c.name)
+    local info = inspect(run.eng, c)
     local st = info and info.State and info.State.Status
     if st == "exited" or st == "dead" then return exited_error(c, info) end
   end

@@ -14,9 +14,8 @@ local M = {}
 -- The names of the runtimes the engine has registered, sorted; or nil, err. answer: the settled
 -- result of a GET /info the caller sent already (the start's preflight round), else it is asked.
 function M.registered(eng, answer)
-  local info, err
-  if answer then info, err = answer.ok and answer.body, answer.err
-  else info, err = eng:call("GET", "/info") end
+  answer = answer or eng:perform({ require("sandstack.core").engine_reads.info }, 30)[1]
+  local info, err = answer.ok and answer.body, answer.err
   if not info then return nil, err end
   if type(info) ~= "table" or (info.Runtimes ~= nil and type(info.Runtimes) ~= "table") then
     return E.fail("engine", "bad_answer", "the engine's /info has no readable Runtimes")

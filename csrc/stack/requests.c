@@ -1,0 +1,232 @@
+/* The bodiless Engine requests of a stack's life, so that the plan holds every request a start
+ * sends and Lua names none (docs/architecture.md, "the boundary"). A request object is
+ *   {method, path, query?, ok?, timeout?, max_bytes?}
+ * which the engine client reads as it is (csrc/lua/engine_request.c, the keyed form). Names in
+ * paths are validated object names and image references (csrc/stack/validate.c), safe as they
+ * are. Pure data: nothing here talks to the daemon. */
+#include <stdio.h>
+#include <string.h>
+
+#include "stack/requests.h"
+
+#define PULL_TIMEOUT_S 300
+#define PULL_MAX_BYTES (16.0 * 1024 * 1024) /* the progress stream of a pull, read for its error */
+#define CHECK_PROBE_PORT 9                  /* discard: nothing listens, an answer is a refusal */
+
+cJSON *ss_request_new(const char *method, const char *fmt, const char *a, const char *b) {
+  char path[512];
+  snprintf(path, sizeof path, fmt, a ? a : "", b ? b : "");
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "method", method);
+  cJSON_AddStringToObject(r, "path", path);
+  return r;
+}
+
+/* Statuses that count as success besides 2xx (the settle layer accepts the list form). */
+static cJSON *accepting(cJSON *r, int s1, int s2) {
+  cJSON *ok = cJSON_AddArrayToObject(r, "ok");
+  cJSON_AddItemToArray(ok, cJSON_CreateNumber(s1));
+  if (s2) cJSON_AddItemToArray(ok, cJSON_CreateNumber(s2));
+  return r;
+}
+
+static cJSON *query1(cJSON *r, const char *k1, const char *v1, const char *k2, const char *v2) {
+  cJSON *q = cJSON_AddObjectToObject(r, "query");
+  cJSON_AddStringToObject(q, k1, v1);
+  if (k2) cJSON_AddStringToObject(q, k2, v2);
+  return r;
+}
+
+/* A container goes with its anonymous volumes, forced (a running one is killed first); 404 is
+ * done; 409 and 500 (a removal in progress, a mount still busy) are asked again by the executor
+ * (docker/batch.lua), whatever the ok list says. */
+/* A removal names its object too (the engine client ignores the field): a teardown tells what
+ * it knows from what a label list adds. */
+static cJSON *named(cJSON *r, const char *name) {
+  cJSON_AddStringToObject(r, "name", name);
+  return r;
+}
+
+cJSON *ss_request_remove_container(const char *name) {
+  cJSON *r = ss_request_new("DELETE", "/containers/%s", name, NULL);
+  return named(accepting(query1(r, "force", "1", "v", "1"), 404, 0), name);
+}
+
+cJSON *ss_request_remove_network(const char *name) {
+  return named(accepting(ss_request_new("DELETE", "/networks/%s", name, NULL), 404, 0), name);
+}
+
+cJSON *ss_request_remove_volume(const char *name) {
+  cJSON *r = query1(ss_request_new("DELETE", "/volumes/%s", name, NULL), "force", "1", NULL, NULL);
+  return named(accepting(r, 404, 0), name);
+}
+
+/* An entry of a list is a name, or an object carrying one (a full plan's network). */
+static const char *entry_name(const cJSON *e) {
+  if (cJSON_IsString(e)) return e->valuestring;
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name");
+  return cJSON_IsString(n) ? n->valuestring : NULL;
+}
+
+cJSON *ss_stack_removals(const cJSON *containers, const cJSON *networks, const cJSON *volumes) {
+  cJSON *out = cJSON_CreateObject();
+  cJSON *cs = cJSON_AddArrayToObject(out, "containers"), *rest = cJSON_AddArrayToObject(out, "rest");
+  const cJSON *e;
+  cJSON_ArrayForEach(e, containers) {
+    const char *n = entry_name(e);
+    if (n) cJSON_AddItemToArray(cs, ss_request_remove_container(n));
+  }
+  cJSON_ArrayForEach(e, networks) {
+    const char *n = entry_name(e);
+    if (n) cJSON_AddItemToArray(rest, ss_request_remove_network(n));
+  }
+  cJSON_ArrayForEach(e, volumes) {
+    const char *n = entry_name(e);
+    if (n) cJSON_AddItemToArray(rest, ss_request_remove_volume(n));
+  }
+  return out;
+}
+
+cJSON *ss_stack_list_requests(const char *const *labels, int n) {
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddItemToObject(f, "label", cJSON_CreateStringArray(labels, n)); /* objects with all of them */
+  char *text = cJSON_PrintUnformatted(f); /* a CLI's project name is any text: encoded, not pasted */
+  cJSON_Delete(f);
+  const char *filters = text ? text : "{}";
+  cJSON *out = cJSON_CreateArray();
+  cJSON_AddItemToArray(out, query1(ss_request_new("GET", "/containers/json", NULL, NULL), "all", "1", "filters", filters));
+  cJSON_AddItemToArray(out, query1(ss_request_new("GET", "/networks", NULL, NULL), "filters", filters, NULL, NULL));
+  cJSON_AddItemToArray(out, query1(ss_request_new("GET", "/volumes", NULL, NULL), "filters", filters, NULL, NULL));
+  cJSON_free(text);
+  return out;
+}
+
+/* "name:tag" -> name and tag; a reference without a tag is :latest (a registry's port is not a
+ * tag: "host:5000/img"). */
+static void split_image(const char *ref, char *name, size_t nsz, char *tag, size_t tsz) {
+  const char *colon = strrchr(ref, ':');
+  if (colon && !strchr(colon, '/') && colon[1]) {
+    snprintf(name, nsz, "%.*s", (int)(colon - ref), ref);
+    snprintf(tag, tsz, "%s", colon + 1);
+  } else {
+    snprintf(name, nsz, "%s", ref);
+    snprintf(tag, tsz, "latest");
+  }
+}
+
+cJSON *ss_request_pull(const char *image) {
+  char name[400], tag[160];
+  split_image(image, name, sizeof name, tag, sizeof tag);
+  cJSON *r = query1(ss_request_new("POST", "/images/create", NULL, NULL), "fromImage", name, "tag", tag);
+  cJSON_AddNumberToObject(r, "timeout", PULL_TIMEOUT_S);
+  cJSON_AddNumberToObject(r, "max_bytes", PULL_MAX_BYTES);
+  return r;
+}
+
+/* The reads of the engine that are not about one stack: what it already uses (subnets), and
+ * what the isolation self-check's verdict is keyed on (/version, /info, the default bridge: its
+ * Id and Created mark the daemon's start) with the memos already there. */
+cJSON *ss_engine_reads(void) {
+  cJSON *out = cJSON_CreateObject();
+  cJSON_AddItemToObject(out, "networks", ss_request_new("GET", "/networks", NULL, NULL));
+  cJSON_AddItemToObject(out, "version", ss_request_new("GET", "/version", NULL, NULL));
+  cJSON_AddItemToObject(out, "info", ss_request_new("GET", "/info", NULL, NULL));
+  cJSON_AddItemToObject(out, "bridge", accepting(ss_request_new("GET", "/networks/bridge", NULL, NULL), 404, 0));
+  cJSON_AddItemToObject(out, "memos", query1(ss_request_new("GET", "/volumes", NULL, NULL), "filters",
+                                             "{\"label\":[\"" SS_ISOLATION_MEMO_LABEL "\"]}", NULL, NULL));
+  return out;
+}
+
+/* The self-check's steps after its two creates: the network read back, the probe started and
+ * inspected, its route table read, the gateways probed, and both removed again. */
+static void add_check_requests(cJSON *chk) {
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive(chk, "name");
+  if (!cJSON_IsString(n)) return;
+  const char *name = n->valuestring;
+  cJSON_AddItemToObject(chk, "inspect_network", ss_request_new("GET", "/networks/%s", name, NULL));
+  cJSON_AddItemToObject(chk, "start", accepting(ss_request_new("POST", "/containers/%s/start", name, NULL), 304, 0));
+  cJSON_AddItemToObject(chk, "inspect", ss_request_new("GET", "/containers/%s/json", name, NULL));
+  cJSON *rc = accepting(query1(ss_request_new("DELETE", "/containers/%s", name, NULL), "force", "1", NULL, NULL), 404, 0);
+  cJSON_AddItemToObject(chk, "remove_container", rc);
+  cJSON_AddItemToObject(chk, "remove_network", ss_request_remove_network(name));
+  const char *route[] = {"socat", "-u", "OPEN:/proc/net/route", "STDOUT"};
+  cJSON_AddItemToObject(chk, "route_argv", cJSON_CreateStringArray(route, 4));
+  cJSON_AddNumberToObject(chk, "probe_port", CHECK_PROBE_PORT);
+}
+
+/* What the first round of a start reads: each image, and the self-check's identity (or /info
+ * alone, for the runtime check). Their answers are sliced by position: images first. */
+static void add_preflight(cJSON *plan) {
+  cJSON *pre = cJSON_AddArrayToObject(plan, "preflight");
+  cJSON *pulls = cJSON_AddArrayToObject(plan, "pulls");
+  const cJSON *img;
+  cJSON_ArrayForEach(img, cJSON_GetObjectItemCaseSensitive(plan, "images")) {
+    if (!cJSON_IsString(img)) continue;
+    cJSON_AddItemToArray(pre, accepting(ss_request_new("GET", "/images/%s/json", img->valuestring, NULL), 404, 0));
+    cJSON_AddItemToArray(pulls, ss_request_pull(img->valuestring));
+  }
+  cJSON *reads = ss_engine_reads();
+  if (cJSON_GetObjectItemCaseSensitive(plan, "isolation_check")) {
+    const char *ids[] = {"version", "info", "bridge", "memos"};
+    for (int i = 0; i < 4; i++) cJSON_AddItemToArray(pre, cJSON_DetachItemFromObjectCaseSensitive(reads, ids[i]));
+  } else if (cJSON_GetObjectItemCaseSensitive(plan, "runtime")) {
+    cJSON_AddItemToArray(pre, cJSON_DetachItemFromObjectCaseSensitive(reads, "info"));
+  }
+  cJSON_Delete(reads);
+}
+
+void ss_stack_add_lifecycle(cJSON *plan) {
+  cJSON *c;
+  cJSON *cs = cJSON_GetObjectItemCaseSensitive(plan, "containers");
+  cJSON_ArrayForEach(c, cs) {
+    const char *name = entry_name(c);
+    if (!name || !cJSON_IsObject(c)) continue;
+    cJSON_DeleteItemFromObjectCaseSensitive(c, "start");
+    cJSON_DeleteItemFromObjectCaseSensitive(c, "inspect");
+    cJSON_AddItemToObject(c, "start", accepting(ss_request_new("POST", "/containers/%s/start", name, NULL), 304, 0));
+    cJSON_AddItemToObject(c, "inspect", ss_request_new("GET", "/containers/%s/json", name, NULL));
+  }
+  cJSON_DeleteItemFromObjectCaseSensitive(plan, "removals");
+  cJSON *rm = ss_stack_removals(cs, cJSON_GetObjectItemCaseSensitive(plan, "networks"),
+                                cJSON_GetObjectItemCaseSensitive(plan, "volumes"));
+  /* what else carries the project's label (a pool's marks, another process's objects), listed
+   * while the known removals run */
+  const cJSON *project = cJSON_GetObjectItemCaseSensitive(plan, "project");
+  if (cJSON_IsString(project)) {
+    char label[300];
+    snprintf(label, sizeof label, "io.sandstack.project=%s", project->valuestring);
+    const char *one = label;
+    cJSON_AddItemToObject(rm, "lists", ss_stack_list_requests(&one, 1));
+  }
+  cJSON_AddItemToObject(plan, "removals", rm);
+}
+
+void ss_stack_add_requests(cJSON *plan) {
+  ss_stack_add_lifecycle(plan);
+  add_preflight(plan);
+  cJSON *chk = cJSON_GetObjectItemCaseSensitive(plan, "isolation_check");
+  if (chk) add_check_requests(chk);
+}
+
+cJSON *ss_isolation_memo_requests(const cJSON *labels, const char *memo, const cJSON *stale) {
+  cJSON *out = cJSON_CreateObject();
+  cJSON *body = cJSON_CreateObject();
+  cJSON_AddStringToObject(body, "Name", memo);
+  cJSON_AddStringToObject(body, "Driver", "local");
+  cJSON_AddItemToObject(body, "Labels", cJSON_Duplicate(labels, 1));
+  cJSON *create = ss_request_new("POST", "/volumes/create", NULL, NULL);
+  char *text = cJSON_PrintUnformatted(body);
+  cJSON_AddStringToObject(create, "body_json", text ? text : "{}");
+  cJSON_free(text);
+  cJSON_Delete(body);
+  cJSON_AddItemToObject(out, "create", create);
+  /* a volume of that name without the key is not a memo of ours: removed before a second create */
+  cJSON_AddItemToObject(out, "replace", accepting(ss_request_new("DELETE", "/volumes/%s", memo, NULL), 404, 0));
+  cJSON *gone = cJSON_AddArrayToObject(out, "stale");
+  const cJSON *s;
+  cJSON_ArrayForEach(s, stale) {
+    if (!cJSON_IsString(s)) continue;
+    cJSON_AddItemToArray(gone, accepting(ss_request_new("DELETE", "/volumes/%s", s->valuestring, NULL), 404, 409));
+  }
+  return out;
+}
