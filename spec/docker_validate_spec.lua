@@ -779,3 +779,26 @@ describe("the plan's bodiless requests (no engine)", function()
     assert.equal("1", lists[1].query.all)
   end)
 end)
+
+describe("a teardown against a scripted engine (no engine)", function()
+  local scripted = require "spec.support.scripted_engine"
+  local inventory = require "sandstack.docker.inventory"
+
+  -- A labelled volume that shares a known network's name (a user volume keyed "sbx" is
+  -- <project>-sbx, as the sandbox network is) is another object: the destroy removes it too.
+  it("removes what the label lists add, kind by kind, even under a known object's name", function()
+    local p = assert(plan(opts { volumes = { { name = "w" } } }))
+    local log = {}
+    local e = scripted.with({})
+    function e:request(m, path)
+      log[#log + 1] = m .. " " .. path
+      if m == "GET" and path == "/volumes" then return 200, { Volumes = { { Name = p.project .. "-sbx" } } } end
+      if m == "GET" then return 200, {} end
+      return 204
+    end
+    assert(inventory.remove_project(e, p.project, p.removals))
+    local sent = table.concat(log, "\n") .. "\n"
+    assert.truthy(sent:find("DELETE /volumes/" .. p.project .. "-sbx\n", 1, true), sent)
+    assert.truthy(sent:find("DELETE /networks/" .. p.project .. "-sbx\n", 1, true), sent)
+  end)
+end)

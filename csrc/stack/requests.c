@@ -40,25 +40,27 @@ static cJSON *query1(cJSON *r, const char *k1, const char *v1, const char *k2, c
 /* A container goes with its anonymous volumes, forced (a running one is killed first); 404 is
  * done; 409 and 500 (a removal in progress, a mount still busy) are asked again by the executor
  * (docker/batch.lua), whatever the ok list says. */
-/* A removal names its object too (the engine client ignores the field): a teardown tells what
- * it knows from what a label list adds. */
-static cJSON *named(cJSON *r, const char *name) {
+/* A removal names its object and its kind too (the engine client ignores both): a teardown
+ * tells what it knows from what a label list adds, kind by kind (a volume may share a network's
+ * name). */
+static cJSON *named(cJSON *r, const char *kind, const char *name) {
+  cJSON_AddStringToObject(r, "kind", kind);
   cJSON_AddStringToObject(r, "name", name);
   return r;
 }
 
 cJSON *ss_request_remove_container(const char *name) {
   cJSON *r = ss_request_new("DELETE", "/containers/%s", name, NULL);
-  return named(accepting(query1(r, "force", "1", "v", "1"), 404, 0), name);
+  return named(accepting(query1(r, "force", "1", "v", "1"), 404, 0), "container", name);
 }
 
 cJSON *ss_request_remove_network(const char *name) {
-  return named(accepting(ss_request_new("DELETE", "/networks/%s", name, NULL), 404, 0), name);
+  return named(accepting(ss_request_new("DELETE", "/networks/%s", name, NULL), 404, 0), "network", name);
 }
 
 cJSON *ss_request_remove_volume(const char *name) {
   cJSON *r = query1(ss_request_new("DELETE", "/volumes/%s", name, NULL), "force", "1", NULL, NULL);
-  return named(accepting(r, 404, 0), name);
+  return named(accepting(r, 404, 0), "volume", name);
 }
 
 /* An entry of a list is a name, or an object carrying one (a full plan's network). */

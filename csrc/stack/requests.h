@@ -15,7 +15,8 @@ cJSON *ss_request_remove_network(const char *name);
 cJSON *ss_request_remove_volume(const char *name);
 cJSON *ss_request_pull(const char *image);
 
-/* {containers = [removals], rest = [network and volume removals]}: the two rounds of a
+/* {containers = [removals], rest = [network and volume removals]}, each removal with its kind
+ * and name: the two rounds of a
  * teardown. Each list holds names or objects with a "name". */
 cJSON *ss_stack_removals(const cJSON *containers, const cJSON *networks, const cJSON *volumes);
 

@@ -64,9 +64,9 @@ end
 -- shortest raw sequence. known: a plan's removals {containers =, rest =, lists =}, or nil.
 function M.remove_project(eng, project, known)
   known = known or { containers = {}, rest = {}, lists = list_reqs(project) }
-  local reqs, names = {}, {}
-  for i, q in ipairs(known.containers) do reqs[i] = q; names[q.name] = true end
-  for _, q in ipairs(known.rest) do names[q.name] = true end
+  local reqs, names = {}, { container = {}, network = {}, volume = {} }
+  for i, q in ipairs(known.containers) do reqs[i] = q; names.container[q.name] = true end
+  for _, q in ipairs(known.rest) do names[q.kind][q.name] = true end
   local k = #reqs
   for _, q in ipairs(known.lists) do reqs[#reqs + 1] = q end
   local r = batch.run(eng, reqs, 60)
@@ -76,12 +76,14 @@ function M.remove_project(eng, project, known)
   for i = 1, k do deleted[i] = r[i] end
   local first = batch.first_error(deleted)
   local extra, found = { containers = {}, networks = {}, volumes = {} }, false
-  local function add(list, name, id)
-    if not names[name] then list[#list + 1] = id or name; found = true end
+  local function add(kind, list, name, id)
+    if not names[kind][name] then list[#list + 1] = id or name; found = true end
   end
-  for _, c in ipairs(objs.containers) do add(extra.containers, (c.Names and c.Names[1] or ""):gsub("^/", ""), c.Id) end
-  for _, n in ipairs(objs.networks) do add(extra.networks, n.Name) end
-  for _, v in ipairs(objs.volumes) do add(extra.volumes, v.Name) end
+  for _, c in ipairs(objs.containers) do
+    add("container", extra.containers, (c.Names and c.Names[1] or ""):gsub("^/", ""), c.Id)
+  end
+  for _, n in ipairs(objs.networks) do add("network", extra.networks, n.Name) end
+  for _, v in ipairs(objs.volumes) do add("volume", extra.volumes, v.Name) end
   local containers, rest = {}, known.rest
   if found then -- only then a removal is made from names the engine listed
     local more = core.stack_removals(extra)
