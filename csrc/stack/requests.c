@@ -13,9 +13,10 @@
 #define PULL_MAX_BYTES (16.0 * 1024 * 1024) /* the progress stream of a pull, read for its error */
 #define CHECK_PROBE_PORT 9                  /* discard: nothing listens, an answer is a refusal */
 
-cJSON *ss_request_new(const char *method, const char *fmt, const char *a, const char *b) {
+/* method and a path made of fmt with at most one name. */
+static cJSON *request(const char *method, const char *fmt, const char *name) {
   char path[512];
-  snprintf(path, sizeof path, fmt, a ? a : "", b ? b : "");
+  snprintf(path, sizeof path, fmt, name ? name : "");
   cJSON *r = cJSON_CreateObject();
   cJSON_AddStringToObject(r, "method", method);
   cJSON_AddStringToObject(r, "path", path);
@@ -37,9 +38,6 @@ static cJSON *query1(cJSON *r, const char *k1, const char *v1, const char *k2, c
   return r;
 }
 
-/* A container goes with its anonymous volumes, forced (a running one is killed first); 404 is
- * done; 409 and 500 (a removal in progress, a mount still busy) are asked again by the executor
- * (docker/batch.lua), whatever the ok list says. */
 /* A removal names its object and its kind too (the engine client ignores both): a teardown
  * tells what it knows from what a label list adds, kind by kind (a volume may share a network's
  * name). */
@@ -49,17 +47,20 @@ static cJSON *named(cJSON *r, const char *kind, const char *name) {
   return r;
 }
 
-cJSON *ss_request_remove_container(const char *name) {
-  cJSON *r = ss_request_new("DELETE", "/containers/%s", name, NULL);
+/* A container goes with its anonymous volumes, forced (a running one is killed first); 404 is
+ * done; 409 and 500 (a removal in progress, a mount still busy) are asked again by the executor
+ * (docker/batch.lua), whatever the ok list says. */
+static cJSON *remove_container(const char *name) {
+  cJSON *r = request("DELETE", "/containers/%s", name);
   return named(accepting(query1(r, "force", "1", "v", "1"), 404, 0), "container", name);
 }
 
-cJSON *ss_request_remove_network(const char *name) {
-  return named(accepting(ss_request_new("DELETE", "/networks/%s", name, NULL), 404, 0), "network", name);
+static cJSON *remove_network(const char *name) {
+  return named(accepting(request("DELETE", "/networks/%s", name), 404, 0), "network", name);
 }
 
-cJSON *ss_request_remove_volume(const char *name) {
-  cJSON *r = query1(ss_request_new("DELETE", "/volumes/%s", name, NULL), "force", "1", NULL, NULL);
+static cJSON *remove_volume(const char *name) {
+  cJSON *r = query1(request("DELETE", "/volumes/%s", name), "force", "1", NULL, NULL);
   return named(accepting(r, 404, 0), "volume", name);
 }
 
@@ -76,15 +77,15 @@ cJSON *ss_stack_removals(const cJSON *containers, const cJSON *networks, const c
   const cJSON *e;
   cJSON_ArrayForEach(e, containers) {
     const char *n = entry_name(e);
-    if (n) cJSON_AddItemToArray(cs, ss_request_remove_container(n));
+    if (n) cJSON_AddItemToArray(cs, remove_container(n));
   }
   cJSON_ArrayForEach(e, networks) {
     const char *n = entry_name(e);
-    if (n) cJSON_AddItemToArray(rest, ss_request_remove_network(n));
+    if (n) cJSON_AddItemToArray(rest, remove_network(n));
   }
   cJSON_ArrayForEach(e, volumes) {
     const char *n = entry_name(e);
-    if (n) cJSON_AddItemToArray(rest, ss_request_remove_volume(n));
+    if (n) cJSON_AddItemToArray(rest, remove_volume(n));
   }
   return out;
 }
@@ -96,9 +97,9 @@ cJSON *ss_stack_list_requests(const char *const *labels, int n) {
   cJSON_Delete(f);
   const char *filters = text ? text : "{}";
   cJSON *out = cJSON_CreateArray();
-  cJSON_AddItemToArray(out, query1(ss_request_new("GET", "/containers/json", NULL, NULL), "all", "1", "filters", filters));
-  cJSON_AddItemToArray(out, query1(ss_request_new("GET", "/networks", NULL, NULL), "filters", filters, NULL, NULL));
-  cJSON_AddItemToArray(out, query1(ss_request_new("GET", "/volumes", NULL, NULL), "filters", filters, NULL, NULL));
+  cJSON_AddItemToArray(out, query1(request("GET", "/containers/json", NULL), "all", "1", "filters", filters));
+  cJSON_AddItemToArray(out, query1(request("GET", "/networks", NULL), "filters", filters, NULL, NULL));
+  cJSON_AddItemToArray(out, query1(request("GET", "/volumes", NULL), "filters", filters, NULL, NULL));
   cJSON_free(text);
   return out;
 }
@@ -116,10 +117,10 @@ static void split_image(const char *ref, char *name, size_t nsz, char *tag, size
   }
 }
 
-cJSON *ss_request_pull(const char *image) {
+static cJSON *pull(const char *image) {
   char name[400], tag[160];
   split_image(image, name, sizeof name, tag, sizeof tag);
-  cJSON *r = query1(ss_request_new("POST", "/images/create", NULL, NULL), "fromImage", name, "tag", tag);
+  cJSON *r = query1(request("POST", "/images/create", NULL), "fromImage", name, "tag", tag);
   cJSON_AddNumberToObject(r, "timeout", PULL_TIMEOUT_S);
   cJSON_AddNumberToObject(r, "max_bytes", PULL_MAX_BYTES);
   return r;
@@ -130,11 +131,11 @@ cJSON *ss_request_pull(const char *image) {
  * Id and Created mark the daemon's start) with the memos already there. */
 cJSON *ss_engine_reads(void) {
   cJSON *out = cJSON_CreateObject();
-  cJSON_AddItemToObject(out, "networks", ss_request_new("GET", "/networks", NULL, NULL));
-  cJSON_AddItemToObject(out, "version", ss_request_new("GET", "/version", NULL, NULL));
-  cJSON_AddItemToObject(out, "info", ss_request_new("GET", "/info", NULL, NULL));
-  cJSON_AddItemToObject(out, "bridge", accepting(ss_request_new("GET", "/networks/bridge", NULL, NULL), 404, 0));
-  cJSON_AddItemToObject(out, "memos", query1(ss_request_new("GET", "/volumes", NULL, NULL), "filters",
+  cJSON_AddItemToObject(out, "networks", request("GET", "/networks", NULL));
+  cJSON_AddItemToObject(out, "version", request("GET", "/version", NULL));
+  cJSON_AddItemToObject(out, "info", request("GET", "/info", NULL));
+  cJSON_AddItemToObject(out, "bridge", accepting(request("GET", "/networks/bridge", NULL), 404, 0));
+  cJSON_AddItemToObject(out, "memos", query1(request("GET", "/volumes", NULL), "filters",
                                              "{\"label\":[\"" SS_ISOLATION_MEMO_LABEL "\"]}", NULL, NULL));
   return out;
 }
@@ -145,12 +146,12 @@ static void add_check_requests(cJSON *chk) {
   const cJSON *n = cJSON_GetObjectItemCaseSensitive(chk, "name");
   if (!cJSON_IsString(n)) return;
   const char *name = n->valuestring;
-  cJSON_AddItemToObject(chk, "inspect_network", ss_request_new("GET", "/networks/%s", name, NULL));
-  cJSON_AddItemToObject(chk, "start", accepting(ss_request_new("POST", "/containers/%s/start", name, NULL), 304, 0));
-  cJSON_AddItemToObject(chk, "inspect", ss_request_new("GET", "/containers/%s/json", name, NULL));
-  cJSON *rc = accepting(query1(ss_request_new("DELETE", "/containers/%s", name, NULL), "force", "1", NULL, NULL), 404, 0);
+  cJSON_AddItemToObject(chk, "inspect_network", request("GET", "/networks/%s", name));
+  cJSON_AddItemToObject(chk, "start", accepting(request("POST", "/containers/%s/start", name), 304, 0));
+  cJSON_AddItemToObject(chk, "inspect", request("GET", "/containers/%s/json", name));
+  cJSON *rc = accepting(query1(request("DELETE", "/containers/%s", name), "force", "1", NULL, NULL), 404, 0);
   cJSON_AddItemToObject(chk, "remove_container", rc);
-  cJSON_AddItemToObject(chk, "remove_network", ss_request_remove_network(name));
+  cJSON_AddItemToObject(chk, "remove_network", remove_network(name));
   const char *route[] = {"socat", "-u", "OPEN:/proc/net/route", "STDOUT"};
   cJSON_AddItemToObject(chk, "route_argv", cJSON_CreateStringArray(route, 4));
   cJSON_AddNumberToObject(chk, "probe_port", CHECK_PROBE_PORT);
@@ -164,8 +165,8 @@ static void add_preflight(cJSON *plan) {
   const cJSON *img;
   cJSON_ArrayForEach(img, cJSON_GetObjectItemCaseSensitive(plan, "images")) {
     if (!cJSON_IsString(img)) continue;
-    cJSON_AddItemToArray(pre, accepting(ss_request_new("GET", "/images/%s/json", img->valuestring, NULL), 404, 0));
-    cJSON_AddItemToArray(pulls, ss_request_pull(img->valuestring));
+    cJSON_AddItemToArray(pre, accepting(request("GET", "/images/%s/json", img->valuestring), 404, 0));
+    cJSON_AddItemToArray(pulls, pull(img->valuestring));
   }
   cJSON *reads = ss_engine_reads();
   if (cJSON_GetObjectItemCaseSensitive(plan, "isolation_check")) {
@@ -185,8 +186,8 @@ void ss_stack_add_lifecycle(cJSON *plan) {
     if (!name || !cJSON_IsObject(c)) continue;
     cJSON_DeleteItemFromObjectCaseSensitive(c, "start");
     cJSON_DeleteItemFromObjectCaseSensitive(c, "inspect");
-    cJSON_AddItemToObject(c, "start", accepting(ss_request_new("POST", "/containers/%s/start", name, NULL), 304, 0));
-    cJSON_AddItemToObject(c, "inspect", ss_request_new("GET", "/containers/%s/json", name, NULL));
+    cJSON_AddItemToObject(c, "start", accepting(request("POST", "/containers/%s/start", name), 304, 0));
+    cJSON_AddItemToObject(c, "inspect", request("GET", "/containers/%s/json", name));
   }
   cJSON_DeleteItemFromObjectCaseSensitive(plan, "removals");
   cJSON *rm = ss_stack_removals(cs, cJSON_GetObjectItemCaseSensitive(plan, "networks"),
@@ -216,19 +217,19 @@ cJSON *ss_isolation_memo_requests(const cJSON *labels, const char *memo, const c
   cJSON_AddStringToObject(body, "Name", memo);
   cJSON_AddStringToObject(body, "Driver", "local");
   cJSON_AddItemToObject(body, "Labels", cJSON_Duplicate(labels, 1));
-  cJSON *create = ss_request_new("POST", "/volumes/create", NULL, NULL);
+  cJSON *create = request("POST", "/volumes/create", NULL);
   char *text = cJSON_PrintUnformatted(body);
   cJSON_AddStringToObject(create, "body_json", text ? text : "{}");
   cJSON_free(text);
   cJSON_Delete(body);
   cJSON_AddItemToObject(out, "create", create);
   /* a volume of that name without the key is not a memo of ours: removed before a second create */
-  cJSON_AddItemToObject(out, "replace", accepting(ss_request_new("DELETE", "/volumes/%s", memo, NULL), 404, 0));
+  cJSON_AddItemToObject(out, "replace", accepting(request("DELETE", "/volumes/%s", memo), 404, 0));
   cJSON *gone = cJSON_AddArrayToObject(out, "stale");
   const cJSON *s;
   cJSON_ArrayForEach(s, stale) {
     if (!cJSON_IsString(s)) continue;
-    cJSON_AddItemToArray(gone, accepting(ss_request_new("DELETE", "/volumes/%s", s->valuestring, NULL), 404, 409));
+    cJSON_AddItemToArray(gone, accepting(request("DELETE", "/volumes/%s", s->valuestring), 404, 409));
   }
   return out;
 }

@@ -8,13 +8,6 @@
 /* The label of the isolation self-check's memo volumes (docker/isolation.lua). */
 #define SS_ISOLATION_MEMO_LABEL "io.sandstack.isolation"
 
-/* method and a path made of fmt with up to two strings. */
-cJSON *ss_request_new(const char *method, const char *fmt, const char *a, const char *b);
-cJSON *ss_request_remove_container(const char *name);
-cJSON *ss_request_remove_network(const char *name);
-cJSON *ss_request_remove_volume(const char *name);
-cJSON *ss_request_pull(const char *image);
-
 /* {containers = [removals], rest = [network and volume removals]}, each removal with its kind
  * and name: the two rounds of a
  * teardown. Each list holds names or objects with a "name". */
