@@ -21,8 +21,7 @@
  * magic link to the open file itself. Linux has no other form (openat(pfd, "", ...) does not
  * take AT_EMPTY_PATH; open_by_handle_at needs CAP_DAC_READ_SEARCH and filesystem support), and
  * opening the path again, as an older fallback did, lets a FIFO or device node swapped in after
- * the check be opened, its driver's open run, before any comparison can refuse it (issue 11,
- * item 10). So without procfs the plane refuses to read (io/no_procfs) rather than re-resolve.
+ * the check be opened, its driver's open run, before any comparison can refuse it. So without procfs the plane refuses to read (io/no_procfs) rather than re-resolve.
  * The inode comparison after the open stays as a guard against a /proc that is not procfs. */
 static int reopen(const fp_path *path, int pfd, const struct stat *st, ss_error *e) {
   char proc[64];

@@ -1,4 +1,4 @@
-/* libFuzzer target for the ORDER of events on one sandstack-proxy connection (issue 23): the
+/* libFuzzer target for the ORDER of events on one sandstack-proxy connection: the
  * parser targets feed bytes; this one feeds time. The proxy's own connection code (conn.c,
  * tunnel.c, forward.c, credential.c, inspect.c, relay.c, dial.c, tls.c, listener.c...) runs
  * unchanged over an in-memory libuv and a scripted libcurl (csrc/fuzz/events/mem_uv.c,
@@ -23,9 +23,9 @@
  *
  * Checks, beyond ASan/UBSan/LSan and mem_uv's libuv rules:
  *  - nothing reaches the destination before an "allow" decision, and no refused request ever;
- *  - each request on an inspected connection (it may carry several, issue 25) arrives with
- *    exactly the request line the client sent inside TLS for it, in order (issue 23 item 1 sent
- *    one built from freed memory), which the policy admits when judged here from the client's
+ *  - each request on an inspected connection (it may carry several) arrives with
+ *    exactly the request line the client sent inside TLS for it, in order (a buffer that
+ *    grows under the request line must not leave a line built from freed memory), which the policy admits when judged here from the client's
  *    bytes; its body is the client's, within its own framing (Content-Length, or the chunked
  *    coding as read here); no token; a second request only after the destination sent a whole
  *    response to the first that allows reuse (judged here, independently of the proxy's
@@ -296,8 +296,8 @@ static size_t reusable_responses(const char *p, size_t n, const int *heads, size
  * request line, which the policy admits when judged here from those bytes; no token; a body
  * that is the client's and within its own framing (what follows it in the destination's
  * stream is the next request, checked the same way); and a request after the first only once
- * the destination had answered the one before in a way that allows reuse. Issue 23 item 1
- * failed the first check: the line came from freed memory. */
+ * the destination had answered the one before in a way that allows reuse. The first check is
+ * the one a request line sent from freed memory fails. */
 static void check_inspected(run *r) {
   const pbuf *got = &r->origin.plain_in, *sent = &r->client_plain;
   if (!got->n) return;
@@ -678,7 +678,7 @@ static void setup_once(void) {
   setenv("SANDSTACK_PROXY_MAX_HEADER_BYTES", "4096", 1);
   setenv("SANDSTACK_PROXY_MAX_REQUEST_LINE", "1024", 1);
   setenv("SANDSTACK_PROXY_DRAIN_TIMEOUT_MS", "1000", 1);
-  /* a raw rule (issue 23 item 2) where the policy language has it; the plain host:port otherwise */
+  /* a raw rule where the policy language has it; the plain host:port otherwise */
   static const char *const RAW_RULES[] = {"{\"host\":\"raw.test\",\"port\":22,\"raw\":true}", "\"raw.test:22\""};
   char why[512];
   for (size_t i = 0; i < 2; i++) {

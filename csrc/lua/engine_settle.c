@@ -1,4 +1,4 @@
-/* The one place an Engine answer is settled (issue 24): what perform, call and the stack
+/* The one place an Engine answer is settled: what perform, call and the stack
  * executor's steps all return, {ok=, status=, body=, err=}. A 2xx, or a status the request
  * accepts (its ok table: {[304] = true} or the list form {304, 404}), is ok; any other status is
  * the engine's error, named after the status; a transfer that failed keeps the transport's

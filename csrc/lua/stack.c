@@ -278,11 +278,26 @@ static int l_stack_pick_subnet(lua_State *L) {
   return 1;
 }
 
+/* core.stack_option_keys(level) -> { name, ... }: the names the validator accepts at that level
+ * of a start's options (stack.h); raises for an unknown level. */
+static int l_stack_option_keys(lua_State *L) {
+  const char *level = luaL_checkstring(L, 1);
+  const char *const *keys = ss_stack_option_keys(level);
+  if (!keys) return luaL_argerror(L, 1, "no such level of the start options");
+  lua_newtable(L);
+  for (int i = 0; keys[i]; i++) {
+    lua_pushstring(L, keys[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
 void sandstack_open_stack(lua_State *L) {
   static const luaL_Reg methods[] = {{"plan", m_plan}, {"close", m_close}, {NULL, NULL}};
   ss_define_class(L, STACK_MODEL_MT, methods, m_close);
   static const luaL_Reg fns[] = {{"stack_model", l_stack_model},
                                  {"stack_pick_subnet", l_stack_pick_subnet},
+                                 {"stack_option_keys", l_stack_option_keys},
                                  {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }

@@ -1,6 +1,6 @@
 #ifndef SANDSTACK_PROXY_CA_H
 #define SANDSTACK_PROXY_CA_H
-/* The stack's inspection CA (issue 15). The proxy makes it at start, in its own memory: the
+/* The stack's inspection CA. The proxy makes it at start, in its own memory: the
  * private key is never written anywhere, so it cannot leave the proxy's container and dies
  * with the process. Only the certificate is written (ca_write_files), for the sandbox to trust.
  * The certificate is short-lived and carries X.509 name constraints that permit exactly the

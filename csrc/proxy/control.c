@@ -1,4 +1,4 @@
-/* The control socket (issue 25): how the host changes a running proxy's policy. It is a unix
+/* The control socket: how the host changes a running proxy's policy. It is a unix
  * socket on no TCP port and on no volume, so nothing in the sandbox (another container, another
  * network namespace, another mount namespace) can name it. SANDSTACK_CONTROL_SOCKET names it:
  * "@name" (the image's default, @sandstack-control) is the abstract namespace, which belongs to

@@ -1,6 +1,6 @@
 #ifndef SANDSTACK_PROXY_CREDENTIALS_H
 #define SANDSTACK_PROXY_CREDENTIALS_H
-/* Credentials for any host (issue 25; docs/proxy.md "Credentials for any host"). The sandbox
+/* Credentials for any host (docs/proxy.md "Credentials for any host"). The sandbox
  * holds a placeholder per credential; only the proxy holds the secret. On an inspected request
  * it has admitted for the credential's host and port, the proxy puts the secret where the
  * credential names (a header, a query parameter, Basic auth, a path prefix), in place of the
@@ -52,7 +52,7 @@ int creds_add_legacy(proxy_creds *t, const char *host, int port, const char *sec
 void creds_free(proxy_creds *t);
 /* The table a live set-credentials sends (docs/proxy.md "Policy changed live"): the
  * SANDSTACK_CREDENTIALS array, in which one entry may be {"name":"ANTHROPIC_API_KEY","secret":KEY}
- * and nothing more: the credential route's model key, replaced live (issue 26). Any other entry of
+ * and nothing more: the credential route's model key, replaced live. Any other entry of
  * that name, a second one, or a key that is not CREDS_SECRET_MIN..MAX characters of visible
  * ASCII is refused. The rest is creds_parse's. On success *model_key is a copy of the key, or NULL
  * when the table names none; the caller zeroes and frees it. NULL with a reason in why (never

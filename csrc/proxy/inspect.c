@@ -1,10 +1,10 @@
-/* Inspected CONNECT tunnels (issue 15). When the policy's rule for the CONNECT host names
+/* Inspected CONNECT tunnels. When the policy's rule for the CONNECT host names
  * methods or paths, the proxy terminates the sandbox's TLS with a leaf for that host signed by
  * the stack CA, reads the HTTP/1.1 request, checks its method and path with the same matcher
  * as plain HTTP, and re-originates an admitted request over its own TLS connection to the
  * real host (the pinned address dial.c checked), verifying that host's certificate. A refusal
  * is the usual JSON 403, inside the TLS session; a certificate the proxy will not trust is a
- * JSON 502 naming why. A connection carries several requests (issue 25), one at a time: a
+ * JSON 502 naming why. A connection carries several requests, one at a time: a
  * request's body goes out exactly as framed (Content-Length, or chunked and validated as it
  * streams, http_chunked.h); what the client sends behind it is held, unchecked and unsent,
  * until the origin's response has ended (framed by http_response.h); only then is the next
@@ -53,7 +53,7 @@ struct inspect_session {
   /* The request head, decrypted. Once ir_read has parsed it (IN_HEAD ends), `req` points into
    * these bytes: from then on they are frozen, never grown, moved or written, until
    * send_request has built the outbound head from them and frees them. So the bytes the
-   * policy checked and the bytes sent on are the same memory (issue 23: growing this buffer
+   * policy checked and the bytes sent on are the same memory (growing this buffer
    * for body bytes once moved it under `req`, and the head sent on was read from freed memory). */
   ss_buf plain; /* at most max_head + PLAIN_CHUNK (more is not read: the parser answers 431) */
   size_t scanned;
@@ -233,7 +233,7 @@ static void decide(proxy_conn *c) {
   ss_policy_check(c->srv->policy, c->host, strlen(c->host), c->method, strlen(c->method), r->path, r->path_len,
                   c->port, &v);
   if (!v.admitted) return reply_refused(c, &v);
-  const char *why; /* Host and an absolute-form authority must name the CONNECT host (issue 23) */
+  const char *why; /* Host and an absolute-form authority must name the CONNECT host */
   int refused = ir_host_refusal(r, c->host, c->port, &why);
   if (refused) {
     c->decision = refused == 421 ? "misdirected" : "bad_request";

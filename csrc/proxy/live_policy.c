@@ -1,4 +1,4 @@
-/* The policy in force, replaced live (issue 25). The loop is single-threaded and every decision
+/* The policy in force, replaced live. The loop is single-threaded and every decision
  * reads srv->policy once, synchronously, so a swap between two callbacks judges each request
  * wholly by the old policy or wholly by the new one. One check comes later than its decision:
  * the address exception after a CONNECT's or a forward's name is resolved (dial.c). For it, the

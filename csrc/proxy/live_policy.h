@@ -1,6 +1,6 @@
 #ifndef SANDSTACK_PROXY_LIVE_POLICY_H
 #define SANDSTACK_PROXY_LIVE_POLICY_H
-/* The swappable policy (live_policy.c, issue 25). */
+/* The swappable policy (live_policy.c). */
 #include <stddef.h>
 
 #include "policy/policy.h"

@@ -26,7 +26,7 @@ typedef struct proxy_server {
   proxy_conn *conns; /* every live connection (the drain walks it) */
   curl_loop *curl;
   proxy_tls *tls; /* OpenSSL contexts and the inspection CA (tls.h) */
-  /* The egress policy in force (issue 25: replaced live through the control socket, control.c).
+  /* The egress policy in force (replaced live through the control socket, control.c).
    * Every decision reads it once, synchronously on the loop, so a request is judged wholly by
    * one policy; cfg->policy stays the start policy (the inspection CA was made from it). */
   ss_policy *policy;

@@ -1,6 +1,6 @@
 #ifndef SANDSTACK_PROXY_TLS_H
 #define SANDSTACK_PROXY_TLS_H
-/* TLS for inspected connections (issue 15), with OpenSSL over memory BIOs: the proxy feeds the
+/* TLS for inspected connections, with OpenSSL over memory BIOs: the proxy feeds the
  * ciphertext libuv read into an endpoint and writes out what the endpoint produced, so OpenSSL
  * never touches a socket and never blocks the loop. Two contexts per proxy:
  *   serve:  facing the sandbox, with a leaf for the CONNECT host signed by the stack CA, and

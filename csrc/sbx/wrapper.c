@@ -7,8 +7,7 @@
 #include "util/base64.h"
 
 /* The wrapper. Everything that may be secret (workspace, mount, cwd, env, argv) arrives on
- * stdin, never on sbx's command line, which every local user reads in /proc/PID/cmdline (issue
- * 11, item 8); stdin is then /dev/null for the command, as before. Each value is a line "x" +
+ * stdin, never on sbx's command line, which every local user reads in /proc/PID/cmdline; stdin is then /dev/null for the command, as before. Each value is a line "x" +
  * base64 (the x keeps an empty value a non-empty line); "--" separates env from argv and "." ends
  * the input, so a cut stream never runs a partial command (exit 126).
  *

@@ -1,4 +1,4 @@
-/* Credentials for any host (issue 25), the stack's part: the `credentials` option checked, each
+/* Credentials for any host, the stack's part: the `credentials` option checked, each
  * credential's placeholder minted, and the two places it goes in the plan. The sandbox gets
  * NAME=<placeholder>; only the added proxy gets the secret, in SANDSTACK_CREDENTIALS (the JSON
  * of docs/proxy.md), and puts it in the named place on a request it inspected and admitted for
@@ -17,6 +17,8 @@
 static const char *const CRED_KEYS[] = {"name", "host", "port", "header", "format", "query",
                                         "basic", "path", "secret", NULL};
 static const char *const PLACEMENTS[] = {"header", "query", "basic", "path", NULL};
+
+const char *const *ss_stack_credential_keys(void) { return CRED_KEYS; }
 /* The variables sandstack itself sets in the sandbox: a credential of the same name would be
  * replaced by sandstack's value, or replace it. */
 static const char *const RESERVED_NAMES[] = {"AGENT_PORT", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY",

@@ -1,4 +1,4 @@
-/* TLS inspection in a Docker stack (issue 15): which stacks need the inspection CA, the options
+/* TLS inspection in a Docker stack: which stacks need the inspection CA, the options
  * that shape it, and the refusals that keep a policy from being silently weakened.
  *
  * The proxy sandstack adds terminates TLS for hosts whose rule names methods or paths, with a

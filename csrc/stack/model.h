@@ -76,7 +76,7 @@ typedef struct ss_stack_model {
 #define SS_DEFAULT_PROXY_IMAGE "sandstack/proxy:" SANDSTACK_VERSION
 #define SS_DEFAULT_FORWARDER_IMAGE "sandstack/socat:" SANDSTACK_VERSION
 
-/* TLS inspection (issue 15, inspect.c). The added proxy makes the stack's CA in its own memory
+/* TLS inspection (inspect.c). The added proxy makes the stack's CA in its own memory
  * and publishes only certificates into a per-stack volume: read-write in the proxy, read-only in
  * the sandbox, whose TLS clients are pointed at the bundle by these variables. */
 #define SS_CA_VOLUME_KEY "ca" /* the volume is <project>-ca */

@@ -46,6 +46,13 @@ cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err);
  * it is not a valid policy. */
 char *ss_stack_egress_policy(const cJSON *opts, ss_error *err);
 
+/* The option names one level of a start's options accepts, NULL-ended: "start" (the top level),
+ * "service", "mount" (a service's volume), "volume", "ready", "network", "credential"; NULL for
+ * another level. The validator refuses every other name; the reference is checked against these
+ * (spec/docs_api_spec.lua), so a new option cannot go undocumented. */
+const char *const *ss_stack_option_keys(const char *level);
+const char *const *ss_stack_credential_keys(void);
+
 /* API version "1.41" -> 141 (major*100+minor); -1 when unparsable. */
 int ss_stack_api_number(const char *v);
 

@@ -27,6 +27,18 @@ static const char *const READY_KEYS[] = {"test", "interval", "timeout", "retries
                                          "start_period", NULL};
 static const char *const NETWORK_KEYS[] = {"internal", "driver", "options", NULL};
 
+const char *const *ss_stack_option_keys(const char *level) {
+  static const struct {
+    const char *level;
+    const char *const *keys;
+  } LEVELS[] = {{"start", TOP_KEYS},  {"service", SERVICE_KEYS}, {"mount", MOUNT_KEYS},
+                {"volume", VOLUME_KEYS}, {"ready", READY_KEYS},   {"network", NETWORK_KEYS}};
+  for (size_t i = 0; i < sizeof LEVELS / sizeof LEVELS[0]; i++)
+    if (strcmp(LEVELS[i].level, level) == 0) return LEVELS[i].keys;
+  if (strcmp(level, "credential") == 0) return ss_stack_credential_keys();
+  return NULL;
+}
+
 int ss_is_list(const cJSON *v) {
   return cJSON_IsArray(v) || (cJSON_IsObject(v) && v->child == NULL);
 }

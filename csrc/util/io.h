@@ -1,6 +1,6 @@
 #ifndef SANDSTACK_UTIL_IO_H
 #define SANDSTACK_UTIL_IO_H
-/* Plain descriptor I/O shared by the core and sandstack-proxy (issue 24: one home for what was
+/* Plain descriptor I/O shared by the core and sandstack-proxy (one home for what was
  * written five times). */
 #include <stddef.h>
 

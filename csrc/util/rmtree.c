@@ -1,4 +1,4 @@
-/* rm -rf that a guest cannot redirect (issue 11, item 3).
+/* rm -rf that a guest cannot redirect.
  *
  * The workspace being removed is writable by the guest, which may still run, or have left a
  * process behind, and rename directories or swap symlinks in while we delete. nftw (the old

@@ -350,7 +350,7 @@ function M.run(opts)
     o.standin_ok = down ~= nil
   end
   local stack
-  -- opts.start: another way to obtain the reference stack (a warm pool's acquire, issue 16)
+  -- opts.start: another way to obtain the reference stack (a warm pool's acquire)
   local started
   started, stack, err = pcall(opts.start or sandstack.docker.start, o.project, M.stack_opts(o))
   if not started then -- a raise must not leave the stand-in behind

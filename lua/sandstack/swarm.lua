@@ -1,4 +1,4 @@
--- sandstack.swarm: per-session stacks on a Docker Swarm cluster (issue 27, docs/scale-out.md).
+-- sandstack.swarm: per-session stacks on a Docker Swarm cluster (docs/scale-out.md).
 -- The same options as sandstack.docker.start, validated and planned by the same C core; Swarm's
 -- scheduler places each session (sandstack counts nothing and spreads nothing), all of a
 -- session's containers stay on the node Swarm chose, and the manager's labels are the only

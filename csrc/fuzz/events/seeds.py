@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of fuzz_proxy_events (csrc/fuzz/corpus/fuzz_proxy_events/): each route
-walked to its end, and the reproductions of the review in issue 23 as event sequences.
+walked to its end, and reproductions of the proxy bugs this target exists for, as event sequences.
 
     python3 csrc/fuzz/events/seeds.py [OUT_DIR]
 
@@ -80,7 +80,7 @@ TLS_EXCHANGE = (NEXT + client_send() + upstream_send() + NEXT + client_send() + 
                 + UPSTREAM_EOF + upstream_send() + NEXT + client_send() + CLIENT_EOF + client_send() + NEXT + TIMER)
 
 SEEDS = {
-    # issue 23 item 1: the inspected request's head and body records in ONE read while the origin's
+    # the inspected request's head and body records in ONE read while the origin's
     # handshake is pending; the origin's flight comes after: the head goes out from a grown buffer
     "review1_uaf_head_body_one_read": seed(
         T_INSPECT_POST, 5, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), client_tls(S100), client_tls(),
@@ -132,7 +132,7 @@ SEEDS = {
         T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
         tls_client(b"GET /v1/x HTTP/1.1\r\nHost: api.test\r\nX-HTTP-Method-Override: DELETE\r\n\r\n"), client_send(),
         upstream_send(), NEXT, TIMER),
-    # issue 25: keep-alive. Each request is checked on its own, and only after the answer to the one before
+    # keep-alive. Each request is checked on its own, and only after the answer to the one before
     # ended in a way that allows another (the destination's answers here are the seed's own)
     "inspect_keepalive_pipelined": seed(
         T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
@@ -211,7 +211,7 @@ SEEDS = {
     "drain_on_sigterm_mid_tunnel": seed(
         T_TUNNEL, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), SIGTERM, client_send(),
         NEXT, TIMER, TIMER),
-    # issue 23 item 2: a CONNECT to a host rule without a port, on a non-TLS port, carrying plain
+    # a CONNECT to a host rule without a port, on a non-TLS port, carrying plain
     # HTTP for another Host, then a pipelined request
     "review2_connect_port80_plain_http": seed(
         T_SCRIPT, 0, 0,
@@ -219,7 +219,7 @@ SEEDS = {
                    b"GET /2 HTTP/1.1\r\nHost: evil.test\r\n\r\n"),
         client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), raw_upstream(b"HTTP/1.1 200 OK\r\n\r\n"),
         upstream_send(), NEXT, TIMER),
-    # item 3: a ClientHello with an encrypted_client_hello (0xfe0d) or ESNI (0xffce) extension
+    # a ClientHello with an encrypted_client_hello (0xfe0d) or ESNI (0xffce) extension
     "review3_ech": seed(
         T_SCRIPT, 0, 0,
         raw_client(b"CONNECT tunnel.test:443 HTTP/1.1\r\n" + AUTH + b"\r\n"
@@ -232,13 +232,13 @@ SEEDS = {
                    + client_hello("tunnel.test", ext(0xffce, b"\x13\x01" + b"\x00\x1d" + b"\x00\x04abcd" + b"\x00\x08"
                                                        + b"12345678"))),
         client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), NEXT, TIMER),
-    # item 4: a warning alert record before the ClientHello, off port 443
+    # a warning alert record before the ClientHello, off port 443
     "review4_alert_before_hello": seed(
         T_SCRIPT, 0, 0,
         raw_client(b"CONNECT open.test:8443 HTTP/1.1\r\n" + AUTH + b"\r\n" + b"\x15\x03\x03\x00\x02\x01\x00"
                    + client_hello("elsewhere.test")),
         client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), client_send(), NEXT, TIMER),
-    # item 5: method and URL override headers on a forwarded request
+    # method and URL override headers on a forwarded request
     "review5_override_headers": seed(
         T_SCRIPT, 0, 0,
         raw_client(b"POST http://plain.test/up HTTP/1.1\r\nHost: plain.test\r\n" + AUTH
@@ -246,7 +246,7 @@ SEEDS = {
                    b"Content-Length: 2\r\n\r\nhi"),
         client_send(), RESOLVE, CONNECT_OK, NEXT, raw_upstream(b"HTTP/1.1 204 No Content\r\n\r\n"), upstream_send(),
         UPSTREAM_EOF, upstream_send(), NEXT, TIMER),
-    # item 6: the session token in a header NAME on the credential route
+    # the session token in a header NAME on the credential route
     "review6_token_in_header_name": seed(
         T_SCRIPT, 0, 0,
         raw_client(b"POST /v1/messages HTTP/1.1\r\nHost: sandstack\r\nx-api-key: " + TOKEN + b"\r\nX-" + TOKEN

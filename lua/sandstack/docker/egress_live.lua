@@ -1,4 +1,4 @@
--- A running stack's egress, changed live (issue 25; internal to sandstack.docker, the handle's
+-- A running stack's egress, changed live (internal to sandstack.docker, the handle's
 -- set_egress, egress and set_credentials). The added proxy listens on a control socket of its
 -- own container's, an abstract unix name (docs/proxy.md, "Policy changed live"), which nothing in the sandbox
 -- can reach; the host reaches it by an Engine exec of `sandstack-proxy --control VERB` in that
@@ -101,7 +101,7 @@ local function refuse(i, field, message)
   return E.fail("compose", "invalid_option", "set_credentials: " .. option .. " " .. message, { option = option })
 end
 
--- The credential route's model key (issue 26): { name = "ANTHROPIC_API_KEY", secret = KEY } in the
+-- The credential route's model key: { name = "ANTHROPIC_API_KEY", secret = KEY } in the
 -- list, nothing else in that entry. Its placeholder is the session token the sandbox holds, so
 -- the key may have any length the proxy takes (16 to 4096 characters of visible ASCII). Returns
 -- the entry as the proxy takes it, nil when i is not the model key's, or nil, err.

@@ -273,7 +273,7 @@ function Stack:set_credentials(list)
   return live.set_credentials(self, list)
 end
 
--- The credential route's model key, replaced live (issue 26); the other credentials stay.
+-- The credential route's model key, replaced live; the other credentials stay.
 function Stack:set_model_key(key)
   check_open(self)
   return live.set_model_key(self, key)

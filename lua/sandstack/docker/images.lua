@@ -1,4 +1,4 @@
--- The images a stack uses by default, built on this machine with no registry (issue 14):
+-- The images a stack uses by default, built on this machine with no registry:
 --   sandstack/proxy:<version>  the sandstack-proxy binary (csrc/proxy) and the shared libraries
 --                              it loads, a CA bundle for the upstream, nsswitch (files first, so
 --                              ExtraHosts names resolve), user nobody

@@ -113,7 +113,7 @@ function M.mark(eng, role, project, pool, session_key, image)
   return nil, r.err
 end
 
--- The claim of an idle pooled stack by acquire (issue 26): its ready mark renamed from
+-- The claim of an idle pooled stack by acquire: its ready mark renamed from
 -- <project>-ready to <project>-claim, the one name every claimant asks for. The engine takes the
 -- container's lock, refuses a rename to the name a container already holds (400) and a name
 -- another container holds (409), and a second claimant that looks the mark up after the first

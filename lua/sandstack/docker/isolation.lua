@@ -1,4 +1,4 @@
--- Isolation is verified, not assumed (issue 10). Before the first stack on an engine, sandstack
+-- Isolation is verified, not assumed. Before the first stack on an engine, sandstack
 -- checks there that the mechanism it relies on works: a network made with the sandbox network's
 -- own options must report them back, and a probe container on it must find nothing answering
 -- on the network's gateway address or its default route's gateway. Engines differ here (Podman
@@ -7,7 +7,7 @@
 -- suggests.
 --
 -- The check costs a network, a container and two or three execs (~2.5 s), so a pass is
--- remembered ON THE ENGINE, where every process finds it (issue 24): a volume, created by the
+-- remembered ON THE ENGINE, where every process finds it: a volume, created by the
 -- host after the pass, whose name and labels carry the digest of everything the verdict is
 -- about (memo_key below). The sandbox cannot make one (it has no Engine API), and a volume whose
 -- labels do not carry the current digest is not trusted. What changes the digest, and so runs

@@ -1,10 +1,10 @@
--- sandstack.docker.pool: warm pools (issue 16). A pooled stack is a normal stack, started by
+-- sandstack.docker.pool: warm pools. A pooled stack is a normal stack, started by
 -- the normal start path (same plan, isolation self-check, readiness) ahead of time, labelled
 -- io.sandstack.pool=<name>, and handed to exactly one session. Everything the pool knows lives in
 -- the engine's labels, so pools of the same name in several processes share their idle stacks:
 --   <project>-ready  a created, never started container: the filler's mark that the stack passed
 --                    readiness (an unmarked stack is starting, or half-made by a dead filler)
---   <project>-claim  the ready mark renamed by acquire (issue 26: one engine round trip; the
+--   <project>-claim  the ready mark renamed by acquire (one engine round trip; the
 --                    engine lets exactly one rename to this name succeed, whatever process it runs
 --                    in), with a volume <project>-claim naming the session; or, for a cold start
 --                    and for reap, a container created under that name (a second create is 409)
@@ -20,7 +20,7 @@ Pool.__index = Pool
 local KEYS = { name = true, size = true, max = true, stack = true, on_event = true, concurrency = true }
 local DEFAULT_CONCURRENCY, MAX_CONCURRENCY = 4, 16
 -- Overrides an acquire accepts: callbacks, which are not part of any create body, and the
--- session's egress_policy and credentials, applied live to the claimed stack's proxy (issue 26;
+-- session's egress_policy and credentials, applied live to the claimed stack's proxy (its
 -- credentials fill the pool's slots, pool_slots.lua). Anything else
 -- (env, image, limits...) would need another create body than the pooled stack was made with.
 local ACQUIRE_OVERRIDES = { on_event = true, req_adapter = true, egress_policy = true, credentials = true,
@@ -363,7 +363,7 @@ local function settle_submitted(eng, id, deadline)
 end
 
 -- The session's own egress policy, credentials and model key, into the claimed stack's running
--- proxy (issue 26): the policy first, since a credential's host must be one the policy in force
+-- proxy: the policy first, since a credential's host must be one the policy in force
 -- admits; then the session's model key (a warm stack waited with a throwaway one): beside its
 -- credentials in one set_credentials, or alone by set_model_key when it brings none. A cold
 -- start of a pool with credential slots starts like a pooled stack, with the session's model
@@ -525,7 +525,7 @@ function Pool:acquire_many(keys, overrides)
   return out
 end
 
--- Keeping the pool full (issue 26): pool:serve{ target_idle =, max =, interval =, concurrency = }
+-- Keeping the pool full: pool:serve{ target_idle =, max =, interval =, concurrency = }
 -- returns the pool's server. One tick is one pass: the pool's list, the stacks failing their
 -- re-check replaced (claimed and removed, and half-made ones whose filler died), then starts up
 -- to target_idle idle stacks (idle and starting count, across processes), never more than max in

@@ -1,4 +1,4 @@
--- Credential slots of a warm pool (issue 26; internal to sandstack.docker.pool). A pool's stack
+-- Credential slots of a warm pool (internal to sandstack.docker.pool). A pool's stack
 -- options may declare credentials without secrets: { name =, host =, port =, <placement>,
 -- length = N }. Each pooled stack then starts with a throwaway secret of N random characters per
 -- slot, which nobody knows and no request can carry out while the stack waits: after readiness
@@ -97,7 +97,7 @@ function M.merge(prepared, list)
   return out
 end
 
--- A pool's model key (issue 26). With the proxy sandstack adds (an egress_policy, no
+-- A pool's model key. With the proxy sandstack adds (an egress_policy, no
 -- proxy_service) the sandbox holds only its session token and the proxy the key, which a claim
 -- replaces live: so a pooled stack starts with a throwaway key, random and worth nothing, and the
 -- operator's stays with the pool. Returns the operator's key (stack_opts.api_key is then the

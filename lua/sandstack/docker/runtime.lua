@@ -1,4 +1,4 @@
--- The `runtime` hardening option (issue 18): every container of a stack runs under one engine
+-- The `runtime` hardening option: every container of a stack runs under one engine
 -- runtime, such as gVisor's "runsc". The C core checks the name's shape and puts
 -- HostConfig.Runtime on every container of the plan; whether the engine knows the name is only
 -- the engine's to say, so it is asked here, from GET /info's `Runtimes`, before the first

@@ -1,0 +1,251 @@
+-- The reference (docs/api/*.md) is held to the code both ways: every option name a validator
+-- accepts is documented, and every documented name is accepted. The names are read from the
+-- validators themselves, never from a copy:
+--   - the start options' C validator (csrc/stack/validate.c) through core.stack_option_keys;
+--   - every Lua options check, which goes through core.check_keys: the spec wraps it, calls the
+--     function, and the wrapper hands back the set it was given (and stops the call there).
+--
+-- A documented options table is the markdown table right after a marker line
+--   <!-- api: ID -->
+-- whose first column holds the option names in backquotes (`name`, or `a`, `b` in one row).
+-- To document a new function or method: write its section with the marker and the table, and
+-- add one line to SECTIONS below saying how to reach its options check. The spec fails for a
+-- marker without a line here, and for a line here without a marker.
+local core = require "sandstack.core"
+
+-- The wrapper must be in place before any module captures core.check_keys (sandstack.error
+-- copies it when first loaded), so the modules are loaded afresh after it.
+local real_check_keys = core.check_keys
+local probing, seen = nil, nil
+local STOP = setmetatable({}, { __tostring = function() return "options check reached" end })
+core.check_keys = function(opts, allowed, what)
+  if probing then
+    probing.n = probing.n - 1
+    if probing.n == 0 then
+      seen = allowed
+      error(STOP, 0)
+    end
+  end
+  return real_check_keys(opts, allowed, what)
+end
+for name in pairs(package.loaded) do
+  if name:match("^sandstack") and name ~= "sandstack.core" then package.loaded[name] = nil end
+end
+local sandstack = require "sandstack"
+local h = require "helpers"
+
+local function sorted_keys(set)
+  local keys = {}
+  for k in pairs(set) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+-- The key set the nth (default first) options check reached by f(made) was given, sorted;
+-- made is what make() returns, called before the probing starts (an object to call a method on).
+local function probe(f, nth, make)
+  return function()
+    local made = make and make()
+    probing, seen = { n = nth or 1 }, nil
+    local ok, err = pcall(f, made)
+    probing = nil
+    if ok or err ~= STOP then error("the call reached no options check: " .. tostring(err), 0) end
+    return sorted_keys(seen)
+  end
+end
+
+local function stack_level(level)
+  return function()
+    local keys = core.stack_option_keys(level)
+    table.sort(keys)
+    return keys
+  end
+end
+
+-- A method table from the upvalue of a module function that builds its objects.
+local function class_of(fn, name)
+  for i = 1, 200 do
+    local n, v = debug.getupvalue(fn, i)
+    if n == nil then break end
+    if n == name then return v end
+  end
+  error("no upvalue " .. name)
+end
+
+-- The keys of a set named `name` among the upvalues of fn, or of a function among them (a
+-- validator that checks its keys itself rather than through core.check_keys).
+local function upvalue_keys(fn, name)
+  local function find(f, depth)
+    for i = 1, 200 do
+      local n, v = debug.getupvalue(f, i)
+      if n == nil then break end
+      if n == name and type(v) == "table" then return v end
+      if depth > 0 and type(v) == "function" then
+        local t = find(v, depth - 1)
+        if t then return t end
+      end
+    end
+  end
+  return function()
+    return sorted_keys(assert(find(fn, 2), "no upvalue " .. name))
+  end
+end
+
+local function docker_stack()
+  local cls = class_of(require("sandstack.docker.handle").new, "Stack")
+  return setmetatable({ eng = {}, plan = {}, hooks = {} }, cls)
+end
+
+local function docker_pool()
+  return assert(sandstack.docker.pool { name = "docs-probe", stack = { agent_port = 8080, image = "x" } })
+end
+
+local function sbx_box()
+  return require("sandstack.sbx.box").new({})
+end
+
+local function engine_method(part, name)
+  return function(...)
+    local fake = { _h = {}, _subs = {}, _failed = {}, _pending = 0, timeout = 1, api_version = "1.41" }
+    return require("sandstack.engine." .. part).methods[name](fake, ...)
+  end
+end
+
+local SECTIONS = {
+  -- sandstack.docker (docs/api/docker.md)
+  ["sandstack.docker.start"] = stack_level("start"),
+  ["sandstack.docker.start services"] = stack_level("service"),
+  ["sandstack.docker.start services volumes"] = stack_level("mount"),
+  ["sandstack.docker.start volumes"] = stack_level("volume"),
+  ["sandstack.docker.start ready"] = stack_level("ready"),
+  ["sandstack.docker.start network"] = stack_level("network"),
+  ["sandstack.docker.start credentials"] = stack_level("credential"),
+  ["sandstack.docker.reconnect"] = probe(function() sandstack.docker.reconnect({ project = "p" }, {}) end),
+  ["sandstack.docker.list"] = probe(function() sandstack.docker.list {} end),
+  ["sandstack.docker.reap"] = probe(function() sandstack.docker.reap {} end),
+  ["sandstack.docker.down"] = probe(function() sandstack.docker.down("p", {}) end),
+  ["sandstack.docker.build_images"] = probe(function() sandstack.docker.build_images {} end),
+  ["sandstack.docker.pool"] = probe(function() sandstack.docker.pool { name = "p", stack = {} } end),
+  ["pool:fill"] = probe(function(pool) pool:fill {} end, 1, docker_pool),
+  ["pool:serve"] = probe(function(pool) pool:serve {} end, 1, docker_pool),
+  ["stack:stop"] = probe(function() docker_stack():stop {} end),
+  ["stack:start"] = probe(function() docker_stack():start {} end),
+  ["stack:restart"] = probe(function() docker_stack():restart {} end),
+  ["stack:capture"] = probe(function() docker_stack():capture("/nonexistent", {}) end),
+  ["stack:destroy"] = probe(function() docker_stack():destroy {} end),
+  -- sandstack.engine (docs/api/engine.md)
+  ["sandstack.engine"] = probe(function() sandstack.engine {} end),
+  ["sandstack.engine tls"] = probe(function() sandstack.engine { tls = {} } end, 2),
+  ["eng:request"] = probe(function() engine_method("requests", "request")("GET", "/x", nil, {}) end),
+  ["eng:call"] = probe(function() engine_method("requests", "call")("GET", "/x", nil, { headers = {} }) end),
+  ["eng:submit"] = probe(function() engine_method("requests", "submit")("GET", "/x", nil, { headers = {} }) end),
+  ["eng:download"] = probe(function() engine_method("stream", "download")("/x", "/nonexistent", {}) end),
+  ["eng:events"] = probe(function() engine_method("stream", "events")({}) end),
+  -- sandstack.sbx (docs/api/sbx.md)
+  ["sandstack.sbx.backend"] = probe(function() sandstack.sbx.backend {} end),
+  ["backend:acquire"] = upvalue_keys(class_of(sandstack.sbx.backend, "Backend").acquire, "acquire_keys"),
+  ["box:exec"] = probe(function() sbx_box():exec({ "true" }, {}) end),
+  ["box:remove"] = probe(function() sbx_box():remove("x", {}) end),
+  ["box:reclaim"] = probe(function() sbx_box():reclaim("x", {}) end),
+  -- sandstack.swarm (docs/api/swarm.md): start takes sandstack.docker.start's options and these
+  ["sandstack.swarm.start"] = upvalue_keys(require("sandstack.swarm.start").start, "SWARM_KEYS"),
+  ["sandstack.swarm.reconnect"] = probe(function() sandstack.swarm.reconnect({ project = "p", kind = "sandstack.swarm" }, {}) end),
+  ["sandstack.swarm.list"] = probe(function() sandstack.swarm.list {} end),
+  ["sandstack.swarm.reap"] = probe(function() sandstack.swarm.reap {} end),
+}
+
+local function read(path) return assert(h.read_file(path)) end
+
+-- { id = { file =, line =, keys = {sorted} } } from the markers of every docs/api/*.md.
+local function documented()
+  local out = {}
+  local p = assert(io.popen("ls docs/api/*.md 2>/dev/null"))
+  for file in p:lines() do
+    local lines = {}
+    for l in (read(file) .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = l end
+    for i, l in ipairs(lines) do
+      local id = l:match("^<!%-%-%s*api:%s*(.-)%s*%-%->%s*$")
+      if id then
+        assert(not out[id], file .. ":" .. i .. ": marker " .. id .. " appears twice")
+        local keys, j = {}, i + 1
+        while lines[j] and lines[j]:match("^%s*$") do j = j + 1 end
+        local row = 0
+        while lines[j] and lines[j]:match("^|") do
+          row = row + 1
+          local first = lines[j]:match("^|([^|]*)|")
+          if row > 2 and first then -- after the header and its separator
+            for name in first:gmatch("`([^`]+)`") do keys[#keys + 1] = name end
+          end
+          j = j + 1
+        end
+        table.sort(keys)
+        out[id] = { file = file, line = i, keys = keys }
+      end
+    end
+  end
+  p:close()
+  return out
+end
+
+local function diff(a, b)
+  local set, out = {}, {}
+  for _, k in ipairs(b) do set[k] = true end
+  for _, k in ipairs(a) do
+    if not set[k] then out[#out + 1] = k end
+  end
+  return out
+end
+
+describe("the reference in docs/api", function()
+  local docs = documented()
+
+  it("has a section for every options check the spec knows, and no other", function()
+    local missing, unknown = {}, {}
+    for id in pairs(SECTIONS) do
+      if not docs[id] then missing[#missing + 1] = id end
+    end
+    for id, d in pairs(docs) do
+      if not SECTIONS[id] then unknown[#unknown + 1] = ("%s (%s:%d)"):format(id, d.file, d.line) end
+    end
+    table.sort(missing)
+    table.sort(unknown)
+    assert(#missing == 0, "sections the reference lacks (add <!-- api: ID --> and its table): " ..
+      table.concat(missing, ", "))
+    assert(#unknown == 0, "markers the spec cannot check (add a line to SECTIONS): " .. table.concat(unknown, ", "))
+  end)
+
+  local ids = {}
+  for id in pairs(SECTIONS) do ids[#ids + 1] = id end
+  table.sort(ids)
+  for _, id in ipairs(ids) do
+    it("documents exactly the options " .. id .. " accepts", function()
+      local d = docs[id]
+      assert(d, "no section " .. id)
+      local code = SECTIONS[id]()
+      local undocumented, unaccepted = diff(code, d.keys), diff(d.keys, code)
+      assert(#undocumented == 0, ("%s:%d: accepted by the code, not documented: %s"):format(d.file, d.line,
+        table.concat(undocumented, ", ")))
+      assert(#unaccepted == 0, ("%s:%d: documented, not accepted by the code: %s"):format(d.file, d.line,
+        table.concat(unaccepted, ", ")))
+    end)
+  end
+
+  it("names only functions the module has", function()
+    local p = assert(io.popen("ls docs/api/*.md"))
+    local bad = {}
+    for file in p:lines() do
+      for name in read(file):gmatch("\n#+ `sandstack%.([%w_%.]+)") do
+        local v = sandstack
+        for part in name:gmatch("[^%.]+") do v = type(v) == "table" and v[part] or nil end
+        if v == nil then bad[#bad + 1] = file .. ": sandstack." .. name end
+      end
+    end
+    p:close()
+    assert(#bad == 0, "no such function: " .. table.concat(bad, ", "))
+  end)
+
+  it("fails for an option the code accepts but the reference lacks", function()
+    -- the comparison itself, on a deliberately short documented list
+    assert.same({ "timeout" }, diff({ "docker_host", "timeout" }, { "docker_host" }))
+  end)
+end)
