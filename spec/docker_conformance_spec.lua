@@ -27,7 +27,7 @@ describe("sandstack.conformance #docker", function()
     -- the stand-in needs root; the test machines are root, so nothing else may be skipped here
     if conformance.is_root() then assert.equal(0, skipped, text) end
     -- no probe passes by aiming at a stack container: on Engine 28 the sbx gateway address is
-    -- one (measured: docs/engines.md), so that probe must say so rather than report the host
+    -- one (measured: docs/results/engines.md), so that probe must say so rather than report the host
     -- unreachable there; every host-address probe came with a control that reached it
     local gateway
     for _, r in ipairs(results) do if r.name:find("sbx gateway", 1, true) then gateway = r end end

@@ -13,7 +13,7 @@
 #                       pass, the engine facts
 # Every nested engine's host resolver is 127.0.0.1 in its namespace (nested-engine.sh), so the
 # specs run with SANDSTACK_TEST_ENGINE_RESOLVER=127.0.0.1 (spec/docker_dns_spec.lua).
-# Then the engine x fact table and the results go to docs/engines.md (full matrix only).
+# Then the engine x fact table and the results go to docs/results/engines.md (full matrix only).
 # Knobs: SANDSTACK_ENGINES="docker26 docker28 podman" (a subset writes no doc unless
 # SANDSTACK_ENGINES_DOC=FILE), SANDSTACK_ENGINES_BUILD=build (the module build to load),
 # SANDSTACK_ENGINES_LUA=./lua (the Lua tree the refusal, conform and facts runs load),
@@ -29,7 +29,7 @@ ne="bash $top/spec/support/nested-engine.sh"
 if [ "$engines" = none ]; then echo "1..0 # SKIP SANDSTACK_ENGINES=none"; exit 0; fi
 if [ "$(id -u)" != 0 ]; then echo "1..0 # SKIP the nested engines need root"; exit 0; fi
 doc=${SANDSTACK_ENGINES_DOC:-}
-[ -z "$doc" ] && [ "$engines" = "$default_engines" ] && doc=$top/docs/engines.md
+[ -z "$doc" ] && [ "$engines" = "$default_engines" ] && doc=$top/docs/results/engines.md
 logdir=${SANDSTACK_ENGINES_LOG:-$(mktemp -d /tmp/sandstack-engines.XXXXXX)}
 mkdir -p "$logdir"
 

@@ -8,10 +8,10 @@ local M = {}
 
 M.LABEL = "io.sandstack.project"
 
--- The markdown files holding examples: README.md and every .md under docs/, sorted.
+-- The markdown files holding examples: README.md and every .md under docs/ and design/, sorted.
 function M.files(top)
   local list = { "README.md" }
-  local p = assert(io.popen("cd '" .. top .. "' && find docs -name '*.md' | sort"))
+  local p = assert(io.popen("cd '" .. top .. "' && find docs design -name '*.md' | sort"))
   for f in p:lines() do list[#list + 1] = f end
   p:close()
   return list

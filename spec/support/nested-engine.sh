@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Newer container engines, run nested inside a container of the host's engine, for the CI engine
-# matrix (spec/engines.t, docs/engines.md). Every engine comes from Debian's packages: the root
+# matrix (spec/engines.t, docs/results/engines.md). Every engine comes from Debian's packages: the root
 # filesystem is debootstrapped from this machine's own apt mirror and imported as an image.
 #   nested-engine.sh build NAME   builds the rootfs image NAME runs from (skipped when up to date)
 #   nested-engine.sh start NAME   starts it contained; prints PID= SOCK= VERSION= API= ENGINE=
@@ -15,7 +15,7 @@
 # docker.io), docker28-v6 (the same with IPv6 on by default for new networks), podman (trixie
 # podman + netavark).
 #
-# Containment (docs/engines.md, "Running the matrix"): the engine sits on an internal
+# Containment (docs/results/engines.md, "Running the matrix"): the engine sits on an internal
 # network of the host engine, resolves through 127.0.0.1 (nothing listens there, so its own
 # look-ups fail locally) and its default route is deleted. A test reaches it only through the
 # socket on a bind-mounted directory and by entering its network namespace (nsenter -t PID -n).

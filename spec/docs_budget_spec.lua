@@ -1,0 +1,60 @@
+-- The documentation says what is true now, in a size a reader can take in: no page of docs/
+-- over 35 KB, all of docs/ under 200 KB (README.md and SECURITY.md apart), and no issue number
+-- in the docs or in a comment of the code (the repository has no tracker for them; history is
+-- CHANGELOG.md's).
+local h = require "helpers"
+
+local PAGE_MAX, DOCS_MAX = 35 * 1024, 200 * 1024
+
+local function list(cmd)
+  local out = {}
+  local p = assert(io.popen(cmd))
+  for l in p:lines() do out[#out + 1] = l end
+  p:close()
+  return out
+end
+
+-- "issue 12", "(issue 12)", "issues 23 and 25", "issue #12": a line of text citing the tracker.
+local function issue_refs(text)
+  local hits, n = {}, 0
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local l = line:lower()
+    if l:match("%f[%a]issues? #?%d") then hits[#hits + 1] = n .. ": " .. line:sub(1, 120) end
+  end
+  return hits
+end
+
+describe("the documentation", function()
+  local pages = list("find docs -name '*.md' | sort")
+
+  it("keeps every page under 35 KB and docs/ under 200 KB", function()
+    local total, over = 0, {}
+    for _, f in ipairs(pages) do
+      local size = #assert(h.read_file(f))
+      total = total + size
+      if size > PAGE_MAX then over[#over + 1] = ("%s is %d bytes"):format(f, size) end
+    end
+    assert(#over == 0, "pages over 35 KB: " .. table.concat(over, "; "))
+    assert(total < DOCS_MAX, ("docs/ is %d bytes, the budget %d"):format(total, DOCS_MAX))
+  end)
+
+  it("cites no issue number, nor the code's comments", function()
+    local files = { "README.md", "SECURITY.md" }
+    for _, f in ipairs(pages) do files[#files + 1] = f end
+    for _, f in ipairs(list("find csrc lua -type f \\( -name '*.c' -o -name '*.h' -o -name '*.lua' -o -name '*.py' \\) | sort")) do
+      files[#files + 1] = f
+    end
+    local bad = {}
+    for _, f in ipairs(files) do
+      for _, hit in ipairs(issue_refs(assert(h.read_file(f)))) do bad[#bad + 1] = f .. ":" .. hit end
+    end
+    assert(#bad == 0, "issue numbers (history goes to CHANGELOG.md):\n" .. table.concat(bad, "\n"))
+  end)
+
+  it("finds an issue number where there is one", function()
+    assert.equal(1, #issue_refs("a fix (issue 12) here"))
+    assert.equal(1, #issue_refs("Issues 23 and 25"))
+    assert.equal(0, #issue_refs("an issuer name, 12 issues"))
+  end)
+end)
