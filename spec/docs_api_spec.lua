@@ -1,4 +1,4 @@
--- The reference (docs/api/*.md) is held to the code both ways: every option name a validator
+-- The reference (docs/api/*.md, and any page of docs/ with a marker) is held to the code both ways: every option name a validator
 -- accepts is documented, and every documented name is accepted. The names are read from the
 -- validators themselves, never from a copy:
 --   - the start options' C validator (csrc/stack/validate.c) through core.stack_option_keys;
@@ -159,7 +159,7 @@ local function read(path) return assert(h.read_file(path)) end
 -- { id = { file =, line =, keys = {sorted} } } from the markers of every docs/api/*.md.
 local function documented()
   local out = {}
-  local p = assert(io.popen("ls docs/api/*.md 2>/dev/null"))
+  local p = assert(io.popen("find docs -name '*.md' | sort"))
   for file in p:lines() do
     local lines = {}
     for l in (read(file) .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = l end

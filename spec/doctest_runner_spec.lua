@@ -34,6 +34,18 @@ describe("doctest.blocks", function()
   end)
 end)
 
+describe("doctest.made_by", function()
+  it("takes the block's own projects only", function()
+    local names = doctest.literals('start("docs-42") pool{ name = "docs-agents" } start("docs-session-" .. hex) require "sandstack"')
+    for _, p in ipairs { "docs-42", "sandstack-docs-42", "docs-agents-1a2b3c4d", "sandstack-docs-session-a1b2c3" } do
+      assert.is_true(doctest.made_by(p, names), p)
+    end
+    for _, p in ipairs { "sandstack-sstest-safety-562bc2", "docs-42-x", "sandstack-1a2b", "docs-agents-xyz", "other" } do
+      assert.is_false(doctest.made_by(p, names), p)
+    end
+  end)
+end)
+
 describe("doctest.check fails", function()
   local ctx = { sandstack = sandstack, top = "." }
 

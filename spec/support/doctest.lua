@@ -130,15 +130,26 @@ function M.literals(code)
 end
 
 -- Whether a project is one a block with these literals made: the literal itself, the default
--- project of that session key ("sandstack-" .. key), or a warm pool's stack (name-<hex>). The
+-- project of that session key ("sandstack-" .. key), a warm pool's stack (name-<hex>), or a key
+-- of a literal ending in "-" and random hex. The
 -- engine is shared, so nothing looser: another process's stacks must never match.
 local function made_by(project, names)
   for _, n in ipairs(names) do
+    if n == "sandstack" or n == "sandstack-" then goto next end
     if project == n or project == "sandstack-" .. n then return true end
     if project:sub(1, #n + 1) == n .. "-" and project:sub(#n + 2):match("^%x+$") then return true end
+    -- a key made of a literal prefix and random hex: "docs-session-" .. random_hex(3)
+    if n:sub(-1) == "-" then
+      for _, p in ipairs { n, "sandstack-" .. n } do
+        if project:sub(1, #p) == p and project:sub(#p + 1):match("^%x+$") then return true end
+      end
+    end
+    ::next::
   end
   return false
 end
+
+M.made_by = made_by
 
 -- The labelled objects on the engine, by "kind name": { ["container /x"] = project, ... }.
 function M.labelled(eng)
