@@ -42,6 +42,7 @@ describe("the documentation", function()
   it("cites no issue number, nor the code's comments", function()
     local files = { "README.md", "SECURITY.md" }
     for _, f in ipairs(pages) do files[#files + 1] = f end
+    for _, f in ipairs(list("find design -name '*.md' | sort")) do files[#files + 1] = f end
     for _, f in ipairs(list("find csrc lua -type f \\( -name '*.c' -o -name '*.h' -o -name '*.lua' -o -name '*.py' \\) | sort")) do
       files[#files + 1] = f
     end

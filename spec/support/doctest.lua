@@ -40,7 +40,8 @@ function M.blocks(file, text)
         if j > 0 then
           local marker = lines[j]:match("^%s*<!%-%-%s*doctest:%s*(.-)%s*%-%->%s*$")
           if marker then
-            skip = marker:match("^skip%s*[,:(]%s*(.-)%)?$")
+            local sep, rest = marker:match("^skip%s*([,:(])%s*(.-)%s*$")
+            skip = sep == "(" and rest:gsub("%)$", "") or rest
             if not skip or skip == "" then error(file .. ":" .. j .. ": a doctest marker is 'skip, REASON'") end
           end
         end
