@@ -97,6 +97,17 @@ function Stack:container(service)
   return E.fail("engine", "not_found", ("service %s has no running task"):format(name), { service = service })
 end
 
+-- h:spawn in one of the session's task containers (default: the sandbox), through the node's
+-- engine as on sandstack.docker (docker/process.lua).
+function Stack:spawn(argv, opts)
+  check_open(self)
+  local process = require "sandstack.docker.process"
+  argv, opts = process.check(argv, opts)
+  local id, err = self:container(opts.service)
+  if not id then return nil, err end
+  return process.spawn(process.engine_io(self.node_eng), id, argv, opts)
+end
+
 -- exec in one of the session's containers (default: the sandbox), on the node's engine.
 function Stack:exec(service, argv, opts)
   local id, err = self:container(service)

@@ -1,0 +1,171 @@
+-- h:spawn on the live engine (#docker): a two-way pipe (JSON lines in and out, stdin's end by
+-- a half-close), stderr kept apart, a terminal that resizes, kill, the options, and the errors.
+-- One stack serves every test; the last test tears it down and proves nothing is left.
+local sandstack = require "sandstack"
+local core = sandstack.core
+local docker = sandstack.docker
+
+local PREFIX = "sstest-spawn-"
+local AGENT, SOCAT = "sandstack-test/agent:local", "sandstack-test/socat:local"
+
+-- Reads output until it contains pattern (plain find) or the time is up; returns all of it.
+local function read_until(p, pattern, seconds)
+  local got, deadline = {}, core.engine_clock() + (seconds or 10)
+  while core.engine_clock() < deadline do
+    local data = p:read(deadline - core.engine_clock())
+    if not data then break end
+    got[#got + 1] = data
+    if table.concat(got):find(pattern, 1, true) then break end
+  end
+  return table.concat(got)
+end
+
+describe("h:spawn on docker #docker", function()
+  local stack, project
+
+  setup(function()
+    project = PREFIX .. core.random_hex(3)
+    stack = assert(docker.start(project, { project_name = project, agent_port = 8080, forwarder_image = SOCAT,
+      subnet_pool = "10.214.0.0/16", pull = "never",
+      services = { { name = "sandbox", image = AGENT, command = { "agent" } },
+        { name = "side", image = AGENT, command = { "sleep", "3600" }, egress = "none" } } }))
+  end)
+
+  teardown(function()
+    if stack then stack:destroy() end
+    docker.reap { prefix = PREFIX }
+  end)
+
+  it("is a clean two-way pipe: JSON lines echo back, close_stdin ends the input, the code comes", function()
+    local p = assert(stack:spawn({ "cat" }))
+    assert.is_false(p.tty)
+    local lines = {}
+    for i = 1, 50 do lines[i] = core.json_encode { jsonrpc = "2.0", id = i, params = { pad = ("x"):rep(i * 40) } } end
+    local sent = table.concat(lines, "\n") .. "\n"
+    assert(p:write(sent))
+    assert(p:close_stdin())
+    local out = {}
+    while true do
+      local data, stream = p:read(10)
+      if not data then
+        assert.equal("closed", stream.reason)
+        break
+      end
+      assert.equal("stdout", stream)
+      out[#out + 1] = data
+    end
+    assert.equal(sent, table.concat(out))
+    assert.equal(0, p:wait(10))
+    local _, err = p:write("late")
+    assert.equal("stdin_closed", err.reason)
+    p:close()
+  end)
+
+  it("keeps stderr apart, in order, and returns the exit code", function()
+    local p = assert(stack:spawn({ "sh", "-c", "echo out1; sleep 0.05; echo err1 >&2; sleep 0.05; echo out2; exit 5" }))
+    local seen = {}
+    while true do
+      local data, stream = p:read(10)
+      if not data then break end
+      seen[#seen + 1] = stream .. ":" .. data
+    end
+    assert.same({ "stdout:out1\n", "stderr:err1\n", "stdout:out2\n" }, seen)
+    assert.equal(5, p:wait(10))
+  end)
+
+  it("gives a terminal: stty size reads the spawn size, then the size after a resize", function()
+    local p = assert(stack:spawn({ "sh" }, { tty = true, cols = 100, rows = 30, env = { PS1 = "$ " } }))
+    assert(p:write("stty size\n"))
+    assert.truthy(read_until(p, "30 100"):find("30 100", 1, true))
+    assert(p:resize(132, 43))
+    assert(p:write("stty size\n"))
+    assert.truthy(read_until(p, "43 132"):find("43 132", 1, true))
+    assert(p:write("exit 3\n"))
+    assert.equal(3, p:wait(10))
+  end)
+
+  it("delivers output to on_output while wait runs", function()
+    local got = {}
+    local p = assert(stack:spawn("printf abc; printf def >&2", { on_output = function(d, s) got[#got + 1] = s .. "=" .. d end }))
+    assert.equal(0, p:wait(10))
+    table.sort(got) -- the engine copies the two pipes apart: only each stream's order is kept
+    assert.same({ "stderr=def", "stdout=abc" }, got)
+  end)
+
+  it("kills the process and its children in the sandbox", function()
+    local count = { "sh", "-c", "cat /proc/[0-9]*/stat 2>/dev/null | grep -c '(sleep) [^Z]' || true" }
+    local p = assert(stack:spawn({ "sh", "-c", "sleep 300 & echo started; sleep 300; echo never" }))
+    assert.equal("started\n", read_until(p, "\n"))
+    local before = assert(stack.eng:exec(project .. "-sandbox", count))
+    assert.equal("2", before.stdout:match("%d+"))
+    assert(p:kill("KILL"))
+    local code = assert(p:wait(10))
+    assert.equal(137, code)
+    local after = assert(stack.eng:exec(project .. "-sandbox", count))
+    assert.equal("0", after.stdout:match("%d+"))
+    local ok, err = p:kill()
+    assert.is_nil(ok)
+    assert.equal("exited", err.kind)
+  end)
+
+  it("takes env, cwd, user and service", function()
+    local p = assert(stack:spawn({ "sh", "-c", 'echo "$FOO|$(pwd)|$(id -u)|$(hostname)"' },
+      { env = { FOO = "bar" }, cwd = "/tmp", user = "1000", service = "side" }))
+    local out = read_until(p, "\n")
+    local host = assert(stack.eng:call("GET", "/containers/" .. project .. "-side/json")).Config.Hostname
+    assert.equal("bar|/tmp|1000|" .. host .. "\n", out)
+    assert.equal(0, p:wait(10))
+  end)
+
+  it("refuses bad calls with typed errors, leaving nothing running", function()
+    assert.has_error(function() stack:spawn({}) end, "spawn: argv must be a non-empty list of strings or a string")
+    assert.has_error(function() stack:spawn({ "sh" }, { colour = 1 }) end)
+    assert.has_error(function() stack:spawn({ "sh" }, { cols = 0 }) end)
+    local _, err = stack:spawn({ "sh" }, { service = "nope" })
+    assert.equal("invalid", err.kind)
+    assert.equal("unknown_service", err.reason)
+    local p = assert(stack:spawn({ "true" }))
+    local ok; ok, err = p:resize(80, 24)
+    assert.is_nil(ok)
+    assert.equal("not_a_tty", err.reason)
+    assert.equal(0, p:wait(10))
+    -- a program that does not exist: the engine's own answer (126/127), never a hang
+    p = assert(stack:spawn({ "/nonexistent-program" }))
+    local code = assert(p:wait(10))
+    assert.truthy(code == 126 or code == 127)
+  end)
+
+  it("a read times out, typed, and the process goes on", function()
+    local p = assert(stack:spawn({ "cat" }))
+    local t0 = core.engine_clock()
+    local data, err = p:read(0.2)
+    assert.is_nil(data)
+    assert.equal("timeout", err.reason)
+    assert.truthy(core.engine_clock() - t0 < 2)
+    assert(p:write("still here\n"))
+    assert.equal("still here\n", read_until(p, "\n"))
+    assert(p:close_stdin())
+    assert.equal(0, p:wait(10))
+  end)
+
+  it("is gone with the stack", function()
+    assert(stack:destroy())
+    stack = nil
+    local eng = assert(sandstack.engine {})
+    local cs = assert(eng:call("GET", "/containers/json",
+      nil, { query = { all = "1", filters = { label = { "io.sandstack.project=" .. project } } } }))
+    assert.equal(0, #cs)
+    eng:close()
+  end)
+end)
+
+describe("spawn on sbx", function()
+  it("is a typed unsupported error naming the backend", function()
+    local box = require("sandstack.sbx.box").new {}
+    local p, err = box:spawn({ "sh" })
+    assert.is_nil(p)
+    assert.equal("unsupported", err.kind)
+    assert.equal("sbx", err.backend)
+    assert.has_error(function() box:spawn({}) end)
+  end)
+end)
