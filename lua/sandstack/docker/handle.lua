@@ -281,9 +281,6 @@ function Stack:set_model_key(key)
   return live.set_model_key(self, key)
 end
 
--- h:spawn, a process with streamed stdin and output (docker/process.lua).
-require("sandstack.docker.process").install(Stack)
-
 -- Rebuilds a handle from stack:record() and re-reads the forwarder's port.
 local RECONNECT_KEYS = { docker_host = true, timeout = true, on_event = true, req_adapter = true }
 function M.reconnect(record, opts)

@@ -310,19 +310,4 @@ function M.engine_io(eng)
   }
 end
 
--- The handle method: the container of opts.service (default the sandbox) on the handle's engine.
-function M.install(Stack)
-  function Stack:spawn(argv, opts)
-    if not self.eng then error("the stack handle is closed", 2) end
-    argv, opts = M.check(argv, opts)
-    local service = opts.service or self.plan.sandbox
-    local known = false
-    for _, c in ipairs(self.plan.containers) do known = known or c.service == service end
-    if not known then
-      return E.fail("invalid", "unknown_service", "this stack has no service '" .. service .. "'", { service = service })
-    end
-    return M.spawn(M.engine_io(self.eng), self.plan.project .. "-" .. service, argv, opts)
-  end
-end
-
 return M

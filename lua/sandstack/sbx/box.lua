@@ -192,14 +192,6 @@ function Box:exec(cmd, opts)
   return run_command(self, argv, opts)
 end
 
--- No streamed process on sbx: the CLI is driven through the runner (csrc/sbx/runner.c), which
--- runs a command to its end with its stdin given whole, and `sbx exec` offers no terminal
--- resize. Arguments are checked as on sandstack.docker, so a bad call fails the same way.
-function Box:spawn(argv, opts)
-  require("sandstack.docker.process").check(argv, opts)
-  return E.fail("unsupported", "spawn", "spawn is not supported by the sbx backend: use box:exec", { backend = "sbx" })
-end
-
 -- The file plane of the workspace, opened on first use.
 plane = function(box)
   if box._plane then return box._plane end
