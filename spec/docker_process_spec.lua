@@ -148,6 +148,63 @@ describe("h:spawn on docker #docker", function()
     assert.equal(0, p:wait(10))
   end)
 
+  -- sandstack shell on a pseudo-terminal (spec/support/pty_drive.py), as a person types.
+  local function drive(rows, cols, script, argv)
+    local h = require "helpers"
+    local f = os.tmpname()
+    h.write_file(f, core.json_encode(script))
+    local cmd = { "python3", "spec/support/pty_drive.py", rows, cols, f, "--", "bin/sandstack", "shell" }
+    for _, a in ipairs(argv) do cmd[#cmd + 1] = a end
+    local quoted = {}
+    for i, a in ipairs(cmd) do quoted[i] = h.q(a) end
+    local out = h.sh(table.concat(quoted, " ") .. " 2>/dev/null")
+    os.remove(f)
+    return assert(core.json_decode(out), out)
+  end
+
+  it("sandstack shell: a command typed at a terminal runs, stty size follows a resize, the exit code comes back", function()
+    local r = drive(30, 100, {
+      { type = "echo hi-$((6*7))\n", expect = "hi-42" },
+      { type = "stty size\n", expect = "30 100" },
+      { resize = { 41, 123 } },
+      { type = "stty size\n", expect = "41 123" },
+      { type = "exit 7\n" },
+    }, { project })
+    assert.is_true(r.steps[1].found, r.steps[1].output)
+    assert.is_true(r.steps[2].found, r.steps[2].output)
+    assert.is_true(r.steps[4].found, r.steps[4].output)
+    assert.equal(7, r.code)
+  end)
+
+  it("sandstack shell: raw mode passes Ctrl-C to the shell, which stays", function()
+    local r = drive(24, 80, {
+      { type = "sleep 30; echo not-interrupted\n" },
+      { type = "\3echo after-$((1+1))\n", expect = "after-2" },
+      { type = "exit\n" },
+    }, { project })
+    assert.is_true(r.steps[1].found, r.steps[1].output)
+    -- the typed line may echo late; the shell's own output would start a line
+    assert.falsy(r.steps[1].output:find("\nnot-interrupted", 1, true))
+    assert.equal(0, r.code)
+  end)
+
+  it("sandstack shell without a terminal is a pipe, and its errors are one line", function()
+    local h = require "helpers"
+    local out, ok = h.sh("printf 'echo piped-$((2+3))\\n' | bin/sandstack shell " .. h.q(project) .. " -- sh")
+    assert.is_true(ok, out)
+    assert.equal("piped-5\n", out)
+    local _, _, code = h.sh("bin/sandstack shell " .. h.q(project) .. " -- sh -c 'exit 4' </dev/null")
+    assert.equal(4, code)
+    local msg; msg, _, code = h.sh("bin/sandstack shell sstest-spawn-no-such-stack </dev/null")
+    assert.equal(1, code)
+    assert.matches("^sandstack: not_found: [^\n]+\n$", msg)
+    msg, _, code = h.sh("bin/sandstack shell " .. h.q(project) .. " --service nope </dev/null")
+    assert.equal(1, code)
+    assert.matches("^sandstack: not_running: [^\n]+\n$", msg)
+    _, _, code = h.sh("bin/sandstack shell </dev/null")
+    assert.equal(2, code)
+  end)
+
   it("is gone with the stack", function()
     assert(stack:destroy())
     stack = nil

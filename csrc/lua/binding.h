@@ -18,6 +18,7 @@ void sandstack_open_hostfs(lua_State *L);
 void sandstack_open_engine(lua_State *L);
 void sandstack_open_engine_target(lua_State *L);
 void sandstack_open_engine_attach(lua_State *L);
+void sandstack_open_term(lua_State *L);
 void sandstack_open_stack(lua_State *L);
 void sandstack_open_stack_requests(lua_State *L);
 void sandstack_open_policy(lua_State *L);
