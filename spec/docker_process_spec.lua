@@ -178,13 +178,14 @@ describe("h:spawn on docker #docker", function()
 
   it("sandstack shell: raw mode passes Ctrl-C to the shell, which stays", function()
     local r = drive(24, 80, {
-      { type = "sleep 30; echo not-interrupted\n" },
+      { type = "echo started-$((2*4)); sleep 30; echo not-interrupted\n", expect = "started-8" },
+      { pause = 0.3 }, -- sleep is running by now
       { type = "\3echo after-$((1+1))\n", expect = "after-2" },
       { type = "exit\n" },
     }, { project })
-    assert.is_true(r.steps[1].found, r.steps[1].output)
+    assert.is_true(r.steps[2].found, r.steps[2].output)
     -- the typed line may echo late; the shell's own output would start a line
-    assert.falsy(r.steps[1].output:find("\nnot-interrupted", 1, true))
+    assert.falsy(r.steps[2].output:find("\nnot-interrupted", 1, true))
     assert.equal(0, r.code)
   end)
 
@@ -203,6 +204,88 @@ describe("h:spawn on docker #docker", function()
     assert.matches("^sandstack: not_running: [^\n]+\n$", msg)
     _, _, code = h.sh("bin/sandstack shell </dev/null")
     assert.equal(2, code)
+  end)
+
+  -- The same process inside an nginx worker, over cosockets (sandstack.docker.cosocket).
+  describe("in an nginx worker #nginx", function()
+    local srv
+    local TEMPLATE = [[
+load_module /usr/lib/nginx/modules/ndk_http_module.so;
+load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
+user {{user}};
+worker_processes 1;
+daemon off;
+pid logs/nginx.pid;
+error_log logs/error.log warn;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path tmp/body;
+  proxy_temp_path tmp/proxy;
+  fastcgi_temp_path tmp/fastcgi;
+  uwsgi_temp_path tmp/uwsgi;
+  scgi_temp_path tmp/scgi;
+  lua_package_path "{{lua_path}}";
+  lua_package_cpath "{{lua_cpath}}";
+  server {
+    listen {{listen}};
+    location = /ping { content_by_lua_block { ngx.say("pong") } }
+    location = /pipe { content_by_lua_block { require("spawn_ngx").pipe() } }
+    location = /tty { content_by_lua_block { require("spawn_ngx").tty() } }
+    location = /slow { content_by_lua_block { require("spawn_ngx").slow() } }
+  }
+}
+]]
+
+    setup(function()
+      local root = require("helpers").must("pwd"):match("[^\n]+")
+      srv = require("nginx_harness").start { template = TEMPLATE, lua_path_prefix = root .. "/spec/support/?.lua;" }
+    end)
+
+    teardown(function() if srv then srv:stop() end end)
+
+    local function get(path)
+      local status, body = srv:request("GET", path .. "?project=" .. project, { timeout = 60 })
+      assert.equal(200, status, body)
+      return assert(core.json_decode(body), body)
+    end
+
+    it("is a two-way pipe of JSON lines; close_stdin is unsupported there, kill ends it", function()
+      local r = get("/pipe")
+      assert.is_true(r.echoed_ok, core.json_encode(r))
+      assert.equal("unsupported", r.close_stdin)
+      assert.is_true(r.killed, core.json_encode(r))
+      assert.equal(143, r.code, core.json_encode(r))
+    end)
+
+    it("gives a terminal that resizes", function()
+      local r = get("/tty")
+      assert.is_true(r.first, core.json_encode(r))
+      assert.is_true(r.second, core.json_encode(r))
+      assert.equal(3, r.code)
+    end)
+
+    it("never blocks the worker: /ping answers while a process runs in the same worker", function()
+      local job = srv:spawn("GET", "/slow?project=" .. project, { timeout = 60 })
+      local t0 = core.engine_clock()
+      while core.engine_clock() - t0 < 0.5 do core.sleep(0.05) end -- the spawn is under way
+      local pings = 0
+      for _ = 1, 5 do
+        local t1 = core.engine_clock()
+        local status = srv:request("GET", "/ping", { timeout = 5 })
+        assert.equal(200, status)
+        assert.truthy(core.engine_clock() - t1 < 0.5)
+        pings = pings + 1
+      end
+      assert.is_false(job:done(), "the process ended before the pings: nothing was proven")
+      local status, body = job:wait(30)
+      assert.equal(200, status, body)
+      local r = assert(core.json_decode(body), body)
+      assert.equal("done\n", r.out)
+      assert.equal(0, r.code)
+      assert.equal(5, pings)
+      assert.is_nil(srv:error_log():find("[error]", 1, true), srv:error_log())
+    end)
   end)
 
   it("is gone with the stack", function()

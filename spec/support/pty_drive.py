@@ -5,7 +5,7 @@ document: what came after each step, and the command's exit status.
 
 usage: pty_drive.py ROWS COLS SCRIPT.json -- CMD ARG...
 SCRIPT: a list of steps, each {"type": "text", "expect": "text"} or {"resize": [rows, cols]}
-or {"type": "text"} (no wait). Each expect waits up to 20 s."""
+or {"type": "text"} (no wait) or {"pause": seconds}. Each expect waits up to 20 s."""
 import fcntl
 import json
 import os
@@ -50,6 +50,9 @@ def main():
         return want is not None and want in buf
 
     for step in script:
+        if "pause" in step:
+            time.sleep(step["pause"])
+            continue
         if "resize" in step:
             set_size(fd, step["resize"][0], step["resize"][1])  # the kernel sends SIGWINCH
             steps.append({"resized": step["resize"]})

@@ -300,6 +300,28 @@ end
 Process.__gc = Process.close
 Process.__close = Process.close
 
+-- A command run to its end over io, for an io without an exec of its own (the cosocket io's
+-- kill): {stdout =, stderr =, exit_code =} | nil, err.
+function M.run(io, container, argv, opts)
+  opts = opts or {}
+  local p, err = M.spawn(io, container, argv, { user = opts.user, timeout = opts.timeout })
+  if not p then return nil, err end
+  local out = { stdout = {}, stderr = {} }
+  while true do
+    local data, stream = p:read()
+    if not data then
+      if stream.reason ~= "closed" then p:close(); return nil, stream end
+      break
+    end
+    local t = out[stream]
+    t[#t + 1] = data
+  end
+  local code; code, err = p:wait()
+  p:close()
+  if not code then return nil, err end
+  return { stdout = table.concat(out.stdout), stderr = table.concat(out.stderr), exit_code = code }
+end
+
 -- The io of a sandstack.engine client (blocking, with timeouts).
 function M.engine_io(eng)
   return {
