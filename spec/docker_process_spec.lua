@@ -8,17 +8,7 @@ local docker = sandstack.docker
 local PREFIX = "sstest-spawn-"
 local AGENT, SOCAT = "sandstack-test/agent:local", "sandstack-test/socat:local"
 
--- Reads output until it contains pattern (plain find) or the time is up; returns all of it.
-local function read_until(p, pattern, seconds)
-  local got, deadline = {}, core.engine_clock() + (seconds or 10)
-  while core.engine_clock() < deadline do
-    local data = p:read(deadline - core.engine_clock())
-    if not data then break end
-    got[#got + 1] = data
-    if table.concat(got):find(pattern, 1, true) then break end
-  end
-  return table.concat(got)
-end
+local read_until = require("spawn_ngx").read_until
 
 describe("h:spawn on docker #docker", function()
   local stack, project

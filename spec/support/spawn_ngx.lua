@@ -15,16 +15,19 @@ local function reply(t)
   ngx.say(core.json_encode(t))
 end
 
-local function read_until(p, pattern, seconds)
-  local got, deadline = {}, ngx.now() + (seconds or 10)
-  while ngx.now() < deadline do
-    local data = p:read(math.max(0.01, deadline - ngx.now()))
+-- Reads p's output until it holds pattern (plain) or the time is up; returns all of it. Shared
+-- with docker_process_spec (the clock is the C core's, the same in and out of nginx).
+function M.read_until(p, pattern, seconds)
+  local got, deadline = {}, core.engine_clock() + (seconds or 10)
+  while core.engine_clock() < deadline do
+    local data = p:read(math.max(0.01, deadline - core.engine_clock()))
     if not data then break end
     got[#got + 1] = data
     if table.concat(got):find(pattern, 1, true) then break end
   end
   return table.concat(got)
 end
+local read_until = M.read_until
 
 -- JSON lines through cat, then close_stdin (unsupported here) and a kill.
 function M.pipe()
