@@ -125,11 +125,13 @@ function M.spawn(io, container, argv, opts)
     frames = not tty and core.frame_reader() or nil,
     timings = { create = t1 - t0, attach = core.engine_clock() - t1 } }, Process)
   if tty then
+    local t2 = core.engine_clock()
     local ok; ok, err = self:resize(opts.cols or 80, opts.rows or 24)
     if not ok then
       self:close()
       return nil, err
     end
+    self.timings.resize = core.engine_clock() - t2
   end
   return self
 end
@@ -212,15 +214,17 @@ function Process:close_stdin()
 end
 
 -- The terminal's size (tty only). The exec may not be running yet right after the attach: the
--- engine then refuses, and the resize is retried for up to a second, as the Docker CLI does.
+-- engine then refuses, and the resize is retried for up to 5 seconds, as the Docker CLI retries.
 function Process:resize(cols, rows)
   if not self.conn then error("the process is closed", 2) end
   size_arg(cols, "cols", "resize", 2)
   size_arg(rows, "rows", "resize", 2)
   if not self.tty then return E.fail("invalid", "not_a_tty", "resize needs a process spawned with tty = true") end
   local path = "/exec/" .. self.id .. "/resize"
-  local deadline = core.engine_clock() + 1
-  local pause = 0.005
+  -- Tried again every few milliseconds: the process's start (runc) is what is waited for, and
+  -- the shell's first output comes right after it, so a coarse retry would add to that.
+  local deadline = core.engine_clock() + 5
+  local pause = 0.002
   while true do
     local ok, err = self.io.call("POST", path, nil, { query = { h = rows, w = cols }, timeout = self.timeout })
     if ok or core.engine_clock() > deadline or not (err and err.kind == "engine") then
@@ -228,7 +232,7 @@ function Process:resize(cols, rows)
       return nil, err
     end
     (self.io.sleep or core.sleep)(pause)
-    pause = math.min(pause * 2, 0.1)
+    pause = math.min(pause * 1.5, 0.02)
   end
 end
 
