@@ -64,7 +64,7 @@ end
 -- A process that takes a while: the worker keeps answering meanwhile.
 function M.slow()
   local t0 = ngx.now()
-  local p, err = cosocket.spawn(record(), { "sh", "-c", "sleep 1.5; echo done" })
+  local p, err = cosocket.spawn(record(), { "sh", "-c", "sleep 4; echo done" })
   if not p then return reply { error = tostring(err) } end
   local out = read_until(p, "done\n")
   local code = p:wait(10)

@@ -15,7 +15,7 @@ Process.__index = Process
 
 -- The variable each spawned process carries: p:kill finds the process (and the children that
 -- kept its environment) by it, since the Engine API has no way to signal an exec.
-M.TOKEN_VAR = "SANDSTACK_PROCESS"
+M.TOKEN_VAR = "SANDSTACK_EXEC"
 
 -- Signals every process of the container whose environment holds the token: $1 the token,
 -- $2 the signal name. Exits 0 when at least one was signalled, 3 when none carries it.
@@ -24,7 +24,7 @@ t="$1"; s="$2"; n=0
 for d in /proc/[0-9]*; do
   p="${d#/proc/}"
   [ "$p" = "$$" ] && continue
-  if grep -q "SANDSTACK_PROCESS=$t" "$d/environ" 2>/dev/null; then
+  if grep -q "SANDSTACK_EXEC=$t" "$d/environ" 2>/dev/null; then
     kill -s "$s" "$p" 2>/dev/null && n=$((n+1))
   fi
 done
