@@ -299,3 +299,38 @@ describe("spawn on sbx", function()
     assert.equal("spawn", err.method)
   end)
 end)
+
+describe("the process's frame reader", function()
+  local function frame(stream, payload)
+    local n = #payload
+    return string.char(stream, 0, 0, 0, math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+      math.floor(n / 256) % 256, n % 256) .. payload
+  end
+
+  it("hands out each frame's bytes in order, however the stream is cut", function()
+    local stream = frame(1, "out1") .. frame(2, "err1") .. frame(2, "") .. frame(1, ("x"):rep(300)) .. frame(0, "in")
+    for cut = 1, 13 do
+      local fr = core.frame_reader()
+      local got = {}
+      for i = 1, #stream, cut do
+        local pieces = assert(fr:feed(stream:sub(i, i + cut - 1)))
+        for j = 1, #pieces, 2 do
+          local last = got[#got]
+          if last and last[1] == pieces[j] then last[2] = last[2] .. pieces[j + 1]
+          else got[#got + 1] = { pieces[j], pieces[j + 1] } end
+        end
+      end
+      assert.same({ { 1, "out1" }, { 2, "err1" }, { 1, ("x"):rep(300) .. "in" } }, got)
+      assert.is_false(fr:partial())
+    end
+  end)
+
+  it("tells a stream cut inside a frame, and refuses one that is not framed", function()
+    local fr = core.frame_reader()
+    assert(fr:feed(frame(1, "whole") .. frame(1, "cut short"):sub(1, 10)))
+    assert.is_true(fr:partial())
+    local pieces, err = core.frame_reader():feed("HTTP/1.1 200 OK\r\n")
+    assert.is_nil(pieces)
+    assert.equal("bad_stream", err.reason)
+  end)
+end)
