@@ -22,6 +22,23 @@ local function wait_for(path)
   return false
 end
 
+-- A hijacked exec against the fake's echoing start: bytes out and back, then the half-close
+-- (close_stdin) seen by the daemon, whose answer still arrives.
+local function hijack_round_trip(eng)
+  local process = require "sandstack.docker.process"
+  local p = assert(process.spawn(process.engine_io(eng), "echoing", { "cat" }, {}))
+  assert(p:write("abc\0\255"))
+  assert.equal("abc\0\255", (p:read(5)))
+  assert(p:close_stdin())
+  local d1, e1 = p:read(5)
+  assert.equal("eof-seen", d1, tostring(e1))
+  local data, err = p:read(5)
+  assert.is_nil(data)
+  assert.equal("closed", err.reason)
+  assert.equal(5, p:wait(5))
+  p:close()
+end
+
 describe("sandstack.engine faults", function()
   local dir, sock, pid, eng
 
@@ -78,6 +95,10 @@ describe("sandstack.engine faults", function()
     assert.equal("tok", echo.headers["x-registry-auth"])
     assert.equal("1", echo.headers["x-other"])
     assert.has_error(function() eng:call("GET", "/echo", nil, { headers = { "X-Bad: a\r\nInjected: b" } }) end)
+  end)
+
+  it("hijacks an exec over the unix socket: stdin streams in, its half-close reaches the daemon", function()
+    hijack_round_trip(eng)
   end)
 
   it("keeps one connection alive across requests", function()
@@ -338,6 +359,13 @@ describe("sandstack.engine faults", function()
 
     teardown(function()
       if tls_pid and tls_pid:match("^%d+$") then os.execute("kill " .. tls_pid .. " 2>/dev/null") end
+    end)
+
+    it("hijacks an exec over TLS with the client certificate: stdin streams in, its half-close reaches the daemon", function()
+      local e = assert(sandstack.engine { host = "tcp://127.0.0.1:" .. port,
+        tls = { ca = certs .. "/ca.pem", cert = certs .. "/cert.pem", key = certs .. "/key.pem" } })
+      hijack_round_trip(e)
+      e:close()
     end)
 
     it("talks to tcp:// with the CA, client certificate and key", function()

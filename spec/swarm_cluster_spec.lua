@@ -217,6 +217,21 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
     assert.equal(9, n)
   end)
 
+  it("spawns through the node's engine: a pipe with its stdin's end, and a terminal of a set size", function()
+    local read_until = require("spawn_ngx").read_until
+    local _, s = next(sessions)
+    local p = assert(s.stack:spawn({ "cat" }))
+    assert(p:write("line-1\n"))
+    assert.equal("line-1\n", read_until(p, "\n", 30))
+    assert(p:close_stdin())
+    assert.equal(0, p:wait(30))
+    p = assert(s.stack:spawn({ "sh" }, { tty = true, cols = 90, rows = 20 }))
+    assert(p:write("stty size; exit 5\n"))
+    assert.truthy(read_until(p, "20 90", 30):find("20 90", 1, true))
+    assert.equal(5, p:wait(30))
+    p:close()
+  end)
+
   it("keeps sessions apart: from a sandbox, another session (same node, other node) and every node address are unreachable", function()
     -- A (with its egress sidecar) and B share a node; C is elsewhere
     local a, b, c

@@ -24,12 +24,15 @@ static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_ALL); 
 
 static char *dup_or_null(const char *s) { return s && *s ? strdup(s) : NULL; }
 
-sse_client *sse_client_new(const sse_config *cfg, ss_error *err) {
+int sse_curl_init(ss_error *err) {
   pthread_once(&curl_once, curl_init);
-  if (curl_init_rc != CURLE_OK) {
-    ss_error_set(err, "transport", "curl_init", "curl_global_init failed: %s", curl_easy_strerror(curl_init_rc));
-    return NULL;
-  }
+  if (curl_init_rc == CURLE_OK) return 0;
+  ss_error_set(err, "transport", "curl_init", "curl_global_init failed: %s", curl_easy_strerror(curl_init_rc));
+  return -1;
+}
+
+sse_client *sse_client_new(const sse_config *cfg, ss_error *err) {
+  if (sse_curl_init(err) != 0) return NULL;
   sse_client *c = calloc(1, sizeof *c);
   if (!c) {
     ss_error_set(err, "transport", "nomem", "out of memory");

@@ -62,6 +62,8 @@ typedef struct sse_result {
   char content_type[128];
 } sse_result;
 
+/* curl_global_init, once per process (thread-safe): 0, or -1 with err set. */
+int sse_curl_init(ss_error *err);
 sse_client *sse_client_new(const sse_config *cfg, ss_error *err);
 void sse_client_free(sse_client *c);
 

@@ -53,6 +53,11 @@ int sse_demux_finish(sse_demux *d) {
   return d->state;
 }
 
+size_t sse_demux_span(const sse_demux *d, size_t n) {
+  size_t piece = d->remaining ? d->remaining : sizeof d->hdr - d->hdr_len;
+  return n < piece ? n : piece;
+}
+
 void sse_demux_free(sse_demux *d) {
   ss_buf_free(&d->out);
   ss_buf_free(&d->err);

@@ -34,6 +34,10 @@ void sse_demux_init(sse_demux *d, size_t budget);
 int sse_demux_feed(sse_demux *d, const char *p, size_t n);
 /* At end of stream: SSE_DEMUX_TRUNCATED when a frame is incomplete, else the state. */
 int sse_demux_finish(sse_demux *d);
+/* Of the next n bytes, how many belong to the piece being read (the rest of a header, or of a
+ * payload): feeding that many at a time keeps stdout and stderr pieces in their order, for a
+ * caller that hands out each piece as it completes (a live process's output). */
+size_t sse_demux_span(const sse_demux *d, size_t n);
 void sse_demux_free(sse_demux *d);
 
 #endif

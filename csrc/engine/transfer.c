@@ -106,6 +106,22 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud) {
   return n;
 }
 
+int sse_endpoint_setopt(CURL *easy, const sse_endpoint *ep) {
+  int ok = 1;
+#define ESET(opt, val) ok = ok && curl_easy_setopt(easy, opt, val) == CURLE_OK
+  if (ep->host.unix_path[0]) ESET(CURLOPT_UNIX_SOCKET_PATH, ep->host.unix_path);
+  if (strncmp(ep->host.base, "https:", 6) == 0) {
+    if (ep->ca) ESET(CURLOPT_CAINFO, ep->ca);
+    if (ep->cert) ESET(CURLOPT_SSLCERT, ep->cert);
+    if (ep->key) ESET(CURLOPT_SSLKEY, ep->key);
+    ESET(CURLOPT_SSL_VERIFYPEER, ep->tls_verify ? 1L : 0L);
+    ESET(CURLOPT_SSL_VERIFYHOST, ep->tls_verify ? 2L : 0L);
+  }
+  ESET(CURLOPT_NOSIGNAL, 1L); /* no SIGALRM: we run in threads of a host process */
+#undef ESET
+  return ok;
+}
+
 static int valid_method(const char *m) {
   size_t n = strlen(m);
   if (n == 0 || n >= sizeof ((sse_xfer *)0)->method) return 0;
@@ -169,15 +185,7 @@ static int setup(sse_xfer *x, const sse_endpoint *ep, const sse_spec *spec) {
   snprintf(url, ulen, "%s%s", ep->host.base, spec->target);
   SET(CURLOPT_URL, url);
   free(url); /* libcurl copies string options */
-  if (ep->host.unix_path[0]) SET(CURLOPT_UNIX_SOCKET_PATH, ep->host.unix_path);
-  if (strncmp(ep->host.base, "https:", 6) == 0) {
-    if (ep->ca) SET(CURLOPT_CAINFO, ep->ca);
-    if (ep->cert) SET(CURLOPT_SSLCERT, ep->cert);
-    if (ep->key) SET(CURLOPT_SSLKEY, ep->key);
-    SET(CURLOPT_SSL_VERIFYPEER, ep->tls_verify ? 1L : 0L);
-    SET(CURLOPT_SSL_VERIFYHOST, ep->tls_verify ? 2L : 0L);
-  }
-  SET(CURLOPT_NOSIGNAL, 1L); /* no SIGALRM: we run in threads of a host process */
+  ok = ok && sse_endpoint_setopt(x->easy, ep);
   SET(CURLOPT_PRIVATE, (char *)x);
   SET(CURLOPT_ERRORBUFFER, x->errbuf);
   SET(CURLOPT_WRITEFUNCTION, on_body);

@@ -36,6 +36,9 @@ typedef struct sse_xfer {
   struct sse_xfer *next;
 } sse_xfer;
 
+/* The endpoint's part of a curl handle's setup: the unix socket, TLS files and verification, no
+ * signals. 1 when every option was taken. Shared with the hijacked connection (attach.c). */
+int sse_endpoint_setopt(CURL *easy, const sse_endpoint *ep);
 sse_xfer *sse_xfer_new(const sse_endpoint *ep, const sse_spec *spec, long id, ss_error *err);
 /* Sets r.status and r.err from curl's result and the callbacks' state. */
 void sse_xfer_finish(sse_xfer *x, CURLcode rc);

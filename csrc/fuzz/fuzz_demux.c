@@ -1,6 +1,8 @@
 /* libFuzzer target for the exec/logs frame demultiplexer (csrc/engine/demux.c). The first two
  * input bytes pick the piece size and the budget; the rest is the stream. Checks: the budget
- * holds, nothing is lost or invented, and feeding in pieces gives exactly what one piece gives. */
+ * holds, nothing is lost or invented, and feeding in pieces gives exactly what one piece gives;
+ * fed span by span (sse_demux_span, as a live process's reader does), at most one side grows
+ * per span and the sides add up to the same output. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* Payload bytes never exceed the input minus the headers. */
     if (whole.used + whole.frames * 8 > n) abort();
   }
+  sse_demux spans;
+  sse_demux_init(&spans, budget);
+  size_t out_len = 0, err_len = 0;
+  for (size_t off = 0; off < n && spans.state == SSE_DEMUX_OK;) {
+    size_t k = sse_demux_span(&spans, n - off);
+    if (k == 0) abort(); /* a span always moves on */
+    size_t o = spans.out.len, e = spans.err.len;
+    sse_demux_feed(&spans, s + off, k);
+    if (spans.out.len != o && spans.err.len != e) abort();
+    out_len += spans.out.len - o;
+    err_len += spans.err.len - e;
+    off += k;
+  }
+  if (spans.state != st_whole) abort();
+  if (st_whole == SSE_DEMUX_OK && (out_len != whole.out.len || err_len != whole.err.len)) abort();
+  sse_demux_free(&spans);
   sse_demux_free(&whole);
   sse_demux_free(&split);
   return 0;

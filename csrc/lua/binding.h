@@ -17,6 +17,8 @@ void sandstack_open_digest(lua_State *L);
 void sandstack_open_hostfs(lua_State *L);
 void sandstack_open_engine(lua_State *L);
 void sandstack_open_engine_target(lua_State *L);
+void sandstack_open_engine_attach(lua_State *L);
+void sandstack_open_term(lua_State *L);
 void sandstack_open_stack(lua_State *L);
 void sandstack_open_stack_requests(lua_State *L);
 void sandstack_open_policy(lua_State *L);

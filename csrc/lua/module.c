@@ -16,6 +16,8 @@ int luaopen_sandstack_core(lua_State *L) {
   sandstack_open_hostfs(L);
   sandstack_open_engine(L);
   sandstack_open_engine_target(L);
+  sandstack_open_engine_attach(L);
+  sandstack_open_term(L);
   sandstack_open_stack(L);
   sandstack_open_stack_requests(L);
   sandstack_open_policy(L);

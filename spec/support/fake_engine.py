@@ -18,6 +18,8 @@ server does exactly that, chosen by the request path (any /vX.Y prefix is ignore
   /events?since=M     chunked line stream: ok (split lines, CRLF, blanks), long, badjson, error
   /containers/C/exec  201 {"Id": C}; then /exec/C/start streams frames by C:
                       good, trunc (ends inside a frame), badframe (stream 9)
+                      echoing with Upgrade: tcp: 101, each byte read back as a stdout frame,
+                      "eof-seen" after the client's half-close
   /exec/C/json        {"Running": false, "ExitCode": 5}
   /archive?n=N        200 application/x-tar of N bytes; /archive?drop=1 drops mid-body
   DELETE /containers/NAME   container removal, scripted by words in NAME, counted per NAME:
@@ -102,6 +104,24 @@ class Handler(socketserver.BaseRequestHandler):
                              b"Connection: close\r\n\r\n")
         for i in range(0, len(payload), 7):  # small pieces split frame headers anywhere
             self.request.sendall(payload[i:i + 7])
+        return False
+
+    def echo_hijacked(self):
+        # A hijacked exec (Upgrade: tcp): 101, then every byte read comes back as a stdout frame;
+        # the client's half-close (the end of stdin) is answered by an "eof-seen" frame and the end.
+        self.request.sendall(b"HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream\r\n"
+                             b"Connection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
+        pending, self.buf = self.buf, b""
+        while True:
+            if pending:
+                self.request.sendall(frame(1, pending))
+            try:
+                pending = self.request.recv(65536)
+            except ssl.SSLEOFError:  # TLS: a FIN without close_notify, as Go's reader takes it: the end
+                pending = b""
+            if not pending:
+                break
+        self.request.sendall(frame(1, b"eof-seen"))
         return False
 
     def remove_container(self, name):
@@ -204,6 +224,8 @@ class Handler(socketserver.BaseRequestHandler):
             self.send(201, json.dumps({"Id": path.split("/")[2]}))
         elif path.startswith("/exec/") and path.endswith("/start"):
             kind = path.split("/")[2]
+            if kind == "echoing" and headers.get("upgrade") == "tcp":
+                return self.echo_hijacked()
             if kind == "good":
                 payload = (frame(1, b"out\x00\xff") + frame(2, b"") + frame(2, b"err") +
                            frame(1, bytes(range(256))) + frame(0, b"in"))
@@ -241,6 +263,9 @@ def main_tls(cert_dir, port_file):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(os.path.join(cert_dir, "server.pem"), os.path.join(cert_dir, "server-key.pem"))
     ctx.verify_mode = ssl.CERT_REQUIRED
+    # As Go's TLS server: a FIN at a record boundary is the end of what the client sends, and the
+    # answer can still be written (OpenSSL 3 otherwise fails the whole connection on it).
+    ctx.options |= getattr(ssl, "OP_IGNORE_UNEXPECTED_EOF", 0)
     ctx.load_verify_locations(os.path.join(cert_dir, "ca.pem"))
     srv = TLSServer(("127.0.0.1", 0), Handler)
     srv.tls = ctx

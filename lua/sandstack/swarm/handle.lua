@@ -7,6 +7,7 @@ local store = require "sandstack.store"
 local dhandle = require "sandstack.docker.handle"
 local cluster = require "sandstack.swarm.cluster"
 local inventory = require "sandstack.swarm.inventory"
+local session = require "sandstack.session"
 
 local M = {}
 local Stack = {}
@@ -95,6 +96,17 @@ function Stack:container(service)
   local node = cluster.node(self.mgr, self.node_id)
   if node and node.state ~= "ready" then return nil, cluster.node_down(node, self.project) end
   return E.fail("engine", "not_found", ("service %s has no running task"):format(name), { service = service })
+end
+
+-- h:spawn in one of the session's task containers (default: the sandbox), through the node's
+-- engine as on sandstack.docker (docker/process.lua).
+function Stack:spawn(argv, opts)
+  check_open(self)
+  local process = require "sandstack.docker.process"
+  argv, opts = process.check(argv, opts)
+  local id, err = self:container(opts.service)
+  if not id then return nil, err end
+  return process.spawn(process.engine_io(self.node_eng), id, argv, opts)
 end
 
 -- exec in one of the session's containers (default: the sandbox), on the node's engine.
@@ -235,5 +247,10 @@ function M.reconnect(record, opts)
   end
   return stack
 end
+
+-- The session interface every backend's handle shares (sandstack.session): what a swarm
+-- session does not offer yet is a stub returning kind = "unsupported".
+M.Stack = Stack
+session.install(Stack, "swarm")
 
 return M
