@@ -19,6 +19,7 @@ void sandstack_open_engine(lua_State *L);
 void sandstack_open_engine_target(lua_State *L);
 void sandstack_open_stack(lua_State *L);
 void sandstack_open_stack_requests(lua_State *L);
+void sandstack_open_session_requests(lua_State *L);
 void sandstack_open_policy(lua_State *L);
 void sandstack_open_sbx(lua_State *L);
 void sandstack_open_fileplane(lua_State *L);

@@ -51,7 +51,7 @@ end
 function M.new(eng, plan, hooks)
   if not plan.removals then plan = core.stack_lifecycle(plan) end -- a record's names, without requests
   local self = setmetatable({ eng = eng, plan = slim(plan, true), hooks = hooks or {} }, Stack)
-  self.project, self.session_key = plan.project, plan.session_key
+  self.project, self.session_key, self.spec = plan.project, plan.session_key, plan.spec
   return self
 end
 
@@ -93,6 +93,7 @@ function Stack:record()
   r.kind = "sandstack.docker"
   r.version = core.VERSION
   r.port = self.port
+  r.spec = self.spec -- the start's options without a secret (docker/snapshot.lua)
   return store.scrub(r)
 end
 
@@ -278,6 +279,9 @@ function Stack:set_model_key(key)
   check_open(self)
   return live.set_model_key(self, key)
 end
+
+-- pause, hibernate, snapshot, fork, changes and expiry (docker/session_methods.lua)
+require("sandstack.docker.session_methods").mix(Stack)
 
 -- Rebuilds a handle from stack:record() and re-reads the forwarder's port.
 local RECONNECT_KEYS = { docker_host = true, timeout = true, on_event = true, req_adapter = true }

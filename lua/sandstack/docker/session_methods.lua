@@ -1,0 +1,77 @@
+-- The methods of a stack over time, mixed into the docker handle (docker/handle.lua), and the
+-- start options that go with them (ttl, idle_timeout, on_expiry, from_snapshot):
+--   pause, resume, hibernate, wake            docker/lifecycle.lua
+--   snapshot, fork, changes                   docker/snapshot.lua
+--   set_timeout, expires                      docker/expiry.lua
+local E = require "sandstack.error"
+local L = require "sandstack.docker.lifecycle"
+local snapshot = require "sandstack.docker.snapshot"
+local expiry = require "sandstack.docker.expiry"
+
+local M = {}
+
+-- The one start of sandstack.docker with the options of this file: plain is the start pipeline
+-- (docker/start.lua's start). The handle keeps the options without a secret (snapshot.spec_of)
+-- for its snapshots; a ttl or idle_timeout is written to the engine before the stack is handed
+-- out (a failure to write it removes the stack again).
+function M.start(session_key, opts, plain)
+  if type(opts) ~= "table" then return plain(session_key, opts) end
+  local ttl, idle, on_expiry = opts.ttl, opts.idle_timeout, opts.on_expiry
+  expiry.check(ttl, idle, on_expiry, "sandstack.docker.start")
+  if opts.from_snapshot ~= nil then
+    return snapshot.start_from(session_key, opts, function(k, o) return M.start(k, o, plain) end)
+  end
+  local clean = {}
+  for k, v in pairs(opts) do
+    if k ~= "ttl" and k ~= "idle_timeout" and k ~= "on_expiry" then clean[k] = v end
+  end
+  local stack, err = plain(session_key, clean)
+  if not stack then return nil, err end
+  stack.spec = snapshot.spec_of(clean)
+  if ttl or idle then
+    local ok; ok, err = expiry.arm(stack, ttl, idle, on_expiry)
+    if not ok then
+      stack:destroy()
+      stack:close()
+      return nil, err
+    end
+  end
+  return stack
+end
+
+-- Adds the methods to the handle's method table.
+function M.mix(Stack)
+  Stack.pause, Stack.resume, Stack.hibernate, Stack.wake = L.pause, L.resume, L.hibernate, L.wake
+  Stack.snapshot, Stack.changes = snapshot.snapshot, snapshot.changes
+  function Stack:fork(new_key, opts)
+    return snapshot.fork(self, new_key, opts, function(k, o) return require("sandstack.docker").start(k, o) end)
+  end
+  Stack.set_timeout, Stack.expires = expiry.set_timeout, expiry.expires
+end
+
+-- sandstack.docker.wake(record, opts): reconnect (docker/handle.lua) and wake.
+function M.wake(reconnect, record, opts)
+  local stack, err = reconnect(record, opts)
+  if not stack then return nil, err end
+  local ok; ok, err = stack:wake()
+  if not ok then stack:close(); return nil, err end
+  return stack
+end
+
+local REAP_EXPIRED = { docker_host = true, timeout = true, project = true, prefix = true, pool = true, expired = true }
+
+-- reap{expired = true, ...}: the expiry's pass (docker/expiry.lua); any other reap is the
+-- inventory's.
+function M.reap(opts, plain)
+  if type(opts) == "table" and opts.expired then
+    return expiry.reap(E.check_keys(opts, REAP_EXPIRED, "sandstack.docker.reap"))
+  end
+  if type(opts) == "table" and opts.expired == false then
+    local o = {}
+    for k, v in pairs(opts) do if k ~= "expired" then o[k] = v end end
+    opts = o
+  end
+  return plain(opts)
+end
+
+return M

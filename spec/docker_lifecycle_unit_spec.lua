@@ -1,0 +1,75 @@
+-- The parts of a stack over time that need no engine: the requests the C core makes for them
+-- (core.session_requests), the options a snapshot keeps (never a secret), and the checks of
+-- the expiry options.
+local sandstack = require "sandstack"
+local core = sandstack.core
+local snapshot = require "sandstack.docker.snapshot"
+local expiry = require "sandstack.docker.expiry"
+
+describe("session requests", function()
+  it("pause and unpause one request per container, in order", function()
+    local r = core.session_requests("pause", { "p-sandbox", "p-forwarder" })
+    assert.equal(2, #r)
+    assert.same({ "POST", "/containers/p-sandbox/pause" }, { r[1].method, r[1].path })
+    assert.equal("/containers/p-forwarder/pause", r[2].path)
+    assert.equal("/containers/p-sandbox/unpause", core.session_requests("unpause", { "p-sandbox" })[1].path)
+  end)
+
+  it("stop carries the grace period and a deadline beyond it; 304 is done", function()
+    local r = core.session_requests("stop", { "x" }, { t = 3 })[1]
+    assert.equal("3", r.query.t)
+    assert.equal(33, r.timeout)
+    assert.same({ 304 }, r.ok)
+  end)
+
+  it("commit names the container, repository and tag, pauses, and labels the image", function()
+    local r = core.session_requests("commit", { "p-sandbox" }, { repo = "sandstack-snapshot", tag = "snap-1",
+      labels = { ["io.sandstack.snapshot"] = "snap-1" } })[1]
+    assert.same({ container = "p-sandbox", repo = "sandstack-snapshot", tag = "snap-1", pause = "true" }, r.query)
+    assert.same({ Labels = { ["io.sandstack.snapshot"] = "snap-1" } }, core.json_decode(r.body_json))
+    assert.has_error(function() core.session_requests("commit", { "p" }, { repo = "r" }) end)
+  end)
+
+  it("lists by one label, encoded as a filter, whatever the label's text", function()
+    local r = core.session_requests("list_volumes", nil, { label = 'a="b"' })[1]
+    assert.equal("/volumes", r.path)
+    assert.same({ label = { 'a="b"' } }, core.json_decode(r.query.filters))
+    assert.equal("1", core.session_requests("list_containers", nil, { label = "x" })[1].query.all)
+  end)
+
+  it("removals accept 404 and volumes are forced", function()
+    local r = core.session_requests("remove_volume", { "v" })[1]
+    assert.same({ "DELETE", "/volumes/v", "1" }, { r.method, r.path, r.query.force })
+    assert.same({ 404 }, r.ok)
+    assert.same({ 404 }, core.session_requests("remove_image", { "i:t" })[1].ok)
+  end)
+
+  it("an unknown action raises", function()
+    assert.has_error(function() core.session_requests("explode", { "x" }) end)
+  end)
+end)
+
+describe("a snapshot's options", function()
+  it("keep no secret, no project name and no expiry", function()
+    local spec = snapshot.spec_of { project_name = "p", api_key = "K" .. string.rep("k", 40), session_token = "T",
+      ttl = 5, idle_timeout = 3, on_expiry = "destroy", agent_port = 8080,
+      credentials = { { name = "X", host = "h", secret = "S3CRET", placeholder = "PH" } },
+      on_event = function() end }
+    local text = core.json_encode(spec)
+    for _, s in ipairs { "kkkk", "S3CRET", "PH", "\"T\"" } do assert.is_nil(text:find(s, 1, true), s) end
+    assert.is_nil(spec.project_name)
+    assert.is_nil(spec.ttl)
+    assert.equal(8080, spec.agent_port)
+    assert.same({ { name = "X", host = "h" } }, spec.credentials)
+  end)
+end)
+
+describe("expiry options", function()
+  it("take seconds > 0 and destroy or hibernate", function()
+    expiry.check(1, 0.5, "hibernate", "t")
+    expiry.check(nil, nil, nil, "t")
+    for _, bad in ipairs { { 0 }, { -1 }, { 0 / 0 }, { "5" }, { math.huge }, { nil, 0 }, { nil, nil, "pause" } } do
+      assert.has_error(function() expiry.check(bad[1], bad[2], bad[3], "t") end)
+    end
+  end)
+end)
