@@ -128,6 +128,21 @@ describe("a stack over time #docker", function()
     end
   end)
 
+  it("refuses to pause a stack with a stopped container, and thaws what it froze", function()
+    local s = ready()
+    local fwd = P .. "-forwarder"
+    assert(eng:call("POST", "/containers/" .. fwd .. "/stop", nil, { query = { t = "0" }, ok = { [304] = true } }))
+    local ok, err = s:pause()
+    assert.is_nil(ok)
+    assert.equal("invalid", err.kind)
+    assert.equal("not_running", err.reason)
+    assert.equal(fwd, err.container)
+    assert.is_false(inspect(P .. "-sandbox").State.Paused) -- the rollback thawed it
+    assert.is_false(inspect(P .. "-proxy").State.Paused)
+    assert(s:start())
+    assert.equal(200, assert(get(s)).status)
+  end)
+
   it("hibernates and wakes twice from its record: new port, same placeholders, live policy and files kept", function()
     local s = ready()
     local sbx = P .. "-sandbox"

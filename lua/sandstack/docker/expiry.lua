@@ -112,7 +112,7 @@ end
 function M.arm(stack, ttl, idle, on_expiry)
   local t = now()
   return write(stack.eng, stack.project, { expires = ttl and t + ttl, idle_timeout = idle, on_expiry = on_expiry,
-    idle_seen = idle and t, session = stack.session_key })
+    idle_seen = idle and t, session = stack.session_key, pool = stack.pool })
 end
 
 -- h:set_timeout(seconds): the stack expires seconds from now (nil or false: never, by ttl);
@@ -124,7 +124,7 @@ function M.set_timeout(stack, seconds)
   if not by then return nil, err end
   local prev = by[stack.project]
   local m = { session = stack.session_key, on_expiry = prev and prev.on_expiry, idle_timeout = prev and prev.idle_timeout,
-    idle_seen = prev and prev.idle_seen, idle_bytes = prev and prev.idle_bytes, pool = prev and prev.pool }
+    idle_seen = prev and prev.idle_seen, idle_bytes = prev and prev.idle_bytes, pool = prev and prev.pool or stack.pool }
   if seconds then m.expires = now() + seconds end
   return write(stack.eng, stack.project, m, prev)
 end

@@ -54,45 +54,51 @@ function M.states(self)
   return out
 end
 
--- Freezes every container of the stack at once: processes keep their memory and open
--- connections; the forwarder's port stays published (a client's connect waits until resume).
--- A stack already paused is left as it is. true, or nil, err.
+-- The engine's 409 for a container already in the state asked for ("is already paused", "is
+-- not paused") is that state reached; its 409 for one that does not run is the caller's.
+local function settle(results, list, what)
+  for i, r in ipairs(results) do
+    if not r.ok then
+      local msg = tostring(r.err and r.err.message or "")
+      if r.status == 409 and (msg:find("already paused", 1, true) or msg:find("not paused", 1, true)) then
+        -- the state asked for
+      elseif r.status == 409 and msg:find("not running", 1, true) then
+        return E.fail("invalid", "not_running", what .. ": " .. list[i] .. " is not running: only a running stack "
+          .. "can be paused (wake a hibernated one first)", { container = list[i] })
+      elseif r.status == 404 then
+        return E.fail("engine", "not_found", what .. ": container " .. list[i] .. " is missing: the stack is broken "
+          .. "or gone", { container = list[i], status = 404 })
+      else
+        local e = r.err or E.new("engine", nil, what .. " failed")
+        e.message = what .. ": " .. tostring(e.message)
+        return nil, e
+      end
+    end
+  end
+  return true
+end
+
+-- Freezes every container of the stack at once, in one round: processes keep their memory and
+-- open connections; the forwarder's port stays published (a client's connect waits until
+-- resume). A stack already paused is left as it is. true, or nil, err.
 function M.pause(self)
   check_open(self)
-  local st, err = M.states(self)
-  if not st then return nil, err end
-  local todo = {}
-  for _, n in ipairs(names(self)) do
-    local s = st[n]
-    if not s then
-      return E.fail("engine", "not_found", "pause: container " .. n .. " is missing: the stack is broken or gone",
-        { container = n })
-    end
-    if not s.running then
-      return E.fail("invalid", "not_running", "pause: " .. n .. " is " .. tostring(s.status)
-        .. ": only a running stack can be paused (wake a hibernated one first)", { container = n })
-    end
-    if not s.paused then todo[#todo + 1] = n end
-  end
-  return all_ok(batch.run(self.eng, R("pause", todo), 60), "pause")
+  local list = names(self)
+  local results = batch.run(self.eng, R("pause", list), 60)
+  local ok, err = settle(results, list, "pause")
+  if ok then return true end
+  local undo = {} -- only what this call froze is thawed again
+  for i, r in ipairs(results) do if r.ok then undo[#undo + 1] = list[i] end end
+  batch.run(self.eng, R("unpause", undo), 60)
+  return nil, err
 end
 
--- Thaws every paused container at once. A running stack is left as it is. true, or nil, err.
+-- Thaws every container at once, in one round. A running stack is left as it is. true, or
+-- nil, err.
 function M.resume(self)
   check_open(self)
-  local st, err = M.states(self)
-  if not st then return nil, err end
-  local todo = {}
-  for _, n in ipairs(names(self)) do
-    if st[n] and st[n].paused then todo[#todo + 1] = n end
-  end
-  return all_ok(batch.run(self.eng, R("unpause", todo), 60), "resume")
-end
-
--- resume without the state read first (the bench's fast path and pause's undo): every
--- container thawed in one round; true, or nil, err.
-function M.resume_known(self)
-  return all_ok(batch.run(self.eng, R("unpause", names(self)), 60), "resume")
+  local list = names(self)
+  return settle(batch.run(self.eng, R("unpause", list), 60), list, "resume")
 end
 
 -- hibernate{memory = true}: a checkpoint of the processes needs an experimental daemon (and
