@@ -22,6 +22,8 @@ usage: sandstack <command> [options]
   images [--proxy-binary PATH] [--force 1]
                                  build the default proxy and forwarder images on this engine
                                  from this machine's binaries (no registry is needed)
+  pause|resume|hibernate|wake|snapshot|fork|snapshots ...
+                                 a session over time (sandstack CMD --help; docs/lifecycle.md)
   conform [--backend docker|sbx|swarm] [--image IMG] [--forwarder-image IMG] [--subnet-pool CIDR]
           [--runtime NAME]       re-check the isolation promises on this engine, as TAP
                                  (--runtime: every container under that engine runtime, e.g. runsc)
@@ -285,6 +287,8 @@ function M.main(argv, o, e)
   elseif cmd == "images" then return cmd_images(argv, docker)
   elseif cmd == "conform" then return cmd_conform(argv)
   elseif cmd == "gateway" then return cmd_gateway(argv)
+  elseif require("sandstack.cli_lifecycle").HELP[cmd] then
+    return require("sandstack.cli_lifecycle").run(cmd, argv, out, errout, docker)
   elseif cmd == "-h" or cmd == "--help" or cmd == "help" then
     out:write(USAGE, "\n")
     return 0

@@ -20,6 +20,9 @@ end
 -- sandstack.docker.wake(record, opts): a hibernated stack started again, by its record.
 function M.wake(record, opts) return session.wake(handle.reconnect, record, opts) end
 
+-- sandstack.docker.open(project, opts): a handle by project name, from the record kept on the engine.
+function M.open(project, opts) return session.open(handle.reconnect, project, opts) end
+
 -- sandstack.docker.snapshots{source =} and remove_snapshot(s) (docker/snapshot.lua).
 function M.snapshots(opts) return require("sandstack.docker.snapshot").list(opts) end
 function M.remove_snapshot(s, opts) return require("sandstack.docker.snapshot").remove(s, opts) end

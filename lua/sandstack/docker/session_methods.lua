@@ -28,15 +28,53 @@ function M.start(session_key, opts, plain)
   local stack, err = plain(session_key, clean)
   if not stack then return nil, err end
   stack.spec = snapshot.spec_of(clean)
-  if ttl or idle then
-    local ok; ok, err = expiry.arm(stack, ttl, idle, on_expiry)
-    if not ok then
-      stack:destroy()
-      stack:close()
-      return nil, err
-    end
+  local ok; ok, err = M.keep_record(stack)
+  if ok and (ttl or idle) then ok, err = expiry.arm(stack, ttl, idle, on_expiry) end
+  if not ok then
+    stack:destroy()
+    stack:close()
+    return nil, err
   end
   return stack
+end
+
+-- The stack's record on the engine, so any process knows it by its project name alone
+-- (sandstack.docker.open, the CLI): a volume <project>-record whose label io.sandstack.record is
+-- stack:record() as JSON (no secret: the record is scrubbed). It carries the project label, so
+-- destroy removes it.
+local RECORD = "io.sandstack.record"
+function M.keep_record(stack)
+  local core = require "sandstack.core"
+  local batch = require "sandstack.docker.batch"
+  local r = batch.run(stack.eng, core.session_requests("create_volume", { stack.project .. "-record" }, { labels = {
+    ["io.sandstack.project"] = stack.project, ["io.sandstack.session"] = stack.session_key,
+    ["io.sandstack.role"] = "record", [RECORD] = core.json_encode(stack:record()) } }), 60)[1]
+  if not r.ok then return nil, r.err end
+  return true
+end
+
+-- sandstack.docker.open(project, opts) -> a handle on a stack by its project name (its record
+-- read from the engine, then reconnect), or nil, err (engine/not_found).
+function M.open(reconnect, project, opts)
+  if type(project) ~= "string" then error("sandstack.docker.open: project must be a string", 3) end
+  local core = require "sandstack.core"
+  local batch = require "sandstack.docker.batch"
+  local eng, err = require("sandstack").engine { host = opts and opts.docker_host, timeout = opts and opts.timeout }
+  if not eng then return nil, err end
+  local r = batch.run(eng, core.session_requests("list_volumes", nil, { label = "io.sandstack.project=" .. project }), 60)[1]
+  eng:close()
+  if not r.ok then return nil, r.err end
+  local rec
+  for _, v in ipairs(type(r.body) == "table" and type(r.body.Volumes) == "table" and r.body.Volumes or {}) do
+    local l = type(v.Labels) == "table" and v.Labels or {}
+    if l["io.sandstack.role"] == "record" and l[RECORD] then rec = core.json_decode(l[RECORD]) end
+  end
+  if type(rec) ~= "table" then
+    return E.fail("engine", "not_found", "no record of stack " .. project .. " on this engine: it does not exist, or "
+      .. "it was not started by sandstack.docker.start of this version (a pool's stack: use its handle)",
+      { project = project })
+  end
+  return reconnect(rec, opts)
 end
 
 -- Adds the methods to the handle's method table.
