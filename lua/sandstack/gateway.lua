@@ -215,6 +215,16 @@ local function authorized(tenant, key)
   return sid, entry
 end
 
+-- POST /sessions/<key>/<verb> with a tenant's token, and PATCH /sessions/<key>: a session over
+-- time (gateway/lifecycle.lua), under the tenant rules of GET and DELETE.
+local function lifecycle(tenant, key, verb, arg)
+  if not valid_key(key) then return fail(404, "not_found", "no such session") end
+  local sid, entry = authorized(tenant, key)
+  if not sid then return entry end -- the answer was sent
+  return require("sandstack.gateway.lifecycle").handle(G, { reply = reply, fail = fail, failure_status = failure_status },
+    sid, entry, verb, arg)
+end
+
 -- The proxied routes /sessions/<key>/...: the session is the one the secret opens, found by the
 -- secret's digest; it must be of this key. No secret is 401 whatever the key; a secret that
 -- opens no session of this key is 404, exactly as for a key that no one holds, so these routes,
@@ -243,8 +253,17 @@ function M.api()
     return fail(401, "unauthorized", "a tenant token is needed: Authorization: Bearer <token>")
   end
   if method == "POST" then return create(tenant, key) end
+  if method == "PATCH" and key and conf.backend ~= "swarm" then
+    ngx.req.read_body()
+    local body = core.json_decode(ngx.req.get_body_data() or "")
+    local ttl = type(body) == "table" and body.ttl
+    if type(ttl) ~= "number" or ttl <= 0 or ttl ~= ttl or ttl == math.huge then
+      return fail(400, "invalid", 'PATCH takes {"ttl": seconds > 0}')
+    end
+    return lifecycle(tenant, key, "set_timeout", ttl)
+  end
   if not key or (method ~= "GET" and method ~= "DELETE") then
-    ngx.header["Allow"] = key and "GET, DELETE, POST" or "POST"
+    ngx.header["Allow"] = key and "GET, DELETE, PATCH, POST" or "POST"
     return fail(405, "gateway", "method not allowed")
   end
   if not valid_key(key) then return fail(404, "not_found", "no such session") end
@@ -252,7 +271,7 @@ function M.api()
   local sid, entry = authorized(tenant, key)
   if not sid then return entry end -- the answer was sent
   if method == "GET" then return reply(200, S.view(key, entry)) end
-  if entry.state ~= "ready" then
+  if entry.state ~= "ready" and entry.state ~= "hibernated" then
     return fail(409, "conflict", "session is " .. tostring(entry.state), { key = key })
   end
   local ok, err = G.destroy(sid, entry, "deleted")
@@ -290,6 +309,13 @@ end
 local function route_to(key, force_refresh)
   local dict = dicts()
   if conf.backend == "swarm" then return require("sandstack.gateway.swarm").route(G, force_refresh) end
+  local verb = not force_refresh and ngx.req.get_method() == "POST"
+    and require("sandstack.gateway.lifecycle").verb(ngx.var.sandstack_path)
+  local tenant = verb and tenant_of_request()
+  if tenant then
+    local arg = verb == "hibernate" and tonumber(ngx.var.arg_timeout) or verb == "snapshot" and ngx.var.arg_name or nil
+    return lifecycle(tenant, key, verb, arg)
+  end
   local sid, entry = session_of_secret(key)
   if not sid then return entry end -- the answer was sent
   ngx.var.sandstack_sid = sid
