@@ -73,3 +73,28 @@ describe("expiry options", function()
     end
   end)
 end)
+
+describe("the same methods on every backend", function()
+  local methods = require("sandstack.session_unsupported").METHODS
+
+  it("a swarm session answers typed unsupported for what it cannot do, without an engine", function()
+    local sh = require "sandstack.swarm.handle"
+    local stack = sh.new({ close = function() end }, { close = function() end }, { hostname = "n", id = "i", engine = "e" },
+      { project = "p", session_key = "k", containers = {}, sandbox = "sandbox", forwarder = "forwarder" })
+    for _, m in ipairs(methods) do assert.is_function(stack[m], m) end
+    for _, m in ipairs { "hibernate", "wake", "snapshot", "fork", "changes", "set_timeout", "expires" } do
+      local ok, err = stack[m](stack)
+      assert.is_nil(ok, m)
+      assert.equal("unsupported", err.kind)
+      assert.equal(m, err.reason)
+      assert.equal("swarm", err.backend)
+    end
+  end)
+
+  it("the docker handle has every method", function()
+    local dh = require "sandstack.docker.handle"
+    local stack = dh.new({ close = function() end }, { project = "p", session_key = "k", containers = {}, networks = {},
+      volumes = {}, sandbox = "sandbox", forwarder = "forwarder" })
+    for _, m in ipairs(methods) do assert.is_function(stack[m], m) end
+  end)
+end)

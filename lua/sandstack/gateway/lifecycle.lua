@@ -1,5 +1,7 @@
 -- sandstack.gateway.lifecycle: a session over time through the gateway (docs/lifecycle.md).
 --   POST  /sessions/<key>/pause|resume|hibernate|wake|snapshot   tenant token and session secret
+--   POST  /sessions/<key>/fork?key=NEW   a new session of the same tenant (its own secret), as
+--         POST /sessions/NEW answers, with the snapshot it was made from
 --   PATCH /sessions/<key>   body {"ttl": seconds}                 the same
 -- A POST to /sessions/<key>/<verb> is the gateway's when it carries a tenant's token (which never
 -- goes on to the agent); without one it is the agent's own route, proxied as any other. The
@@ -12,7 +14,7 @@ local limits = require "sandstack.gateway.limits"
 
 local M = {}
 
-M.VERBS = { pause = true, resume = true, hibernate = true, wake = true, snapshot = true }
+M.VERBS = { pause = true, resume = true, hibernate = true, wake = true, snapshot = true, fork = true }
 local WORKER = "sandstack.gateway.lifecycle_worker"
 
 -- The verb of a proxied path, or nil.
