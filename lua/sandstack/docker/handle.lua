@@ -8,6 +8,7 @@ local A = require "sandstack.docker.apply"
 local batch = require "sandstack.docker.batch"
 local inventory = require "sandstack.docker.inventory"
 local live = require "sandstack.docker.egress_live"
+local session = require "sandstack.session"
 
 local M = {}
 local Stack = {}
@@ -59,6 +60,7 @@ end
 local function check_open(self)
   if not self.eng then error("the stack handle is closed", 3) end
 end
+M.check_open = check_open
 
 local function run_of(self)
   check_open(self)
@@ -305,5 +307,26 @@ function M.reconnect(record, opts)
   end
   return stack
 end
+
+-- The session interface (sandstack.session). Its methods live in files of their own, one
+-- concept each: lua/sandstack/docker/handle_<part>.lua returns { methods = { name = fn } } and
+-- is mixed in here when the file exists, so a part is added without editing this file (a part
+-- reaches the handle's helpers through sandstack.docker.target, never by requiring this file,
+-- which is still loading). What no part gives is a stub returning kind = "unsupported".
+M.PARTS = { "exec", "files", "observe", "spawn", "lifecycle" }
+M.Stack = Stack
+
+function M.mixin(methods)
+  for name, fn in pairs(methods) do
+    if rawget(Stack, name) ~= nil then error("sandstack.docker handle: method " .. name .. " is defined twice", 2) end
+    Stack[name] = fn
+  end
+end
+
+for _, part in ipairs(M.PARTS) do
+  local name = "sandstack.docker.handle_" .. part
+  if package.searchpath(name, package.path) then M.mixin(require(name).methods) end
+end
+session.install(Stack, "docker")
 
 return M

@@ -326,4 +326,7 @@ function Box:dispose()
   return true
 end
 
+-- The session interface every backend's handle shares (sandstack.session), on top of the above.
+require("sandstack.sbx.box_session").install(Box)
+
 return M

@@ -7,6 +7,7 @@ local store = require "sandstack.store"
 local dhandle = require "sandstack.docker.handle"
 local cluster = require "sandstack.swarm.cluster"
 local inventory = require "sandstack.swarm.inventory"
+local session = require "sandstack.session"
 
 local M = {}
 local Stack = {}
@@ -236,5 +237,10 @@ function M.reconnect(record, opts)
   end
   return stack
 end
+
+-- The session interface every backend's handle shares (sandstack.session): what a swarm
+-- session does not offer yet is a stub returning kind = "unsupported".
+M.Stack = Stack
+session.install(Stack, "swarm")
 
 return M

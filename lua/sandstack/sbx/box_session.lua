@@ -1,0 +1,112 @@
+-- The session interface (sandstack.session) on an sbx box (internal to sandstack.sbx): the
+-- names every backend's handle shares, mapped onto the box's own exec and file plane. What sbx
+-- cannot do is a stub returning kind = "unsupported".
+local core = require "sandstack.core"
+local E = require "sandstack.error"
+local session = require "sandstack.session"
+
+local M = {}
+
+local function seconds_since(t0) return core.engine_clock() - t0 end
+
+-- The session's exec keys on top of the box's own: max_bytes (the box's max_output_bytes),
+-- stdin and service.
+local SESSION_KEYS = { timeout = true, cwd = true, env = true, user = true, max_bytes = true, stdin = true,
+  service = true, max_output_bytes = true }
+
+-- The stat of a plane's attributes, in the shape every backend gives.
+local function stat_of(name, a)
+  return { name = name, type = a.mode == "directory" and "directory" or a.mode == "file" and "file"
+    or a.mode == "link" and "link" or "other", size = a.size, mtime = a.modification,
+    mode = tonumber((a.permissions:gsub("[^-]", "1"):gsub("-", "0")), 2) }
+end
+
+local function basename(path) return (path:gsub("/+$", ""):match("([^/]*)$")) end
+
+function M.install(Box)
+  local box_exec, box_bounded = Box.exec, Box.exec_bounded
+
+  -- exec as every backend has it: the box's exec plus code, killed and seconds; max_bytes is
+  -- the box's max_output_bytes. A timeout or a budget passed is nil, err with killed (the
+  -- box's wrapper kills the command's process group).
+  function Box:exec(cmd, opts)
+    opts = E.check_keys(opts, SESSION_KEYS, "exec")
+    if opts.service ~= nil and opts.service ~= "sandbox" then
+      return nil, session.unsupported("sbx", "exec", "an sbx sandbox has no sidecars (service " .. tostring(opts.service) .. ")")
+    end
+    if opts.stdin ~= nil then
+      return nil, session.unsupported("sbx", "exec", "stdin: the exec wrapper's input carries the environment")
+    end
+    local budget = opts.max_bytes or opts.max_output_bytes
+    local o = { timeout = opts.timeout, cwd = opts.cwd, env = opts.env, user = opts.user, max_output_bytes = budget }
+    local t0 = core.engine_clock()
+    local r, err
+    if budget then r, err = box_bounded(self, cmd, o) else r, err = box_exec(self, cmd, o) end
+    if not r then
+      if err and err.killed ~= nil then err.seconds = seconds_since(t0) end
+      return nil, err
+    end
+    r.code, r.killed, r.seconds = r.exit_code, false, seconds_since(t0)
+    return r
+  end
+
+  -- list(path) -> { {name =, type =, size =, mode =, mtime =}, ... } sorted by name.
+  function Box:list(path, opts)
+    local out = {}
+    for name in self:dir(path, opts) do
+      if name ~= "." and name ~= ".." then
+        local a, err = self:attributes(path .. "/" .. name, opts)
+        if not a then return nil, err end
+        out[#out + 1] = stat_of(name, a)
+      end
+    end
+    table.sort(out, function(a, b) return a.name < b.name end)
+    return out
+  end
+
+  function Box:stat(path, opts)
+    local a, err = self:attributes(path, opts)
+    if not a then return nil, err end
+    return stat_of(basename(path), a)
+  end
+
+  -- write(path, data, {mode =}): the plane's atomic write, then the mode set in the guest.
+  local plane_write = Box.write
+  function Box:write(path, data, opts)
+    opts = E.check_keys(opts, { mode = true, cwd = true }, "write")
+    if type(data) ~= "string" then error("write: data must be a string", 2) end
+    local ok, err = plane_write(self, path, data, { cwd = opts.cwd })
+    if not ok or not opts.mode then return ok, err end
+    if type(opts.mode) ~= "number" then error("write: option 'mode' must be a number such as 420 (0644)", 2) end
+    local guest; guest, err = self._plane:check(path, { cwd = opts.cwd })
+    if not guest then return nil, err end
+    local r; r, err = box_exec(self, { "chmod", ("%o"):format(opts.mode), "--", guest })
+    if not r then return nil, err end
+    if r.exit_code ~= 0 then return E.fail("io", "chmod", "write " .. path .. ": chmod: " .. r.stderr) end
+    return true
+  end
+
+  -- upload and download copy between a host file and the workspace through the plane.
+  function Box:upload(local_path, path, opts)
+    local f, ferr = io.open(local_path, "rb")
+    if not f then return E.fail("io", "open", "upload: " .. tostring(ferr), { path = local_path }) end
+    local data = f:read("*a")
+    f:close()
+    return self:write(path, data, opts)
+  end
+
+  function Box:download(path, local_path, opts)
+    local data, err = self:read(path, opts)
+    if not data then return nil, err end
+    local f, ferr = io.open(local_path, "wb")
+    if not f then return E.fail("io", "open", "download: " .. tostring(ferr), { path = local_path }) end
+    local ok, werr = f:write(data)
+    f:close()
+    if not ok then os.remove(local_path); return E.fail("io", "write", "download: " .. tostring(werr), { path = local_path }) end
+    return #data
+  end
+
+  session.install(Box, "sbx")
+end
+
+return M
