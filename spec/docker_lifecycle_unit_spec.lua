@@ -75,7 +75,7 @@ describe("expiry options", function()
 end)
 
 describe("the same methods on every backend", function()
-  local methods = require("sandstack.session_unsupported").METHODS
+  local methods = { "pause", "resume", "hibernate", "wake", "snapshot", "fork", "changes", "set_timeout", "expires" }
 
   it("a swarm session answers typed unsupported for what it cannot do, without an engine", function()
     local sh = require "sandstack.swarm.handle"

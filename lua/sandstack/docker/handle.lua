@@ -282,9 +282,6 @@ function Stack:set_model_key(key)
   return live.set_model_key(self, key)
 end
 
--- pause, hibernate, snapshot, fork, changes and expiry (docker/session_methods.lua)
-require("sandstack.docker.session_methods").mix(Stack)
-
 -- Rebuilds a handle from stack:record() and re-reads the forwarder's port.
 local RECONNECT_KEYS = { docker_host = true, timeout = true, on_event = true, req_adapter = true }
 function M.reconnect(record, opts)

@@ -77,14 +77,16 @@ function M.open(reconnect, project, opts)
   return reconnect(rec, opts)
 end
 
--- Adds the methods to the handle's method table.
-function M.mix(Stack)
-  Stack.pause, Stack.resume, Stack.hibernate, Stack.wake = L.pause, L.resume, L.hibernate, L.wake
-  Stack.snapshot, Stack.changes = snapshot.snapshot, snapshot.changes
-  function Stack:fork(new_key, opts)
+-- The handle's methods of a session over time ({ name = fn }), mixed in by docker/handle.lua
+-- through docker/handle_lifecycle.lua.
+function M.methods()
+  local m = { pause = L.pause, resume = L.resume, hibernate = L.hibernate, wake = L.wake,
+    snapshot = snapshot.snapshot, changes = snapshot.changes, set_timeout = expiry.set_timeout,
+    expires = expiry.expires }
+  function m.fork(self, new_key, opts)
     return snapshot.fork(self, new_key, opts, function(k, o) return require("sandstack.docker").start(k, o) end)
   end
-  Stack.set_timeout, Stack.expires = expiry.set_timeout, expiry.expires
+  return m
 end
 
 -- sandstack.docker.wake(record, opts): reconnect (docker/handle.lua) and wake.

@@ -5,7 +5,7 @@
 -- session could not come back on its node with its files.
 local core = require "sandstack.core"
 local batch = require "sandstack.docker.batch"
-local unsupported = require "sandstack.session_unsupported"
+local session = require "sandstack.session"
 
 local M = {}
 
@@ -27,8 +27,11 @@ end
 function M.mix(Stack)
   function Stack:pause() return each(self, "pause") end
   function Stack:resume() return each(self, "unpause") end
-  unsupported.fill(Stack, "swarm", { default = "a swarm task that stops is replaced by the manager, so the "
-    .. "session cannot keep its files over a stop; pause and resume are offered, and destroy" })
+  local why = "a swarm task that stops is replaced by the manager, so the session cannot keep its files over a "
+    .. "stop; pause and resume are offered, and destroy"
+  for _, m in ipairs { "hibernate", "wake", "snapshot", "fork", "changes", "set_timeout", "expires" } do
+    Stack[m] = session.stub("swarm", m, why)
+  end
 end
 
 return M
