@@ -228,8 +228,9 @@ describe("a stack over time #docker", function()
     assert.is_nil(ws["pause-1"])
     -- restored: a new session with both cycles' files (workspace and the sandbox's own)
     local RP = P .. "-r"
-    local r = assert(docker.start(RP, { from_snapshot = s2, project_name = RP, api_key = KEY,
+    local r = assert(docker.start(RP, { from_snapshot = s2, project_name = RP, api_key = KEY, ttl = 600,
       credentials = { cred("s2-" .. core.random_hex(14)) } }))
+    assert.is_number(assert(r:expires()).at) -- a restore takes the start's expiry options too
     local rs = RP .. "-sandbox"
     assert.equal(200, assert(get(r)).status)
     assert.equal("changed\n", (sh_in(rs, "cat /workspace/snap-1")))
@@ -283,6 +284,15 @@ describe("a stack over time #docker", function()
       assert.same({ snap.id }, assert(docker.remove_snapshot(snap)))
     end
     assert.equal("before1\n", (sh_in(sbx, "cat /workspace/fork-1")))
+  end)
+
+  it("reaps its snapshots by their source's prefix", function()
+    ready()
+    local left = assert(docker.snapshots { source = P })
+    assert.is_true(#left >= 1) -- the second snapshot of the restore test
+    local removed = assert(docker.reap { snapshots = true, prefix = P })
+    assert.equal(#left, #removed)
+    assert.same({}, assert(docker.snapshots { source = P }))
   end)
 
   it("keeps the files of every cycle on the one stack to the end", function()

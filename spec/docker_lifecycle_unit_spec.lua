@@ -62,6 +62,20 @@ describe("a snapshot's options", function()
     assert.equal(8080, spec.agent_port)
     assert.same({ { name = "X", host = "h" } }, spec.credentials)
   end)
+
+  it("keep no env entry that holds a secret or names the model key, map or list", function()
+    local key = "sk-live-" .. string.rep("q", 30)
+    local spec = snapshot.spec_of { api_key = key, credentials = { { name = "X", host = "h", secret = "S3CRET-1" } },
+      services = {
+        { name = "a", env = { ANTHROPIC_API_KEY = key, KEEP = "1", COPY = "x" .. key, TOK = "Bearer S3CRET-1" } },
+        { name = "b", env = { "ANTHROPIC_API_KEY=" .. key, "KEEP=2", "OTHER=" .. key } },
+      } }
+    local text = core.json_encode(spec)
+    assert.is_nil(text:find("sk-live", 1, true))
+    assert.is_nil(text:find("S3CRET", 1, true))
+    assert.same({ KEEP = "1" }, spec.services[1].env)
+    assert.same({ "KEEP=2" }, spec.services[2].env)
+  end)
 end)
 
 describe("expiry options", function()

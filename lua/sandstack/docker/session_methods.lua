@@ -12,8 +12,9 @@ local M = {}
 
 -- The one start of sandstack.docker with the options of this file: plain is the start pipeline
 -- (docker/start.lua's start). The handle keeps the options without a secret (snapshot.spec_of)
--- for its snapshots; a ttl or idle_timeout is written to the engine before the stack is handed
--- out (a failure to write it removes the stack again).
+-- for its snapshots, and its record is kept on the engine (keep_record); a ttl, idle_timeout or
+-- on_expiry is written to the engine before the stack is handed out (a failure to write either
+-- removes the stack again).
 function M.start(session_key, opts, plain)
   if type(opts) ~= "table" then return plain(session_key, opts) end
   local ttl, idle, on_expiry = opts.ttl, opts.idle_timeout, opts.on_expiry
@@ -29,7 +30,8 @@ function M.start(session_key, opts, plain)
   if not stack then return nil, err end
   stack.spec = snapshot.spec_of(clean)
   local ok; ok, err = M.keep_record(stack)
-  if ok and (ttl or idle) then ok, err = expiry.arm(stack, ttl, idle, on_expiry) end
+  -- on_expiry alone is kept too: a later set_timeout acts by it
+  if ok and (ttl or idle or on_expiry) then ok, err = expiry.arm(stack, ttl, idle, on_expiry) end
   if not ok then
     stack:destroy()
     stack:close()
@@ -100,11 +102,32 @@ end
 
 local REAP_EXPIRED = { docker_host = true, timeout = true, project = true, prefix = true, pool = true, expired = true }
 
--- reap{expired = true, ...}: the expiry's pass (docker/expiry.lua); any other reap is the
--- inventory's.
+local REAP_SNAPSHOTS = { docker_host = true, timeout = true, prefix = true, older_than = true, snapshots = true }
+
+-- reap{snapshots = true, prefix =, older_than =}: removes the snapshots whose source project
+-- starts with prefix and/or that are older than older_than seconds (all, without either);
+-- returns the ids removed.
+local function reap_snapshots(opts)
+  local list, err = snapshot.list { docker_host = opts.docker_host, timeout = opts.timeout }
+  if not list then return nil, err end
+  local ids, t = {}, os.time()
+  for _, s in ipairs(list) do
+    local match = not opts.prefix or (s.source or ""):sub(1, #opts.prefix) == opts.prefix
+    local old = not opts.older_than or (s.created and t - s.created >= opts.older_than)
+    if match and old then ids[#ids + 1] = s.id end
+  end
+  if #ids == 0 then return {} end
+  return snapshot.remove(ids, { docker_host = opts.docker_host, timeout = opts.timeout })
+end
+
+-- reap{expired = true, ...}: the expiry's pass (docker/expiry.lua); reap{snapshots = true}: the
+-- snapshots; any other reap is the inventory's.
 function M.reap(opts, plain)
   if type(opts) == "table" and opts.expired then
     return expiry.reap(E.check_keys(opts, REAP_EXPIRED, "sandstack.docker.reap"))
+  end
+  if type(opts) == "table" and opts.snapshots then
+    return reap_snapshots(E.check_keys(opts, REAP_SNAPSHOTS, "sandstack.docker.reap"))
   end
   if type(opts) == "table" and opts.expired == false then
     local o = {}

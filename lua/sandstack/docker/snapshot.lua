@@ -33,9 +33,34 @@ local function deep_copy(v)
   return out
 end
 
+-- A service's env without the model key's variable (the model puts the session token there and
+-- removes any other: csrc/stack/plan.c) and without an entry whose value holds a secret of the
+-- options. env: a map, or a list of "NAME=value".
+local function env_without(env, secrets)
+  if type(env) ~= "table" then return env end
+  local function secret_in(v)
+    if type(v) ~= "string" then return false end
+    for _, sec in ipairs(secrets) do if v:find(sec, 1, true) then return true end end
+    return false
+  end
+  local out = {}
+  if env[1] ~= nil then
+    for _, e in ipairs(env) do
+      local k, v = tostring(e):match("^([^=]*)=?(.*)$")
+      if k ~= "ANTHROPIC_API_KEY" and not secret_in(v) then out[#out + 1] = e end
+    end
+  else
+    for k, v in pairs(env) do
+      if k ~= "ANTHROPIC_API_KEY" and not secret_in(v) then out[k] = v end
+    end
+  end
+  return out
+end
+
 -- The options a snapshot keeps: the start's options without a secret (api_key, session_token,
--- each credential's secret), without the project name (a restore is a new session) and without
--- functions; a compiled policy as its JSON.
+-- each credential's secret, and any env entry that holds one or names the model key), without
+-- the project name (a restore is a new session) and without functions; a compiled policy as
+-- its JSON.
 function M.spec_of(opts)
   local out = {}
   for k, v in pairs(opts) do
@@ -46,6 +71,23 @@ function M.spec_of(opts)
   end
   local p = out.egress_policy
   if type(p) == "table" and getmetatable(p) and p.render then out.egress_policy = core.json_decode(p:render()) end
+  local secrets = {}
+  for _, v in ipairs { opts.api_key, opts.session_token } do
+    if type(v) == "string" and #v >= 4 then secrets[#secrets + 1] = v end
+  end
+  for _, c in ipairs(type(opts.credentials) == "table" and opts.credentials or {}) do
+    if type(c) == "table" and type(c.secret) == "string" and #c.secret >= 4 then secrets[#secrets + 1] = c.secret end
+  end
+  if type(out.services) == "table" then
+    local svcs = {}
+    for i, sv in ipairs(out.services) do
+      local c = {}
+      for k, v in pairs(type(sv) == "table" and sv or {}) do c[k] = v end
+      c.env = env_without(c.env, secrets)
+      svcs[i] = c
+    end
+    out.services = svcs
+  end
   out.credentials = store.credentials(out.credentials)
   if out.credentials then
     for _, c in ipairs(out.credentials) do c.placeholder = nil end -- a restore mints its own
@@ -197,7 +239,11 @@ function M.start_from(session_key, opts, start)
   local snap = opts.from_snapshot
   check_snapshot(snap, "sandstack.docker.start")
   local o = restore_opts(snap, opts)
-  local plan, err = require("sandstack.docker.start").plan(session_key, o)
+  local po = {} -- the plan's options: the expiry's are the start's own (docker/session_methods.lua)
+  for k, v in pairs(o) do
+    if k ~= "ttl" and k ~= "idle_timeout" and k ~= "on_expiry" then po[k] = v end
+  end
+  local plan, err = require("sandstack.docker.start").plan(session_key, po)
   if not plan then return nil, err end
   local eng; eng, err = engine { docker_host = o.docker_host, timeout = o.timeout }
   if not eng then return nil, err end
