@@ -59,10 +59,18 @@ local ok, err = pcall(function()
   local stack = start("main")
   local sbx = stack.project .. "-sandbox"
   assert(os.execute(("docker exec %s sh -c 'head -c 104857600 /dev/urandom > /workspace/big'"):format(sbx)))
-  local pause, resume = {}, {}
+  local pause, resume, cli_resume = {}, {}, {}
+  local names = {}
+  for _, c in ipairs(stack.plan.containers) do names[#names + 1] = c.name end
   for i = 1, ROUNDS * 4 do
     pause[i] = timed(function() assert(stack:pause()) end)
     resume[i] = timed(function() assert(stack:resume()); answers(stack) end)
+    -- the baseline: the docker CLI's unpause of the same containers, to the agent's answer
+    assert(stack:pause())
+    cli_resume[i] = timed(function()
+      assert(os.execute("docker unpause " .. table.concat(names, " ") .. " >/dev/null"))
+      answers(stack)
+    end)
   end
   local hib, wake = {}, {}
   for i = 1, ROUNDS do
@@ -94,6 +102,7 @@ local ok, err = pcall(function()
     { "cold start (anchor)", cold, nil },
     { "pause", pause, nil },
     { "resume to the agent's answer", resume, "goal p50 <= 25 ms" },
+    { "baseline: `docker unpause` of the same containers to the answer", cli_resume, nil },
     { "hibernate (stop grace 1 s)", hib, nil },
     { "wake to ready", wake, "goal <= 1.0x cold" },
     { "snapshot, 100 MiB workspace", snap_t, nil },
