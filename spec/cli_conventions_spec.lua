@@ -26,33 +26,7 @@ describe("the sandstack command's conventions", function()
 
   teardown(function() if fake then fake.stop() end end)
 
-  -- Runs each argv through cli.main in a child process (this mode's interpreter and build) whose
-  -- DOCKER_HOST is the fake engine; returns { {argv =, code =, out =, err =}, ... }.
-  local function run_all(argvs)
-    local src = [[
-      local core = require "sandstack.core"
-      local cli = require "sandstack.cli"
-      local argvs = core.json_decode(io.read("*a"))
-      for _, argv in ipairs(argvs) do
-        local out, err = {}, {}
-        local function sink(buf)
-          return { write = function(self, ...) for _, x in ipairs { ... } do buf[#buf + 1] = tostring(x) end return self end,
-            flush = function() end }
-        end
-        local ok, code = pcall(cli.main, argv, sink(out), sink(err))
-        io.write(core.json_encode { argv = argv, code = ok and code or -1, out = table.concat(out),
-          err = ok and table.concat(err) or ("main raised: " .. tostring(code)) }, "\n")
-      end
-    ]]
-    h.write_file(dir .. "/argv.json", core.json_encode(argvs))
-    local out, ok = h.sh("DOCKER_HOST=" .. h.q(host) .. " " .. h.child_command(dir .. "/child.lua", src) .. " <"
-      .. h.q(dir .. "/argv.json"))
-    assert(ok, out)
-    local res = {}
-    for line in out:gmatch("[^\n]+") do res[#res + 1] = assert(core.json_decode(line), line) end
-    assert.equal(#argvs, #res, out)
-    return res
-  end
+  local function run_all(argvs) return fake.cli(argvs) end
 
   local by, names = cli.commands()
 

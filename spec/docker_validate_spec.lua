@@ -540,7 +540,7 @@ describe("the executor against a scripted engine (no engine)", function()
       if m == "POST" and p == "/networks/create" and b.Name:find("%-pub$") then
         return 404, { message = "could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network" }
       end
-      if m == "POST" then return 201, { Id = "id-" .. (b and b.Name or p) } end
+      if m == "POST" then return 201, { Id = "id-" .. (b and b.Name or p), Labels = b and b.Labels } end
       return 204
     end)
     local run = run_for(eng)
@@ -560,7 +560,7 @@ describe("the executor against a scripted engine (no engine)", function()
     local eng = fake(function(m, p, b)
       if m == "POST" and p == "/containers/create" and b.Labels["io.sandstack.service"] == "sandbox" then gone = true end
       if gone and m == "POST" then return nil, core.error("transport", nil, "connection refused") end
-      if m == "POST" then return 201, { Id = "id-" .. (b and b.Name or b and b.Image or p) } end
+      if m == "POST" then return 201, { Id = "id-" .. (b and b.Name or b and b.Image or p), Labels = b and b.Labels } end
       return 204
     end)
     local run = run_for(eng)
@@ -577,13 +577,54 @@ describe("the executor against a scripted engine (no engine)", function()
     for _, id in ipairs(run.created.networks) do assert.truthy(logged(eng, "^DELETE /networks/" .. id:gsub("%-", "%%-") .. "$")) end
   end)
 
-  it("connects second networks after create and before any start (API 1.41), then starts by dependency", function()
+  it("takes a volume the engine already had for another stack's: a conflict, and the rollback leaves it", function()
+    -- a volume create of an existing name answers 201 with that volume (its labels are another run's)
+    local eng = fake(function(m, p, b)
+      if m == "POST" and p == "/volumes/create" then
+        return 201, { Name = b.Name, Labels = { ["io.sandstack.project"] = "sandstack-fake", ["io.sandstack.run"] = "other" } }
+      end
+      if m == "POST" then return 201, { Id = "id-" .. (b and b.Name or p), Labels = b and b.Labels } end
+      if m == "GET" then return 200, p == "/volumes" and { Volumes = {} } or {} end
+      return 204
+    end)
+    local run = run_for(eng)
+    local ok, err = A.create_networks_and_volumes(run)
+    assert.is_nil(ok)
+    assert.equal("conflict", err.kind)
+    assert.equal("stack_exists", err.reason)
+    assert.equal("sandstack-fake-w", err.volume)
+    A.rollback(run)
+    assert.truthy(logged(eng, "^DELETE /networks/id%-sandstack%-fake%-sbx$"), table.concat(eng.log, "\n"))
+    assert.falsy(logged(eng, "^DELETE /volumes/"), table.concat(eng.log, "\n"))
+  end)
+
+  it("refuses to start over a project the engine already lists, before any create", function()
     local eng = fake(function(m, p)
+      if m == "GET" and p == "/containers/json" then
+        return 200, { { Id = "c1", State = "exited", Labels = { ["io.sandstack.project"] = "sandstack-fake",
+          ["io.sandstack.service"] = "sandbox" } } }
+      end
+      if m == "GET" and p == "/volumes" then return 200, { Volumes = {} } end
+      if m == "GET" then return 200, {} end
+      return 500, { message = "no change expected" }
+    end)
+    local run = run_for(eng)
+    local ok, err = A.preflight(run)
+    assert.is_nil(ok)
+    assert.equal("conflict", err.kind)
+    assert.equal("stack_exists", err.reason)
+    assert.equal("stopped", err.state)
+    assert.matches("sandstack down fake", err.message, 1, true)
+    for _, l in ipairs(eng.log) do assert.matches("^GET ", l) end
+  end)
+
+  it("connects second networks after create and before any start (API 1.41), then starts by dependency", function()
+    local eng = fake(function(m, p, b)
       if m == "GET" and p:find("/json$") then
         return 200, { State = { Status = "running", Health = { Status = "healthy" } },
           NetworkSettings = { Ports = { ["8080/tcp"] = { { HostIp = "127.0.0.1", HostPort = "40001" } } } } }
       end
-      if m == "POST" then return 201, { Id = "x" } end
+      if m == "POST" then return 201, { Id = "x", Labels = b and b.Labels } end
       return 204
     end)
     local run = run_for(eng, { services = { { name = "relay", image = "a", egress = "allow" },

@@ -1,23 +1,52 @@
 #!/usr/bin/env python3
-"""fake_engine.py whose label lists say what a spec wants, for spec/docker_list_answer_spec.lua.
+"""fake_engine.py whose label lists say what a spec wants (spec/support/list_answer.lua starts it).
 
     list_answer_engine.py SOCKET_PATH ANSWER_DIR
 
 GET /containers/json, /networks and /volumes answer 200 with the bytes of ANSWER_DIR/containers,
 ANSWER_DIR/networks and ANSWER_DIR/volumes, read at each request (so a spec changes an answer
-between calls by rewriting the file); a missing file gives fake_engine.py's own answer (empty
-lists). Every such request is appended to ANSWER_DIR/requests, and every removal (DELETE) to
+between calls by rewriting the file) and narrowed by the request's label filters as the engine
+narrows them; a missing file gives fake_engine.py's own answer (empty lists). Every such request is appended to ANSWER_DIR/requests, and every removal (DELETE) to
 ANSWER_DIR/deletes, so a spec can tell what was asked and that nothing was removed. Everything
 else is fake_engine.py's."""
+import json
 import os
 import sys
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fake_engine  # noqa: E402
 
 ANSWERS = sys.argv[2] if len(sys.argv) > 2 else "."
 LISTS = {"/containers/json": "containers", "/networks": "networks", "/volumes": "volumes"}
+
+
+def labelled(entry, wanted):
+    labels = entry.get("Labels") if isinstance(entry, dict) else None
+    if not isinstance(labels, dict):
+        return not isinstance(entry, dict)  # what is not an object stays, for the shape tests
+    for w in wanted:
+        k, _, v = w.partition("=")
+        if k not in labels or ("=" in w and labels[k] != v):
+            return False
+    return True
+
+
+def filtered(answer, target, path):
+    """The answer narrowed by the request's label filters, as the engine does; an answer not of
+    the engine's shape (a list; for /volumes {"Volumes": list}) is left as it is."""
+    q = parse_qs(urlsplit(target).query)
+    try:
+        wanted = json.loads(q["filters"][0]).get("label", [])
+        doc = json.loads(answer)
+    except (KeyError, ValueError, AttributeError):
+        return answer
+    if isinstance(doc, list) and path != "/volumes":
+        return json.dumps([e for e in doc if labelled(e, wanted)]).encode()
+    if isinstance(doc, dict) and isinstance(doc.get("Volumes"), list) and len(doc) <= 2:
+        doc["Volumes"] = [e for e in doc["Volumes"] if labelled(e, wanted)]
+        return json.dumps(doc).encode()
+    return answer
 
 
 def note(name, line):
@@ -39,7 +68,7 @@ class Handler(fake_engine.Handler):
             except OSError:
                 answer = None
             if answer is not None:
-                self.send(200, answer)
+                self.send(200, filtered(answer, target, path))
                 return True
         if method == "DELETE":
             note("deletes", path)

@@ -20,11 +20,17 @@ end
 
 -- The reads that precede every create, in one round: the image checks, the isolation
 -- self-check's identity (its verdict's key and the memos on the engine) or /info for the
--- runtime check, all held by the plan (plan.preflight: one read per image first). Kept on run
--- for the steps that use them.
+-- runtime check, all held by the plan (plan.preflight: one read per image first), and the
+-- project's label lists: a project that already has objects is another stack's (a crashed
+-- session's, or a second start of a live key), and this start stops there, sending nothing
+-- that could change it. Kept on run for the steps that use them.
 function A.preflight(run)
   local plan = run.plan
-  local r = batch.run(run.eng, plan.preflight, 30)
+  local reqs = {}
+  for i, q in ipairs(plan.preflight) do reqs[i] = q end
+  local pre = #reqs
+  for _, q in ipairs(plan.removals.lists) do reqs[#reqs + 1] = q end -- the project's label lists
+  local r = batch.run(run.eng, reqs, 30)
   local n = #plan.images
   local function slice(i, j)
     local out = {}
@@ -33,11 +39,43 @@ function A.preflight(run)
   end
   run.found_images = slice(1, n)
   if plan.isolation_check then
-    run.identity, run.info = slice(n + 1, #r), r[n + 2] -- the identity: /version, /info, ...
+    run.identity, run.info = slice(n + 1, pre), r[n + 2] -- the identity: /version, /info, ...
   elseif plan.runtime then
     run.info = r[n + 1]
   end
-  return true
+  return A.absent(run, r[pre + 1], r[pre + 2], r[pre + 3])
+end
+
+-- True when the engine lists nothing labelled with the plan's project; else nil and the
+-- conflict: kind "conflict", reason "stack_exists", naming the project, its state and the two
+-- ways on (reconnect to it, or take it down).
+function A.absent(run, cs, ns, vs)
+  local err = batch.first_error { cs, ns, vs }
+  if err then return nil, err end
+  local lists; lists, err = require("sandstack.docker.inventory").checked_lists(cs.body, ns.body, vs.body)
+  if not lists then return nil, err end
+  if #lists.containers + #lists.networks + #lists.volumes == 0 then return true end
+  local plan = run.plan
+  local running, total, states = 0, 0, {}
+  for _, c in ipairs(lists.containers) do
+    local svc = type(c.Labels) == "table" and c.Labels["io.sandstack.service"]
+    if svc then
+      total = total + 1
+      if c.State == "running" then running = running + 1 end
+      states[#states + 1] = svc .. " " .. tostring(c.State)
+    end
+  end
+  table.sort(states)
+  local state = total == 0 and "partial" or running == total and "running" or running == 0 and "stopped"
+    or "partly running"
+  local detail = total == 0 and (("%d networks and %d volumes, no container"):format(#lists.networks, #lists.volumes))
+    or table.concat(states, ", ")
+  return nil, E.new("conflict", "stack_exists",
+    ("session %s already has a stack: project %s is %s (%s); nothing was changed. Use it with "
+      .. "sandstack.docker.reconnect(record), or remove it with `sandstack down %s` and start again")
+      :format(tostring(plan.session_key), plan.project, state, detail, tostring(plan.session_key or plan.project)),
+    { project = plan.project, session_key = plan.session_key, state = state, containers = #lists.containers,
+      networks = #lists.networks, volumes = #lists.volumes })
 end
 
 -- Images: "missing" pulls what is absent, "always" pulls all, "never" only checks. Each pull is
@@ -125,6 +163,12 @@ function A.plan(run)
   return plan
 end
 
+-- Whether an object the engine answered with carries this run's label.
+function A.ours(run, body)
+  local labels = type(body) == "table" and type(body.Labels) == "table" and body.Labels or {}
+  return run.nonce ~= nil and labels["io.sandstack.run"] == run.nonce
+end
+
 -- The container creates and then their connects: two rounds.
 local function container_rounds(plan)
   local creates, connects = {}, {}
@@ -173,6 +217,12 @@ function A.create_networks_and_volumes(run)
       if r.ok and it.net then
         run.created.networks[#run.created.networks + 1] = r.body and r.body.Id or it.net.name
         A.emit(run, "network_created", nil, { network = it.net.name, subnet = it.net.subnet })
+      elseif r.ok and not A.ours(run, r.body) then
+        -- a volume create of a name that exists answers with that volume: another stack's,
+        -- made since the preflight read. Not ours to remove, and this start cannot go on.
+        first_err = first_err or E.new("conflict", "stack_exists", ("volume %s already exists (another process "
+          .. "started project %s at the same time?); nothing of it was changed"):format(it.vol.name, run.plan.project),
+          { project = run.plan.project, session_key = run.plan.session_key, volume = it.vol.name })
       elseif r.ok then
         run.created.volumes[#run.created.volumes + 1] = it.vol.name
         A.emit(run, "volume_created", nil, { volume = it.vol.name })

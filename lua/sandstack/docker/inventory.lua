@@ -245,6 +245,17 @@ local REAP_KEYS = { docker_host = true, timeout = true, project = true, older_th
   idle_only = true }
 function M.reap(opts)
   opts = check_keys(opts, REAP_KEYS, "sandstack.docker.reap")
+  local age = opts.older_than
+  -- a filter that cannot be read must never widen into "every stack"
+  if age ~= nil and (type(age) ~= "number" or age ~= age or age < 0) then
+    error(("sandstack.docker.reap: older_than must be a number of seconds >= 0, got %s %s"):format(type(age),
+      type(age) == "string" and ("%q"):format(age) or tostring(age)), 2)
+  end
+  for _, k in ipairs { "project", "prefix", "pool" } do
+    if opts[k] ~= nil and type(opts[k]) ~= "string" then
+      error(("sandstack.docker.reap: %s must be a string, got %s"):format(k, type(opts[k])), 2)
+    end
+  end
   local stacks, err = M.list { docker_host = opts.docker_host, timeout = opts.timeout, project = opts.project, pool = opts.pool }
   if not stacks then return nil, err end
   local eng; eng, err = engine(opts)
@@ -253,7 +264,10 @@ function M.reap(opts)
   local t = os.time()
   for _, s in ipairs(stacks) do
     local old = not opts.older_than or (s.created and t - s.created >= opts.older_than)
-    local match = not opts.prefix or s.project:sub(1, #opts.prefix) == opts.prefix
+    -- the engine's label filters chose them; each filter is checked again here, so that what is
+    -- removed is what was asked for even from an engine (or a stand-in) that ignored one
+    local match = (not opts.prefix or s.project:sub(1, #opts.prefix) == opts.prefix)
+      and (not opts.project or s.project == opts.project) and (not opts.pool or s.pool == opts.pool)
     local take = old and match
     if take and opts.pool then
       take = s.state ~= "in_use" and (not opts.idle_only or s.state == "ready" or (s.marked and s.state == "failed"))
