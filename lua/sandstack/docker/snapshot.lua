@@ -232,9 +232,12 @@ local function restore_opts(snap, opts)
   return o
 end
 
--- sandstack.docker.start(key, {from_snapshot = snap, ...}): a new session from snap. Its volumes
--- are made before the start, under the names and labels the start's plan gives them, and
--- filled from the snapshot's copies; the start then finds them made. start: the plain start.
+-- sandstack.docker.start(key, {from_snapshot = snap, ...}): a new session from snap. The start
+-- makes its volumes as any start does; each is filled from the snapshot's copy as soon as the
+-- start reports it made (its volume_created event, before any container starts), so the
+-- sandbox's first process finds its files. A copy that fails (or a volume never reported) makes
+-- the started stack be removed again and the copy's error returned. start: the plain start
+-- (with the expiry options).
 function M.start_from(session_key, opts, start)
   local snap = opts.from_snapshot
   check_snapshot(snap, "sandstack.docker.start")
@@ -245,32 +248,36 @@ function M.start_from(session_key, opts, start)
   end
   local plan, err = require("sandstack.docker.start").plan(session_key, po)
   if not plan then return nil, err end
-  local eng; eng, err = engine { docker_host = o.docker_host, timeout = o.timeout }
-  if not eng then return nil, err end
-  local made, pairs_ = {}, {}
+  local pending = {}
   for _, v in ipairs(plan.volumes) do
     local src = snap.volumes and snap.volumes[v.key]
+    if src then pending[v.name] = src end
+  end
+  local eng; eng, err = engine { docker_host = o.docker_host, timeout = o.timeout }
+  if not eng then return nil, err end
+  local user_event, copy_err = o.on_event, nil
+  o.on_event = function(ev)
+    local src = ev.phase == "volume_created" and pending[ev.volume]
     if src then
-      made[#made + 1] = v.name
-      pairs_[#pairs_ + 1] = { src = src, dst = v.name }
-      local body = v.body or core.json_decode(v.body_json or "{}") or {} -- the plan's finished request
-      err = failed(batch.run(eng, R("create_volume", { v.name }, { labels = body.Labels }), 60))
-      if err then break end
+      pending[ev.volume] = nil
+      if not copy_err then
+        local ok, cerr = copy_volumes(eng, snap.image, { { src = src, dst = ev.volume } }, { [M.LABEL .. ".restore"] = snap.id })
+        if not ok then copy_err = cerr end
+      end
     end
-  end
-  if not err then
-    local ok; ok, err = copy_volumes(eng, snap.image, pairs_, { [M.LABEL .. ".restore"] = snap.id })
-    if ok then err = nil end
-  end
-  if err then
-    remove_objects(eng, nil, made)
-    eng:close()
-    return nil, err
+    if user_event then return user_event(ev) end
   end
   local stack; stack, err = start(session_key, o)
-  if not stack then remove_objects(eng, nil, made) end
   eng:close()
-  return stack, err
+  if not stack then return nil, err end
+  local missing = next(pending)
+  if copy_err or missing then
+    stack:destroy()
+    stack:close()
+    return nil, copy_err or E.new("engine", "restore_incomplete", "from_snapshot: the start did not report volume "
+      .. tostring(missing) .. " made, so it was not filled from the snapshot; the stack was removed again")
+  end
+  return stack
 end
 
 -- h:fork(new_key, opts) -> child, snapshot | nil, err: a snapshot of this stack and a start from
