@@ -21,6 +21,7 @@ void sandstack_open_engine_attach(lua_State *L);
 void sandstack_open_term(lua_State *L);
 void sandstack_open_stack(lua_State *L);
 void sandstack_open_stack_requests(lua_State *L);
+void sandstack_open_session_requests(lua_State *L);
 void sandstack_open_policy(lua_State *L);
 void sandstack_open_sbx(lua_State *L);
 void sandstack_open_fileplane(lua_State *L);

@@ -20,6 +20,7 @@ int luaopen_sandstack_core(lua_State *L) {
   sandstack_open_term(L);
   sandstack_open_stack(L);
   sandstack_open_stack_requests(L);
+  sandstack_open_session_requests(L);
   sandstack_open_policy(L);
   sandstack_open_sbx(L);
   sandstack_open_fileplane(L);

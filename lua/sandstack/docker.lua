@@ -10,9 +10,22 @@ local E = require "sandstack.error"
 local M = {}
 
 -- sandstack.docker.start(session_key, opts) -> stack | nil, err
+-- ttl, idle_timeout, on_expiry and from_snapshot: docker/session_methods.lua
+local session = require "sandstack.docker.session_methods"
+local function plain_start(session_key, opts) return S.start(session_key, opts, nil) end
 function M.start(session_key, opts)
-  return S.start(session_key, opts, nil)
+  return session.start(session_key, opts, plain_start)
 end
+
+-- sandstack.docker.wake(record, opts): a hibernated stack started again, by its record.
+function M.wake(record, opts) return session.wake(handle.reconnect, record, opts) end
+
+-- sandstack.docker.open(project, opts): a handle by project name, from the record kept on the engine.
+function M.open(project, opts) return session.open(handle.reconnect, project, opts) end
+
+-- sandstack.docker.snapshots{source =} and remove_snapshot(s) (docker/snapshot.lua).
+function M.snapshots(opts) return require("sandstack.docker.snapshot").list(opts) end
+function M.remove_snapshot(s, opts) return require("sandstack.docker.snapshot").remove(s, opts) end
 
 -- The plan a start would apply, without an engine (docker/start.lua).
 M.plan = S.plan
@@ -24,7 +37,9 @@ M.reconnect = handle.reconnect
 -- "starting" for this long after its creation, then "failed" (its filler died mid-start).
 M.POOL_STARTING_GRACE = inventory.POOL_STARTING_GRACE
 
-M.list, M.reap = inventory.list, inventory.reap
+M.list = inventory.list
+-- reap{expired = true} acts on the stacks whose ttl or idle timeout is due (docker/expiry.lua)
+function M.reap(opts) return session.reap(opts, inventory.reap) end
 
 -- sandstack.docker.down(project, opts): removes one project by name, without a handle.
 local DOWN_KEYS = { docker_host = true, timeout = true }

@@ -134,7 +134,7 @@ end
 
 -- POST /sessions[/<key>]: the key is the tenant's own (its key space is its own, so a key
 -- another tenant holds is as free as any other: nothing here looks at other tenants' sessions).
-local function create(tenant, key)
+local function create(tenant, key, fork_from)
   local dict, mdict = dicts()
   if not key then key = core.random_hex(8) end
   if not valid_key(key) then
@@ -156,10 +156,11 @@ local function create(tenant, key)
     if err == "exists" then return fail(409, "conflict", "session exists", { key = key }) end
     return fail(503, "gateway", "session table: " .. tostring(err))
   end
-  local meta = { node = conf.name, key = key, tenant = tenant.name, digest = digest, created = entry.created }
+  local meta = { node = conf.name, key = key, tenant = tenant.name, digest = digest, created = entry.created,
+    fork_from = fork_from }
   local t0 = ngx.now()
   local started, res
-  if conf.pool then
+  if conf.pool and not fork_from then
     started, res = run("acquire", sid, pool_options(), meta)
   else
     started, res = run("start", sid, stack_options(tenant.name, key), meta)
@@ -188,7 +189,9 @@ local function create(tenant, key)
     limits.release(dict, tenant.name)
     return fail(503, "gateway", "cannot keep the session: " .. tostring(serr))
   end
-  return reply(201, { key = key, secret = secret, endpoint_path = "/sessions/" .. key .. "/" })
+  local snapshot = res.fork_snapshot
+  res.fork_snapshot = nil
+  return reply(201, { key = key, secret = secret, endpoint_path = "/sessions/" .. key .. "/", snapshot = snapshot })
 end
 
 -- The answer for a session that is not there: 503 while adoption after a restart is not done
@@ -213,6 +216,20 @@ local function authorized(tenant, key)
     return nil, fail(401, "unauthorized", "wrong or missing " .. auth.SECRET_HEADER)
   end
   return sid, entry
+end
+
+-- POST /sessions/<key>/<verb> with a tenant's token, and PATCH /sessions/<key>: a session over
+-- time (gateway/lifecycle.lua), under the tenant rules of GET and DELETE.
+local function lifecycle(tenant, key, verb, arg)
+  if not valid_key(key) then return fail(404, "not_found", "no such session") end
+  local sid, entry = authorized(tenant, key)
+  if not sid then return entry end -- the answer was sent
+  if verb == "fork" then -- a new session of the same tenant, with its own secret
+    if entry.state ~= "ready" then return fail(409, "conflict", "session is " .. tostring(entry.state)) end
+    return create(tenant, arg, entry.record)
+  end
+  return require("sandstack.gateway.lifecycle").handle(G, { reply = reply, fail = fail, failure_status = failure_status },
+    sid, entry, verb, arg)
 end
 
 -- The proxied routes /sessions/<key>/...: the session is the one the secret opens, found by the
@@ -243,8 +260,17 @@ function M.api()
     return fail(401, "unauthorized", "a tenant token is needed: Authorization: Bearer <token>")
   end
   if method == "POST" then return create(tenant, key) end
+  if method == "PATCH" and key and conf.backend ~= "swarm" then
+    ngx.req.read_body()
+    local body = core.json_decode(ngx.req.get_body_data() or "")
+    local ttl = type(body) == "table" and body.ttl
+    if type(ttl) ~= "number" or ttl <= 0 or ttl ~= ttl or ttl == math.huge then
+      return fail(400, "invalid", 'PATCH takes {"ttl": seconds > 0}')
+    end
+    return lifecycle(tenant, key, "set_timeout", ttl)
+  end
   if not key or (method ~= "GET" and method ~= "DELETE") then
-    ngx.header["Allow"] = key and "GET, DELETE, POST" or "POST"
+    ngx.header["Allow"] = key and "GET, DELETE, PATCH, POST" or "POST"
     return fail(405, "gateway", "method not allowed")
   end
   if not valid_key(key) then return fail(404, "not_found", "no such session") end
@@ -252,7 +278,7 @@ function M.api()
   local sid, entry = authorized(tenant, key)
   if not sid then return entry end -- the answer was sent
   if method == "GET" then return reply(200, S.view(key, entry)) end
-  if entry.state ~= "ready" then
+  if entry.state ~= "ready" and entry.state ~= "hibernated" then
     return fail(409, "conflict", "session is " .. tostring(entry.state), { key = key })
   end
   local ok, err = G.destroy(sid, entry, "deleted")
@@ -290,6 +316,14 @@ end
 local function route_to(key, force_refresh)
   local dict = dicts()
   if conf.backend == "swarm" then return require("sandstack.gateway.swarm").route(G, force_refresh) end
+  local verb = not force_refresh and ngx.req.get_method() == "POST"
+    and require("sandstack.gateway.lifecycle").verb(ngx.var.sandstack_path)
+  local tenant = verb and tenant_of_request()
+  if tenant then
+    local arg = verb == "hibernate" and tonumber(ngx.var.arg_timeout) or verb == "snapshot" and ngx.var.arg_name
+      or verb == "fork" and ngx.var.arg_key or nil
+    return lifecycle(tenant, key, verb, arg)
+  end
   local sid, entry = session_of_secret(key)
   if not sid then return entry end -- the answer was sent
   ngx.var.sandstack_sid = sid

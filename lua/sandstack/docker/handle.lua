@@ -52,7 +52,7 @@ end
 function M.new(eng, plan, hooks)
   if not plan.removals then plan = core.stack_lifecycle(plan) end -- a record's names, without requests
   local self = setmetatable({ eng = eng, plan = slim(plan, true), hooks = hooks or {} }, Stack)
-  self.project, self.session_key = plan.project, plan.session_key
+  self.project, self.session_key, self.spec = plan.project, plan.session_key, plan.spec
   return self
 end
 
@@ -95,6 +95,7 @@ function Stack:record()
   r.kind = "sandstack.docker"
   r.version = core.VERSION
   r.port = self.port
+  r.spec = self.spec -- the start's options without a secret (docker/snapshot.lua)
   return store.scrub(r)
 end
 

@@ -568,6 +568,9 @@ function Server:tick()
   local view; view, err = pool:_survey(eng)
   if not view then return nil, err end
   local replaced = pool:_remove_dead(eng, view.dead)
+  -- the pool's sessions whose ttl or idle timeout is due: destroyed or hibernated (docker/expiry.lua)
+  local expired = docker().reap { docker_host = pool.stack.docker_host, timeout = pool.stack.timeout, pool = pool.name,
+    expired = true }
   for _, project in ipairs(view.stale) do -- half-made by a filler that died: reap claims it first
     local gone = docker().reap { docker_host = pool.stack.docker_host, timeout = pool.stack.timeout, pool = pool.name,
       project = project }
@@ -580,6 +583,7 @@ function Server:tick()
   if not view then return nil, err end
   self.counts = counts_of(view)
   self.counts.started, self.counts.replaced = started or partial or 0, replaced
+  self.counts.expired = expired and #expired or 0
   if not started then
     serr.started = partial
     return nil, serr

@@ -52,6 +52,13 @@ function M.mark(dict, key, entry, state)
   return dict:safe_set("s:" .. key, core.json_encode(entry), M.MARK_TTL)
 end
 
+-- keep(dict, key, entry, state) -> true | nil, err: a lasting state other than ready
+-- ("hibernated": the stack is stopped, its record kept), without mark's expiry.
+function M.keep(dict, key, entry, state)
+  entry.state = state
+  return dict:safe_set("s:" .. key, core.json_encode(entry))
+end
+
 -- ready(dict, key, entry) -> true | nil, err: the live record, and its port claimed.
 function M.ready(dict, key, entry)
   entry.state = "ready"

@@ -86,8 +86,23 @@ end
 
 -- start(sid, opts, meta) -> true, record: a cold start; the sid (gateway/sessions.lua) is the
 -- stack's session key, the key and tenant are in meta.
+-- meta.fork_from: a session's record; the new one is its fork (snapshot plus start), and the
+-- record returned carries fork_snapshot = {id =, name =} (the snapshot stays: its image runs).
 function M.start(key, opts, meta)
   return guarded(function()
+    if meta.fork_from then
+      local parent, err = docker().reconnect(meta.fork_from)
+      if not parent then return nil, err end
+      -- the parent's own options are in its snapshot: only what a snapshot never keeps
+      local stack, snap = parent:fork(key, { project_name = opts.project_name, api_key = opts.api_key,
+        credentials = opts.credentials, docker_host = opts.docker_host, timeout = opts.timeout })
+      parent:close()
+      if not stack then return nil, snap end
+      local rec; rec, err = finish(stack, meta)
+      if not rec then return nil, err end
+      rec.fork_snapshot = { id = snap.id, name = snap.name }
+      return rec
+    end
     local stack, err = docker().start(key, opts)
     if not stack then return nil, err end
     return finish(stack, meta)

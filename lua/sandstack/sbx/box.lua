@@ -286,6 +286,32 @@ end
 
 Box.__close = Box.close
 
+-- Hibernation is sbx's stop: the microVM stops and the sandbox keeps its files; the next
+-- command starts it again (wake runs `true` in it). What else of a session over time sbx
+-- cannot do is a typed unsupported (sandstack.session).
+function Box:hibernate()
+  if self.disposed then error("the sandbox handle is disposed", 2) end
+  local ok, err = cli.run(self.backend, { "stop", self.name })
+  if not ok then return nil, err end
+  return true
+end
+
+function Box:wake()
+  if self.disposed then error("the sandbox handle is disposed", 2) end
+  local r, err = self:exec({ "true" }, { timeout = 120 })
+  if not r then return nil, err end
+  return true
+end
+
+do
+  local session = require "sandstack.session"
+  local why = "the sbx CLI offers no pause, snapshot, fork, diff or expiry of a sandbox (its own idle stop "
+    .. "keeps the files); hibernate and wake are offered"
+  for _, m in ipairs { "pause", "resume", "snapshot", "fork", "changes", "set_timeout", "expires" } do
+    Box[m] = session.stub("sbx", m, why)
+  end
+end
+
 -- Removes this sandbox: only the instance this handle made (its id is checked in sbx ls first;
 -- a replacement made by another process is not ours). The workspace is deleted only once sbx
 -- has confirmed the sandbox is gone: a sandbox the listing omits but that still answers, or a

@@ -193,6 +193,7 @@ local function unsupported(what)
   end
 end
 Stack.stop, Stack.start, Stack.restart = unsupported("stop"), unsupported("start"), unsupported("restart")
+require("sandstack.swarm.lifecycle").mix(Stack) -- pause, resume; the rest typed unsupported
 
 function Stack:close()
   if self.node_eng then self.node_eng:close() end

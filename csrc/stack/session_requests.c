@@ -1,0 +1,191 @@
+/* The Engine requests of a session over time: pause and resume (the cgroup freezer), stop for a
+ * hibernation, a snapshot's commit and its volume copies, the filesystem diff, and the label
+ * lists and removals of snapshots and expiry marks. Table-driven so that every path a lifecycle
+ * call sends is made here and Lua names none. Pure data: nothing here talks to the daemon. */
+#include <stdio.h>
+#include <string.h>
+
+#include "stack/session_requests.h"
+
+/* A request's shape: method and path (with at most one %s, the object's name), the statuses
+ * besides 2xx that count as done, and which parameters of args it takes. */
+typedef struct {
+  const char *action, *method, *fmt;
+  int ok1, ok2;
+  unsigned flags;
+} action_def;
+
+enum {
+  NAMED = 1u << 0,      /* one request per name (else one request, no name in the path) */
+  Q_STOP_T = 1u << 1,   /* ?t=<args.t> and a timeout of t + 30 s */
+  Q_COMMIT = 1u << 2,   /* ?container=&repo=&tag=&pause=true, body {Labels = args.labels} */
+  Q_FORCE = 1u << 3,    /* ?force=1 */
+  Q_LABEL = 1u << 4,    /* ?filters={"label":[args.label]} */
+  Q_CREATE = 1u << 5,   /* ?name=<name>, body args.body */
+  B_VOLUME = 1u << 6,   /* body {Name = <name>, Labels = args.labels} */
+  LONG = 1u << 7,       /* a timeout of args.timeout (a wait, a commit) */
+  Q_CONDITION = 1u << 8 /* ?condition=not-running */
+};
+
+static const action_def ACTIONS[] = {
+    /* 409 on pause/unpause is the engine's "already (un)paused" or "not running": reported */
+    {"pause", "POST", "/containers/%s/pause", 0, 0, NAMED},
+    {"unpause", "POST", "/containers/%s/unpause", 0, 0, NAMED},
+    {"stop", "POST", "/containers/%s/stop", 304, 0, NAMED | Q_STOP_T},
+    {"start", "POST", "/containers/%s/start", 304, 0, NAMED},
+    {"inspect", "GET", "/containers/%s/json", 404, 0, NAMED},
+    {"changes", "GET", "/containers/%s/changes", 0, 0, NAMED},
+    {"stats", "GET", "/containers/%s/stats", 0, 0, NAMED},
+    {"logs", "GET", "/containers/%s/logs", 0, 0, NAMED},
+    {"wait", "POST", "/containers/%s/wait", 0, 0, NAMED | LONG | Q_CONDITION},
+    {"commit", "POST", "/commit", 0, 0, NAMED | Q_COMMIT | LONG},
+    {"create_container", "POST", "/containers/create", 0, 0, NAMED | Q_CREATE},
+    {"remove_container", "DELETE", "/containers/%s", 404, 0, NAMED | Q_FORCE},
+    {"create_volume", "POST", "/volumes/create", 0, 0, NAMED | B_VOLUME},
+    {"remove_volume", "DELETE", "/volumes/%s", 404, 0, NAMED | Q_FORCE},
+    {"remove_image", "DELETE", "/images/%s", 404, 0, NAMED},
+    {"inspect_image", "GET", "/images/%s/json", 404, 0, NAMED},
+    {"list_images", "GET", "/images/json", 0, 0, Q_LABEL},
+    {"list_volumes", "GET", "/volumes", 0, 0, Q_LABEL},
+    {"list_containers", "GET", "/containers/json", 0, 0, Q_LABEL},
+    {"info", "GET", "/info", 0, 0, 0},
+};
+
+static const char *str_arg(const cJSON *args, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, key);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static double num_arg(const cJSON *args, const char *key, double dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* body_json: the engine client sends it as it is */
+static void add_body(cJSON *r, cJSON *body) {
+  char *text = cJSON_PrintUnformatted(body);
+  cJSON_AddStringToObject(r, "body_json", text ? text : "{}");
+  cJSON_free(text);
+  cJSON_Delete(body);
+}
+
+static cJSON *labels_copy(const cJSON *args) {
+  const cJSON *l = cJSON_GetObjectItemCaseSensitive(args, "labels");
+  return cJSON_IsObject(l) ? cJSON_Duplicate(l, 1) : cJSON_CreateObject();
+}
+
+/* One request of def for name (NULL for the unnamed ones); NULL with why when args lack what
+ * the action needs. */
+static cJSON *make(const action_def *d, const char *name, const cJSON *args, const char **why) {
+  char path[512];
+  snprintf(path, sizeof path, d->fmt, name ? name : "");
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "method", d->method);
+  cJSON_AddStringToObject(r, "path", path);
+  if (d->ok1) {
+    cJSON *ok = cJSON_AddArrayToObject(r, "ok");
+    cJSON_AddItemToArray(ok, cJSON_CreateNumber(d->ok1));
+    if (d->ok2) cJSON_AddItemToArray(ok, cJSON_CreateNumber(d->ok2));
+  }
+  cJSON *q = NULL;
+  if (d->flags & (Q_STOP_T | Q_COMMIT | Q_FORCE | Q_LABEL | Q_CREATE | Q_CONDITION)) q = cJSON_AddObjectToObject(r, "query");
+  if (d->flags & Q_STOP_T) {
+    double t = num_arg(args, "t", 5);
+    char num[32];
+    snprintf(num, sizeof num, "%.0f", t);
+    cJSON_AddStringToObject(q, "t", num);
+    cJSON_AddNumberToObject(r, "timeout", t + 30);
+  }
+  if (d->flags & Q_CONDITION) cJSON_AddStringToObject(q, "condition", "not-running");
+  if (d->flags & Q_FORCE) cJSON_AddStringToObject(q, "force", "1");
+  if (d->flags & Q_COMMIT) {
+    const char *repo = str_arg(args, "repo"), *tag = str_arg(args, "tag");
+    if (!repo || !tag) {
+      *why = "commit needs args.repo and args.tag";
+      cJSON_Delete(r);
+      return NULL;
+    }
+    cJSON_AddStringToObject(q, "container", name);
+    cJSON_AddStringToObject(q, "repo", repo);
+    cJSON_AddStringToObject(q, "tag", tag);
+    cJSON_AddStringToObject(q, "pause", "true"); /* a consistent image of a running sandbox */
+    cJSON *body = cJSON_CreateObject();
+    cJSON_AddItemToObject(body, "Labels", labels_copy(args));
+    add_body(r, body);
+  }
+  if (d->flags & Q_LABEL) {
+    const char *label = str_arg(args, "label");
+    if (!label) {
+      *why = "a list needs args.label";
+      cJSON_Delete(r);
+      return NULL;
+    }
+    cJSON *f = cJSON_CreateObject();
+    const char *one[] = {label};
+    cJSON_AddItemToObject(f, "label", cJSON_CreateStringArray(one, 1));
+    char *text = cJSON_PrintUnformatted(f); /* encoded, never pasted: a label value is any text */
+    cJSON_AddStringToObject(q, "filters", text ? text : "{}");
+    cJSON_free(text);
+    cJSON_Delete(f);
+    if (strcmp(d->action, "list_containers") == 0) cJSON_AddStringToObject(q, "all", "1");
+  }
+  if (d->flags & Q_CREATE) {
+    const cJSON *body = cJSON_GetObjectItemCaseSensitive(args, "body");
+    if (!cJSON_IsObject(body)) {
+      *why = "create_container needs args.body";
+      cJSON_Delete(r);
+      return NULL;
+    }
+    cJSON_AddStringToObject(q, "name", name);
+    add_body(r, cJSON_Duplicate(body, 1));
+  }
+  if (d->flags & B_VOLUME) {
+    cJSON *body = cJSON_CreateObject();
+    cJSON_AddStringToObject(body, "Name", name);
+    cJSON_AddItemToObject(body, "Labels", labels_copy(args));
+    add_body(r, body);
+  }
+  if (d->flags & LONG) cJSON_AddNumberToObject(r, "timeout", num_arg(args, "timeout", 600));
+  if (strcmp(d->action, "stats") == 0) { /* one sample, at once (API 1.41: one-shot) */
+    q = cJSON_AddObjectToObject(r, "query");
+    cJSON_AddStringToObject(q, "stream", "false");
+    cJSON_AddStringToObject(q, "one-shot", "true");
+  }
+  if (strcmp(d->action, "logs") == 0) {
+    q = cJSON_AddObjectToObject(r, "query");
+    cJSON_AddStringToObject(q, "stdout", "1");
+    cJSON_AddStringToObject(q, "stderr", "1");
+  }
+  return r;
+}
+
+cJSON *ss_session_requests(const char *action, const cJSON *names, const cJSON *args, const char **why) {
+  const action_def *d = NULL;
+  for (size_t i = 0; i < sizeof ACTIONS / sizeof ACTIONS[0]; i++)
+    if (strcmp(ACTIONS[i].action, action) == 0) d = &ACTIONS[i];
+  if (!d) {
+    *why = "unknown action";
+    return NULL;
+  }
+  cJSON *out = cJSON_CreateArray();
+  if (!(d->flags & NAMED)) {
+    cJSON *r = make(d, NULL, args, why);
+    if (!r) {
+      cJSON_Delete(out);
+      return NULL;
+    }
+    cJSON_AddItemToArray(out, r);
+    return out;
+  }
+  const cJSON *e;
+  cJSON_ArrayForEach(e, names) {
+    if (!cJSON_IsString(e)) continue;
+    cJSON *r = make(d, e->valuestring, args, why);
+    if (!r) {
+      cJSON_Delete(out);
+      return NULL;
+    }
+    cJSON_AddItemToArray(out, r);
+  }
+  return out;
+}

@@ -1,0 +1,140 @@
+-- The methods of a stack over time, mixed into the docker handle (docker/handle.lua), and the
+-- start options that go with them (ttl, idle_timeout, on_expiry, from_snapshot):
+--   pause, resume, hibernate, wake            docker/lifecycle.lua
+--   snapshot, fork, changes                   docker/snapshot.lua
+--   set_timeout, expires                      docker/expiry.lua
+local E = require "sandstack.error"
+local L = require "sandstack.docker.lifecycle"
+local snapshot = require "sandstack.docker.snapshot"
+local expiry = require "sandstack.docker.expiry"
+
+local M = {}
+
+-- The one start of sandstack.docker with the options of this file: plain is the start pipeline
+-- (docker/start.lua's start). The handle keeps the options without a secret (snapshot.spec_of)
+-- for its snapshots, and its record is kept on the engine (keep_record); a ttl, idle_timeout or
+-- on_expiry is written to the engine before the stack is handed out (a failure to write either
+-- removes the stack again).
+function M.start(session_key, opts, plain)
+  if type(opts) ~= "table" then return plain(session_key, opts) end
+  local ttl, idle, on_expiry = opts.ttl, opts.idle_timeout, opts.on_expiry
+  expiry.check(ttl, idle, on_expiry, "sandstack.docker.start")
+  if opts.from_snapshot ~= nil then
+    return snapshot.start_from(session_key, opts, function(k, o) return M.start(k, o, plain) end)
+  end
+  local clean = {}
+  for k, v in pairs(opts) do
+    if k ~= "ttl" and k ~= "idle_timeout" and k ~= "on_expiry" then clean[k] = v end
+  end
+  local stack, err = plain(session_key, clean)
+  if not stack then return nil, err end
+  stack.spec = snapshot.spec_of(clean)
+  local ok; ok, err = M.keep_record(stack)
+  -- on_expiry alone is kept too: a later set_timeout acts by it
+  if ok and (ttl or idle or on_expiry) then ok, err = expiry.arm(stack, ttl, idle, on_expiry) end
+  if not ok then
+    stack:destroy()
+    stack:close()
+    return nil, err
+  end
+  return stack
+end
+
+-- The stack's record on the engine, so any process knows it by its project name alone
+-- (sandstack.docker.open, the CLI): a volume <project>-record whose label io.sandstack.record is
+-- stack:record() as JSON (no secret: the record is scrubbed). It carries the project label, so
+-- destroy removes it.
+local RECORD = "io.sandstack.record"
+function M.keep_record(stack)
+  local core = require "sandstack.core"
+  local batch = require "sandstack.docker.batch"
+  local r = batch.run(stack.eng, core.session_requests("create_volume", { stack.project .. "-record" }, { labels = {
+    ["io.sandstack.project"] = stack.project, ["io.sandstack.session"] = stack.session_key,
+    ["io.sandstack.role"] = "record", [RECORD] = core.json_encode(stack:record()) } }), 60)[1]
+  if not r.ok then return nil, r.err end
+  return true
+end
+
+-- sandstack.docker.open(project, opts) -> a handle on a stack by its project name (its record
+-- read from the engine, then reconnect), or nil, err (engine/not_found).
+function M.open(reconnect, project, opts)
+  if type(project) ~= "string" then error("sandstack.docker.open: project must be a string", 3) end
+  local core = require "sandstack.core"
+  local batch = require "sandstack.docker.batch"
+  local eng, err = require("sandstack").engine { host = opts and opts.docker_host, timeout = opts and opts.timeout }
+  if not eng then return nil, err end
+  local r = batch.run(eng, core.session_requests("list_volumes", nil, { label = "io.sandstack.project=" .. project }), 60)[1]
+  eng:close()
+  if not r.ok then return nil, r.err end
+  local rec
+  for _, v in ipairs(type(r.body) == "table" and type(r.body.Volumes) == "table" and r.body.Volumes or {}) do
+    local l = type(v.Labels) == "table" and v.Labels or {}
+    if l["io.sandstack.role"] == "record" and l[RECORD] then rec = core.json_decode(l[RECORD]) end
+  end
+  if type(rec) ~= "table" then
+    return E.fail("engine", "not_found", "no record of stack " .. project .. " on this engine: it does not exist, or "
+      .. "it was not started by sandstack.docker.start of this version (a pool's stack: use its handle)",
+      { project = project })
+  end
+  return reconnect(rec, opts)
+end
+
+-- The handle's methods of a session over time ({ name = fn }), mixed in by docker/handle.lua
+-- through docker/handle_lifecycle.lua.
+function M.methods()
+  local m = { pause = L.pause, resume = L.resume, hibernate = L.hibernate, wake = L.wake,
+    snapshot = snapshot.snapshot, changes = snapshot.changes, set_timeout = expiry.set_timeout,
+    expires = expiry.expires }
+  function m.fork(self, new_key, opts)
+    return snapshot.fork(self, new_key, opts, function(k, o) return require("sandstack.docker").start(k, o) end)
+  end
+  return m
+end
+
+-- sandstack.docker.wake(record, opts): reconnect (docker/handle.lua) and wake.
+function M.wake(reconnect, record, opts)
+  local stack, err = reconnect(record, opts)
+  if not stack then return nil, err end
+  local ok; ok, err = stack:wake()
+  if not ok then stack:close(); return nil, err end
+  return stack
+end
+
+local REAP_EXPIRED = { docker_host = true, timeout = true, project = true, prefix = true, pool = true, expired = true }
+
+local REAP_SNAPSHOTS = { docker_host = true, timeout = true, prefix = true, older_than = true, snapshots = true }
+
+-- reap{snapshots = true, prefix =, older_than =}: removes the snapshots whose source project
+-- starts with prefix and/or that are older than older_than seconds (all, without either);
+-- returns the ids removed.
+local function reap_snapshots(opts)
+  local list, err = snapshot.list { docker_host = opts.docker_host, timeout = opts.timeout }
+  if not list then return nil, err end
+  local ids, t = {}, os.time()
+  for _, s in ipairs(list) do
+    local match = not opts.prefix or (s.source or ""):sub(1, #opts.prefix) == opts.prefix
+    local old = not opts.older_than or (s.created and t - s.created >= opts.older_than)
+    if match and old then ids[#ids + 1] = s.id end
+  end
+  if #ids == 0 then return {} end
+  return snapshot.remove(ids, { docker_host = opts.docker_host, timeout = opts.timeout })
+end
+
+-- reap{expired = true, ...}: the expiry's pass (docker/expiry.lua); reap{snapshots = true}: the
+-- snapshots; any other reap is the inventory's.
+function M.reap(opts, plain)
+  if type(opts) == "table" and opts.expired then
+    return expiry.reap(E.check_keys(opts, REAP_EXPIRED, "sandstack.docker.reap"))
+  end
+  if type(opts) == "table" and opts.snapshots then
+    return reap_snapshots(E.check_keys(opts, REAP_SNAPSHOTS, "sandstack.docker.reap"))
+  end
+  if type(opts) == "table" and opts.expired == false then
+    local o = {}
+    for k, v in pairs(opts) do if k ~= "expired" then o[k] = v end end
+    opts = o
+  end
+  return plain(opts)
+end
+
+return M

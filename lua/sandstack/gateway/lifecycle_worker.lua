@@ -1,0 +1,43 @@
+-- sandstack.gateway.lifecycle_worker: the blocking half of the gateway's session-over-time calls
+-- (gateway/lifecycle.lua), run in the thread pool like gateway/worker.lua, with its contract:
+-- plain data in, `true, value` or `false, plain error` out, no state kept.
+local W = require "sandstack.gateway.worker"
+
+local M = {}
+
+local function docker() return require("sandstack").docker end
+
+-- call(record, verb, arg) -> true, {record = fresh record, snapshot = {id =, name =} | nil,
+-- expires = {...} | nil}. verb: pause, resume, hibernate, wake, snapshot, set_timeout.
+function M.call(record, verb, arg)
+  return W.guarded(function()
+    local stack, err = docker().reconnect(record)
+    if not stack then return nil, err end
+    local out = {}
+    local ok
+    if verb == "hibernate" then ok, err = stack:hibernate { timeout = arg }
+    elseif verb == "snapshot" then
+      ok, err = stack:snapshot { name = arg }
+      if ok then out.snapshot = { id = ok.id, name = ok.name, created = ok.created } end
+    elseif verb == "set_timeout" then
+      ok, err = stack:set_timeout(arg)
+      if ok then out.expires = stack:expires() end
+    else
+      ok, err = stack[verb](stack)
+    end
+    if not ok then stack:close(); return nil, err end
+    out.record = stack:record()
+    stack:close()
+    return out
+  end)
+end
+
+-- reap(prefix, docker_host) -> true, { {project =, reason =, action =}, ... }: the expiry pass
+-- over this gateway's stacks (sandstack.docker.reap{expired = true}).
+function M.reap(prefix, docker_host)
+  return W.guarded(function()
+    return docker().reap { expired = true, prefix = prefix, docker_host = docker_host }
+  end)
+end
+
+return M

@@ -1,0 +1,114 @@
+-- The parts of a stack over time that need no engine: the requests the C core makes for them
+-- (core.session_requests), the options a snapshot keeps (never a secret), and the checks of
+-- the expiry options.
+local sandstack = require "sandstack"
+local core = sandstack.core
+local snapshot = require "sandstack.docker.snapshot"
+local expiry = require "sandstack.docker.expiry"
+
+describe("session requests", function()
+  it("pause and unpause one request per container, in order", function()
+    local r = core.session_requests("pause", { "p-sandbox", "p-forwarder" })
+    assert.equal(2, #r)
+    assert.same({ "POST", "/containers/p-sandbox/pause" }, { r[1].method, r[1].path })
+    assert.equal("/containers/p-forwarder/pause", r[2].path)
+    assert.equal("/containers/p-sandbox/unpause", core.session_requests("unpause", { "p-sandbox" })[1].path)
+  end)
+
+  it("stop carries the grace period and a deadline beyond it; 304 is done", function()
+    local r = core.session_requests("stop", { "x" }, { t = 3 })[1]
+    assert.equal("3", r.query.t)
+    assert.equal(33, r.timeout)
+    assert.same({ 304 }, r.ok)
+  end)
+
+  it("commit names the container, repository and tag, pauses, and labels the image", function()
+    local r = core.session_requests("commit", { "p-sandbox" }, { repo = "sandstack-snapshot", tag = "snap-1",
+      labels = { ["io.sandstack.snapshot"] = "snap-1" } })[1]
+    assert.same({ container = "p-sandbox", repo = "sandstack-snapshot", tag = "snap-1", pause = "true" }, r.query)
+    assert.same({ Labels = { ["io.sandstack.snapshot"] = "snap-1" } }, core.json_decode(r.body_json))
+    assert.has_error(function() core.session_requests("commit", { "p" }, { repo = "r" }) end)
+  end)
+
+  it("lists by one label, encoded as a filter, whatever the label's text", function()
+    local r = core.session_requests("list_volumes", nil, { label = 'a="b"' })[1]
+    assert.equal("/volumes", r.path)
+    assert.same({ label = { 'a="b"' } }, core.json_decode(r.query.filters))
+    assert.equal("1", core.session_requests("list_containers", nil, { label = "x" })[1].query.all)
+  end)
+
+  it("removals accept 404 and volumes are forced", function()
+    local r = core.session_requests("remove_volume", { "v" })[1]
+    assert.same({ "DELETE", "/volumes/v", "1" }, { r.method, r.path, r.query.force })
+    assert.same({ 404 }, r.ok)
+    assert.same({ 404 }, core.session_requests("remove_image", { "i:t" })[1].ok)
+  end)
+
+  it("an unknown action raises", function()
+    assert.has_error(function() core.session_requests("explode", { "x" }) end)
+  end)
+end)
+
+describe("a snapshot's options", function()
+  it("keep no secret, no project name and no expiry", function()
+    local spec = snapshot.spec_of { project_name = "p", api_key = "K" .. string.rep("k", 40), session_token = "T",
+      ttl = 5, idle_timeout = 3, on_expiry = "destroy", agent_port = 8080,
+      credentials = { { name = "X", host = "h", secret = "S3CRET", placeholder = "PH" } },
+      on_event = function() end }
+    local text = core.json_encode(spec)
+    for _, s in ipairs { "kkkk", "S3CRET", "PH", "\"T\"" } do assert.is_nil(text:find(s, 1, true), s) end
+    assert.is_nil(spec.project_name)
+    assert.is_nil(spec.ttl)
+    assert.equal(8080, spec.agent_port)
+    assert.same({ { name = "X", host = "h" } }, spec.credentials)
+  end)
+
+  it("keep no env entry that holds a secret or names the model key, map or list", function()
+    local key = "sk-live-" .. string.rep("q", 30)
+    local spec = snapshot.spec_of { api_key = key, credentials = { { name = "X", host = "h", secret = "S3CRET-1" } },
+      services = {
+        { name = "a", env = { ANTHROPIC_API_KEY = key, KEEP = "1", COPY = "x" .. key, TOK = "Bearer S3CRET-1" } },
+        { name = "b", env = { "ANTHROPIC_API_KEY=" .. key, "KEEP=2", "OTHER=" .. key } },
+      } }
+    local text = core.json_encode(spec)
+    assert.is_nil(text:find("sk-live", 1, true))
+    assert.is_nil(text:find("S3CRET", 1, true))
+    assert.same({ KEEP = "1" }, spec.services[1].env)
+    assert.same({ "KEEP=2" }, spec.services[2].env)
+  end)
+end)
+
+describe("expiry options", function()
+  it("take seconds > 0 and destroy or hibernate", function()
+    expiry.check(1, 0.5, "hibernate", "t")
+    expiry.check(nil, nil, nil, "t")
+    for _, bad in ipairs { { 0 }, { -1 }, { 0 / 0 }, { "5" }, { math.huge }, { nil, 0 }, { nil, nil, "pause" } } do
+      assert.has_error(function() expiry.check(bad[1], bad[2], bad[3], "t") end)
+    end
+  end)
+end)
+
+describe("the same methods on every backend", function()
+  local methods = { "pause", "resume", "hibernate", "wake", "snapshot", "fork", "changes", "set_timeout", "expires" }
+
+  it("a swarm session answers typed unsupported for what it cannot do, without an engine", function()
+    local sh = require "sandstack.swarm.handle"
+    local stack = sh.new({ close = function() end }, { close = function() end }, { hostname = "n", id = "i", engine = "e" },
+      { project = "p", session_key = "k", containers = {}, sandbox = "sandbox", forwarder = "forwarder" })
+    for _, m in ipairs(methods) do assert.is_function(stack[m], m) end
+    for _, m in ipairs { "hibernate", "wake", "snapshot", "fork", "changes", "set_timeout", "expires" } do
+      local ok, err = stack[m](stack)
+      assert.is_nil(ok, m)
+      assert.equal("unsupported", err.kind)
+      assert.equal(m, err.reason)
+      assert.equal("swarm", err.backend)
+    end
+  end)
+
+  it("the docker handle has every method", function()
+    local dh = require "sandstack.docker.handle"
+    local stack = dh.new({ close = function() end }, { project = "p", session_key = "k", containers = {}, networks = {},
+      volumes = {}, sandbox = "sandbox", forwarder = "forwarder" })
+    for _, m in ipairs(methods) do assert.is_function(stack[m], m) end
+  end)
+end)
