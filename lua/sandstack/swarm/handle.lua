@@ -8,6 +8,7 @@ local dhandle = require "sandstack.docker.handle"
 local cluster = require "sandstack.swarm.cluster"
 local inventory = require "sandstack.swarm.inventory"
 local session = require "sandstack.session"
+local dexec = require "sandstack.docker.handle_exec"
 
 local M = {}
 local Stack = {}
@@ -98,11 +99,21 @@ function Stack:container(service)
   return E.fail("engine", "not_found", ("service %s has no running task"):format(name), { service = service })
 end
 
--- exec in one of the session's containers (default: the sandbox), on the node's engine.
-function Stack:exec(service, argv, opts)
-  local id, err = self:container(service)
+-- exec in one of the session's containers, on the node's engine. The session interface's
+-- form, exec(argv | string, {service =, timeout =, max_bytes =, ...}), runs docker's session
+-- exec (the kill on a timeout or budget included); the older exec(service, argv, opts) is the
+-- engine client's exec, kept for its callers.
+function Stack:exec(a, b, c)
+  check_open(self)
+  if type(b) == "table" and b[1] ~= nil then
+    local id, err = self:container(a)
+    if not id then return nil, err end
+    return self.node_eng:exec(id, b, c)
+  end
+  local opts = E.check_keys(b, dexec.KEYS, "exec")
+  local id, err = self:container(opts.service)
   if not id then return nil, err end
-  return self.node_eng:exec(id, argv, opts)
+  return dexec.run(self.node_eng, id, a, opts, "swarm")
 end
 
 -- { node =, node_state =, port =, services = { name = { state =, health =, exit_code = } } }

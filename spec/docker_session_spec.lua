@@ -1,0 +1,119 @@
+-- The session interface on a live sandstack.docker stack (#docker): exec (with the kill on a
+-- timeout or an output budget), files, logs and stats. One stack serves every it-block; its
+-- project starts "sstest-session-" and is destroyed at the end, with nothing left behind.
+local sandstack = require "sandstack"
+local core = sandstack.core
+local images = require "sandstack.docker.images"
+
+local PREFIX = "sstest-session-"
+local AGENT, SOCAT = "sandstack-test/agent:local", "sandstack-test/socat:local"
+
+local eng = assert(sandstack.engine {})
+
+-- The command lines running in a container, read by the engine (GET /containers/{id}/top), so
+-- no shell or ps is needed inside it.
+local function processes(container)
+  local top = assert(eng:call("GET", "/containers/" .. container .. "/top"))
+  local col
+  for i, t in ipairs(top.Titles) do if t == "CMD" or t == "COMMAND" then col = i end end
+  local out = {}
+  for _, p in ipairs(top.Processes or {}) do out[#out + 1] = p[col] end
+  return table.concat(out, "\n")
+end
+
+local function helpers_left(project)
+  local list = assert(eng:call("GET", "/containers/json", nil, { query = { all = "1",
+    filters = { label = { "io.sandstack.role=exec-kill", "io.sandstack.project=" .. project } } } }))
+  return #list
+end
+
+describe("the session interface on sandstack.docker #docker", function()
+  local stack, sandbox, tool
+
+  setup(function()
+    stack = assert(sandstack.docker.start(PREFIX .. core.random_hex(3), { agent_port = 8080, forwarder_image = SOCAT,
+      subnet_pool = "10.215.0.0/16", pull = "never",
+      services = {
+        { name = "sandbox", image = AGENT, command = { "agent" } },
+        -- a sidecar whose image has no shell at all: only socat
+        { name = "tool", image = images.FORWARDER_IMAGE, command = { "-T", "3600", "TCP-LISTEN:7000,fork", "/dev/null" },
+          egress = "none" },
+      } }))
+    sandbox, tool = stack.project .. "-sandbox", stack.project .. "-tool"
+  end)
+
+  teardown(function()
+    if stack then
+      local project = stack.project
+      assert(stack:destroy())
+      local left = assert(eng:call("GET", "/containers/json", nil, { query = { all = "1",
+        filters = { label = { "io.sandstack.project=" .. project } } } }))
+      assert.equal(0, #left)
+    end
+  end)
+
+  describe("exec", function()
+    it("runs an argv or a shell string and returns code, stdout, stderr, killed and seconds", function()
+      local r = assert(stack:exec({ "sh", "-c", "printf 'a\\0b'; echo oops >&2; exit 3" }))
+      assert.equal(3, r.code)
+      assert.equal("a\0b", r.stdout)
+      assert.equal("oops\n", r.stderr)
+      assert.is_false(r.killed)
+      assert.is_true(r.seconds > 0 and r.seconds < 30)
+      r = assert(stack:exec("echo \"$FOO\" $(pwd) $(id -u)", { env = { FOO = "bar" }, cwd = "/tmp", user = "1000" }))
+      assert.equal("bar /tmp 1000\n", r.stdout)
+      assert.equal(0, r.code)
+    end)
+
+    it("runs in a named sidecar, and names the services when one is unknown", function()
+      local r = assert(stack:exec({ "socat", "-V" }, { service = "tool" }))
+      assert.equal(0, r.code)
+      assert.matches("socat version", r.stdout)
+      local _, err = stack:exec({ "true" }, { service = "nope" })
+      assert.equal("invalid", err.kind)
+      assert.equal("unknown_service", err.reason)
+      assert.matches("sandbox, tool", err.message, 1, true)
+    end)
+
+    it("kills the command at its timeout: no sleep is left, the output so far is returned", function()
+      local _, err = stack:exec("echo started; exec sleep 300", { timeout = 1 })
+      assert.equal("timeout", err.kind)
+      assert.is_true(err.killed)
+      assert.equal("started\n", err.stdout)
+      assert.is_true(err.seconds >= 1)
+      local left = processes(sandbox)
+      assert.is_nil(left:find("sleep 300", 1, true), left)
+      assert.equal(0, helpers_left(stack.project))
+    end)
+
+    it("kills a command over its output budget, with its children", function()
+      local _, err = stack:exec("sleep 301 & yes", { max_bytes = 100000 })
+      assert.equal("output_limit", err.kind)
+      assert.is_true(err.killed)
+      assert.equal(100000, err.limit)
+      assert.is_true(#err.stdout <= 100000)
+      local left = processes(sandbox)
+      assert.is_nil(left:find("yes", 1, true), left)
+      assert.is_nil(left:find("sleep 301", 1, true), left)
+    end)
+
+    it("kills in a container whose image has no shell", function()
+      local _, err = stack:exec({ "socat", "-u", "/dev/zero", "STDOUT" }, { service = "tool", max_bytes = 65536 })
+      assert.equal("output_limit", err.kind)
+      assert.is_true(err.killed)
+      local left = processes(tool)
+      assert.is_nil(left:find("/dev/zero", 1, true), left)
+      _, err = stack:exec({ "socat", "-u", "TCP-LISTEN:7001", "STDOUT" }, { service = "tool", timeout = 1 })
+      assert.equal("timeout", err.kind)
+      assert.is_true(err.killed)
+      left = processes(tool)
+      assert.is_nil(left:find("7001", 1, true), left)
+    end)
+
+    it("refuses bad arguments as programming errors", function()
+      assert.has_error(function() stack:exec({}) end)
+      assert.has_error(function() stack:exec("true", { timeout = -1 }) end)
+      assert.has_error(function() stack:exec("true", { bogus = 1 }) end)
+    end)
+  end)
+end)
