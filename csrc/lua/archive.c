@@ -8,7 +8,7 @@
  *       bits less set-id, sticky and group/other write)
  *   core.archive_list(src, {max_entries =})   -> { {name =, type =, size =, mode =, mtime =, link =}, ... }
  * src is {data = archive bytes} or {path = an archive file}. Errors: "invalid" (reason
- * "symlink", "is_directory", "not_a_file", "archive", ...), "output_limit", "io". */
+ * "symlink", "not_regular", "archive", ...), "output_limit", "io". */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -116,10 +116,8 @@ static int refuse_member(lua_State *L, const cap_entry *ent) {
     ss_error_set(&e, "invalid", "symlink", "%.200s is a symbolic link (to %.200s); it is not followed", ent->name.s,
                  ent->link.s);
     ss_error_field_str(&e, "target", ent->link.s);
-  } else if (ent->type == '5') {
-    ss_error_set(&e, "invalid", "is_directory", "%.200s is a directory", ent->name.s);
   } else {
-    ss_error_set(&e, "invalid", "not_a_file", "%.200s is not a regular file (%s)", ent->name.s, t);
+    ss_error_set(&e, "invalid", "not_regular", "%.200s is not a regular file (a %s)", ent->name.s, t);
   }
   ss_error_field_str(&e, "type", t);
   return ss_push_error(L, &e);

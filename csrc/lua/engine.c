@@ -3,7 +3,10 @@
  *   core.engine_client{host=, tls=, tls_verify=, ca=, cert=, key=}[, negotiate]
  *       -> handle[, api_version] | nil, err   (negotiate: seconds for GET /version)
  *   h:submit(method, target, body|nil, {content_type=, headers={"K: V"}, timeout=,
- *            connect_timeout=, max_bytes=, mode="buffer"|"demux"|"file"|"lines", file=})
+ *            connect_timeout=, max_bytes=, mode="buffer"|"demux"|"file"|"lines", file=,
+ *            upload_file=, upload_len=, upload_zeros=})
+ *   upload_file: a PUT whose body is `body`, then upload_len bytes of that file, then
+ *   upload_zeros zero bytes, streamed (client.h)
  *       -> id | nil, err
  *   h:run(id, timeout) -> bool   (id 0: any finished; id -1: sleep; timeout nil: no limit)
  *   h:await_headers(id, timeout) -> bool (the response headers came, or the transfer ended)
@@ -166,7 +169,7 @@ static int h_submit(lua_State *L) {
   size_t body_len = 0;
   const char *body = lua_isnoneornil(L, 4) ? NULL : luaL_checklstring(L, 4, &body_len);
   static const char *const keys[] = {"content_type", "headers", "timeout", "connect_timeout",
-                                     "max_bytes", "mode", "file", NULL};
+                                     "max_bytes", "mode", "file", "upload_file", "upload_len", "upload_zeros", NULL};
   ss_check_keys(L, 5, keys, "submit");
   sse_spec spec = {
       .method = method,
@@ -179,6 +182,9 @@ static int h_submit(lua_State *L) {
       .max_bytes = opt_size(L, 5, "max_bytes", 16u << 20),
       .mode = check_mode(L, opt_str(L, 5, "mode")),
       .fd = -1,
+      .upload_file = opt_str(L, 5, "upload_file"),
+      .upload_len = (unsigned long long)ss_opt_number(L, 5, "upload_len", 0),
+      .upload_zeros = (unsigned long long)ss_opt_number(L, 5, "upload_zeros", 0),
   };
   const char *lines[MAX_HEADERS];
   size_t n = 0;
