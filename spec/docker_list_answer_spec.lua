@@ -12,27 +12,18 @@ local adoption = require "sandstack.gateway.adoption"
 local OBJECT = '{"message":"page 1 of 3","Containers":[{"Id":"c1"}]}'
 
 describe("a malformed Engine list answer", function()
-  local dir, pid, host
+  local fake, dir, host
 
   setup(function()
-    dir = h.must("mktemp -d /tmp/sstest-listanswer.XXXXXX"):match("%S+")
-    local sock = dir .. "/engine.sock"
-    pid = h.must(("python3 spec/support/list_answer_engine.py %s %s >%s 2>&1 & echo $!"):format(h.q(sock), h.q(dir),
-      h.q(dir .. "/log"))):match("%d+")
-    h.must("for i in $(seq 100); do [ -S " .. h.q(sock) .. " ] && exit 0; sleep 0.05; done; exit 1")
-    host = "unix://" .. sock
+    fake = require("list_answer").start("listanswer")
+    dir, host = fake.dir, fake.host
   end)
 
-  teardown(function()
-    if pid then h.sh("kill " .. pid) end
-    if dir and dir:match("^/tmp/sstest%-listanswer%.") then h.sh("rm -rf " .. h.q(dir)) end
-  end)
+  teardown(function() if fake then fake.stop() end end)
 
-  local function answer(what, text) -- text nil: the fake's own (empty lists)
-    if text then h.write_file(dir .. "/" .. what, text) else os.remove(dir .. "/" .. what) end
-  end
+  local function answer(what, text) fake.answer(what, text) end -- text nil: the fake's own (empty lists)
 
-  local function deletes() return h.read_file(dir .. "/deletes") or "" end
+  local function deletes() return fake.deletes() end
 
   before_each(function()
     for _, w in ipairs { "containers", "networks", "volumes", "deletes", "requests" } do os.remove(dir .. "/" .. w) end

@@ -6,7 +6,7 @@
 GET /containers/json, /networks and /volumes answer 200 with the bytes of ANSWER_DIR/containers,
 ANSWER_DIR/networks and ANSWER_DIR/volumes, read at each request (so a spec changes an answer
 between calls by rewriting the file); a missing file gives fake_engine.py's own answer (empty
-lists). Every such request is appended to ANSWER_DIR/requests, and a container removal to
+lists). Every such request is appended to ANSWER_DIR/requests, and every removal (DELETE) to
 ANSWER_DIR/deletes, so a spec can tell what was asked and that nothing was removed. Everything
 else is fake_engine.py's."""
 import os
@@ -41,7 +41,7 @@ class Handler(fake_engine.Handler):
             if answer is not None:
                 self.send(200, answer)
                 return True
-        if method == "DELETE" and path.startswith("/containers/"):
+        if method == "DELETE":
             note("deletes", path)
         return super().route(method, target, headers, body)
 

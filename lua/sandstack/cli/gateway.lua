@@ -1,0 +1,45 @@
+-- sandstack gateway: render nginx.conf for the OpenResty gateway and run nginx in the foreground.
+return {
+  order = 90,
+  summary = "render the OpenResty gateway's nginx.conf from a config file and run nginx",
+  usage = "gateway --config FILE.lua [--prefix DIR] [--render]",
+  help = [[FILE.lua returns the gateway's configuration (docs/gateway.md). The checked configuration
+(as JSON) and nginx.conf go to DIR/conf.
+
+  --config FILE.lua  the gateway's configuration
+  --prefix DIR       nginx's prefix (default ./sandstack-gateway)
+  --render           only write the files, do not run nginx]],
+  options = { config = "FILE.lua", prefix = "DIR", render = true },
+  run = function(ctx, args, opt)
+    if args[1] then return ctx:usage("gateway takes no argument, got " .. args[1]) end
+    if not opt.config then return ctx:usage("gateway needs --config FILE.lua") end
+    local c, err = require("sandstack.gateway.config").load(opt.config)
+    if not c then return ctx:fail(err) end
+    local prefix = (opt.prefix or "sandstack-gateway"):gsub("/+$", "")
+    if not prefix:match("^/") then prefix = os.getenv("PWD") .. "/" .. prefix end
+    for _, d in ipairs { "conf", "logs", "tmp" } do
+      if not os.execute("mkdir -p '" .. (prefix .. "/" .. d):gsub("'", "'\\''") .. "'") then
+        return ctx:fail("io", "cannot create " .. prefix .. "/" .. d)
+      end
+    end
+    -- nginx's LuaJIT needs this module's Lua files and a LuaJIT build of sandstack/core.so
+    local here = (package.searchpath("sandstack.gateway", package.path) or ""):match("^(.*)/sandstack/gateway%.lua$")
+    local top = here and here:match("^(.*)/lua$")
+    local cpath = c.lua_cpath or ((top and (top .. "/build-luajit/?.so;") or "") .. ";")
+    local lpath = c.lua_path or ((here and (here .. "/?.lua;" .. here .. "/?/init.lua;") or "") .. ";")
+    local core = require "sandstack.core"
+    local ok, werr = core.write_file_durable(prefix .. "/conf/gateway.json", core.json_encode(c))
+    if not ok then return ctx:fail(werr) end
+    local text = require("sandstack.gateway.nginx_conf").render(c, { config = prefix .. "/conf/gateway.json",
+      source = opt.config, lua_path = lpath, lua_cpath = cpath })
+    ok, werr = core.write_file_durable(prefix .. "/conf/nginx.conf", text)
+    if not ok then return ctx:fail(werr) end
+    ctx.out:write("rendered ", prefix, "/conf/nginx.conf\n")
+    if opt.render then return 0 end
+    if ctx.out.flush then ctx.out:flush() end
+    local q = "'" .. prefix:gsub("'", "'\\''") .. "/'"
+    local r1, _, code = os.execute("nginx -p " .. q .. " -c conf/nginx.conf")
+    if r1 == true or r1 == 0 then return 0 end
+    return ctx:fail("failed", "nginx exited with " .. tostring(code))
+  end,
+}
