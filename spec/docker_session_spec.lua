@@ -214,4 +214,51 @@ describe("the session interface on sandstack.docker #docker", function()
       end
     end)
   end)
+
+  describe("the CLI", function()
+    local cli = require "sandstack.cli"
+    -- runs `sandstack ARGV...` in this process: exit code, stdout, stderr
+    local function run(...)
+      local o, e = {}, {}
+      local out = { write = function(self, ...) for _, x in ipairs { ... } do o[#o + 1] = x end return self end }
+      local err = { write = function(self, ...) for _, x in ipairs { ... } do e[#e + 1] = x end return self end }
+      local code = cli.main({ ... }, out, err)
+      return code, table.concat(o), table.concat(e)
+    end
+
+    it("exec prints the command's streams and exits with its code; a timeout exits 125", function()
+      local code, out, err = run("exec", stack.session_key, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
+      assert.same({ 7, "out\n", "err\n" }, { code, out, err })
+      code, out, err = run("exec", stack.project, "--timeout", "1", "--", "sh", "-c", "echo so-far; sleep 30")
+      assert.equal(125, code)
+      assert.equal("so-far\n", out)
+      assert.matches("^sandstack: timeout: ", err)
+      assert.equal(2, (run("exec", stack.session_key)))
+    end)
+
+    it("cp copies both ways; logs and stats answer", function()
+      local src, dst = os.tmpname(), os.tmpname()
+      local f = assert(io.open(src, "wb"))
+      f:write("via cp\n")
+      f:close()
+      assert.equal(0, (run("cp", src, stack.session_key .. ":/tmp/cp.txt")))
+      assert.equal(0, (run("cp", stack.session_key .. ":/tmp/cp.txt", dst)))
+      f = assert(io.open(dst, "rb"))
+      local got = f:read("*a")
+      f:close()
+      os.remove(src)
+      os.remove(dst)
+      assert.equal("via cp\n", got)
+      local code, _, err = run("cp", stack.session_key .. ":/tmp/none", dst)
+      assert.equal(1, code)
+      assert.matches("^sandstack: io: ", err)
+      local out
+      code, out, err = run("logs", stack.session_key, "--tail", "5")
+      assert.equal(0, code)
+      assert.matches("agent listening", out .. err)
+      code, out = run("stats", stack.session_key, "--json")
+      assert.equal(0, code)
+      assert.is_number(require("sandstack.core").json_decode(out).sandbox.memUsed)
+    end)
+  end)
 end)
