@@ -35,9 +35,10 @@ end
 -- An engine answer about a path, as the file plane of sbx says it: io with an errno name.
 local function file_error(err, path)
   if E.is(err) and err.kind == "engine" then
-    local map = { [404] = "ENOENT", [403] = "EROFS" }
-    local reason = map[err.status]
-    if not reason and err.status == 400 and tostring(err.message):find("not a directory", 1, true) then reason = "ENOTDIR" end
+    -- the engine says these in its message, with status 404 or 500
+    local text = tostring(err.message)
+    local reason = err.status == 404 and "ENOENT" or text:find("read-only", 1, true) and "EROFS"
+      or text:find("not a directory", 1, true) and "ENOTDIR" or nil
     if reason then
       local msg = tostring(err.message)
       if reason == "ENOENT" and not msg:find("%a%a%a%a", 1) or msg:match("^HTTP %d+$") then
