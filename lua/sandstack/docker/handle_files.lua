@@ -84,7 +84,8 @@ local function stat_of(raw)
     -- days from the civil date (UTC), so no local time zone enters
     local yy, mm = tonumber(y), tonumber(mo)
     if mm <= 2 then yy, mm = yy - 1, mm + 12 end
-    local days = 365 * yy + yy // 4 - yy // 100 + yy // 400 + (153 * (mm - 3) + 2) // 5 + tonumber(d) - 719469
+    local fl = math.floor
+    local days = 365 * yy + fl(yy / 4) - fl(yy / 100) + fl(yy / 400) + fl((153 * (mm - 3) + 2) / 5) + tonumber(d) - 719469
     out.mtime = days * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(s)
   end
   return out
