@@ -101,4 +101,22 @@ describe("the session interface", function()
     assert.same({ exit_code = 0 }, h:exec("sandbox", { "true" }, {}))
     assert.same({ "default", "sandbox" }, asked)
   end)
+
+  it("swarm's files and logs are docker's, on the task container of the session's node", function()
+    local core = require "sandstack.core"
+    local asked = {}
+    local eng = { timeout = 30 }
+    function eng.call(_, method, path, _, opts)
+      asked[#asked + 1] = method .. " " .. path .. " " .. tostring(opts and opts.query and opts.query.path)
+      return core.tar_header("x.txt", 5, 420, 0) .. "hello" .. string.rep("\0", 507 + 1024)
+    end
+    function eng.demux(_, path) asked[#asked + 1] = "GET " .. path; return { stdout = "log\n", stderr = "" } end
+    local h = setmetatable({ mgr = {}, node_eng = eng, plan = { sandbox = "sandbox" } }, { __index = swarm_handle.Stack })
+    h.container = function(_, service) return service == "db" and "db-task" or "sbx-task" end
+    assert.equal("hello", h:read("/tmp/x.txt"))
+    assert.equal("log\n", h:logs({ service = "db" }).stdout)
+    assert.same({ "GET /containers/sbx-task/archive /tmp/x.txt", "GET /containers/db-task/logs" }, asked)
+    h.mgr = nil
+    assert.has_error(function() h:read("/tmp/x.txt") end, "the stack handle is closed")
+  end)
 end)

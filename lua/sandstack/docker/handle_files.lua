@@ -61,14 +61,6 @@ local function opts_of(opts, keys, what)
   return opts
 end
 
--- The container and the engine of a call: (eng, container) or (nil, err).
-local function where(self, service)
-  target.check_open(self, 3)
-  local c, err = target.container(self, service)
-  if not c then return nil, err end
-  return self.eng, c
-end
-
 -- The stat the engine gives in X-Docker-Container-Path-Stat (a Go os.FileMode): the type bits
 -- are Go's, the permission bits Unix's.
 local GO_DIR, GO_LINK, GO_PIPE, GO_SOCKET, GO_DEVICE = 2 ^ 31, 2 ^ 27, 2 ^ 25, 2 ^ 24, 2 ^ 26
@@ -100,7 +92,7 @@ local STAT_KEYS = { service = true }
 function M_.stat(self, path, opts)
   check_path(path, "stat")
   opts = opts_of(opts, STAT_KEYS, "stat")
-  local eng, c = where(self, opts.service)
+  local eng, c = target.resolve(self, opts.service)
   if not eng then return nil, c end
   local status, body, headers = eng:request("HEAD", archive_path(c) .. "?path=" .. core.urlencode(path))
   if not status then return fail(body, path) end
@@ -120,7 +112,7 @@ local READ_KEYS = { max_bytes = true, service = true }
 function M_.read(self, path, opts)
   check_path(path, "read")
   opts = opts_of(opts, READ_KEYS, "read")
-  local eng, c = where(self, opts.service)
+  local eng, c = target.resolve(self, opts.service)
   if not eng then return nil, c end
   local max = opts.max_bytes or M.DEFAULT_READ_MAX
   -- the archive: the file, its header (a pax one too for a long name) and the end blocks
@@ -157,7 +149,7 @@ function M_.write(self, path, data, opts)
   check_mode(opts.mode, "write")
   local dir, base = split(path)
   if not base then error("write: path must name a file", 2) end
-  local eng, c = where(self, opts.service)
+  local eng, c = target.resolve(self, opts.service)
   if not eng then return nil, c end
   local tar = core.tar_header(base, #data, opts.mode or 420, os.time()) .. data .. string.rep("\0", tar_tail(#data))
   local ok, err = eng:call("PUT", archive_path(c), tar, { query = { path = dir }, content_type = "application/x-tar",
@@ -175,7 +167,7 @@ function M_.upload(self, local_path, path, opts)
   check_mode(opts.mode, "upload")
   local dir, base = split(path)
   if not base then error("upload: path must name a file", 2) end
-  local eng, c = where(self, opts.service)
+  local eng, c = target.resolve(self, opts.service)
   if not eng then return nil, c end
   local st, serr = core.file_stat(local_path)
   if not st then return nil, serr end
@@ -197,7 +189,7 @@ function M_.download(self, path, local_path, opts)
   check_path(path, "download")
   if type(local_path) ~= "string" or local_path == "" then error("download: local_path must be a string", 2) end
   opts = opts_of(opts, DOWNLOAD_KEYS, "download")
-  local eng, c = where(self, opts.service)
+  local eng, c = target.resolve(self, opts.service)
   if not eng then return nil, c end
   local max = opts.max_bytes or M.DEFAULT_TRANSFER_MAX
   local tmp = (local_path:match("^(.*)/[^/]*$") or ".") .. "/.sandstack-download-" .. core.random_hex(6) .. ".tar"
@@ -224,7 +216,7 @@ local LIST_KEYS = { service = true, max_entries = true }
 function M_.list(self, path, opts)
   check_path(path, "list")
   opts = E.check_keys(opts, LIST_KEYS, "list")
-  local eng, c = where(self, opts.service)
+  local eng, c = target.resolve(self, opts.service)
   if not eng then return nil, c end
   local tmp = os.tmpname()
   local ok, err = eng:download(archive_path(c), tmp, { query = { path = path }, max_bytes = M.DEFAULT_TRANSFER_MAX,

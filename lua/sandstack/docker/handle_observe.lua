@@ -14,12 +14,12 @@ local LOG_KEYS = { service = true, since = true, tail = true, follow = true, max
 
 local function cpath(name) return "/containers/" .. core.urlencode(name) end
 
--- One read of a service's logs: { stdout =, stderr = }.
-local function read_logs(self, c, opts, since)
+-- One read of a service's logs: { stdout =, stderr = }. eng: the engine the container is on.
+local function read_logs(eng, c, opts, since)
   local q = { stdout = "1", stderr = "1" }
   if since then q.since = tostring(since) end
   if opts.tail then q.tail = tostring(opts.tail) end
-  local r, err = self.eng:demux(cpath(c) .. "/logs", { query = q, max_bytes = opts.max_bytes or M.DEFAULT_LOG_BYTES,
+  local r, err = eng:demux(cpath(c) .. "/logs", { query = q, max_bytes = opts.max_bytes or M.DEFAULT_LOG_BYTES,
     timeout = opts.timeout })
   if not r then return nil, err end
   return r
@@ -36,7 +36,7 @@ function Follow:read(timeout)
   if self.closed then return E.fail("transport", "closed", "the log stream is closed") end
   local deadline = core.engine_clock() + (timeout or 5)
   while true do
-    local r, err = read_logs(self.handle, self.container, self.opts, nil)
+    local r, err = read_logs(self.eng, self.container, self.opts, nil)
     if not r then return nil, err end
     local out = { stdout = r.stdout:sub(self.seen_out + 1), stderr = r.stderr:sub(self.seen_err + 1) }
     self.seen_out, self.seen_err = #r.stdout, #r.stderr
@@ -50,18 +50,17 @@ function Follow:close() self.closed = true end
 -- h:logs({service, since, tail, follow, max_bytes}) -> { stdout =, stderr = }, or with
 -- follow = true a stream (see Follow) whose first read starts at `since`/`tail`.
 function M.methods.logs(self, opts)
-  target.check_open(self, 2)
   opts = E.check_keys(opts, LOG_KEYS, "logs")
   if opts.since ~= nil and type(opts.since) ~= "number" then error("logs: option 'since' must be a unix time in seconds", 2) end
   if opts.tail ~= nil and (type(opts.tail) ~= "number" or opts.tail < 0 or opts.tail ~= math.floor(opts.tail)) then
     error("logs: option 'tail' must be a whole number of lines", 2)
   end
-  local c, err = target.container(self, opts.service)
-  if not c then return nil, err end
+  local eng, c = target.resolve(self, opts.service)
+  if not eng then return nil, c end
   if opts.follow then
-    return setmetatable({ handle = self, container = c, opts = opts, seen_out = 0, seen_err = 0 }, Follow)
+    return setmetatable({ eng = eng, container = c, opts = opts, seen_out = 0, seen_err = 0 }, Follow)
   end
-  return read_logs(self, c, opts, opts.since)
+  return read_logs(eng, c, opts, opts.since)
 end
 
 -- The usage of one container from its stats answer, under E2B's getMetrics names where they fit.

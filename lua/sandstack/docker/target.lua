@@ -26,6 +26,22 @@ function M.container(self, service)
     plan.project, service, table.concat(names, ", ")), { service = service })
 end
 
+-- The engine and container of a call: (eng, container) or (nil, err). A swarm session's
+-- handle (it has node_eng) names its task container on its node; a stack's, its own. Call it
+-- from the public method itself (a closed handle raises at that method's caller).
+function M.resolve(self, service)
+  if self.node_eng ~= nil or self.mgr ~= nil then
+    if not self.mgr then error("the stack handle is closed", 3) end
+    local id, err = self:container(service)
+    if not id then return nil, err end
+    return self.node_eng, id
+  end
+  M.check_open(self, 3)
+  local c, err = M.container(self, service)
+  if not c then return nil, err end
+  return self.eng, c
+end
+
 -- Every service of the stack, in start order: { {service =, name =}, ... }.
 function M.services(self)
   local out = {}
