@@ -102,7 +102,7 @@ describe("the session interface", function()
     assert.same({ "default", "sandbox" }, asked)
   end)
 
-  it("swarm's files and logs are docker's, on the task container of the session's node", function()
+  it("swarm's files, logs and stats are docker's, on the task container of the session's node", function()
     local core = require "sandstack.core"
     local asked = {}
     local eng = { timeout = 30 }
@@ -116,7 +116,24 @@ describe("the session interface", function()
     assert.equal("hello", h:read("/tmp/x.txt"))
     assert.equal("log\n", h:logs({ service = "db" }).stdout)
     assert.same({ "GET /containers/sbx-task/archive /tmp/x.txt", "GET /containers/db-task/logs" }, asked)
+    function eng.perform(_, reqs)
+      local out = {}
+      for i, r in ipairs(reqs) do
+        asked[#asked + 1] = r[1] .. " " .. r[2]
+        out[i] = { ok = true, body = { read = "t", cpu_stats = { online_cpus = 2, system_cpu_usage = 2000,
+          cpu_usage = { total_usage = 150 } }, precpu_stats = { system_cpu_usage = 1000, cpu_usage = { total_usage = 50 } },
+          memory_stats = { usage = 300, limit = 1000, stats = { inactive_file = 100 } }, pids_stats = { current = 3 },
+          networks = { eth0 = { rx_bytes = 5, tx_bytes = 7 }, eth1 = { rx_bytes = 1, tx_bytes = 1 } } } }
+      end
+      return out
+    end
+    h.plan.containers = { { service = "sandbox" }, { service = "db" } }
+    local st = assert(h:stats())
+    assert.same({ cpuUsedPct = 20, cpuCount = 2, memUsed = 200, memTotal = 1000, netRx = 6, netTx = 8, pids = 3,
+      timestamp = "t" }, st.db)
+    assert.same({ "GET /containers/sbx-task/stats", "GET /containers/db-task/stats" }, { asked[3], asked[4] })
     h.mgr = nil
     assert.has_error(function() h:read("/tmp/x.txt") end, "the stack handle is closed")
+    assert.has_error(function() h:stats() end, "the stack handle is closed")
   end)
 end)

@@ -90,14 +90,14 @@ end
 -- h:stats() -> { [service] = { cpuUsedPct, cpuCount, memUsed, memTotal, netRx, netTx, pids,
 -- timestamp } }; a service whose container is not running is { state = "not_running" }.
 function M.methods.stats(self, opts)
-  target.check_open(self, 2)
   opts = E.check_keys(opts, { timeout = true }, "stats")
-  local services = target.services(self)
+  local eng, services = target.services(self)
+  if not eng then return nil, services end
   local reqs = {}
   for i, s in ipairs(services) do
     reqs[i] = { "GET", cpath(s.name) .. "/stats", nil, { query = { stream = "false" }, timeout = opts.timeout or 30 } }
   end
-  local results = self.eng:perform(reqs)
+  local results = eng:perform(reqs)
   local out = {}
   for i, s in ipairs(services) do
     local r = results[i]

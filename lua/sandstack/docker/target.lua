@@ -42,13 +42,25 @@ function M.resolve(self, service)
   return self.eng, c
 end
 
--- Every service of the stack, in start order: { {service =, name =}, ... }.
+-- Every service of the stack, in start order: the engine and { {service =, name =}, ... }
+-- (name: the container's name or id), or nil, err. Call it from the public method itself.
 function M.services(self)
+  if self.node_eng ~= nil or self.mgr ~= nil then
+    if not self.mgr then error("the stack handle is closed", 3) end
+    local out = {}
+    for i, c in ipairs(self.plan.containers) do
+      local id, err = self:container(c.service)
+      if not id then return nil, err end
+      out[i] = { service = c.service, name = id }
+    end
+    return self.node_eng, out
+  end
+  M.check_open(self, 3)
   local out = {}
   for i, c in ipairs(self.plan.containers) do
     out[i] = { service = c.service, name = c.name or (self.plan.project .. "-" .. c.service) }
   end
-  return out
+  return self.eng, out
 end
 
 -- A handle for the session methods only (exec, files, logs, stats), from a project's

@@ -250,10 +250,10 @@ end
 
 -- The session interface every backend's handle shares (sandstack.session): what a swarm
 -- session does not offer yet is a stub returning kind = "unsupported".
--- The files and logs are docker's (the task container on the session's node).
+-- The files, logs and stats are docker's (the task containers on the session's node).
 M.Stack = Stack
 for part, names in pairs { files = { "read", "write", "list", "stat", "remove", "upload", "download" },
-  observe = { "logs" } } do
+  observe = { "logs", "stats" } } do
   local methods = require("sandstack.docker.handle_" .. part).methods
   for _, name in ipairs(names) do Stack[name] = methods[name] end
 end
