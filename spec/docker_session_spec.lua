@@ -139,6 +139,11 @@ describe("the session interface on sandstack.docker #docker", function()
       assert.same({ "io", "ENOENT" }, { err.kind, err.reason })
       assert.equal("link", stack:stat("/tmp/link").type)
       assert.equal("/etc/passwd", stack:stat("/tmp/link").link)
+      -- a write over a link replaces the link; it never writes through it
+      local passwd = assert(stack:read("/etc/passwd"))
+      assert.is_true(stack:write("/tmp/link", "mine"))
+      assert.equal("file", stack:stat("/tmp/link").type)
+      assert.equal(passwd, stack:read("/etc/passwd"))
     end)
 
     it("keeps a read within its budget", function()
