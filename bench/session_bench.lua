@@ -2,7 +2,8 @@
 -- one run: h:exec's p50 against `docker exec`, and a 64 MiB write and read against `docker cp`,
 -- each as a ratio, with where the milliseconds go.
 --   lua5.4 bench/session_bench.lua [EXECS] [ROUNDS]      (defaults 41 and 3)
--- The build dir is $SANDSTACK_BUILD (default ./build). One stack, destroyed at the end.
+-- The build dir is $SANDSTACK_BUILD (default ./build). One stack, destroyed at the end. The
+-- lines printed are also written to docs/results/session.md (SANDSTACK_BENCH_RESULTS=0: not).
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/support/?.lua;" .. package.path
 package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath
 local sandstack = require "sandstack"
@@ -28,6 +29,12 @@ local function timed(f)
 end
 
 local function ms(s) return ("%.1f ms"):format(s * 1000) end
+
+local lines = {}
+local function print(s) -- every result line, kept for docs/results
+  lines[#lines + 1] = s
+  io.write(s, "\n")
+end
 
 local stack = assert(sandstack.docker.start("sstest-bench-session-" .. core.random_hex(3), {
   agent_port = 8080, forwarder_image = "sandstack-test/socat:local", pull = "never", subnet_pool = "10.217.0.0/16",
@@ -101,3 +108,10 @@ local ok, err = pcall(function()
 end)
 stack:destroy()
 if not ok then error(err, 0) end
+if os.getenv("SANDSTACK_BENCH_RESULTS") ~= "0" then
+  os.execute("mkdir -p docs/results")
+  local f = assert(io.open("docs/results/session.md", "w"))
+  f:write("# Session handle benchmark\n\nWritten by `lua5.4 bench/session_bench.lua ", execs, " ", rounds, "` on ",
+    os.date("!%Y-%m-%d %H:%M UTC"), ".\n\n```\n", table.concat(lines, "\n"), "\n```\n")
+  f:close()
+end

@@ -142,6 +142,29 @@ static int copy_to_fd(cap_reader *r, int fd, ss_error *e) {
   }
 }
 
+/* The member's data from an archive file to fd in the kernel (copy_file_range), when the reader
+ * stands at the data's start (it never reads ahead of a header): 1 when done, 0 when the kernel
+ * cannot (the caller then copies through memory, nothing having been consumed), -1 with e set. */
+static int copy_in_kernel(src_ctx *s, uint64_t size, int fd, ss_error *e) {
+  uint64_t left = size;
+  while (left > 0) {
+    ssize_t n = copy_file_range(s->fd, NULL, fd, NULL, left < (1u << 30) ? (size_t)left : (1u << 30), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && left == size && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) return 0;
+    if (n < 0) {
+      cap_err_io(e, errno, "cannot write the file", NULL);
+      return -1;
+    }
+    if (n == 0) {
+      cap_err_archive(e, s->reader.consumed, "the archive ends inside its member");
+      return -1;
+    }
+    left -= (uint64_t)n;
+  }
+  s->reader.left = 0; /* the data is consumed; what follows is not read */
+  return 1;
+}
+
 static int l_archive_file(lua_State *L) {
   static const char *const keys[] = {"to", "max_bytes", NULL};
   ss_check_keys(L, 2, keys, "archive_file");
@@ -181,7 +204,8 @@ static int l_archive_file(lua_State *L) {
       cap_err_io(&e, errno, "cannot create the file", to);
       return ss_push_error(L, &e);
     }
-    int ok = copy_to_fd(r, fd, &e) == 0 && fchmod(fd, mode) == 0;
+    int k = s.fd >= 0 ? copy_in_kernel(&s, ent.size, fd, &e) : 0;
+    int ok = k >= 0 && (k == 1 || copy_to_fd(r, fd, &e) == 0) && fchmod(fd, mode) == 0;
     if (ok && close(fd) != 0) ok = 0, cap_err_io(&e, errno, "cannot write the file", to);
     else if (!ok) close(fd);
     close_src(&s);
