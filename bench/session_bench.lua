@@ -66,7 +66,7 @@ local ok, err = pcall(function()
   print(("exec p50 (%d each): h:exec %s, engine exec %s, docker exec CLI %s"):format(execs, ms(ph), ms(pe), ms(pc)))
   print(("  ratio h:exec / docker exec = %.2f (goal <= 0.75); engine exec / docker exec = %.2f"):format(ph / pc, pe / pc))
   print(("  where an exec goes (p50 of each request alone): create %s, start and output %s, exit code %s;"
-    .. " the handle adds %s (option checks, the token)"):format(ms(median(parts.create)), ms(median(parts.start)),
+    .. " h:exec's p50 minus the engine exec's %s (the handle's own work: option checks, the token; the rest is noise)"):format(ms(median(parts.create)), ms(median(parts.start)),
     ms(median(parts.inspect)), ms(ph - pe)))
 
   -- 64 MiB: h:upload / h:write and h:download / h:read against docker cp

@@ -51,6 +51,9 @@ typedef struct sse_spec {
    * The file is opened at submit; a file that ends early fails the transfer. */
   const char *upload_file;
   unsigned long long upload_len, upload_zeros;
+  /* Or, with no upload_file, the upload_len bytes sent from here, not copied: the caller keeps
+   * them alive and unchanged until the transfer is done (the engine client's upload waits). */
+  const char *upload_data;
 } sse_spec;
 
 /* A finished (or, for streams, running) transfer. */

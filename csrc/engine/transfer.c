@@ -149,6 +149,13 @@ static size_t on_upload(char *buf, size_t size, size_t nitems, void *ud) {
         continue;
       }
       size_t want = cap - n < x->up_left ? cap - n : (size_t)x->up_left;
+      if (x->up_data) {
+        memcpy(buf + n, x->up_data, want);
+        x->up_data += want;
+        n += want;
+        x->up_left -= want;
+        continue;
+      }
       ssize_t r = read(x->up_fd, buf + n, want);
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) {
@@ -171,8 +178,12 @@ static size_t on_upload(char *buf, size_t size, size_t nitems, void *ud) {
 
 static int setup_upload(sse_xfer *x, const sse_spec *spec) {
   int ok = 1;
-  x->up_fd = open(spec->upload_file, O_RDONLY | O_CLOEXEC);
-  if (x->up_fd < 0) return 0;
+  if (spec->upload_file) {
+    x->up_fd = open(spec->upload_file, O_RDONLY | O_CLOEXEC);
+    if (x->up_fd < 0) return 0;
+  } else {
+    x->up_data = spec->upload_data;
+  }
   x->body_copy = malloc(spec->body_len ? spec->body_len : 1);
   if (!x->body_copy) return 0;
   if (spec->body_len) memcpy(x->body_copy, spec->body, spec->body_len);
@@ -193,7 +204,7 @@ static int setup_upload(sse_xfer *x, const sse_spec *spec) {
 static int setup_method(sse_xfer *x, const sse_spec *spec) {
   int ok = 1;
   const char *m = spec->method;
-  if (spec->upload_file) return setup_upload(x, spec);
+  if (spec->upload_file || spec->upload_data) return setup_upload(x, spec);
   int wants_body = spec->body || strcmp(m, "POST") == 0 || strcmp(m, "PUT") == 0 || strcmp(m, "PATCH") == 0;
   if (strcmp(m, "GET") == 0 && !spec->body) {
     SET(CURLOPT_HTTPGET, 1L);

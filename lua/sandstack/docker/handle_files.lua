@@ -151,9 +151,10 @@ function M_.write(self, path, data, opts)
   if not base then error("write: path must name a file", 2) end
   local eng, c = target.resolve(self, opts.service)
   if not eng then return nil, c end
-  local tar = core.tar_header(base, #data, opts.mode or 420, os.time()) .. data .. string.rep("\0", tar_tail(#data))
-  local ok, err = eng:call("PUT", archive_path(c), tar, { query = { path = dir }, content_type = "application/x-tar",
-    timeout = math.max(eng.timeout, #data / (16 * 1024 * 1024)) })
+  -- the tar's header, then data sent in place (no copy of it is made), then the padding and end
+  local ok, err = eng:upload(archive_path(c), core.tar_header(base, #data, opts.mode or 420, os.time()), nil,
+    { data = data, zeros = tar_tail(#data), query = { path = dir }, content_type = "application/x-tar",
+      timeout = math.max(eng.timeout, #data / (16 * 1024 * 1024)) })
   if ok == nil then return fail(err, path) end
   return true
 end
