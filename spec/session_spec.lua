@@ -50,4 +50,90 @@ describe("the session interface", function()
     assert.has_error(function() docker_handle.mixin { record = function() end } end,
       "sandstack.docker handle: method record is defined twice")
   end)
+
+  -- A stand-in engine that records what it is asked: the exec times out, the kill's requests
+  -- answer as the Engine does.
+  local function recording_engine()
+    local calls = {}
+    local eng = { timeout = 30, calls = calls }
+    function eng.exec(_, container, argv, opts)
+      calls[#calls + 1] = { "exec", container, argv, opts }
+      return nil, require("sandstack.core").error("transport", "timeout", "no answer in time",
+        { stdout = "so far", stderr = "", exec_id = "e1" })
+    end
+    function eng.call(_, method, path, body, opts)
+      calls[#calls + 1] = { method, path, body, opts }
+      if path:match("/json$") then return { Id = "cid", Name = "/p-sandbox", Image = "sha256:img",
+        Config = { Labels = { ["io.sandstack.project"] = "p" } } } end
+      if path == "/containers/create" then return { Id = "helper" } end
+      if path:match("/wait$") then return { StatusCode = 0 } end
+      return ""
+    end
+    return eng
+  end
+
+  it("swarm's exec in the session form runs the docker exec and its kill on the node's engine", function()
+    local eng = recording_engine()
+    local h = setmetatable({ mgr = {}, node_eng = eng, plan = { sandbox = "sandbox" } }, { __index = swarm_handle.Stack })
+    local asked = {}
+    h.container = function(_, service) asked[#asked + 1] = service or "default"; return "cid" end
+    local r, err = h:exec("sleep 300", { timeout = 1 })
+    assert.is_nil(r)
+    assert.same({ "timeout", true, "so far" }, { err.kind, err.killed, err.stdout })
+    local c = eng.calls
+    assert.same({ "exec", "cid", { "/bin/sh", "-c", "sleep 300" } }, { c[1][1], c[1][2], c[1][3] })
+    local token = c[1][4].env.SANDSTACK_EXEC
+    assert.matches("^%x+$", token)
+    assert.same({ "GET", "/containers/cid/json" }, { c[2][1], c[2][2] })
+    local create = c[3][3]
+    assert.same({ "POST", "/containers/create" }, { c[3][1], c[3][2] })
+    assert.same({ "sha256:img", { token }, "container:cid", "none" }, { create.Image, create.Cmd,
+      create.HostConfig.PidMode, create.HostConfig.NetworkMode })
+    assert.same({ "ALL" }, create.HostConfig.CapDrop)
+    assert.equal("p", create.Labels["io.sandstack.project"])
+    assert.same({ "PUT", "/containers/helper/archive" }, { c[4][1], c[4][2] })
+    assert.same({ "POST", "/containers/helper/start" }, { c[5][1], c[5][2] })
+    assert.same({ "POST", "/containers/helper/wait" }, { c[6][1], c[6][2] })
+    assert.same({ "DELETE", "/containers/helper" }, { c[7][1], c[7][2] })
+    -- the older form stays the engine client's own exec
+    eng.calls = {}
+    eng.exec = function(_, container, argv) eng.calls[#eng.calls + 1] = { container, argv } return { exit_code = 0 } end
+    assert.same({ exit_code = 0 }, h:exec("sandbox", { "true" }, {}))
+    assert.same({ "default", "sandbox" }, asked)
+  end)
+
+  it("swarm's files, logs and stats are docker's, on the task container of the session's node", function()
+    local core = require "sandstack.core"
+    local asked = {}
+    local eng = { timeout = 30 }
+    function eng.call(_, method, path, _, opts)
+      asked[#asked + 1] = method .. " " .. path .. " " .. tostring(opts and opts.query and opts.query.path)
+      return core.tar_header("x.txt", 5, 420, 0) .. "hello" .. string.rep("\0", 507 + 1024)
+    end
+    function eng.demux(_, path) asked[#asked + 1] = "GET " .. path; return { stdout = "log\n", stderr = "" } end
+    local h = setmetatable({ mgr = {}, node_eng = eng, plan = { sandbox = "sandbox" } }, { __index = swarm_handle.Stack })
+    h.container = function(_, service) return service == "db" and "db-task" or "sbx-task" end
+    assert.equal("hello", h:read("/tmp/x.txt"))
+    assert.equal("log\n", h:logs({ service = "db" }).stdout)
+    assert.same({ "GET /containers/sbx-task/archive /tmp/x.txt", "GET /containers/db-task/logs" }, asked)
+    function eng.perform(_, reqs)
+      local out = {}
+      for i, r in ipairs(reqs) do
+        asked[#asked + 1] = r[1] .. " " .. r[2]
+        out[i] = { ok = true, body = { read = "t", cpu_stats = { online_cpus = 2, system_cpu_usage = 2000,
+          cpu_usage = { total_usage = 150 } }, precpu_stats = { system_cpu_usage = 1000, cpu_usage = { total_usage = 50 } },
+          memory_stats = { usage = 300, limit = 1000, stats = { inactive_file = 100 } }, pids_stats = { current = 3 },
+          networks = { eth0 = { rx_bytes = 5, tx_bytes = 7 }, eth1 = { rx_bytes = 1, tx_bytes = 1 } } } }
+      end
+      return out
+    end
+    h.plan.containers = { { service = "sandbox" }, { service = "db" } }
+    local st = assert(h:stats())
+    assert.same({ cpuUsedPct = 20, cpuCount = 2, memUsed = 200, memTotal = 1000, netRx = 6, netTx = 8, pids = 3,
+      timestamp = "t" }, st.db)
+    assert.same({ "GET /containers/sbx-task/stats", "GET /containers/db-task/stats" }, { asked[3], asked[4] })
+    h.mgr = nil
+    assert.has_error(function() h:read("/tmp/x.txt") end, "the stack handle is closed")
+    assert.has_error(function() h:stats() end, "the stack handle is closed")
+  end)
 end)

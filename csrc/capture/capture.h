@@ -68,4 +68,11 @@ int cap_remove_dir(const char *path, ss_error *e);
 int cap_extract_archive(const char *dir, const char *archive_name, const cap_options *o, cap_result *res,
                         ss_error *e);
 
+/* The header of a regular file member named name (nlen bytes, no NUL) of size bytes, written to
+ * out: one ustar block, or a pax header and its data before it when the name is longer than 100
+ * bytes. Returns the bytes written (a multiple of 512), 0 when cap is too small. */
+#define CAP_TAR_HEADER_MAX(nlen) (512u * 3u + (nlen))
+size_t cap_tar_header(unsigned char *out, size_t cap, const char *name, size_t nlen, unsigned long long size,
+                      unsigned mode, long long mtime);
+
 #endif

@@ -46,6 +46,14 @@ typedef struct sse_spec {
   sse_body_mode mode;
   int fd;              /* SSE_BODY_FILE: where a 2xx body goes */
   int close_fd;        /* the result owns fd: closed when the result is freed */
+  /* A PUT body streamed from a file, never held in memory: body (the head), then upload_len
+   * bytes of upload_file from its start, then upload_zeros zero bytes (a tar's padding and end).
+   * The file is opened at submit; a file that ends early fails the transfer. */
+  const char *upload_file;
+  unsigned long long upload_len, upload_zeros;
+  /* Or, with no upload_file, the upload_len bytes sent from here, not copied: the caller keeps
+   * them alive and unchanged until the transfer is done (the engine client's upload waits). */
+  const char *upload_data;
 } sse_spec;
 
 /* A finished (or, for streams, running) transfer. */

@@ -28,6 +28,11 @@ typedef struct sse_xfer {
   size_t max_bytes;
   int fd;
   int close_fd;
+  int up_fd;                  /* the streamed body's file, or -1 */
+  int up_stage;               /* 0: the head (body_copy), 1: the file, 2: the zeros */
+  size_t up_head_len, up_off; /* the head's length and what of it was sent */
+  unsigned long long up_left, up_zeros;
+  const char *up_data; /* the streamed body's bytes when they come from memory */
   int paused;
   int got_headers; /* the final response's header block ended */
   int abort_why;

@@ -29,6 +29,8 @@ void sandstack_open_capture(lua_State *L);
 void sandstack_open_probe(lua_State *L);
 void sandstack_open_net(lua_State *L);
 void sandstack_open_options(lua_State *L);
+void sandstack_open_reap(lua_State *L);
+void sandstack_open_archive(lua_State *L);
 
 /* Pushes nil and an error object built from e (then clears e); returns 2 for `return`. */
 int ss_push_error(lua_State *L, ss_error *e);

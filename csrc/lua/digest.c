@@ -1,4 +1,4 @@
-/* core.base64 and core.sha256_hex: strings made printable, over csrc/util's one base64 and one
+/* core.base64, core.base64_decode and core.sha256_hex: strings made printable, over csrc/util's one base64 and one
  * SHA-256. */
 #include <stdlib.h>
 
@@ -17,6 +17,20 @@ static int l_base64(lua_State *L) {
   return 1;
 }
 
+/* core.base64_decode(s) -> the bytes, or nil when s is not strict base64. */
+static int l_base64_decode(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  unsigned char *out = ss_newuserdata(L, n / 4 * 3 + 1); /* freed by the GC, also on an error */
+  long len = ss_base64_decode(s, n, out, n / 4 * 3 + 1);
+  if (len < 0) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_pushlstring(L, (const char *)out, (size_t)len);
+  return 1;
+}
+
 /* core.sha256_hex(s[, nbytes]) -> lowercase hex of the first nbytes (default 32) of SHA-256(s). */
 static int l_sha256_hex(lua_State *L) {
   size_t n;
@@ -30,6 +44,6 @@ static int l_sha256_hex(lua_State *L) {
 }
 
 void sandstack_open_digest(lua_State *L) {
-  static const luaL_Reg fns[] = {{"base64", l_base64}, {"sha256_hex", l_sha256_hex}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"base64", l_base64}, {"base64_decode", l_base64_decode}, {"sha256_hex", l_sha256_hex}, {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }

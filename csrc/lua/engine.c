@@ -3,7 +3,11 @@
  *   core.engine_client{host=, tls=, tls_verify=, ca=, cert=, key=}[, negotiate]
  *       -> handle[, api_version] | nil, err   (negotiate: seconds for GET /version)
  *   h:submit(method, target, body|nil, {content_type=, headers={"K: V"}, timeout=,
- *            connect_timeout=, max_bytes=, mode="buffer"|"demux"|"file"|"lines", file=})
+ *            connect_timeout=, max_bytes=, mode="buffer"|"demux"|"file"|"lines", file=,
+ *            upload_file=, upload_len=, upload_zeros=})
+ *   upload_file: a PUT whose body is `body`, then upload_len bytes of that file, then
+ *   upload_zeros zero bytes, streamed (client.h); upload_data: the same from a string, sent in
+ *   place (the caller keeps it alive until the transfer is taken)
  *       -> id | nil, err
  *   h:run(id, timeout) -> bool   (id 0: any finished; id -1: sleep; timeout nil: no limit)
  *   h:await_headers(id, timeout) -> bool (the response headers came, or the transfer ended)
@@ -166,7 +170,7 @@ static int h_submit(lua_State *L) {
   size_t body_len = 0;
   const char *body = lua_isnoneornil(L, 4) ? NULL : luaL_checklstring(L, 4, &body_len);
   static const char *const keys[] = {"content_type", "headers", "timeout", "connect_timeout",
-                                     "max_bytes", "mode", "file", NULL};
+                                     "max_bytes", "mode", "file", "upload_file", "upload_len", "upload_zeros", "upload_data", NULL};
   ss_check_keys(L, 5, keys, "submit");
   sse_spec spec = {
       .method = method,
@@ -179,7 +183,21 @@ static int h_submit(lua_State *L) {
       .max_bytes = opt_size(L, 5, "max_bytes", 16u << 20),
       .mode = check_mode(L, opt_str(L, 5, "mode")),
       .fd = -1,
+      .upload_file = opt_str(L, 5, "upload_file"),
+      .upload_len = (unsigned long long)ss_opt_number(L, 5, "upload_len", 0),
+      .upload_zeros = (unsigned long long)ss_opt_number(L, 5, "upload_zeros", 0),
   };
+  /* upload_data: sent in place; the caller (stream.lua's upload) keeps the string alive and
+   * waits for the transfer before it returns */
+  if (!spec.upload_file && !lua_isnoneornil(L, 5)) {
+    lua_getfield(L, 5, "upload_data");
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      size_t dlen;
+      spec.upload_data = lua_tolstring(L, -1, &dlen);
+      spec.upload_len = dlen;
+    }
+    lua_pop(L, 1);
+  }
   const char *lines[MAX_HEADERS];
   size_t n = 0;
   if (!lua_isnoneornil(L, 5)) {

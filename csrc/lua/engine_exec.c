@@ -285,6 +285,7 @@ static int push_exit_code(lua_State *L, exec_run *x, const char *id) {
       ss_error err;
       ss_error_init(&err);
       ss_error_set(&err, "transport", "timeout", "exec %.200s: no exit code in time", id);
+      ss_error_field_str(&err, "exec_id", id);
       ss_error_field_str(&err, "method", "GET");
       ss_error_field_str(&err, "path", path);
       return ss_push_error(L, &err);
@@ -301,6 +302,24 @@ static size_t exec_budget(lua_State *L) {
   lua_pop(L, 1);
   if (!(v >= 1 && v <= 1e15)) raise_at(L, "option 'max_bytes' must be a positive byte count");
   return (size_t)v;
+}
+
+/* A start that failed (its deadline or the output budget passed) still says what the command
+ * wrote until then and which exec it was: the err of the settled result on top gets stdout,
+ * stderr and exec_id, so the caller can return the output so far and end the exec
+ * (lua/sandstack/docker/exec_kill.lua). */
+static void keep_partial(lua_State *L, const sse_result *r, const char *id) {
+  lua_getfield(L, -1, "err");
+  if (lua_istable(L, -1)) {
+    const sse_demux *d = r ? &r->demux : NULL;
+    lua_pushlstring(L, d && d->out.data ? d->out.data : "", d ? d->out.len : 0);
+    lua_setfield(L, -2, "stdout");
+    lua_pushlstring(L, d && d->err.data ? d->err.data : "", d ? d->err.len : 0);
+    lua_setfield(L, -2, "stderr");
+    lua_pushstring(L, id);
+    lua_setfield(L, -2, "exec_id");
+  }
+  lua_pop(L, 1);
 }
 
 int ss_engine_exec(lua_State *L) {
@@ -340,6 +359,7 @@ int ss_engine_exec(lua_State *L) {
   sse_result *r = NULL;
   int ok = call(L, c, &start, spath, &r);
   if (!ok) {
+    keep_partial(L, r, id);
     if (r) sse_result_free(r);
     return fail(L);
   }

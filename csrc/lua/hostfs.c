@@ -80,8 +80,28 @@ static int l_rmtree(lua_State *L) {
   return ss_push_error(L, &e);
 }
 
+/* core.file_stat(path) -> {size =, mode = permission bits, type = "file"|"directory"|"other"},
+ * or nil, err (kind "io", reason the errno name). Follows links: the caller's own host path. */
+static int l_file_stat(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    int e = errno;
+    const char *ename = strerrorname_np(e);
+    return ss_return_error(L, "io", ename ? ename : "EIO", "%s: %s", path, strerror(e));
+  }
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, (lua_Integer)st.st_size);
+  lua_setfield(L, -2, "size");
+  lua_pushinteger(L, (lua_Integer)(st.st_mode & 07777));
+  lua_setfield(L, -2, "mode");
+  lua_pushstring(L, S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "directory" : "other");
+  lua_setfield(L, -2, "type");
+  return 1;
+}
+
 void sandstack_open_hostfs(lua_State *L) {
   static const luaL_Reg fns[] = {{"write_file_durable", l_write_file_durable}, {"listdir", l_listdir},
-                                 {"mkdir", l_mkdir}, {"rmtree", l_rmtree}, {NULL, NULL}};
+                                 {"mkdir", l_mkdir}, {"rmtree", l_rmtree}, {"file_stat", l_file_stat}, {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }

@@ -28,5 +28,7 @@ int luaopen_sandstack_core(lua_State *L) {
   sandstack_open_probe(L);
   sandstack_open_net(L);
   sandstack_open_options(L);
+  sandstack_open_reap(L);
+  sandstack_open_archive(L);
   return 1;
 }

@@ -23,6 +23,21 @@ local KNOWN = {}
 for _, m in ipairs(M.METHODS) do KNOWN[m] = true end
 M.KNOWN = KNOWN
 
+-- The argv of a command as every backend's exec takes it: a non-empty list of strings, or one
+-- string that /bin/sh -c runs. A wrong one raises at `level` (as error() counts it from here).
+function M.command_argv(cmd, level)
+  level = (level or 2) + 1
+  if type(cmd) == "string" then
+    if cmd == "" then error("exec: the command string is empty", level) end
+    return { "/bin/sh", "-c", cmd }
+  end
+  if type(cmd) ~= "table" or #cmd == 0 then error("exec: argv must be a non-empty list of strings or a string", level) end
+  for i, a in ipairs(cmd) do
+    if type(a) ~= "string" then error("exec: argv[" .. i .. "] is not a string", level) end
+  end
+  return cmd
+end
+
 -- The error a missing capability returns: kind "unsupported", reason the method, with the
 -- backend and the method as fields.
 function M.unsupported(backend, method, why)

@@ -26,13 +26,76 @@ function M.container(self, service)
     plan.project, service, table.concat(names, ", ")), { service = service })
 end
 
--- Every service of the stack, in start order: { {service =, name =}, ... }.
+-- The engine and container of a call: (eng, container) or (nil, err). A swarm session's
+-- handle (it has node_eng) names its task container on its node; a stack's, its own. Call it
+-- from the public method itself (a closed handle raises at that method's caller).
+function M.resolve(self, service)
+  if self.node_eng ~= nil or self.mgr ~= nil then
+    if not self.mgr then error("the stack handle is closed", 3) end
+    local id, err = self:container(service)
+    if not id then return nil, err end
+    return self.node_eng, id
+  end
+  M.check_open(self, 3)
+  local c, err = M.container(self, service)
+  if not c then return nil, err end
+  return self.eng, c
+end
+
+-- Every service of the stack, in start order: the engine and { {service =, name =}, ... }
+-- (name: the container's name or id), or nil, err. Call it from the public method itself.
 function M.services(self)
+  if self.node_eng ~= nil or self.mgr ~= nil then
+    if not self.mgr then error("the stack handle is closed", 3) end
+    local out = {}
+    for i, c in ipairs(self.plan.containers) do
+      local id, err = self:container(c.service)
+      if not id then return nil, err end
+      out[i] = { service = c.service, name = id }
+    end
+    return self.node_eng, out
+  end
+  M.check_open(self, 3)
   local out = {}
   for i, c in ipairs(self.plan.containers) do
     out[i] = { service = c.service, name = c.name or (self.plan.project .. "-" .. c.service) }
   end
-  return out
+  return self.eng, out
+end
+
+-- A handle for the session methods only (exec, files, logs, stats), from a project's
+-- containers as the engine lists them: what the CLI uses for a stack it did not start. Stack
+-- is the handle's method table (sandstack.docker.handle's M.Stack). -> handle | nil, err
+function M.view(Stack, eng, project)
+  local list, err = eng:call("GET", "/containers/json", nil, { query = { all = "1",
+    filters = { label = { "io.sandstack.project=" .. project } } } })
+  if not list then return nil, err end
+  local cs, sandbox = {}, nil
+  for _, c in ipairs(list) do
+    local l = c.Labels or {}
+    local svc = l["io.sandstack.service"]
+    if svc then
+      cs[#cs + 1] = { service = svc, name = project .. "-" .. svc }
+      if l["io.sandstack.role"] == "sandbox" then sandbox = svc end
+    end
+  end
+  if #cs == 0 then return E.fail("engine", "not_found", "stack " .. project .. " has no containers", { project = project }) end
+  table.sort(cs, function(a, b) return a.service < b.service end)
+  local plan = { project = project, containers = cs, sandbox = sandbox or "sandbox" }
+  return setmetatable({ eng = eng, plan = plan, project = project }, { __index = Stack })
+end
+
+-- For the CLI commands: the session handle of the stack NAME (a session key or a project), or
+-- nil and the exit code after ctx's error line. The caller closes h.eng.
+function M.cli_handle(ctx, name)
+  local s, code = ctx:stack(name)
+  if not s then return nil, code end
+  local eng, err = require("sandstack").engine {}
+  if not eng then return nil, ctx:fail(err) end
+  local h
+  h, err = M.view(require("sandstack.docker.handle").Stack, eng, s.project)
+  if not h then eng:close(); return nil, ctx:fail(err) end
+  return h
 end
 
 return M

@@ -1,5 +1,6 @@
--- The streaming answers of the engine client (internal to sandstack.engine): download (a body
--- written to a file by the C core) and events (a line stream on its own connection).
+-- The streaming transfers of the engine client (internal to sandstack.engine): download (a body
+-- written to a file by the C core), upload (a body read from a file by the C core) and events
+-- (a line stream on its own connection).
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local O = require "sandstack.engine.options"
@@ -36,6 +37,54 @@ function M.download(eng, path, filename, opts)
     return nil, X.engine_error(r.status, "GET", path, r.message)
   end
   return true, r.file_bytes
+end
+
+local UPLOAD_KEYS = { query = true, timeout = true, length = true, zeros = true, content_type = true, data = true }
+
+-- upload: a PUT whose body is `head`, then `length` bytes of the host file `filename` (or the
+-- string opts.data, with filename nil), then `zeros` zero bytes, streamed from the file or sent
+-- from the string in place (never copied whole). -> true | nil, err
+function M.upload(eng, path, head, filename, opts)
+  R.check_open(eng, 2)
+  opts = E.check_keys(opts, UPLOAD_KEYS, "upload")
+  local data = opts.data -- kept alive here until the transfer is done
+  if data ~= nil and (type(data) ~= "string" or filename ~= nil) then
+    error("upload: give a filename or opts.data (a string), not both", 2)
+  end
+  if data == nil and (type(filename) ~= "string" or filename == "") then error("upload: filename must be a string", 2) end
+  if type(head) ~= "string" then error("upload: head must be a string", 2) end
+  O.check_number(opts.timeout, "upload", "timeout", 2)
+  local target = O.target(eng.api_version, path, opts.query, "upload", 2)
+  local tid, err = eng._h:submit("PUT", target, head, {
+    timeout = opts.timeout or eng.timeout, content_type = opts.content_type, max_bytes = eng.max_bytes,
+    upload_file = filename, upload_data = data, upload_len = data and #data or opts.length or 0,
+    upload_zeros = opts.zeros or 0,
+  })
+  if not tid then return nil, err end
+  local r = R.wait(eng, tid)
+  if data and #data < 0 then return nil end -- data stays referenced until here
+  if r.err then return nil, X.with_path(r.err, "PUT", path) end
+  if r.status < 200 or r.status >= 300 then return nil, X.engine_error(r.status, "PUT", path, r.message) end
+  return true
+end
+
+local DEMUX_KEYS = { query = true, timeout = true, max_bytes = true }
+
+-- demux: a GET whose 2xx body is a framed stdout/stderr stream (container logs), buffered and
+-- split under max_bytes (stdout and stderr together). -> {stdout =, stderr =} | nil, err
+function M.demux(eng, path, opts)
+  R.check_open(eng, 2)
+  opts = E.check_keys(opts, DEMUX_KEYS, "demux")
+  O.check_number(opts.timeout, "demux", "timeout", 2)
+  O.check_number(opts.max_bytes, "demux", "max_bytes", 2)
+  local target = O.target(eng.api_version, path, opts.query, "demux", 2)
+  local tid, err = eng._h:submit("GET", target, nil, { timeout = opts.timeout or eng.timeout, mode = "demux",
+    max_bytes = opts.max_bytes or O.DEFAULTS.DEFAULT_EXEC_MAX_BYTES })
+  if not tid then return nil, err end
+  local r = R.wait(eng, tid)
+  if r.err then return nil, X.with_path(r.err, "GET", path) end
+  if r.status < 200 or r.status >= 300 then return nil, X.engine_error(r.status, "GET", path, r.message) end
+  return { stdout = r.stdout or "", stderr = r.stderr or "" }
 end
 
 local Events = {}

@@ -7,6 +7,7 @@ local E = require "sandstack.error"
 local cli, host = require "sandstack.sbx.cli", require "sandstack.sbx.host"
 local records, dispose = require "sandstack.sbx.records", require "sandstack.sbx.dispose"
 local egress, options = require "sandstack.sbx.egress", require "sandstack.sbx.options"
+local session = require "sandstack.session"
 
 local M = {}
 
@@ -113,17 +114,7 @@ local exec_keys = { timeout = true, cwd = true, env = true, max_output_bytes = t
 
 -- The argv of a command: a list of strings, or one shell-command string, which /bin/sh -c runs
 -- inside the wrapper (as the original's exec does); the list form stays the default.
-local function command_argv(cmd)
-  if type(cmd) == "string" then
-    if cmd == "" then error("exec: the command string is empty", 3) end
-    return { "/bin/sh", "-c", cmd }
-  end
-  if type(cmd) ~= "table" or #cmd == 0 then error("exec: argv must be a non-empty list of strings or a string", 3) end
-  for i, a in ipairs(cmd) do
-    if type(a) ~= "string" then error("exec: argv[" .. i .. "] is not a string", 3) end
-  end
-  return cmd
-end
+local function command_argv(cmd) return session.command_argv(cmd, 3) end
 M.command_argv = command_argv -- internal module: the guest shell spec runs what it makes
 
 local plane -- defined with the file methods below

@@ -30,6 +30,7 @@ function M.install(Box)
   -- the box's max_output_bytes. A timeout or a budget passed is nil, err with killed (the
   -- box's wrapper kills the command's process group).
   function Box:exec(cmd, opts)
+    cmd = session.command_argv(cmd, 2) -- raised at this method's caller
     opts = E.check_keys(opts, SESSION_KEYS, "exec")
     if opts.service ~= nil and opts.service ~= "sandbox" then
       return nil, session.unsupported("sbx", "exec", "an sbx sandbox has no sidecars (service " .. tostring(opts.service) .. ")")

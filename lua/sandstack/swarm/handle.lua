@@ -8,6 +8,7 @@ local dhandle = require "sandstack.docker.handle"
 local cluster = require "sandstack.swarm.cluster"
 local inventory = require "sandstack.swarm.inventory"
 local session = require "sandstack.session"
+local dexec = require "sandstack.docker.handle_exec"
 
 local M = {}
 local Stack = {}
@@ -109,11 +110,21 @@ function Stack:spawn(argv, opts)
   return process.spawn(process.engine_io(self.node_eng), id, argv, opts)
 end
 
--- exec in one of the session's containers (default: the sandbox), on the node's engine.
-function Stack:exec(service, argv, opts)
-  local id, err = self:container(service)
+-- exec in one of the session's containers, on the node's engine. The session interface's
+-- form, exec(argv | string, {service =, timeout =, max_bytes =, ...}), runs docker's session
+-- exec (the kill on a timeout or budget included); the older exec(service, argv, opts) is the
+-- engine client's exec, kept for its callers.
+function Stack:exec(a, b, c)
+  check_open(self)
+  if type(b) == "table" and b[1] ~= nil then
+    local id, err = self:container(a)
+    if not id then return nil, err end
+    return self.node_eng:exec(id, b, c)
+  end
+  local opts = E.check_keys(b, dexec.KEYS, "exec")
+  local id, err = self:container(opts.service)
   if not id then return nil, err end
-  return self.node_eng:exec(id, argv, opts)
+  return dexec.run(self.node_eng, id, a, opts, "swarm")
 end
 
 -- { node =, node_state =, port =, services = { name = { state =, health =, exit_code = } } }
@@ -251,7 +262,13 @@ end
 
 -- The session interface every backend's handle shares (sandstack.session): what a swarm
 -- session does not offer yet is a stub returning kind = "unsupported".
+-- The files, logs and stats are docker's (the task containers on the session's node).
 M.Stack = Stack
+for part, names in pairs { files = { "read", "write", "list", "stat", "remove", "upload", "download" },
+  observe = { "logs", "stats" } } do
+  local methods = require("sandstack.docker.handle_" .. part).methods
+  for _, name in ipairs(names) do Stack[name] = methods[name] end
+end
 session.install(Stack, "swarm")
 
 return M

@@ -1,0 +1,45 @@
+-- sandstack cp: a file between the host and a stack's container, through h:upload/h:download.
+local target = require "sandstack.docker.target"
+
+-- "NAME:/path" -> NAME, /path; anything else -> nil (a host path).
+local function remote(s)
+  local name, path = s:match("^([^/:][^:]*):(/.*)$")
+  return name, path
+end
+
+return {
+  order = 61,
+  summary = "copy a file between the host and a stack's sandbox (or a sidecar)",
+  usage = "cp NAME:/PATH LOCAL | cp LOCAL NAME:/PATH [--service S] [--mode OCTAL]",
+  help = [[NAME is the stack's session key or its project name; PATH an absolute path in the container.
+One regular file is copied, streamed (never held in memory). Into the container, the directory
+must exist and the file keeps the host file's mode (or --mode, e.g. 0644). Out of it, a link or
+anything but a regular file is refused, and LOCAL is replaced.
+
+  --service S    a sidecar instead of the sandbox]],
+  options = { service = "S", mode = "OCTAL" },
+  run = function(ctx, args, opt)
+    if #args ~= 2 then return ctx:usage("cp takes a source and a destination, one of them NAME:/PATH") end
+    local sname, spath = remote(args[1])
+    local dname, dpath = remote(args[2])
+    if (sname and dname) or not (sname or dname) then
+      return ctx:usage("exactly one of the source and the destination must be NAME:/PATH")
+    end
+    local mode
+    if opt.mode then
+      mode = opt.mode:match("^0?[0-7][0-7][0-7][0-7]?$") and tonumber(opt.mode, 8)
+      if not mode then return ctx:usage("--mode must be octal permissions such as 0644, got " .. opt.mode) end
+    end
+    local h, code = target.cli_handle(ctx, sname or dname)
+    if not h then return code end
+    local ok, err
+    if sname then
+      ok, err = h:download(spath, args[2], { service = opt.service })
+    else
+      ok, err = h:upload(args[1], dpath, { service = opt.service, mode = mode })
+    end
+    h.eng:close()
+    if not ok then return ctx:fail(err) end
+    return 0
+  end,
+}

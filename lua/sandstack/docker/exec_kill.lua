@@ -1,0 +1,84 @@
+-- Ending an exec (internal to sandstack.docker and sandstack.swarm). The Engine API has no
+-- exec kill: closing the attach leaves the process running, and the Pid /exec/{id}/json gives
+-- is a host pid, of no use against a remote engine. So every session exec carries
+-- SANDSTACK_EXEC=<token> in its environment, and ending it runs sandstack-reap (csrc/reap, a
+-- static program core.so carries) in a helper container that shares the sandbox's PID
+-- namespace: created from the sandbox's own image (present on that engine; only its root is
+-- lent, the program is uploaded into the helper before it starts), no network, every
+-- capability dropped but KILL, SYS_PTRACE and DAC_READ_SEARCH (reading another user's
+-- /proc/PID/environ), no-new-privileges. Nothing is written into the sandbox, so an image with
+-- no shell, a read-only root and CapDrop ALL change nothing. The helper is removed at once; it
+-- carries the sandbox's project label, so a crash meanwhile leaves it to destroy and reap.
+local core = require "sandstack.core"
+local E = require "sandstack.error"
+
+local M = {}
+
+M.ENV = "SANDSTACK_EXEC"
+M.PROGRAM = "/sandstack-reap"
+local PROJECT_LABEL = "io.sandstack.project"
+
+function M.token() return core.random_hex(16) end
+
+local function path(container) return "/containers/" .. core.urlencode(container) end
+
+-- The tar of the program, made once per process.
+local archive
+local function program_tar()
+  if not archive then
+    local bin = core.reap_program()
+    archive = core.tar_header(M.PROGRAM:sub(2), #bin, 493, 0) .. bin .. string.rep("\0", (512 - #bin % 512) % 512)
+      .. string.rep("\0", 1024)
+  end
+  return archive
+end
+
+local function helper_body(info, token)
+  local labels = { ["io.sandstack.role"] = "exec-kill" }
+  local project = ((info.Config or {}).Labels or {})[PROJECT_LABEL]
+  if project then labels[PROJECT_LABEL] = project end
+  return {
+    Image = info.Image, Entrypoint = { M.PROGRAM }, Cmd = { token }, User = "0", WorkingDir = "/",
+    Labels = labels, NetworkDisabled = true, Healthcheck = { Test = { "NONE" } }, AttachStdout = false,
+    HostConfig = { PidMode = "container:" .. info.Id, NetworkMode = "none", CapDrop = { "ALL" },
+      CapAdd = { "KILL", "SYS_PTRACE", "DAC_READ_SEARCH" }, SecurityOpt = { "no-new-privileges" },
+      LogConfig = { Type = "none" }, Memory = 64 * 1024 * 1024, PidsLimit = 16 },
+  }
+end
+
+-- Ends every process of the exec tagged `token` in `container` on `eng`. Returns true when the
+-- reaper saw nothing of it left, or nil, err (kind "exec_kill" with reason "helper" when the
+-- helper could not run, "survived" when something outlived it).
+function M.kill(eng, container, token, timeout)
+  timeout = timeout or 20
+  local info, err = eng:call("GET", path(container) .. "/json")
+  if not info then return nil, err end
+  local name = (info.Name or ""):gsub("^/", "") .. "-exec-kill-" .. core.random_hex(4)
+  local created
+  created, err = eng:call("POST", "/containers/create", helper_body(info, token), { query = { name = name }, timeout = timeout })
+  if not created then
+    return E.fail("exec_kill", "helper", "the kill helper could not be created: " .. tostring(err), { cause = err })
+  end
+  local hp = path(created.Id)
+  local function fail(reason, msg, cause)
+    eng:call("DELETE", hp, nil, { query = { force = "1", v = "1" }, ok = { [404] = true } })
+    return E.fail("exec_kill", reason, msg, { cause = cause })
+  end
+  local ok
+  ok, err = eng:call("PUT", hp .. "/archive", program_tar(), { query = { path = "/" }, content_type = "application/x-tar",
+    timeout = timeout })
+  if not ok and err then return fail("helper", "the kill program could not be uploaded: " .. tostring(err), err) end
+  ok, err = eng:call("POST", hp .. "/start", nil, { timeout = timeout })
+  if not ok and err then return fail("helper", "the kill helper could not start: " .. tostring(err), err) end
+  local waited
+  waited, err = eng:call("POST", hp .. "/wait", nil, { timeout = timeout })
+  if not waited then return fail("helper", "the kill helper did not end: " .. tostring(err), err) end
+  eng:call("DELETE", hp, nil, { query = { force = "1", v = "1" }, ok = { [404] = true } })
+  if waited.StatusCode ~= 0 then
+    return E.fail("exec_kill", waited.StatusCode == 1 and "survived" or "helper",
+      ("the kill helper exited %s"):format(tostring(waited.StatusCode)), { exit_code = waited.StatusCode })
+  end
+  return true
+end
+
+return M
