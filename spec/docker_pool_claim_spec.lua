@@ -164,12 +164,12 @@ describe("sandstack.docker.pool serve and bursts #docker", function()
     assert.has_error(function() pool:serve { colour = 1 } end)
     local server = pool:serve { target_idle = 2, max = 3, interval = 0.5, concurrency = 2 }
     local c = assert(server:tick())
-    assert.same({ idle = 2, claimed = 0, starting = 0, failed = 0, started = 2, replaced = 0 }, c)
+    assert.same({ idle = 2, claimed = 0, starting = 0, failed = 0, started = 2, replaced = 0, expired = 0 }, c)
     -- a stack dies while idle: the next tick replaces it
     local victim = assert(docker.list { pool = name })[1].project
     h.must("docker kill " .. h.q(victim .. "-sandbox"))
     c = assert(server:tick())
-    assert.same({ idle = 2, claimed = 0, starting = 0, failed = 0, started = 1, replaced = 1 }, c)
+    assert.same({ idle = 2, claimed = 0, starting = 0, failed = 0, started = 1, replaced = 1, expired = 0 }, c)
     assert.same({}, assert(docker.list { project = victim }))
     local dead = 0
     for _, ev in ipairs(events) do if ev.phase == "pool_dead" then dead = dead + 1; assert.equal(victim, ev.project) end end
@@ -182,7 +182,7 @@ describe("sandstack.docker.pool serve and bursts #docker", function()
     -- (under ASan a later tick reported started = 0)
     local started = c.started
     c.started = nil
-    assert.same({ idle = 2, claimed = 1, starting = 0, failed = 0, replaced = 0 }, c)
+    assert.same({ idle = 2, claimed = 1, starting = 0, failed = 0, replaced = 0, expired = 0 }, c)
     assert.is_true(started == 0 or started == 1, tostring(started))
     c.started = started
     assert.same(c, server.counts)

@@ -558,7 +558,7 @@ local function counts_of(view)
 end
 
 -- One refill pass. Returns the counts after it { idle =, claimed =, starting =, failed =,
--- started =, replaced = } (also in server.counts), or nil, err (err.started: stacks started
+-- started =, replaced =, expired = } (also in server.counts), or nil, err (err.started: stacks started
 -- before the error). Counted from the engine, so several processes serving one pool agree.
 function Server:tick()
   local pool = self.pool
