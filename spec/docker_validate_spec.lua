@@ -204,6 +204,16 @@ describe("sandstack.docker validation (no engine)", function()
     assert.matches("agent_port is required", err.message, 1, true)
   end)
 
+  it("names the rule and the key of a policy refusal, with the nearest known key", function()
+    local o = opts { egress_policy = { allow = { "a.example", { host = "b.example", methodz = { "GET" } } } } }
+    local p, err = plan(o)
+    assert.is_nil(p)
+    assert.matches("rule 2: unknown key 'methodz' (did you mean 'methods'?)", err.message, 1, true)
+    p, err = plan(opts { egress_policy = { allow = { { host = "b.example", port = 0 } } } })
+    assert.is_nil(p)
+    assert.matches("rule 1: 'port' must be", err.message, 1, true)
+  end)
+
   it("raises on an unknown option key, at any level, with the nearest known one", function()
     assert.has_error(function() plan(opts { agent_prot = 1 }) end,
       "sandstack.docker.start: unknown option 'agent_prot' (did you mean 'agent_port'?)")
