@@ -201,6 +201,7 @@ local READY_ATTEMPT_CAP, READY_MIN_ATTEMPT, READY_MAX_BYTES, READY_PAUSE, EXIT_C
 local function exited_service(run)
   local reqs = {}
   for i, c in ipairs(run.plan.containers) do reqs[i] = c.inspect end
+  if #reqs == 0 then return nil end
   local results = run.eng:perform(reqs, 60)
   for i, c in ipairs(run.plan.containers) do
     local info = results[i] and results[i].ok and results[i].body
@@ -211,9 +212,9 @@ end
 
 local function not_ready(url, plan, last)
   return E.new("timeout", "not_ready", ("the agent did not answer GET %s with 2xx within %gs (ready_timeout) through "
-    .. "%s; last answer: %s. Is the agent listening on port %d in the sandbox? Does it answer GET %s? "
+    .. "%s; last answer: %s. Is the agent listening on port %s in the sandbox? Does it answer GET %s? "
     .. "(options agent_port, ready_path, ready_timeout)"):format(plan.ready_path, plan.ready_timeout, url, tostring(last),
-    plan.agent_port, plan.ready_path),
+    tostring(plan.agent_port), plan.ready_path),
     { phase = "ready", service = plan.sandbox, port = plan.agent_port, path = plan.ready_path, last = last, url = url })
 end
 
