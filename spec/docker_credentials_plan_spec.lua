@@ -210,7 +210,7 @@ describe("the credentials option refused (no engine)", function()
 
   it("raises on an unknown key of a credential, naming it", function()
     assert.has_error(function() applied(with_first { headr = "Authorization" }) end,
-      "credentials[1]: unknown option 'headr'")
+      "credentials[1]: unknown option 'headr' (did you mean 'header'?)")
   end)
 
   it("refuses names that are not environment names, that sandstack sets, or twice", function()

@@ -128,10 +128,20 @@ describe("the proxy sandstack adds for egress_policy (plan, no engine)", functio
     end
   end)
 
-  it("needs the real key and a well-formed upstream; a service already named proxy must be named as the proxy", function()
+  it("adds a proxy without the credential route for a plain allowlist with no api_key", function()
     local o = opts()
     o.api_key = nil
-    assert.matches("api_key is required", refused(o, "api_key").message, nil, true)
+    local p = assert(plan(o))
+    local px = env_map(by_service(p, "proxy"))
+    assert.is_nil(px.ANTHROPIC_API_KEY)
+    assert.equal(TOKEN, px.SANDSTACK_SESSION_TOKEN)
+    local sb = env_map(by_service(p, "sandbox"))
+    assert.equal("http://sandstack:" .. TOKEN .. "@proxy:3128", sb.HTTPS_PROXY) -- the allowlist, as with a key
+    assert.is_nil(sb.ANTHROPIC_BASE_URL) -- no credential route to point at
+    assert.is_nil(sb.ANTHROPIC_API_KEY)
+  end)
+
+  it("needs a well-formed upstream; a service already named proxy must be named as the proxy", function()
     refused(opts { proxy_upstream = "ftp://x" }, "proxy_upstream")
     refused(opts { proxy_upstream = 3 }, "proxy_upstream")
     refused(opts { proxy_image = "" }, "proxy_image")

@@ -156,7 +156,6 @@ describe("sandstack.docker validation (no engine)", function()
       { { services = "db" }, "services" },
       { { subnet_pool = "10.0.0.0/29" }, "subnet_pool" },
       { { subnet_pool = "nonsense" }, "subnet_pool" },
-      { { egress_policy = { allow = { "a.example" } } }, "api_key" }, -- the proxy sandstack adds needs the real key
       { { ready = { nosuch = { test = "true" } } }, "ready.nosuch" },
       { { ready = { sandbox = {} } }, "ready.sandbox" },
       { { ready = { sandbox = { test = "true", interval = 0 } } }, "ready.sandbox" },
@@ -182,8 +181,49 @@ describe("sandstack.docker validation (no engine)", function()
     end
   end)
 
-  it("raises on an unknown option key, at any level", function()
-    assert.has_error(function() plan(opts { agent_prot = 1 }) end, "sandstack.docker.start: unknown option 'agent_prot'")
+  it("says what a value of the wrong type was, never quoting a secret", function()
+    local cases = {
+      { { agent_port = "8080" }, 'agent_port must be a number 1-65535, got string "8080"' },
+      { { agent_port = 70000 }, "agent_port must be a number 1-65535, got number 70000" },
+      { { agent_port = true }, "agent_port must be a number 1-65535, got boolean true" },
+      { { ready_timeout = "60" }, 'ready_timeout must be a number above zero, got string "60"' },
+      { { ready_path = 5 }, "ready_path must be a string, got number 5" },
+      { { readonly_rootfs = "yes" }, 'readonly_rootfs must be true or false, got string "yes"' },
+      { { services = { { name = "db", image = "x", egress = "none", port = "5432" } } },
+        'services.db.port must be a port number 1-65535, got string "5432"' },
+      { { api_key = 12345678901234567 }, "api_key must be a string, got a number" },
+    }
+    for _, case in ipairs(cases) do
+      local o = opts()
+      for k, v in pairs(case[1]) do o[k] = v end
+      local p, err = plan(o)
+      assert.is_nil(p, case[2])
+      assert.matches(case[2], err.message, 1, true)
+    end
+    local _, err = plan { image = "x" }
+    assert.matches("agent_port is required", err.message, 1, true)
+  end)
+
+  it("names the rule and the key of a policy refusal, with the nearest known key", function()
+    local o = opts { egress_policy = { allow = { "a.example", { host = "b.example", methodz = { "GET" } } } } }
+    local p, err = plan(o)
+    assert.is_nil(p)
+    assert.matches("rule 2: unknown key 'methodz' (did you mean 'methods'?)", err.message, 1, true)
+    p, err = plan(opts { egress_policy = { allow = { { host = "b.example", port = 0 } } } })
+    assert.is_nil(p)
+    assert.matches("rule 1: 'port' must be", err.message, 1, true)
+  end)
+
+  it("raises on an unknown option key, at any level, with the nearest known one", function()
+    assert.has_error(function() plan(opts { agent_prot = 1 }) end,
+      "sandstack.docker.start: unknown option 'agent_prot' (did you mean 'agent_port'?)")
+    assert.has_error(function() plan(opts { zzzzzz = 1 }) end, "sandstack.docker.start: unknown option 'zzzzzz'")
+    local ok, e = pcall(plan, opts { services = { { name = "db", image = "x", egress = "none", envv = {} } } })
+    assert.is_false(ok)
+    assert.matches("did you mean 'env'?", tostring(e), 1, true)
+    ok, e = pcall(require("sandstack").docker.reap, { older_tahn = 1 })
+    assert.is_false(ok)
+    assert.matches("unknown option 'older_tahn' (did you mean 'older_than'?)", tostring(e), 1, true)
     assert.has_error(function() plan(opts { services = { { name = "db", image = "x", egress = "none", envv = {} } } }) end)
     assert.has_error(function() plan(opts { network = { internl = true } }) end)
     assert.has_error(function() plan(opts { ready = { sandbox = { test = "true", intervall = 1 } } }) end)

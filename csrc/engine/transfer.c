@@ -307,6 +307,11 @@ sse_xfer *sse_xfer_new(const sse_endpoint *ep, const sse_spec *spec, long id, ss
   x->up_fd = -1;
   snprintf(x->method, sizeof x->method, "%s", spec->method);
   snprintf(x->path, sizeof x->path, "%.*s", (int)strcspn(spec->target, "?"), spec->target);
+  x->unix_socket = ep->host.unix_path[0] != '\0';
+  if (x->unix_socket)
+    snprintf(x->where, sizeof x->where, "unix://%.100s", ep->host.unix_path);
+  else
+    snprintf(x->where, sizeof x->where, "%.120s", ep->host.base);
   ss_buf_init(&x->r.body, spec->mode == SSE_BODY_BUFFER ? spec->max_bytes : SSE_ERROR_BODY_MAX);
   ss_buf_init(&x->r.headers, SSE_HEADERS_MAX);
   sse_demux_init(&x->r.demux, spec->mode == SSE_BODY_DEMUX ? spec->max_bytes : 0);
@@ -329,9 +334,16 @@ sse_xfer *sse_xfer_new(const sse_endpoint *ep, const sse_spec *spec, long id, ss
   return x;
 }
 
+/* Names the engine's address: over a unix socket curl's own text says "localhost port 80", so a
+ * failed connect there is told by the socket's errno (no such file, refused, permission). */
 static void transport_error(sse_xfer *x, const char *reason, const char *what, CURLcode rc) {
-  ss_error_set(&x->r.err, "transport", reason, "%s %s: %s (%s)", x->method, x->path, what,
-               x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+  const char *detail = x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc);
+  long os = 0;
+  if (x->unix_socket && rc == CURLE_COULDNT_CONNECT && curl_easy_getinfo(x->easy, CURLINFO_OS_ERRNO, &os) == CURLE_OK &&
+      os != 0)
+    detail = strerror((int)os);
+  ss_error_set(&x->r.err, "transport", reason, "%s %s: %s at %s (%s)", x->method, x->path, what, x->where, detail);
+  ss_error_field_str(&x->r.err, "engine", x->where);
 }
 
 static void budget_error(sse_xfer *x, const char *what) {

@@ -24,6 +24,8 @@ typedef struct sse_xfer {
   char errbuf[CURL_ERROR_SIZE];
   char method[16];
   char path[256];        /* the target without its query, for error fields */
+  char where[128];       /* the engine's address (unix://path or scheme://authority), for errors */
+  int unix_socket;
   sse_body_mode mode;
   size_t max_bytes;
   int fd;

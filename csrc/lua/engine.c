@@ -57,7 +57,25 @@ static const char *opt_str(lua_State *L, int idx, const char *key) {
  * maximum, and its ApiVersion is that maximum (never MinAPIVersion). Pushes the version and
  * returns 1, or closes the client and pushes nil, err (returns 2). The answer is settled as
  * every other (engine_settle.c). */
-static int negotiate(lua_State *L, handle *h, double timeout) {
+/* The error of a server that answered /version, but not as a Docker Engine does. */
+static int not_docker(lua_State *L, const char *host, long status) {
+  ss_error err;
+  ss_error_init(&err);
+  if (status)
+    ss_error_set(&err, "engine", "not_docker", "the server at %.200s is not a Docker Engine: it answered GET /version "
+                 "with HTTP %ld (is DOCKER_HOST right?)", host ? host : "?", status);
+  else
+    ss_error_set(&err, "engine", "not_docker", "the server at %.200s is not a Docker Engine: its /version has no "
+                 "usable ApiVersion (is DOCKER_HOST right?)", host ? host : "?");
+  ss_error_field_str(&err, "method", "GET");
+  ss_error_field_str(&err, "path", "/version");
+  if (host) ss_error_field_str(&err, "engine", host);
+  if (status) ss_error_field_num(&err, "status", (double)status);
+  ss_push_error_object(L, &err);
+  return 2;
+}
+
+static int negotiate(lua_State *L, handle *h, double timeout, const char *host) {
   ss_request req = {.method = "GET", .path = "/version", .target = "/version"};
   sse_spec spec = {.method = "GET", .target = "/version", .timeout = timeout, .max_bytes = 16u << 20,
                    .mode = SSE_BODY_BUFFER, .fd = -1};
@@ -91,16 +109,14 @@ static int negotiate(lua_State *L, handle *h, double timeout) {
   }
   sse_client_free(h->c);
   h->c = NULL;
+  lua_getfield(L, res, "status");
+  long status = (long)lua_tonumber(L, -1);
   lua_pushnil(L);
-  if (!ok) {
+  if (!ok && !status) { /* no answer at all: the transport's error, which names the address */
     lua_getfield(L, res, "err");
     return 2;
   }
-  ss_error_set(&err, "engine", "bad_version", "the engine's /version has no usable ApiVersion");
-  ss_error_field_str(&err, "method", "GET");
-  ss_error_field_str(&err, "path", "/version");
-  ss_push_error_object(L, &err);
-  return 2;
+  return not_docker(L, host, ok ? 0 : status);
 }
 
 /* core.engine_client(cfg[, negotiate]) -> handle[, api_version] | nil, err. With negotiate (the
@@ -129,7 +145,7 @@ static int l_engine_client(lua_State *L) {
   if (!h->c) return ss_push_error(L, &err);
   if (!(timeout > 0)) return 1;
   int handle_idx = lua_gettop(L);
-  int n = negotiate(L, h, timeout);
+  int n = negotiate(L, h, timeout, cfg.host);
   if (n == 2) return 2;
   lua_pushvalue(L, handle_idx);
   lua_insert(L, -2);

@@ -56,6 +56,28 @@ int ss_opt_boolean(lua_State *L, int idx, const char *key, int def) {
   return v;
 }
 
+/* ss_key_hint over the string keys of the Lua set at set_idx ({ name = true, ... }). */
+static void set_hint(lua_State *L, int set_idx, const char *key, char *buf, size_t n) {
+  char best[SS_KEY_MAX + 1] = "";
+  int bd = -1;
+  lua_pushnil(L);
+  while (lua_next(L, set_idx)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      const char *name = lua_tostring(L, -1);
+      int d = ss_key_distance(key, name);
+      if (strlen(name) <= SS_KEY_MAX && (bd < 0 || d < bd || (d == bd && strcmp(name, best) < 0))) {
+        bd = d;
+        snprintf(best, sizeof best, "%s", name);
+      }
+    }
+  }
+  if (bd >= 0 && ss_key_near(key, bd))
+    snprintf(buf, n, " (did you mean '%s'?)", best);
+  else
+    buf[0] = '\0';
+}
+
 /* The one walk over an options table's keys. The allowed names are a NULL-ended list, or (list
  * NULL) the keys of the Lua table at set_idx. A refusal is raised with the position of the
  * function `level` levels up (luaL_where: 1 is the function that called the C function). */
@@ -82,8 +104,13 @@ static void check_keys(lua_State *L, int idx, const char *const list[], int set_
       lua_pop(L, 1);
     }
     if (!ok) {
+      char hint[SS_KEY_MAX + 32];
+      if (list)
+        ss_key_hint(list, k, hint, sizeof hint);
+      else
+        set_hint(L, set_idx, k, hint, sizeof hint);
       luaL_where(L, level);
-      lua_pushfstring(L, SS_UNKNOWN_OPTION_FMT, what, k);
+      lua_pushfstring(L, SS_UNKNOWN_OPTION_FMT, what, k, hint);
       lua_concat(L, 2);
       lua_error(L);
     }

@@ -4,11 +4,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/keys.h"
+
 #include "policy/policy.h"
 
+/* A refusal; a rule's names it ("rule 2: ...", the index counting from 1, as in Lua). */
 static ss_policy *fail(ss_policy *p, ss_error *err, int rule, const char *fmt, const char *what) {
   ss_policy_free(p);
-  ss_error_set(err, "invalid", "policy", fmt, what ? what : "");
+  char text[600];
+  snprintf(text, sizeof text, fmt, what ? what : "");
+  if (rule > 0)
+    ss_error_set(err, "invalid", "policy", "rule %d: %s", rule, text);
+  else
+    ss_error_set(err, "invalid", "policy", "%s", text);
   if (rule > 0) ss_error_field_num(err, "rule", rule);
   return NULL;
 }
@@ -90,17 +98,26 @@ static const char *parse_reason(const cJSON *j, ss_policy_rule *r) {
   return NULL;
 }
 
+static const char *const RULE_KEYS[] = {"host", "port", "methods", "paths", "raw", "reason", NULL};
+
+/* The first key of rule table j that a rule does not take ("authority" has its own refusal),
+ * or NULL. */
+static const char *unknown_key(const cJSON *j) {
+  const cJSON *it;
+  if (!cJSON_IsObject(j)) return NULL;
+  cJSON_ArrayForEach(it, j) {
+    if (strcmp(it->string, "authority") && !ss_key_allowed(RULE_KEYS, it->string)) return it->string;
+  }
+  return NULL;
+}
+
 static const char *parse_rule(const cJSON *j, ss_policy_rule *r) {
   if (cJSON_IsString(j)) return parse_host(j->valuestring, 1, r);
   if (!cJSON_IsObject(j)) return "a rule must be a host string or a table with 'host'";
   const cJSON *it;
   cJSON_ArrayForEach(it, j) {
-    const char *k = it->string;
-    if (strcmp(k, "authority") == 0) return "'authority' rules are refused";
-    if (strcmp(k, "host") && strcmp(k, "port") && strcmp(k, "methods") && strcmp(k, "paths") && strcmp(k, "raw") &&
-        strcmp(k, "reason"))
-      return "unknown key in a rule (host, port, methods, paths, raw, reason)";
-  }
+    if (strcmp(it->string, "authority") == 0) return "'authority' rules are refused";
+  } /* an unknown key was refused by name before (unknown_key) */
   const cJSON *host = cJSON_GetObjectItemCaseSensitive(j, "host");
   const cJSON *port = cJSON_GetObjectItemCaseSensitive(j, "port");
   const cJSON *methods = cJSON_GetObjectItemCaseSensitive(j, "methods");
@@ -146,9 +163,15 @@ ss_policy *ss_policy_from_json(const cJSON *root, ss_error *err) {
   if (!p) return fail(NULL, err, 0, "out of memory%s", "");
   if (!cJSON_IsObject(root)) return fail(p, err, 0, "a policy is a table { allow = {...} }%s", "");
   const cJSON *it;
+  static const char *const POLICY_KEYS[] = {"allow", "version", "inspect", NULL};
   cJSON_ArrayForEach(it, root) {
-    if (strcmp(it->string, "allow") && strcmp(it->string, "version") && strcmp(it->string, "inspect"))
-      return fail(p, err, 0, "unknown key '%s' in the policy (only 'allow' and 'inspect')", it->string);
+    if (!ss_key_allowed(POLICY_KEYS, it->string)) {
+      char msg[SS_KEY_MAX * 2 + 96], hint[SS_KEY_MAX + 32];
+      ss_key_hint(POLICY_KEYS, it->string, hint, sizeof hint);
+      snprintf(msg, sizeof msg, "unknown key '%.*s'%s in the policy (only 'allow' and 'inspect')", SS_KEY_MAX, it->string,
+               hint);
+      return fail(p, err, 0, "%s", msg);
+    }
   }
   const cJSON *inspect = cJSON_GetObjectItemCaseSensitive(root, "inspect");
   if (inspect && !cJSON_IsBool(inspect)) return fail(p, err, 0, "'inspect' must be true or false%s", "");
@@ -166,7 +189,18 @@ ss_policy *ss_policy_from_json(const cJSON *root, ss_error *err) {
   for (int i = 0; i < n; i++) {
     ss_policy_rule *r = &p->rules[i];
     p->n = i + 1; /* owned from here on, so a failure frees its paths */
-    const char *why = parse_rule(cJSON_GetArrayItem(allow, i), r);
+    const cJSON *rj = cJSON_GetArrayItem(allow, i);
+    const char *bad = unknown_key(rj);
+    if (bad) {
+      char msg[SS_KEY_MAX * 2 + 160], hint[SS_KEY_MAX + 32];
+      ss_key_hint(RULE_KEYS, bad, hint, sizeof hint);
+      snprintf(msg, sizeof msg, "unknown key '%.*s'%s (a rule takes host, port, methods, paths, raw, reason)",
+               SS_KEY_MAX, bad, hint);
+      fail(p, err, i + 1, "%s", msg);
+      ss_error_field_str(err, "key", bad);
+      return NULL;
+    }
+    const char *why = parse_rule(rj, r);
     if (why) return fail(p, err, i + 1, "%s", why);
     for (int k = 0; k < i; k++) {
       const ss_policy_rule *o = &p->rules[k];

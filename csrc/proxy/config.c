@@ -93,10 +93,10 @@ int proxy_config_load(proxy_config *c, int argc, char **argv, char *why, size_t 
   if (strlen(token) > 256) return why_fail(why, n, "SANDSTACK_SESSION_TOKEN is longer than 256 characters");
   for (const char *p = token; *p; p++)
     if (*p <= 0x20 || *p >= 0x7f || *p == ':') return why_fail(why, n, "SANDSTACK_SESSION_TOKEN must be visible ASCII without ':'");
-  if (!key) return why_fail(why, n, "ANTHROPIC_API_KEY (the real key) is missing");
-  for (const char *p = key; *p; p++)
+  /* no ANTHROPIC_API_KEY: a plain allowlist, without the credential route (credential.c refuses it) */
+  for (const char *p = key ? key : ""; *p; p++)
     if (*p < 0x20 || *p == 0x7f) return why_fail(why, n, "ANTHROPIC_API_KEY holds a control character");
-  if (strcmp(token, key) == 0) return why_fail(why, n, "the session token must not be the real key");
+  if (key && strcmp(token, key) == 0) return why_fail(why, n, "the session token must not be the real key");
   const char *up = env("SANDSTACK_UPSTREAM");
   if (parse_upstream(c, up ? up : "https://api.anthropic.com", why, n) != 0) return -1;
   snprintf(c->listen, sizeof c->listen, "%s", env("SANDSTACK_PROXY_LISTEN") ? env("SANDSTACK_PROXY_LISTEN") : "0.0.0.0");
@@ -158,12 +158,12 @@ int proxy_config_load(proxy_config *c, int argc, char **argv, char *why, size_t 
   }
   const char *ca = env("SANDSTACK_UPSTREAM_CA");
   c->token = strdup(token);
-  c->key = strdup(key);
+  c->key = key ? strdup(key) : NULL;
   c->upstream_ca = ca ? strdup(ca) : NULL;
   const char *ca_dir = env("SANDSTACK_CA_DIR"), *ca_roots = env("SANDSTACK_CA_ROOTS");
   c->ca_dir = ca_dir ? strdup(ca_dir) : NULL;
   c->ca_roots = ca_roots ? strdup(ca_roots) : NULL;
-  if (!c->token || !c->key || (ca && !c->upstream_ca) || (ca_dir && !c->ca_dir) || (ca_roots && !c->ca_roots))
+  if (!c->token || (key && !c->key) || (ca && !c->upstream_ca) || (ca_dir && !c->ca_dir) || (ca_roots && !c->ca_roots))
     return why_fail(why, n, "out of memory");
   c->token_len = strlen(token);
   const char *cj = env("SANDSTACK_CREDENTIALS");
@@ -177,7 +177,7 @@ int proxy_config_load(proxy_config *c, int argc, char **argv, char *why, size_t 
 proxy_creds *proxy_config_credentials(const proxy_config *c, char *why, size_t n) {
   const char *j = c->credentials_json ? c->credentials_json : "";
   proxy_creds *t = creds_parse(j, strlen(j), why, n);
-  if (t && creds_add_legacy(t, c->upstream_host, c->upstream_port, c->key, c->token) != 0) {
+  if (t && c->key && creds_add_legacy(t, c->upstream_host, c->upstream_port, c->key, c->token) != 0) {
     creds_free(t);
     why_fail(why, n, "out of memory");
     return NULL;

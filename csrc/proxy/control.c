@@ -248,7 +248,8 @@ static cJSON *verb_set_credentials(proxy_server *s, const cJSON *payload) {
   if (!next) return refusal("invalid_credentials", why);
   const proxy_config *cfg = s->cfg;
   const char *key = model_key ? model_key : creds_model_key(s->creds);
-  int added = creds_add_legacy(next, cfg->upstream_host, cfg->upstream_port, key ? key : cfg->key, cfg->token);
+  if (!key) key = cfg->key; /* none at all: a proxy started without the credential route stays without */
+  int added = key ? creds_add_legacy(next, cfg->upstream_host, cfg->upstream_port, key, cfg->token) : 0;
   int replaced = model_key != NULL;
   if (model_key) memset(model_key, 0, strlen(model_key));
   free(model_key);

@@ -431,6 +431,10 @@ void credential_begin(proxy_conn *c) {
     c->decision = "unauthenticated";
     return reply_error(c, 401, "authentication_error", "the request does not carry this session's token");
   }
+  if (!creds_model_key(c->srv->creds)) {
+    c->decision = "deny";
+    return reply_error(c, 403, "permission_error", "this stack has no model key (it was started without api_key)");
+  }
   if (ph_find(req, "transfer-encoding", NULL)) {
     c->decision = "bad_request";
     return reply_error(c, 411, "invalid_request_error", "request bodies need Content-Length (no Transfer-Encoding)");

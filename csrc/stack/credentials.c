@@ -217,7 +217,9 @@ int ss_stack_check_credentials(const cJSON *opts, ss_stack_model *m, ss_error *e
     snprintf(what, sizeof what, "credentials[%d]", i);
     for (const cJSON *k = c->child; k; k = k->next) {
       if (!ss_key_allowed(CRED_KEYS, k->string)) {
-        ss_error_set(err, "usage", "unknown_option", SS_UNKNOWN_OPTION_FMT, what, k->string);
+        char hint[SS_KEY_MAX + 32];
+        ss_key_hint(CRED_KEYS, k->string, hint, sizeof hint);
+        ss_error_set(err, "usage", "unknown_option", SS_UNKNOWN_OPTION_FMT, what, k->string, hint);
         ss_error_field_str(err, "option", k->string);
         return -1;
       }

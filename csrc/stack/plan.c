@@ -211,8 +211,12 @@ static void wire_credentials(const plan_ctx *p, const ss_svc *s, cJSON *env) {
       const ss_svc *px = &m->svc[m->proxy_idx];
       char url[160];
       snprintf(url, sizeof url, "http://%s:%d", px->name, px->port);
-      env_set(env, "ANTHROPIC_BASE_URL", url);
-      env_set(env, "ANTHROPIC_API_KEY", p->token);
+      /* the credential route exists only when the added proxy holds a key; a user's proxy_service
+       * is its own to configure */
+      if (key || !px->added) {
+        env_set(env, "ANTHROPIC_BASE_URL", url);
+        env_set(env, "ANTHROPIC_API_KEY", p->token);
+      }
       if (px->added) wire_proxy_clients(p, px, env);
       if (px->added && m->inspect_ca) wire_ca_bundle(env);
       if (px->added) wire_placeholders(m, env);

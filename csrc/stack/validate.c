@@ -77,8 +77,9 @@ static int check_keys(const cJSON *obj, const char *const allowed[], const char 
                       ss_error *err) {
   for (const cJSON *c = obj->child; c; c = c->next) {
     if (!c->string || !ss_key_allowed(allowed, c->string)) {
-      ss_error_set(err, "usage", "unknown_option", SS_UNKNOWN_OPTION_FMT, what,
-                   c->string ? c->string : "?");
+      char hint[SS_KEY_MAX + 32] = "";
+      if (c->string) ss_key_hint(allowed, c->string, hint, sizeof hint);
+      ss_error_set(err, "usage", "unknown_option", SS_UNKNOWN_OPTION_FMT, what, c->string ? c->string : "?", hint);
       ss_error_field_str(err, "option", c->string ? c->string : "?");
       return -1;
     }
@@ -114,11 +115,35 @@ static int bad_name(ss_error *err, const char *option, const char *value) {
 }
 
 /* Optional typed members: 0 when absent or well-typed, -1 (invalid_option) otherwise. */
+/* ", got string \"8080\"": the value a check refused, by its Lua type, for the message (so a
+ * user sees why "8080" is not a port). A secret's value is never quoted, only its type. */
+static const char *got(const cJSON *v, const char *option, char *buf, size_t n) {
+  int secret = strstr(option, "key") || strstr(option, "token") || strstr(option, "secret");
+  if (!v || cJSON_IsNull(v))
+    snprintf(buf, n, ", got nothing");
+  else if (cJSON_IsString(v) && !secret)
+    snprintf(buf, n, ", got string \"%.40s%s\"", v->valuestring, strlen(v->valuestring) > 40 ? "..." : "");
+  else if (cJSON_IsNumber(v) && !secret)
+    snprintf(buf, n, ", got number %.15g", v->valuedouble);
+  else if (cJSON_IsBool(v) && !secret)
+    snprintf(buf, n, ", got boolean %s", cJSON_IsTrue(v) ? "true" : "false");
+  else
+    snprintf(buf, n, ", got %s", cJSON_IsString(v) ? "a string" : cJSON_IsNumber(v) ? "a number"
+                                 : cJSON_IsBool(v) ? "a boolean" : "a table");
+  return buf;
+}
+
+/* fail_option whose message ends with what was given instead (got()). */
+static int fail_got(ss_error *err, const char *option, const char *fmt, const cJSON *v) {
+  char buf[96];
+  return fail_option(err, option, fmt, got(v, option, buf, sizeof buf));
+}
+
 static int opt_string(const cJSON *o, const char *key, const char *option, const char **out,
                       ss_error *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   if (!v) return 0;
-  if (!cJSON_IsString(v)) return fail_option(err, option, "%s must be a string%s", NULL);
+  if (!cJSON_IsString(v)) return fail_got(err, option, "%s must be a string%s", v);
   *out = v->valuestring;
   return 0;
 }
@@ -127,13 +152,13 @@ static int opt_number(const cJSON *o, const char *key, double min, ss_error *err
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   if (!v) return 0;
   if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < min)
-    return fail_option(err, key, "%s must be a number%s", min > 0 ? " above zero" : " >= 0");
+    return fail_got(err, key, min > 0 ? "%s must be a number above zero%s" : "%s must be a number >= 0%s", v);
   return 0;
 }
 
 static int opt_bool(const cJSON *o, const char *key, const char *option, ss_error *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  if (v && !cJSON_IsBool(v)) return fail_option(err, option, "%s must be true or false%s", NULL);
+  if (v && !cJSON_IsBool(v)) return fail_got(err, option, "%s must be true or false%s", v);
   return 0;
 }
 
@@ -269,7 +294,7 @@ static int check_service(const cJSON *opts, const cJSON *spec, ss_stack_model *m
   if (deps && !string_list(deps)) return fail_option(err, option, "%s must be a list of names%s", NULL);
   const cJSON *port = cJSON_GetObjectItemCaseSensitive(spec, "port");
   snprintf(option, sizeof option, "services.%s.port", sname);
-  if (port && !port_ok(port)) return fail_option(err, option, "%s must be a port number%s", NULL);
+  if (port && !port_ok(port)) return fail_got(err, option, "%s must be a port number 1-65535%s", port);
   if (check_mounts(opts, spec, sname, err)) return -1;
   snprintf(option, sizeof option, "services.%s.hosts", sname);
   s->hosts = cJSON_GetObjectItemCaseSensitive(spec, "hosts");
@@ -294,10 +319,7 @@ static int add_proxy(const cJSON *opts, ss_stack_model *m, ss_error *err) {
                            ? "configure the proxy_service's own service instead" : "give an egress_policy");
     return 0;
   }
-  const cJSON *key = cJSON_GetObjectItemCaseSensitive(opts, "api_key");
-  if (!key) /* the proxy refuses to start without the real key: say so before any create */
-    return fail_option(err, "api_key", "%s is required with an egress_policy: the proxy sandstack adds "
-                       "holds the real key (the sandbox gets a token)%s", NULL);
+  /* without api_key the added proxy has no credential route: a plain allowlist */
   const cJSON *up = cJSON_GetObjectItemCaseSensitive(opts, "proxy_upstream");
   if (up && strncmp(up->valuestring, "http://", 7) != 0 && strncmp(up->valuestring, "https://", 8) != 0)
     return fail_option(err, "proxy_upstream", "%s must be an origin http(s)://host[:port]%s", NULL);
@@ -571,8 +593,9 @@ static int check_session_token(const cJSON *opts, ss_error *err) {
 
 static int check_scalars(const cJSON *opts, ss_error *err) {
   const cJSON *port = cJSON_GetObjectItemCaseSensitive(opts, "agent_port");
-  if (!port_ok(port))
+  if (!port)
     return fail_option(err, "agent_port", "%s is required: the port the agent listens on (1-65535)%s", NULL);
+  if (!port_ok(port)) return fail_got(err, "agent_port", "%s must be a number 1-65535%s", port);
   static const char *const strings[] = {"image", "ready_path", "capture_path", "docker_host",
                                         "sandbox_service", "forwarder_service", "forwarder_image",
                                         "project_name", "proxy_service", "api_key", "pull",

@@ -120,7 +120,8 @@ function M.progress(out, tty)
     if ev.network then what = what .. " " .. ev.network end
     if ev.volume then what = what .. " " .. ev.volume end
     if ev.port then what = what .. " on port " .. ev.port end
-    if ev.path then what = what .. " for GET " .. ev.path end
+    if ev.path then what = what .. " for GET " .. ev.path .. " 2xx" end
+    if ev.agent_port then what = what .. " from the agent's port " .. ev.agent_port end
     if ev.timeout then what = what .. (" (up to %gs)"):format(ev.timeout) end
     if not tty then
       out:write(("%7.2fs %-12s %s\n"):format(ev.elapsed or 0, svc, what))

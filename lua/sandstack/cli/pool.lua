@@ -41,9 +41,10 @@ local function fill(ctx, args, opt)
   local pool; pool, err = docker.pool(opts)
   if not pool then return ctx:fail(err) end
   local n; n, err = pool:fill { concurrency = width }
-  if not n then pool:close(); return ctx:fail(err) end
-  local st = pool:status() or {}
-  pool:close()
+  local st = n and pool:status() or {}
+  -- the engine client only: pool:close() would remove the idle stacks this command just made
+  if pool.eng then pool.eng:close(); pool.eng = nil end
+  if not n then return ctx:fail(err) end
   if opt.json then
     return ctx:json { pool = opts.name, started = n, ready = st.ready, starting = st.starting, in_use = st.in_use,
       failed = st.failed }

@@ -128,7 +128,7 @@ function M.start_services(run, containers)
           if c.healthcheck then
             started_at[c.service] = results.at or now() -- when the start's answer came (perform's clock)
             state[c.service] = "health"
-            emit(run, "waiting_health", c.service)
+            emit(run, "waiting_health", c.service, { timeout = plan.health_timeout })
           else
             state[c.service] = "ready"
             left = left - 1
@@ -192,22 +192,30 @@ end
 -- ready"), use no proxy and drop the body after READY_MAX_BYTES. Each attempt gets at most the
 -- time left, so the wait ends within ready_timeout plus READY_MIN_ATTEMPT (and the exit check's
 -- Engine call). The deadline is kept in C: an agent that is up costs one call, a slow one
--- returns once a second (EXIT_CHECK) for the exit check, and under a warm pool's fill after
+-- returns every half second (EXIT_CHECK) for the exit check, and under a warm pool's fill after
 -- every attempt, to pause (yield) between them. A user req_adapter gets the same per-attempt
 -- `timeout` and must honour it; its loop is Lua's.
-local READY_ATTEMPT_CAP, READY_MIN_ATTEMPT, READY_MAX_BYTES, READY_PAUSE, EXIT_CHECK = 5, 0.05, 64 * 1024, 0.02, 1
+local READY_ATTEMPT_CAP, READY_MIN_ATTEMPT, READY_MAX_BYTES, READY_PAUSE, EXIT_CHECK = 5, 0.05, 64 * 1024, 0.02, 0.5
 
+-- Has a service exited? Every container read in one call.
 local function exited_service(run)
-  for _, c in ipairs(run.plan.containers) do
-    local info = inspect(run.eng, c)
-    local st = info and info.State and info.State.Status
+  local reqs = {}
+  for i, c in ipairs(run.plan.containers) do reqs[i] = c.inspect end
+  if #reqs == 0 then return nil end
+  local results = run.eng:perform(reqs, 60)
+  for i, c in ipairs(run.plan.containers) do
+    local info = results[i] and results[i].ok and results[i].body
+    local st = type(info) == "table" and info.State and info.State.Status
     if st == "exited" or st == "dead" then return exited_error(c, info) end
   end
 end
 
 local function not_ready(url, plan, last)
-  return E.new("timeout", nil, ("%s did not answer 2xx within %gs (last: %s)"):format(url, plan.ready_timeout, last),
-    { phase = "ready", service = plan.sandbox })
+  return E.new("timeout", "not_ready", ("the agent did not answer GET %s with 2xx within %gs (ready_timeout) through "
+    .. "%s; last answer: %s. Is the agent listening on port %s in the sandbox? Does it answer GET %s? "
+    .. "(options agent_port, ready_path, ready_timeout)"):format(plan.ready_path, plan.ready_timeout, url, tostring(last),
+    tostring(plan.agent_port), plan.ready_path),
+    { phase = "ready", service = plan.sandbox, port = plan.agent_port, path = plan.ready_path, last = last, url = url })
 end
 
 -- The wait with a user's req_adapter: each attempt is a call back into Lua.
@@ -221,7 +229,7 @@ local function wait_adapter(run, url)
     local status = type(res) == "table" and tonumber(res.status) or nil
     if status and status >= 200 and status < 300 then return true end
     last = status and ("HTTP " .. tostring(status)) or tostring(err)
-    if now() >= next_check then -- once a second: has a service died meanwhile?
+    if now() >= next_check then -- every EXIT_CHECK: has a service died meanwhile?
       next_check = now() + EXIT_CHECK
       local e = exited_service(run)
       if e then return nil, e end
@@ -231,18 +239,23 @@ local function wait_adapter(run, url)
   end
 end
 
--- The wait in C, a slice at a time.
+-- The wait in C, a slice at a time. An attempt is capped at EXIT_CHECK at first, so a service
+-- that exits is seen within about a second even when an attempt would hang (the forwarder
+-- still resolving a sandbox that is gone); each attempt that times out doubles the cap, up to
+-- READY_ATTEMPT_CAP, so an agent slow to answer is still waited for.
 local function wait_probe(run, url)
   local plan = run.plan
   local coop = run_ctx.cooperating()
   local deadline, next_check
+  local cap = EXIT_CHECK
   while true do
     local ready, last, t
     ready, last, deadline, t = core.http_wait(url, { timeout = plan.ready_timeout, deadline = deadline,
-      slice = coop and 0 or EXIT_CHECK, attempt_cap = READY_ATTEMPT_CAP, min_attempt = READY_MIN_ATTEMPT,
+      slice = coop and 0 or EXIT_CHECK, attempt_cap = cap, min_attempt = READY_MIN_ATTEMPT,
       pause = READY_PAUSE, max_bytes = READY_MAX_BYTES })
     if ready then return true end
-    next_check = next_check or (coop and t + EXIT_CHECK or t) -- not cooperating, a slice was a second
+    if type(last) == "string" and last:find("^timeout") then cap = math.min(READY_ATTEMPT_CAP, cap * 2) end
+    next_check = next_check or (coop and t + EXIT_CHECK or t) -- not cooperating, a slice was EXIT_CHECK
     if t >= next_check then
       next_check = t + EXIT_CHECK
       local e = exited_service(run)
@@ -256,7 +269,8 @@ end
 function M.wait_ready(run, port)
   local plan = run.plan
   local url = ("http://127.0.0.1:%d%s"):format(port, plan.ready_path)
-  emit(run, "waiting_ready", plan.sandbox, { url = url })
+  emit(run, "waiting_ready", plan.sandbox, { url = url, path = plan.ready_path, agent_port = plan.agent_port,
+    timeout = plan.ready_timeout })
   local ok, err
   if run.req_adapter then ok, err = wait_adapter(run, url) else ok, err = wait_probe(run, url) end
   if not ok then return nil, err end

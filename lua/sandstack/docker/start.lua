@@ -61,6 +61,7 @@ local function start_with(session_key, clean, hooks, pool)
   for _, step in ipairs(steps) do
     local okstep, res, e = pcall(step)
     if not okstep or not res then
+      if okstep then A.emit(run, "failed", nil, { error = e }) end -- said before the rollback's time
       model:close()
       local left = A.rollback(run)
       handle.set_port(stack, nil)
