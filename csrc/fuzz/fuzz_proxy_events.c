@@ -30,7 +30,9 @@
  *    coding as read here); no token; a second request only after the destination sent a whole
  *    response to the first that allows reuse (judged here, independently of the proxy's
  *    parser: HTTP/1.1, no "Connection: close", framed by length or chunks), so nothing the
- *    client pipelined reaches it unchecked or early; an untrusted origin gets nothing;
+ *    client pipelined reaches it unchecked or early; and never after a request that carried a
+ *    body (CL.0: an origin that does not read a GET's or a handler's body would read that body
+ *    as a second request the policy never checked); an untrusted origin gets nothing;
  *  - a forwarded request arrives in origin form with the client's method and path, the same
  *    body rules, no token;
  *  - a tunnel relays exactly the client's bytes, in order;
@@ -304,8 +306,11 @@ static void check_inspected(run *r) {
   if (!r->seen_allow) fail("the destination got request bytes before the proxy allowed anything");
   if (r->t->rogue) fail("a request went to a destination whose certificate the proxy must not trust");
   size_t go = 0, so = 0;
-  int heads[64] = {0};
+  int heads[64] = {0}, had_body = 0;
   for (size_t k = 0; go < got->n; k++) {
+    if (k && had_body) /* CL.0: an origin that ignores a body reads it as a request nobody checked */
+      fail("a request reached the destination on a connection that had carried a body: an origin ignoring that body "
+           "would read it as a request the policy never checked");
     const char *g = got->p + go, *c = sent->p + so;
     size_t gn = got->n - go, cn = sent->n - so;
     if (k && reusable_responses(r->origin_plain.p, r->origin_plain.n, heads, k < 64 ? k : 64) < k)
@@ -342,6 +347,7 @@ static void check_inspected(run *r) {
       body = framed;
     }
     if (body > have || memcmp(g + gh, c + sh, body) != 0) fail("body bytes the client did not send reached the destination");
+    had_body = te || content_length(c, sh) > 0;
     go += gh + body;
     so += sh + body;
   }

@@ -27,9 +27,11 @@ static void entry_free(cred_entry *e) {
   free(e->secret);
   free(e->placeholder);
   free(e->mask);
-  if (e->sent) memset(e->sent, 0, e->sent_len);
-  free(e->sent);
-  free(e->sent_mask);
+  for (int f = 0; f < CREDS_FORMS; f++) {
+    if (e->form[f]) memset(e->form[f], 0, e->form_len[f]);
+    free(e->form[f]);
+    free(e->form_mask[f]);
+  }
 }
 
 void creds_free(proxy_creds *t) {
@@ -106,7 +108,7 @@ static int parse_place(cred_entry *e, const cJSON *o, size_t i, char *why, size_
   return 0;
 }
 
-static int sent_form(cred_entry *e);
+static int make_forms(cred_entry *e);
 
 static int parse_entry(cred_entry *e, const cJSON *o, size_t i, char *why, size_t n) {
   static const char *const known[] = {"name", "host", "port", "secret", "placeholder", "header", "format", "query", "basic", "path"};
@@ -146,7 +148,7 @@ static int parse_entry(cred_entry *e, const cJSON *o, size_t i, char *why, size_
   e->secret_len = e->placeholder_len = sl;
   if (!e->secret || !e->placeholder || !e->mask) return why_fail(why, n, "out of memory");
   if (parse_place(e, o, i, why, n) != 0) return -1;
-  return sent_form(e) == 0 ? 0 : why_fail(why, n, "out of memory");
+  return make_forms(e) == 0 ? 0 : why_fail(why, n, "out of memory");
 }
 
 /* No two credentials share a name or a placeholder, and no secret holds a placeholder (its
@@ -367,28 +369,57 @@ static void put_b64(outbuf *o, const unsigned char *s, size_t n) {
   free(b);
 }
 
-/* The secret as the placement writes it, when that is not the secret itself (see cred_entry). */
-static int sent_form(cred_entry *e) {
-  outbuf o = outbuf_new();
-  if (e->place == CRED_QUERY || e->place == CRED_PATH) put_pct(&o, e->secret, e->secret_len, e->place == CRED_PATH);
+/* The secret JSON-escaped (json) or HTML-escaped: the escapes an origin reflecting it as text
+ * commonly writes. */
+static void put_escaped(outbuf *o, const char *s, size_t n, int json) {
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    const char *esc = NULL;
+    if (json) esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '/' ? "\\/" : NULL;
+    else esc = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&quot;" : c == '\'' ? "&#39;" : NULL;
+    if (esc) put(o, esc, strlen(esc));
+    else put(o, &c, 1);
+  }
+}
+
+/* Keeps o as form f of e, masked by '*', unless it is the secret or an earlier form. */
+static int keep_form(cred_entry *e, int f, outbuf *o) {
+  if (o->oom) return ss_buf_wipe(&o->b), -1;
+  int same = !o->b.data || (o->b.len == e->secret_len && memcmp(o->b.data, e->secret, o->b.len) == 0);
+  for (int g = 0; g < f && !same; g++)
+    same = e->form[g] && e->form_len[g] == o->b.len && memcmp(e->form[g], o->b.data, o->b.len) == 0;
+  if (same) return ss_buf_wipe(&o->b), 0;
+  e->form[f] = o->b.data;
+  e->form_len[f] = o->b.len;
+  e->form[f][o->b.len] = '\0';
+  if (!(e->form_mask[f] = malloc(o->b.len + 1))) return -1;
+  memset(e->form_mask[f], '*', o->b.len);
+  e->form_mask[f][o->b.len] = '\0';
+  return 0;
+}
+
+/* The forms of the secret a response is scrubbed of besides the secret itself (see cred_entry). */
+static int make_forms(cred_entry *e) {
+  outbuf o[CREDS_FORMS];
+  for (int f = 0; f < CREDS_FORMS; f++) o[f] = outbuf_new();
+  if (e->place == CRED_QUERY || e->place == CRED_PATH) put_pct(&o[0], e->secret, e->secret_len, e->place == CRED_PATH);
   if (e->place == CRED_BASIC) {
     outbuf plain = outbuf_new();
     put(&plain, e->field, strlen(e->field));
     put(&plain, ":", 1);
     put(&plain, e->secret, e->secret_len);
-    if (!plain.oom) put_b64(&o, (const unsigned char *)plain.b.data, plain.b.len);
-    o.oom |= plain.oom;
+    if (!plain.oom) put_b64(&o[0], (const unsigned char *)plain.b.data, plain.b.len);
+    o[0].oom |= plain.oom;
     ss_buf_wipe(&plain.b);
   }
-  if (o.oom) return free(o.b.data), -1;
-  if (!o.b.data || (o.b.len == e->secret_len && memcmp(o.b.data, e->secret, o.b.len) == 0)) return free(o.b.data), 0;
-  e->sent = o.b.data;
-  e->sent_len = o.b.len;
-  e->sent[o.b.len] = '\0';
-  if (!(e->sent_mask = malloc(o.b.len + 1))) return -1;
-  memset(e->sent_mask, '*', o.b.len);
-  e->sent_mask[o.b.len] = '\0';
-  return 0;
+  put_pct(&o[1], e->secret, e->secret_len, 0);
+  put_escaped(&o[2], e->secret, e->secret_len, 1);
+  put_escaped(&o[3], e->secret, e->secret_len, 0);
+  int rc = 0;
+  for (int f = 0; f < CREDS_FORMS; f++)
+    if (rc == 0) rc = keep_form(e, f, &o[f]);
+    else ss_buf_wipe(&o[f].b);
+  return rc;
 }
 
 /* ---- finding placeholders in a head ---- */
@@ -405,7 +436,10 @@ static size_t count_in(const char *s, size_t n, const char *needle, size_t nl) {
   return k;
 }
 
-/* A header line's value when it is "Basic <base64>", decoded into buf: its length, or -1. */
+/* A header line's value when it is "Basic <base64>", decoded into buf: its length; -1 when it
+ * is no Basic value; -2 when it is one the proxy cannot read for certain: not strict base64,
+ * not canonical (its encoding again differs: stray bits, which lenient decoders ignore), or
+ * longer than cap decoded. */
 static long basic_value(const char *line, size_t n, unsigned char *buf, size_t cap) {
   const char *colon = memchr(line, ':', n);
   if (!colon) return -1;
@@ -415,14 +449,23 @@ static long basic_value(const char *line, size_t n, unsigned char *buf, size_t c
   if (end - v < 6 || strncasecmp(v, "Basic ", 6) != 0) return -1;
   v += 6;
   while (v < end && *v == ' ') v++;
-  return ss_base64_decode(v, (size_t)(end - v), buf, cap);
+  long dn = ss_base64_decode(v, (size_t)(end - v), buf, cap);
+  if (dn < 0) return -2;
+  size_t el;
+  char *again = ss_base64(buf, (size_t)dn, &el);
+  int canonical = again && el == (size_t)(end - v) && memcmp(again, v, el) == 0;
+  if (again) memset(again, 0, el);
+  free(again);
+  return canonical ? dn : -2;
 }
 
 #define BASIC_MAX (CREDS_SECRET_MAX + 512)
 
 /* Occurrences of each credential's placeholder in a head: raw anywhere, and inside the
- * decoded value of any "Basic" header (the placeholder as a password is base64 there). */
-static void count_head(const proxy_creds *t, const char *head, size_t len, size_t *counts) {
+ * decoded value of any "Basic" header (the placeholder as a password is base64 there).
+ * CREDS_UNREADABLE when a Basic value cannot be decoded for certain. */
+static creds_status count_head(const proxy_creds *t, const char *head, size_t len, size_t *counts) {
+  creds_status st = CREDS_OK;
   unsigned char plain[BASIC_MAX];
   for (size_t i = 0; i < t->n; i++)
     counts[i] = t->e[i].legacy ? 0 : count_in(head, len, t->e[i].placeholder, t->e[i].placeholder_len);
@@ -432,10 +475,13 @@ static void count_head(const proxy_creds *t, const char *head, size_t len, size_
     const char *nl = memchr(line, '\n', len - (size_t)(line - head));
     size_t ll = nl ? (size_t)(nl - line) : len - (size_t)(line - head);
     long dn = basic_value(line, ll, plain, sizeof plain);
+    if (dn == -2) st = CREDS_UNREADABLE;
     for (size_t i = 0; dn > 0 && i < t->n; i++)
       if (!t->e[i].legacy) counts[i] += count_in((const char *)plain, (size_t)dn, t->e[i].placeholder, t->e[i].placeholder_len);
     line = nl;
   }
+  memset(plain, 0, sizeof plain);
+  return st;
 }
 
 static creds_status misplaced(const cred_entry *e, char *what, size_t what_len) {
@@ -446,7 +492,7 @@ static creds_status misplaced(const cred_entry *e, char *what, size_t what_len) 
 creds_status creds_check_head(const proxy_creds *t, const char *head, size_t len, char *what, size_t what_len) {
   if (!t || t->n == 0) return CREDS_OK;
   size_t counts[CREDS_MAX + 1];
-  count_head(t, head, len, counts);
+  if (count_head(t, head, len, counts) != CREDS_OK) return CREDS_UNREADABLE;
   for (size_t i = 0; i < t->n; i++)
     if (counts[i]) return misplaced(&t->e[i], what, what_len);
   return CREDS_OK;
@@ -546,7 +592,7 @@ creds_status creds_rewrite_head(const proxy_creds *t, const char *host, int port
                                 char **head, size_t *head_len, char *what, size_t what_len) {
   if (!t || t->n == 0) return CREDS_OK;
   size_t counts[CREDS_MAX + 1], subs[CREDS_MAX + 1] = {0};
-  count_head(t, orig, orig_len, counts);
+  if (count_head(t, orig, orig_len, counts) != CREDS_OK) return CREDS_UNREADABLE;
   size_t any = 0;
   for (size_t i = 0; i < t->n; i++) any += counts[i];
   if (!any) return CREDS_OK; /* nothing to place, nothing misplaced: the head goes as it is */
@@ -572,8 +618,8 @@ creds_status creds_rewrite_head(const proxy_creds *t, const char *host, int port
     line = nl ? nl + 1 : end;
   }
   creds_status st = CREDS_OK;
-  for (size_t i = 0; i < t->n && st == CREDS_OK; i++)
-    if (counts[i] != subs[i]) st = misplaced(&t->e[i], what, what_len);
+  for (size_t i = 0; i < t->n && st == CREDS_OK; i++) /* once only: two copies of its header or parameter are misplaced */
+    if (counts[i] != subs[i] || subs[i] > 1) st = misplaced(&t->e[i], what, what_len);
   if (st == CREDS_OK && o.oom) st = CREDS_NOMEM;
   if (st != CREDS_OK) {
     ss_buf_wipe(&o.b); /* it may hold a secret already */
@@ -585,41 +631,127 @@ creds_status creds_rewrite_head(const proxy_creds *t, const char *host, int port
   return CREDS_OK;
 }
 
+/* ---- the secrets a connection keeps ---- */
+
+static char *dup_bytes(const char *s, size_t n) {
+  char *d = s ? malloc(n + 1) : NULL;
+  if (d) memcpy(d, s, n), d[n] = '\0';
+  return d;
+}
+
+/* What a scrub needs of e (host, port, secret, masks, forms), copied into d. -1: out of memory. */
+static int entry_copy(cred_entry *d, const cred_entry *e) {
+  memset(d, 0, sizeof *d);
+  d->port = e->port;
+  d->legacy = e->legacy;
+  d->secret_len = e->secret_len;
+  d->host = dup_bytes(e->host, strlen(e->host));
+  d->name = dup_bytes(e->name, strlen(e->name));
+  d->secret = dup_bytes(e->secret, e->secret_len);
+  d->mask = dup_bytes(e->mask, e->secret_len);
+  int ok = d->host && d->name && d->secret && d->mask;
+  for (int f = 0; f < CREDS_FORMS && ok; f++) {
+    if (!e->form[f]) continue;
+    d->form_len[f] = e->form_len[f];
+    d->form[f] = dup_bytes(e->form[f], e->form_len[f]);
+    d->form_mask[f] = dup_bytes(e->form_mask[f], e->form_len[f]);
+    ok = d->form[f] && d->form_mask[f];
+  }
+  return ok ? 0 : -1;
+}
+
+static int same_secret(const cred_entry *a, const cred_entry *b) {
+  return a->secret_len == b->secret_len && a->port == b->port && strcmp(a->host, b->host) == 0 &&
+         memcmp(a->secret, b->secret, a->secret_len) == 0;
+}
+
+static int kept_has(const proxy_creds *kept, const cred_entry *e) {
+  for (size_t j = 0; kept && j < kept->n; j++)
+    if (same_secret(&kept->e[j], e)) return 1;
+  return 0;
+}
+
+int creds_keep(proxy_creds **kept, const proxy_creds *t, const char *host, int port) {
+  for (size_t i = 0; t && i < t->n; i++) {
+    const cred_entry *e = &t->e[i];
+    if (!for_host(e, host, port) || kept_has(*kept, e)) continue;
+    if (!*kept && !(*kept = calloc(1, sizeof **kept))) return -1;
+    proxy_creds *k = *kept;
+    if (k->n >= CREDS_KEPT_MAX) return -1;
+    cred_entry *grown = realloc(k->e, (k->n + 1) * sizeof *k->e);
+    if (!grown) return -1;
+    k->e = grown;
+    if (entry_copy(&k->e[k->n], e) != 0) return entry_free(&k->e[k->n]), -1;
+    k->n++;
+  }
+  return 0;
+}
+
+int creds_scrubs(const proxy_creds *t, const proxy_creds *kept, const char *host, int port) {
+  for (size_t i = 0; t && i < t->n; i++)
+    if (for_host(&t->e[i], host, port)) return 1;
+  for (size_t i = 0; kept && i < kept->n; i++)
+    if (for_host(&kept->e[i], host, port)) return 1;
+  return 0;
+}
+
 /* ---- streams ---- */
 
 typedef struct {
   const char *find, *repl; /* repl NULL: finding it is CREDS_MISPLACED */
   size_t len;
-  size_t entry;
+  size_t prefix; /* a run of at least this many of its first bytes, cut short, is masked too (0: none) */
+  const cred_entry *entry;
 } needle;
 
-/* The needles of a mode: the secrets of host:port (scrub), every placeholder (scan). */
-static size_t needles_of(const proxy_creds *t, const char *host, int port, creds_mode mode, needle *nd,
-                         unsigned char first[256]) {
+#define NEEDLES_MAX ((CREDS_MAX + 1 + CREDS_KEPT_MAX) * (1 + CREDS_FORMS))
+
+static size_t prefix_of(size_t len) {
+  size_t half = (len + 1) / 2;
+  return half < CREDS_PREFIX_MIN ? (len < CREDS_PREFIX_MIN ? len : CREDS_PREFIX_MIN) : half;
+}
+
+static size_t add_scrub(const cred_entry *e, needle *nd, size_t k) {
+  nd[k++] = (needle){e->secret, e->mask, e->secret_len, prefix_of(e->secret_len), e};
+  for (int f = 0; f < CREDS_FORMS; f++)
+    if (e->form[f]) nd[k++] = (needle){e->form[f], e->form_mask[f], e->form_len[f], prefix_of(e->form_len[f]), e};
+  return k;
+}
+
+/* The needles of a mode: the secrets of host:port in t and kept, and their forms (scrub), every
+ * placeholder (scan); *longest the longest needle. */
+static size_t needles_of(const proxy_creds *t, const proxy_creds *kept, const char *host, int port, creds_mode mode,
+                         needle *nd, unsigned char first[256], size_t *longest) {
   size_t k = 0;
-  memset(first, 0, 256);
   for (size_t i = 0; t && i < t->n; i++) {
     const cred_entry *e = &t->e[i];
-    if (mode == CREDS_SCRUB && for_host(e, host, port) && e->sent) {
-      nd[k++] = (needle){e->sent, e->sent_mask, e->sent_len, i};
-      first[(unsigned char)e->sent[0]] = 1;
-    }
-    if (mode == CREDS_SCRUB && for_host(e, host, port) && e->secret_len)
-      nd[k++] = (needle){e->secret, e->mask, e->secret_len, i};
-    else if (mode == CREDS_SCAN && !e->legacy)
-      nd[k++] = (needle){e->placeholder, NULL, e->placeholder_len, i};
-    else continue;
-    first[(unsigned char)nd[k - 1].find[0]] = 1;
+    if (mode == CREDS_SCRUB && for_host(e, host, port) && !kept_has(kept, e)) k = add_scrub(e, nd, k);
+    else if (mode == CREDS_SCAN && !e->legacy) nd[k++] = (needle){e->placeholder, NULL, e->placeholder_len, 0, e};
+  }
+  for (size_t i = 0; mode == CREDS_SCRUB && kept && i < kept->n; i++)
+    if (for_host(&kept->e[i], host, port)) k = add_scrub(&kept->e[i], nd, k);
+  memset(first, 0, 256);
+  *longest = 0;
+  for (size_t j = 0; j < k; j++) {
+    first[(unsigned char)nd[j].find[0]] = 1;
+    if (nd[j].len > *longest) *longest = nd[j].len;
   }
   return k;
 }
 
-creds_status creds_stream_feed(const proxy_creds *t, const char *host, int port, creds_mode mode, creds_stream *st,
-                               const char *data, size_t n, int final, char **out, size_t *out_len, char *what,
-                               size_t what_len) {
-  needle nd[2 * (CREDS_MAX + 1)];
+static size_t common_prefix(const char *a, const char *b, size_t n) {
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) i++;
+  return i;
+}
+
+creds_status creds_stream_feed(const proxy_creds *t, const proxy_creds *kept, const char *host, int port,
+                               creds_mode mode, creds_stream *st, const char *data, size_t n, int final, char **out,
+                               size_t *out_len, char *what, size_t what_len) {
+  needle nd[NEEDLES_MAX];
   unsigned char first[256];
-  size_t k = needles_of(t, host, port, mode, nd, first);
+  size_t longest;
+  size_t k = needles_of(t, kept, host, port, mode, nd, first, &longest);
   *out = NULL;
   *out_len = 0;
   size_t m = st->len + n;
@@ -632,39 +764,39 @@ creds_status creds_stream_feed(const proxy_creds *t, const char *host, int port,
   }
   if (st->len) memcpy(b, st->carry, st->len);
   if (n) memcpy(b + st->len, data, n);
+  /* Decided here: every position with the longest needle's length ahead of it (all of them at
+   * the end). The rest, whatever it holds, is the carry: a match can start in it. */
+  size_t hold = final || longest == 0 ? 0 : longest - 1, stop = m > hold ? m - hold : 0;
   size_t i = 0, ol = 0;
   creds_status rc = CREDS_OK;
-  while (i < m) {
-    unsigned char c = (unsigned char)b[i];
-    const needle *full = NULL;
-    int partial = 0;
-    for (size_t j = 0; first[c] && j < k; j++) {
+  while (i < stop) {
+    const needle *best = NULL;
+    size_t best_len = 0;
+    for (size_t j = 0; first[(unsigned char)b[i]] && j < k; j++) {
       size_t have = m - i < nd[j].len ? m - i : nd[j].len;
-      if (memcmp(b + i, nd[j].find, have) != 0) continue;
-      if (have == nd[j].len) {
-        if (!full || nd[j].len > full->len) full = &nd[j]; /* the longest that matches */
-      } else {
-        partial = 1; /* the tail may be its start: decided with the next bytes */
-      }
+      size_t same = common_prefix(b + i, nd[j].find, have);
+      int whole = same == nd[j].len;
+      if (!whole && !(nd[j].prefix && same >= nd[j].prefix && nd[j].repl)) continue;
+      if (same > best_len || (same == best_len && whole)) best = &nd[j], best_len = same;
     }
-    if (partial && !final) break;
-    if (full && !full->repl) {
-      rc = misplaced(&t->e[full->entry], what, what_len);
+    if (best && !best->repl) {
+      rc = misplaced(best->entry, what, what_len);
       break;
     }
-    if (full) {
-      memcpy(o + ol, full->repl, full->len);
-      ol += full->len;
-      i += full->len;
+    if (best) {
+      memcpy(o + ol, best->repl, best_len); /* a whole needle's mask, or as much of it as was cut short */
+      ol += best_len;
+      i += best_len;
     } else {
       o[ol++] = b[i++];
     }
   }
   memset(b, 0, i); /* the bytes passed on may have held a secret */
+  if (st->carry) memset(st->carry, 0, st->len);
   free(st->carry);
   st->carry = NULL;
   st->len = 0;
-  if (rc == CREDS_OK && i < m) { /* the undecided tail waits for the next bytes */
+  if (rc == CREDS_OK && i < m) { /* the held tail waits for the next bytes */
     memmove(b, b + i, m - i);
     st->carry = b;
     st->len = m - i;

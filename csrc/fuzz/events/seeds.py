@@ -156,6 +156,19 @@ SEEDS = {
         T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
         client_send(), client_tls(), client_send(), upstream_send(), origin_answer(13), upstream_send(), NEXT,
         client_send(), upstream_send(), NEXT, TIMER),
+    # CL.0: a GET (or any request) with a body; an origin that ignores it would read the body as the
+    # next request (here a DELETE the policy refuses). After a body the connection is not reused.
+    "review9_cl0_get_body": seed(
+        T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
+        tls_client(b"GET /v1/a HTTP/1.1\r\nHost: api.test\r\nContent-Length: 39\r\n\r\nDELETE /up HTTP/1.1\r\nHost: api.test\r\n\r\n"
+                   b"GET /v1/c HTTP/1.1\r\nHost: api.test\r\n\r\n"),
+        client_send(), upstream_send(), NEXT, tls_origin(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+        upstream_send(), NEXT, client_send(), upstream_send(), NEXT, TIMER),
+    "review9_cl0_post_then_get": seed(
+        T_INSPECT_POST, 2, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
+        client_send(), client_tls(), client_send(), upstream_send(), NEXT,
+        tls_origin(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), upstream_send(), NEXT, client_send(),
+        upstream_send(), NEXT, TIMER),
     "tunnel": seed(T_TUNNEL, 0, 0, client_send(), RESOLVE, CONNECT_OK, TLS_EXCHANGE),
     "tunnel_destination_speaks_first": seed(
         T_SCRIPT, 0, 0, raw_client(b"CONNECT open.test:25 HTTP/1.1\r\n" + AUTH + b"\r\n"), client_send(), RESOLVE,
