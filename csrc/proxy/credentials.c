@@ -1,5 +1,5 @@
-/* Credentials for any host: the table, placing secrets, finding misplaced placeholders, and
- * scrubbing responses (see credentials.h). */
+/* Credentials for any host: the table, placing secrets and finding misplaced placeholders in a
+ * head (see credentials.h; the streams are credentials_stream.c). */
 #include "proxy/credentials.h"
 
 #include <cjson/cJSON.h>
@@ -18,7 +18,7 @@
 
 /* ---- the table ---- */
 
-static void entry_free(cred_entry *e) {
+void creds_entry_free(cred_entry *e) {
   if (e->secret) memset(e->secret, 0, e->secret_len);
   free(e->name);
   free(e->host);
@@ -36,7 +36,7 @@ static void entry_free(cred_entry *e) {
 
 void creds_free(proxy_creds *t) {
   if (!t) return;
-  for (size_t i = 0; i < t->n; i++) entry_free(&t->e[i]);
+  for (size_t i = 0; i < t->n; i++) creds_entry_free(&t->e[i]);
   free(t->e);
   free(t);
 }
@@ -304,13 +304,13 @@ proxy_creds *creds_parse_live(const char *json, size_t len, char **model_key, ch
   return t;
 }
 
-static int for_host(const cred_entry *e, const char *host, int port) {
+int creds_for_host(const cred_entry *e, const char *host, int port) {
   return e->port == port && strcmp(e->host, host) == 0;
 }
 
 int creds_has_host(const proxy_creds *t, const char *host, int port) {
   for (size_t i = 0; t && i < t->n; i++)
-    if (!t->e[i].legacy && for_host(&t->e[i], host, port)) return 1;
+    if (!t->e[i].legacy && creds_for_host(&t->e[i], host, port)) return 1;
   return 0;
 }
 
@@ -484,7 +484,7 @@ static creds_status count_head(const proxy_creds *t, const char *head, size_t le
   return st;
 }
 
-static creds_status misplaced(const cred_entry *e, char *what, size_t what_len) {
+creds_status creds_misplaced(const cred_entry *e, char *what, size_t what_len) {
   snprintf(what, what_len, "%s", e->name);
   return CREDS_MISPLACED;
 }
@@ -494,7 +494,7 @@ creds_status creds_check_head(const proxy_creds *t, const char *head, size_t len
   size_t counts[CREDS_MAX + 1];
   if (count_head(t, head, len, counts) != CREDS_OK) return CREDS_UNREADABLE;
   for (size_t i = 0; i < t->n; i++)
-    if (counts[i]) return misplaced(&t->e[i], what, what_len);
+    if (counts[i]) return creds_misplaced(&t->e[i], what, what_len);
   return CREDS_OK;
 }
 
@@ -508,7 +508,7 @@ static void place_target(const proxy_creds *t, const char *host, int port, const
   size_t from = 0;
   for (size_t i = 0; i < t->n; i++) { /* a path prefix: at most one credential can own it */
     const cred_entry *e = &t->e[i];
-    if (e->legacy || e->place != CRED_PATH || !for_host(e, host, port) || from) continue;
+    if (e->legacy || e->place != CRED_PATH || !creds_for_host(e, host, port) || from) continue;
     outbuf want = outbuf_new();
     put_filled(&want, e->format, e->placeholder, e->placeholder_len, 0);
     if (!want.oom && want.b.len <= qpos && memcmp(tg, want.b.data, want.b.len) == 0) {
@@ -529,7 +529,7 @@ static void place_target(const proxy_creds *t, const char *host, int port, const
     for (size_t i = 0; eq && !done && i < t->n; i++) {
       const cred_entry *e = &t->e[i];
       size_t nl = (size_t)(eq - (tg + s)), vl = end - s - nl - 1;
-      if (e->legacy || e->place != CRED_QUERY || !for_host(e, host, port) || nl != strlen(e->field) ||
+      if (e->legacy || e->place != CRED_QUERY || !creds_for_host(e, host, port) || nl != strlen(e->field) ||
           memcmp(tg + s, e->field, nl) != 0 || vl != e->placeholder_len || memcmp(eq + 1, e->placeholder, vl) != 0)
         continue;
       put(o, tg + s, nl + 1);
@@ -552,7 +552,7 @@ static void place_header(const proxy_creds *t, const char *host, int port, const
   size_t vl = v ? (size_t)(line + ll - v) : 0;
   for (size_t i = 0; colon && i < t->n; i++) {
     const cred_entry *e = &t->e[i];
-    if (e->legacy || !for_host(e, host, port)) continue;
+    if (e->legacy || !creds_for_host(e, host, port)) continue;
     if (e->place == CRED_HEADER && nl == strlen(e->field) && strncasecmp(line, e->field, nl) == 0) {
       outbuf want = outbuf_new();
       put_filled(&want, e->format, e->placeholder, e->placeholder_len, 0);
@@ -619,7 +619,7 @@ creds_status creds_rewrite_head(const proxy_creds *t, const char *host, int port
   }
   creds_status st = CREDS_OK;
   for (size_t i = 0; i < t->n && st == CREDS_OK; i++) /* once only: two copies of its header or parameter are misplaced */
-    if (counts[i] != subs[i] || subs[i] > 1) st = misplaced(&t->e[i], what, what_len);
+    if (counts[i] != subs[i] || subs[i] > 1) st = creds_misplaced(&t->e[i], what, what_len);
   if (st == CREDS_OK && o.oom) st = CREDS_NOMEM;
   if (st != CREDS_OK) {
     ss_buf_wipe(&o.b); /* it may hold a secret already */
@@ -629,192 +629,4 @@ creds_status creds_rewrite_head(const proxy_creds *t, const char *host, int port
   *head = o.b.data;
   *head_len = o.b.len;
   return CREDS_OK;
-}
-
-/* ---- the secrets a connection keeps ---- */
-
-static char *dup_bytes(const char *s, size_t n) {
-  char *d = s ? malloc(n + 1) : NULL;
-  if (d) memcpy(d, s, n), d[n] = '\0';
-  return d;
-}
-
-/* What a scrub needs of e (host, port, secret, masks, forms), copied into d. -1: out of memory. */
-static int entry_copy(cred_entry *d, const cred_entry *e) {
-  memset(d, 0, sizeof *d);
-  d->port = e->port;
-  d->legacy = e->legacy;
-  d->secret_len = e->secret_len;
-  d->host = dup_bytes(e->host, strlen(e->host));
-  d->name = dup_bytes(e->name, strlen(e->name));
-  d->secret = dup_bytes(e->secret, e->secret_len);
-  d->mask = dup_bytes(e->mask, e->secret_len);
-  int ok = d->host && d->name && d->secret && d->mask;
-  for (int f = 0; f < CREDS_FORMS && ok; f++) {
-    if (!e->form[f]) continue;
-    d->form_len[f] = e->form_len[f];
-    d->form[f] = dup_bytes(e->form[f], e->form_len[f]);
-    d->form_mask[f] = dup_bytes(e->form_mask[f], e->form_len[f]);
-    ok = d->form[f] && d->form_mask[f];
-  }
-  return ok ? 0 : -1;
-}
-
-static int same_secret(const cred_entry *a, const cred_entry *b) {
-  return a->secret_len == b->secret_len && a->port == b->port && strcmp(a->host, b->host) == 0 &&
-         memcmp(a->secret, b->secret, a->secret_len) == 0;
-}
-
-static int kept_has(const proxy_creds *kept, const cred_entry *e) {
-  for (size_t j = 0; kept && j < kept->n; j++)
-    if (same_secret(&kept->e[j], e)) return 1;
-  return 0;
-}
-
-int creds_keep(proxy_creds **kept, const proxy_creds *t, const char *host, int port) {
-  for (size_t i = 0; t && i < t->n; i++) {
-    const cred_entry *e = &t->e[i];
-    if (!for_host(e, host, port) || kept_has(*kept, e)) continue;
-    if (!*kept && !(*kept = calloc(1, sizeof **kept))) return -1;
-    proxy_creds *k = *kept;
-    if (k->n >= CREDS_KEPT_MAX) return -1;
-    cred_entry *grown = realloc(k->e, (k->n + 1) * sizeof *k->e);
-    if (!grown) return -1;
-    k->e = grown;
-    if (entry_copy(&k->e[k->n], e) != 0) return entry_free(&k->e[k->n]), -1;
-    k->n++;
-  }
-  return 0;
-}
-
-int creds_scrubs(const proxy_creds *t, const proxy_creds *kept, const char *host, int port) {
-  for (size_t i = 0; t && i < t->n; i++)
-    if (for_host(&t->e[i], host, port)) return 1;
-  for (size_t i = 0; kept && i < kept->n; i++)
-    if (for_host(&kept->e[i], host, port)) return 1;
-  return 0;
-}
-
-/* ---- streams ---- */
-
-typedef struct {
-  const char *find, *repl; /* repl NULL: finding it is CREDS_MISPLACED */
-  size_t len;
-  size_t prefix; /* a run of at least this many of its first bytes, cut short, is masked too (0: none) */
-  const cred_entry *entry;
-} needle;
-
-#define NEEDLES_MAX ((CREDS_MAX + 1 + CREDS_KEPT_MAX) * (1 + CREDS_FORMS))
-
-static size_t prefix_of(size_t len) {
-  size_t half = (len + 1) / 2;
-  return half < CREDS_PREFIX_MIN ? (len < CREDS_PREFIX_MIN ? len : CREDS_PREFIX_MIN) : half;
-}
-
-static size_t add_scrub(const cred_entry *e, needle *nd, size_t k) {
-  nd[k++] = (needle){e->secret, e->mask, e->secret_len, prefix_of(e->secret_len), e};
-  for (int f = 0; f < CREDS_FORMS; f++)
-    if (e->form[f]) nd[k++] = (needle){e->form[f], e->form_mask[f], e->form_len[f], prefix_of(e->form_len[f]), e};
-  return k;
-}
-
-/* The needles of a mode: the secrets of host:port in t and kept, and their forms (scrub), every
- * placeholder (scan); *longest the longest needle. */
-static size_t needles_of(const proxy_creds *t, const proxy_creds *kept, const char *host, int port, creds_mode mode,
-                         needle *nd, unsigned char first[256], size_t *longest) {
-  size_t k = 0;
-  for (size_t i = 0; t && i < t->n; i++) {
-    const cred_entry *e = &t->e[i];
-    if (mode == CREDS_SCRUB && for_host(e, host, port) && !kept_has(kept, e)) k = add_scrub(e, nd, k);
-    else if (mode == CREDS_SCAN && !e->legacy) nd[k++] = (needle){e->placeholder, NULL, e->placeholder_len, 0, e};
-  }
-  for (size_t i = 0; mode == CREDS_SCRUB && kept && i < kept->n; i++)
-    if (for_host(&kept->e[i], host, port)) k = add_scrub(&kept->e[i], nd, k);
-  memset(first, 0, 256);
-  *longest = 0;
-  for (size_t j = 0; j < k; j++) {
-    first[(unsigned char)nd[j].find[0]] = 1;
-    if (nd[j].len > *longest) *longest = nd[j].len;
-  }
-  return k;
-}
-
-static size_t common_prefix(const char *a, const char *b, size_t n) {
-  size_t i = 0;
-  while (i < n && a[i] == b[i]) i++;
-  return i;
-}
-
-creds_status creds_stream_feed(const proxy_creds *t, const proxy_creds *kept, const char *host, int port,
-                               creds_mode mode, creds_stream *st, const char *data, size_t n, int final, char **out,
-                               size_t *out_len, char *what, size_t what_len) {
-  needle nd[NEEDLES_MAX];
-  unsigned char first[256];
-  size_t longest;
-  size_t k = needles_of(t, kept, host, port, mode, nd, first, &longest);
-  *out = NULL;
-  *out_len = 0;
-  size_t m = st->len + n;
-  if (m == 0) return CREDS_OK;
-  char *b = malloc(m), *o = malloc(m); /* the carry and the new bytes; what passes (never longer) */
-  if (!b || !o) {
-    free(b);
-    free(o);
-    return CREDS_NOMEM;
-  }
-  if (st->len) memcpy(b, st->carry, st->len);
-  if (n) memcpy(b + st->len, data, n);
-  /* Decided here: every position with the longest needle's length ahead of it (all of them at
-   * the end). The rest, whatever it holds, is the carry: a match can start in it. */
-  size_t hold = final || longest == 0 ? 0 : longest - 1, stop = m > hold ? m - hold : 0;
-  size_t i = 0, ol = 0;
-  creds_status rc = CREDS_OK;
-  while (i < stop) {
-    const needle *best = NULL;
-    size_t best_len = 0;
-    for (size_t j = 0; first[(unsigned char)b[i]] && j < k; j++) {
-      size_t have = m - i < nd[j].len ? m - i : nd[j].len;
-      size_t same = common_prefix(b + i, nd[j].find, have);
-      int whole = same == nd[j].len;
-      if (!whole && !(nd[j].prefix && same >= nd[j].prefix && nd[j].repl)) continue;
-      if (same > best_len || (same == best_len && whole)) best = &nd[j], best_len = same;
-    }
-    if (best && !best->repl) {
-      rc = misplaced(best->entry, what, what_len);
-      break;
-    }
-    if (best) {
-      memcpy(o + ol, best->repl, best_len); /* a whole needle's mask, or as much of it as was cut short */
-      ol += best_len;
-      i += best_len;
-    } else {
-      o[ol++] = b[i++];
-    }
-  }
-  memset(b, 0, i); /* the bytes passed on may have held a secret */
-  if (st->carry) memset(st->carry, 0, st->len);
-  free(st->carry);
-  st->carry = NULL;
-  st->len = 0;
-  if (rc == CREDS_OK && i < m) { /* the held tail waits for the next bytes */
-    memmove(b, b + i, m - i);
-    st->carry = b;
-    st->len = m - i;
-  } else {
-    free(b);
-  }
-  if (rc != CREDS_OK || ol == 0) {
-    free(o);
-    return rc;
-  }
-  *out = o;
-  *out_len = ol;
-  return CREDS_OK;
-}
-
-void creds_stream_free(creds_stream *st) {
-  if (st->carry) memset(st->carry, 0, st->len);
-  free(st->carry);
-  st->carry = NULL;
-  st->len = 0;
 }

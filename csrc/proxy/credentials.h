@@ -77,6 +77,11 @@ const char *creds_model_key(const proxy_creds *t);
  * characters of visible ASCII, t has no such entry, or memory runs out: t is then unchanged. */
 int creds_set_model_key(proxy_creds *t, const char *key, char *why, size_t why_len);
 
+/* Shared by credentials.c and credentials_stream.c: an entry's memory (its secrets wiped),
+ * whether it is for host:port, and (below) CREDS_MISPLACED naming it in what. */
+void creds_entry_free(cred_entry *e);
+int creds_for_host(const cred_entry *e, const char *host, int port);
+
 /* 1 when a (non-legacy) credential names host:port: such a host is always inspected. */
 int creds_has_host(const proxy_creds *t, const char *host, int port);
 /* 1 when any (non-legacy) credential exists: the proxy then needs its inspection CA. */
@@ -86,6 +91,7 @@ int creds_any_host(const proxy_creds *t);
  * over BASIC_MAX decoded bytes), refused while any credential exists, since an origin might
  * decode it more leniently and find a placeholder there. */
 typedef enum { CREDS_OK = 0, CREDS_MISPLACED, CREDS_NOMEM, CREDS_UNREADABLE } creds_status;
+creds_status creds_misplaced(const cred_entry *e, char *what, size_t what_len);
 
 /* An inspected request toward host:port. orig: the head exactly as the client sent it; *head:
  * the head the proxy will send on (request line, Host, kept fields; malloc'd). Every placeholder
