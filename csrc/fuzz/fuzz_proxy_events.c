@@ -141,6 +141,10 @@ typedef struct run {
   size_t inner_off, head_len;
   pbuf client_plain; /* what the client sent inside TLS */
   pbuf origin_plain; /* what the destination sent inside TLS */
+  /* where in origin_plain the answers begin: what the destination sent and the proxy read
+   * before the first request reached it was dropped (nothing had been asked), not an answer */
+  size_t answers_from;
+  int answers_from_set;
   int raw_inner;     /* some of it came from the fuzzer's bytes, not the template */
   peer client, origin;
   int connected, client_eof_sent, origin_eof_sent, client_tls_max, origin_tls_max;
@@ -340,7 +344,8 @@ static void check_inspected(run *r) {
            "would read it as a request the policy never checked");
     const char *g = got->p + go, *c = sent->p + so;
     size_t gn = got->n - go, cn = sent->n - so;
-    if (k && reusable_responses(r->origin_plain.p, r->origin_plain.n, heads, k < 64 ? k : 64) < k)
+    if (k && reusable_responses(r->origin_plain.p + r->answers_from, r->origin_plain.n - r->answers_from, heads,
+                                k < 64 ? k : 64) < k)
       fail("a request reached the destination before its answer to the one before allowed another");
     const char *eol = cn ? memmem(c, cn, "\r\n", 2) : NULL;
     if (!eol) fail("the destination got a request the client has not even finished the request line of");
@@ -460,7 +465,12 @@ static void on_sent(void *ctx, mu_side side, const char *data, size_t n) {
     client_got(r);
   } else if (side == MU_UPSTREAM) {
     if (!r->connected) fail("bytes went to a destination that is not connected");
+    size_t before = r->origin.plain_in.n;
     peer_receive(&r->origin, data, n);
+    if (!before && r->origin.plain_in.n && !r->answers_from_set) { /* the first request arrives */
+      r->answers_from_set = 1;
+      r->answers_from = r->origin.out.n == 0 ? r->origin_plain.n : 0; /* all of it read by the proxy, or count it all */
+    }
   }
 }
 
