@@ -68,6 +68,7 @@ struct inspect_session {
   hc_decoder body_chunks; /* a chunked request body, validated as it streams */
   hc_decoder scan_chunks; /* the same body again, its chunk data read for the credential scan */
   int rechunk;            /* the chunked body is scanned without its framing and sent in new chunks */
+  int rechunk_ended;      /* its last chunk went out: bytes read after it belong to no body */
   hr_parser resp;         /* where the origin's response ends */
   int scrubbing;          /* the origin is a credential's host: its answer goes through inspect_scrub.c */
   resp_scrub scrub;
@@ -197,6 +198,7 @@ static void drop_sent(inspect_session *s, size_t k) {
 static int body_out(proxy_conn *c, const char *data, size_t k, int final, char **out, size_t *on) {
   inspect_session *s = c->insp;
   if (!s->rechunk) return cred_flow_body(c, data, k, final, out, on);
+  if (s->rechunk_ended) return 0; /* k is 0: the next request's bytes, held */
   char *plain = k ? malloc(k) : NULL, *pass = NULL;
   size_t pl = 0, pn = 0;
   hc_result r;
@@ -211,7 +213,7 @@ static int body_out(proxy_conn *c, const char *data, size_t k, int final, char *
   if (pn) *on += (size_t)snprintf(*out, 32, "%zx\r\n", pn);
   if (pn) memcpy(*out + *on, pass, pn), *on += pn;
   if (pn) memcpy(*out + *on, "\r\n", 2), *on += 2;
-  if (final) memcpy(*out + *on, "0\r\n\r\n", 5), *on += 5;
+  if (final) memcpy(*out + *on, "0\r\n\r\n", 5), *on += 5, s->rechunk_ended = 1;
   free(pass);
   return 0;
 }
@@ -282,6 +284,7 @@ static void decide(proxy_conn *c) {
   hc_init(&s->body_chunks, HC_REQUEST);
   hc_init(&s->scan_chunks, HC_REQUEST);
   s->rechunk = r->chunked && creds_any_host(c->srv->creds);
+  s->rechunk_ended = 0;
   hr_begin(&s->resp, r->head.method_len == 4 && memcmp(r->head.method, "HEAD", 4) == 0);
   s->phase = IN_WAIT_ORIGIN;
   uv_read_stop((uv_stream_t *)&c->client); /* nothing more is read until the request went out */
