@@ -249,7 +249,7 @@ describe("sandstack-proxy", function()
       assert.equal("authentication_error", core.json_decode(r.body).error.type)
     end)
 
-    it("streams SSE: the first event reaches the client before the upstream finishes", function()
+    it("streams SSE: the first event reaches the client before the upstream finishes (all but the scrub's hold)", function()
       local r = client("sse", PROXY_IP, "3128", TOKEN)
       assert.equal(200, r.response.status)
       assert.equal("chunked", r.response.headers["transfer-encoding"])

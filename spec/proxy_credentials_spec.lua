@@ -177,17 +177,7 @@ else:
 print(json.dumps(out))
 ]]
 
-local function creds_json(list)
-  local out = {}
-  for i, c in ipairs(list) do
-    local e = { name = c.name, host = c.host, port = c.port, secret = c.secret, placeholder = c.placeholder }
-    for _, k in ipairs { "header", "format", "query", "path", "basic" } do e[k] = c[k] end
-    out[i] = e
-  end
-  return core.json_encode(out)
-end
-
-local function unhex(s) return (s:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end)) end
+local creds_json, unhex = ph.creds_json, ph.unhex
 
 -- every request the stand-in got, in order, as raw bytes
 local function received()

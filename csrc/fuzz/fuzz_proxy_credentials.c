@@ -54,7 +54,7 @@ static void check_stream(const proxy_creds *t, creds_mode mode, const char *data
   creds_stream whole = {0}, parts = {0};
   char *a = NULL, what[80];
   size_t al = 0;
-  creds_status sa = creds_stream_feed(t, HOST, PORT, mode, &whole, data, n, 1, &a, &al, what, sizeof what);
+  creds_status sa = creds_stream_feed(t, NULL, HOST, PORT, mode, &whole, data, n, 1, &a, &al, what, sizeof what);
   if (whole.len != 0 && sa == CREDS_OK) abort(); /* final lets everything go */
   char *b = malloc(n + 1);
   size_t bl = 0;
@@ -63,7 +63,7 @@ static void check_stream(const proxy_creds *t, creds_mode mode, const char *data
     size_t k = n - off < step ? n - off : step;
     char *o = NULL;
     size_t ol = 0;
-    sb = creds_stream_feed(t, HOST, PORT, mode, &parts, data + off, k, off + k >= n, &o, &ol, what, sizeof what);
+    sb = creds_stream_feed(t, NULL, HOST, PORT, mode, &parts, data + off, k, off + k >= n, &o, &ol, what, sizeof what);
     if (parts.len >= CREDS_SECRET_MAX) abort(); /* the carry is shorter than any needle */
     if (ol) memcpy(b + bl, o, ol);
     bl += ol;

@@ -30,10 +30,14 @@
  *    coding as read here); no token; a second request only after the destination sent a whole
  *    response to the first that allows reuse (judged here, independently of the proxy's
  *    parser: HTTP/1.1, no "Connection: close", framed by length or chunks), so nothing the
- *    client pipelined reaches it unchecked or early; an untrusted origin gets nothing;
+ *    client pipelined reaches it unchecked or early; and never after a request that carried a
+ *    body (CL.0: an origin that does not read a GET's or a handler's body would read that body
+ *    as a second request the policy never checked); an untrusted origin gets nothing;
  *  - a forwarded request arrives in origin form with the client's method and path, the same
  *    body rules, no token;
  *  - a tunnel relays exactly the client's bytes, in order;
+ *  - api.test has a credential (X-Key): its secret never reaches the client in an answer, and a
+ *    chunked body may go on in the proxy's own chunks, whose data must be the client's;
  *  - the credential route's upstream request carries the real key once, never the token, and
  *    at most Content-Length body bytes, which are the client's;
  *  - the proxy stops after SIGTERM: no connection, handle, resolve or transfer left. */
@@ -56,6 +60,9 @@
 #define TOKEN "tok-fuzz-events-0123456789"
 #define KEY "sk-real-fuzz-key-0123"
 #define PIPELINED "secret" /* in a request the client pipelines behind the one it sends */
+/* a credential for api.test (its header X-Key): inspected answers from there are scrubbed */
+#define CRED_SECRET "api-secret-fuzz-0123456789"
+#define CRED_PLACEHOLDER "PHapiAAAAAAAAAAAAAAAAAAAAA"
 
 typedef enum { R_TUNNEL, R_INSPECT, R_FORWARD, R_CREDENTIAL, R_RAW, R_SCRIPT } route;
 
@@ -84,7 +91,8 @@ static const tmpl TEMPLATES[16] = {
     {R_INSPECT, "CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n%s\r\n", BEARER, "api.test", 0,
      "POST /up HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n", 1, 1, "POST /up HTTP/1.1", 1, 0},
     {R_INSPECT, "CONNECT api.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "api.test", 1,
-     "GET /v1/models?limit=2 HTTP/1.1\r\nHost: api.test\r\n\r\n", 0, 1, "GET /v1/models?limit=2 HTTP/1.1", 1, 0},
+     "GET /v1/models?limit=2 HTTP/1.1\r\nHost: api.test\r\nX-Key: " CRED_PLACEHOLDER "\r\n\r\n", 0, 1,
+     "GET /v1/models?limit=2 HTTP/1.1", 1, 0},
     {R_INSPECT, "CONNECT api.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "api.test", 0,
      "DELETE /up HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n", 1, 0, NULL, 1, 0},
     {R_INSPECT, "CONNECT api.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "api.test", 0,
@@ -133,6 +141,10 @@ typedef struct run {
   size_t inner_off, head_len;
   pbuf client_plain; /* what the client sent inside TLS */
   pbuf origin_plain; /* what the destination sent inside TLS */
+  /* where in origin_plain the answers begin: what the destination sent and the proxy read
+   * before the first request reached it was dropped (nothing had been asked), not an answer */
+  size_t answers_from;
+  int answers_from_set;
   int raw_inner;     /* some of it came from the fuzzer's bytes, not the template */
   peer client, origin;
   int connected, client_eof_sent, origin_eof_sent, client_tls_max, origin_tls_max;
@@ -251,6 +263,27 @@ static size_t chunked_len(const char *p, size_t n, int trailers) {
   }
 }
 
+/* The chunk data of the chunked body at p[0..n), as far as it goes (a cut or malformed tail
+ * ends it), into out. */
+static void dechunk(const char *p, size_t n, pbuf *out) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned long long size = 0;
+    int digits = 0;
+    while (i < n && p[i] && strchr("0123456789abcdefABCDEF", p[i])) {
+      if (++digits > 15) return;
+      size = size * 16 + (unsigned)(p[i] <= '9' ? p[i] - '0' : (p[i] | 32) - 'a' + 10);
+      i++;
+    }
+    const char *cr = digits ? memmem(p + i, n - i, "\r\n", 2) : NULL;
+    if (!cr || !size) return;
+    i = (size_t)(cr - p) + 2;
+    size_t take = size < n - i ? (size_t)size : n - i;
+    pb_add(out, p + i, take);
+    i += take + 2;
+  }
+}
+
 /* How many whole responses at the start of p[0..n) allow another request on the connection:
  * each HTTP/1.1, without "Connection: close", framed by Content-Length or chunks (or no body:
  * 204, 304, or any answer to HEAD, heads[k] of the client's k-th request). Interim 1xx heads are
@@ -304,11 +337,15 @@ static void check_inspected(run *r) {
   if (!r->seen_allow) fail("the destination got request bytes before the proxy allowed anything");
   if (r->t->rogue) fail("a request went to a destination whose certificate the proxy must not trust");
   size_t go = 0, so = 0;
-  int heads[64] = {0};
+  int heads[64] = {0}, had_body = 0;
   for (size_t k = 0; go < got->n; k++) {
+    if (k && had_body) /* CL.0: an origin that ignores a body reads it as a request nobody checked */
+      fail("a request reached the destination on a connection that had carried a body: an origin ignoring that body "
+           "would read it as a request the policy never checked");
     const char *g = got->p + go, *c = sent->p + so;
     size_t gn = got->n - go, cn = sent->n - so;
-    if (k && reusable_responses(r->origin_plain.p, r->origin_plain.n, heads, k < 64 ? k : 64) < k)
+    if (k && reusable_responses(r->origin_plain.p + r->answers_from, r->origin_plain.n - r->answers_from, heads,
+                                k < 64 ? k : 64) < k)
       fail("a request reached the destination before its answer to the one before allowed another");
     const char *eol = cn ? memmem(c, cn, "\r\n", 2) : NULL;
     if (!eol) fail("the destination got a request the client has not even finished the request line of");
@@ -334,6 +371,21 @@ static void check_inspected(run *r) {
     if (!sh) fail("the destination got a whole head before the client sent one");
     size_t body = gn - gh, have = cn - sh, vl;
     int te = field(c, sh, "transfer-encoding:", &vl) != NULL;
+    had_body = te || content_length(c, sh) > 0;
+    if (te) { /* the proxy may send a chunked body in chunks of its own: the data must be the client's */
+      size_t gf = chunked_len(g + gh, body, 0), cf = chunked_len(c + sh, have, 0);
+      pbuf gd = {0}, cd = {0};
+      dechunk(g + gh, gf ? gf : body, &gd);
+      dechunk(c + sh, cf ? cf : have, &cd);
+      int bad = gd.n > cd.n || (gd.n && memcmp(gd.p, cd.p, gd.n) != 0) || (gf && (!cf || gd.n != cd.n));
+      pb_free(&gd);
+      pb_free(&cd);
+      if (bad) fail("chunked body data the client did not send reached the destination");
+      if (!gf) return; /* the body goes on: whatever else arrived is inside it */
+      go += gh + gf;
+      so += sh + cf;
+      continue;
+    }
     size_t framed = te ? chunked_len(c + sh, have, 0) : content_length(c, sh);
     int known = !te || framed; /* where the client's body ends is known */
     if (!known) framed = have;  /* an unfinished chunked body: at most what the client sent */
@@ -360,6 +412,11 @@ static void check_relay(run *r) {
 
 static void check(run *r) {
   observe(r);
+  /* the scrub: api.test's secret never reaches the client (unless the client itself wrote it) */
+  const pbuf *back = &r->client.plain_in, *wrote = &r->client_plain;
+  if (back->n && memmem(back->p, back->n, CRED_SECRET, strlen(CRED_SECRET)) &&
+      !(wrote->n && memmem(wrote->p, wrote->n, CRED_SECRET, strlen(CRED_SECRET))))
+    fail("a credential's secret reached the client");
   switch (r->t->route) {
   case R_INSPECT: check_inspected(r); break;
   case R_FORWARD: check_forwarded(r, &r->origin.in); break;
@@ -408,7 +465,12 @@ static void on_sent(void *ctx, mu_side side, const char *data, size_t n) {
     client_got(r);
   } else if (side == MU_UPSTREAM) {
     if (!r->connected) fail("bytes went to a destination that is not connected");
+    size_t before = r->origin.plain_in.n;
     peer_receive(&r->origin, data, n);
+    if (!before && r->origin.plain_in.n && !r->answers_from_set) { /* the first request arrives */
+      r->answers_from_set = 1;
+      r->answers_from = r->origin.out.n == 0 ? r->origin_plain.n : 0; /* all of it read by the proxy, or count it all */
+    }
   }
 }
 
@@ -674,6 +736,10 @@ static void setup_once(void) {
   setenv("SANDSTACK_CA_DIR", G.dir, 1);
   setenv("SANDSTACK_CA_ROOTS", roots, 1);
   setenv("SANDSTACK_SESSION", "fuzz", 1);
+  setenv("SANDSTACK_CREDENTIALS",
+         "[{\"name\":\"API_KEY\",\"host\":\"api.test\",\"secret\":\"" CRED_SECRET "\",\"placeholder\":\"" CRED_PLACEHOLDER
+         "\",\"header\":\"X-Key\"}]",
+         1);
   setenv("SANDSTACK_PROXY_BUFFER_BYTES", "4096", 1); /* backpressure within reach of short inputs */
   setenv("SANDSTACK_PROXY_MAX_HEADER_BYTES", "4096", 1);
   setenv("SANDSTACK_PROXY_MAX_REQUEST_LINE", "1024", 1);

@@ -72,7 +72,7 @@ static size_t count(const char *s, size_t n, const char *needle) {
 
 static void check_outbound(const ir_request *r) {
   size_t n = 0;
-  char *out = ir_outbound_head(r, HOST, PORT, TOKEN, strlen(TOKEN), &n);
+  char *out = ir_outbound_head(r, HOST, PORT, TOKEN, strlen(TOKEN), 1, &n);
   if (!out) return;
   if (n < 4 || memcmp(out + n - 4, "\r\n\r\n", 4) != 0) abort();
   const char *first_eol = memmem(out, n, "\r\n", 2);

@@ -86,6 +86,10 @@ struct proxy_conn {
   /* credentials (cred_flow.c): the request body scanned for placeholders, the response scrubbed
    * of secrets; each holds only the few bytes undecided at the end of the last read */
   creds_stream cred_body, cred_response;
+  /* every secret this connection's requests could have carried, copied when one is placed (or
+   * the credential route begins), so its answers are scrubbed of it after a live replacement
+   * retired it; wiped and freed with the connection */
+  proxy_creds *cred_kept;
 };
 
 /* The most one read of a connection's streams delivers. */

@@ -29,18 +29,39 @@ static void refuse(proxy_conn *c, const char *what) {
   reply_policy(c, "deny", "credential_misplaced", 0, msg);
 }
 
+/* A Basic value the proxy cannot decode for certain: an origin decoding it more leniently
+ * could find a placeholder the check did not see. */
+static void unreadable(proxy_conn *c) {
+  c->security_event = "credential_misplaced";
+  c->decision = "bad_request";
+  reply_error(c, 400, "invalid_request_error",
+              "an Authorization Basic value that is not canonical base64 (or decodes to more than 4608 bytes) is "
+              "refused while the proxy places credentials; send it as canonical padded base64");
+}
+
 static int outcome(proxy_conn *c, creds_status st, const char *what) {
   if (st == CREDS_OK) return 0;
   if (st == CREDS_MISPLACED) refuse(c, what);
+  else if (st == CREDS_UNREADABLE) unreadable(c);
   else conn_close(c);
   return -1;
 }
 
 int cred_flow_place(proxy_conn *c, const char *orig, size_t orig_len, char **head, size_t *head_len) {
   char what[80] = "";
+  if (cred_flow_keep(c) != 0) return -1;
   return outcome(c, creds_rewrite_head(c->srv->creds, c->host, c->port, orig, orig_len, head, head_len, what, sizeof what),
                  what);
 }
+
+int cred_flow_keep(proxy_conn *c) {
+  if (creds_keep(&c->cred_kept, c->srv->creds, c->host, c->port) == 0) return 0;
+  c->end = "credentials_kept_full";
+  conn_close(c);
+  return -1;
+}
+
+int cred_flow_scrubs(proxy_conn *c) { return creds_scrubs(c->srv->creds, c->cred_kept, c->host, c->port); }
 
 int cred_flow_check_head(proxy_conn *c, const char *head, size_t len) {
   char what[80] = "";
@@ -49,7 +70,7 @@ int cred_flow_check_head(proxy_conn *c, const char *head, size_t len) {
 
 int cred_flow_body(proxy_conn *c, const char *data, size_t n, int final, char **out, size_t *out_len) {
   char what[80] = "";
-  creds_status st = creds_stream_feed(c->srv->creds, c->host, c->port, CREDS_SCAN, &c->cred_body, data, n, final, out,
+  creds_status st = creds_stream_feed(c->srv->creds, c->cred_kept, c->host, c->port, CREDS_SCAN, &c->cred_body, data, n, final, out,
                                       out_len, what, sizeof what);
   return outcome(c, st, what);
 }
@@ -57,7 +78,7 @@ int cred_flow_body(proxy_conn *c, const char *data, size_t n, int final, char **
 int cred_flow_response(proxy_conn *c, creds_stream *st, const char *data, size_t n, int final, char **out,
                        size_t *out_len) {
   char what[80] = "";
-  return outcome(c, creds_stream_feed(c->srv->creds, c->host, c->port, CREDS_SCRUB, st, data, n, final, out, out_len,
+  return outcome(c, creds_stream_feed(c->srv->creds, c->cred_kept, c->host, c->port, CREDS_SCRUB, st, data, n, final, out, out_len,
                                       what, sizeof what),
                  what);
 }
@@ -65,4 +86,6 @@ int cred_flow_response(proxy_conn *c, creds_stream *st, const char *data, size_t
 void cred_flow_free(proxy_conn *c) {
   creds_stream_free(&c->cred_body);
   creds_stream_free(&c->cred_response);
+  creds_free(c->cred_kept); /* wipes the kept secrets */
+  c->cred_kept = NULL;
 }

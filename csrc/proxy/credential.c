@@ -35,6 +35,7 @@ struct cred_req {
   long status;
   int send_paused, recv_paused, head_sent, chunked, is_head, has_cl, has_te;
   int in_callback, aborted, finished, client_paused, added;
+  int encoded; /* the answer named a Content-Encoding: refused (the scrub reads plain text only) */
   creds_stream scrub_head; /* one header line at a time (the body's is c->cred_response) */
 };
 
@@ -156,6 +157,19 @@ static int hop_by_hop(const char *line, size_t n) {
   return 0;
 }
 
+/* A Content-Encoding field naming anything but identity. The proxy asked for identity; a body
+ * in another coding would carry the key past the scrub. */
+static int encoded(const char *line, size_t n) {
+  if (n < 17 || strncasecmp(line, "content-encoding:", 17) != 0) return 0;
+  for (size_t i = 17; i < n; i++) {
+    char ch = line[i];
+    if (ch == ' ' || ch == '\t' || ch == ',' || ch == '\r' || ch == '\n') continue;
+    if (n - i >= 8 && strncasecmp(line + i, "identity", 8) == 0) i += 7;
+    else return 1;
+  }
+  return 0;
+}
+
 static void send_head(cred_req *r) {
   proxy_conn *c = r->c;
   curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
@@ -195,6 +209,11 @@ static size_t on_header(char *line, size_t size, size_t n, void *ud) {
   } else {
     if (len >= 18 && strncasecmp(line, "transfer-encoding:", 18) == 0) r->has_te = 1;
     if (len >= 15 && strncasecmp(line, "content-length:", 15) == 0) r->has_cl = 1;
+    if (encoded(line, len)) {
+      r->encoded = 1; /* the transfer fails before the head goes on: credential_done answers 502 */
+      r->in_callback--;
+      return 0;
+    }
     char *clean = NULL; /* the line with the key (or any secret of this host) masked, same length */
     size_t cl = 0;
     if (!hop_by_hop(line, len) && cred_flow_response(r->c, &r->scrub_head, line, len, 1, &clean, &cl) != 0) {
@@ -274,6 +293,13 @@ void credential_done(CURL *easy, CURLcode rc) {
   curl_multi_remove_handle(curl_loop_multi(c->srv->curl), easy);
   r->finished = 1;
   if (r->aborted || c->state == ST_CLOSING) return free_req(r);
+  if (r->encoded && !r->head_sent) {
+    c->decision = "upstream_error";
+    free_req(r);
+    return reply_upstream(c, 502, "response_encoded",
+                          "the upstream answered with a Content-Encoding, so the proxy cannot scrub the key from it and "
+                          "did not pass it on; the proxy asks for Accept-Encoding: identity");
+  }
   if (rc != CURLE_OK && !r->head_sent) {
     char msg[400];
     snprintf(msg, sizeof msg, "the upstream %s failed: %s", c->srv->cfg->upstream, curl_easy_strerror(rc));
@@ -329,7 +355,7 @@ static carrier token_carrier(proxy_conn *c) {
  * token in any name or value), and what curl writes itself here (the length, Expect) or the
  * proxy puts in place (the key). */
 static int dropped(const ph_header *h, const proxy_config *cfg) {
-  static const char *const names[] = {"content-length", "expect", "x-api-key", "authorization"};
+  static const char *const names[] = {"content-length", "expect", "x-api-key", "authorization", "accept-encoding"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (ph_name_is(h, names[i])) return 1;
   return ph_dropped(h, cfg->token, cfg->token_len);
@@ -355,6 +381,9 @@ static int build_headers(cred_req *r, carrier how) {
       return -1;
   }
   /* curl adds these itself unless told not to; the client's own (kept above) win */
+  struct curl_slist *ae = curl_slist_append(r->headers, "Accept-Encoding: identity"); /* the scrub reads plain text */
+  if (!ae) return -1;
+  r->headers = ae;
   static const char *const suppress[] = {"Accept:", "Content-Type:", "Expect:"};
   for (size_t i = 0; i < 3; i++) {
     char name[32];
@@ -453,6 +482,7 @@ void credential_begin(proxy_conn *c) {
                   req->target_len, c->port, &v);
   if (!v.admitted) return reply_refused(c, &v);
   if (cred_flow_check_head(c, c->in.data, req->head_len) != 0) return; /* another credential's placeholder */
+  if (cred_flow_keep(c) != 0) return; /* the key in force now: scrubbed from this answer even if replaced live */
   c->decision = "allow";
   c->rule = v.rule;
   cred_req *r = calloc(1, sizeof *r);

@@ -1,5 +1,5 @@
-/* Credentials for any host: the table, placing secrets, finding misplaced placeholders, and
- * scrubbing responses (see credentials.h). */
+/* Credentials for any host: the table, placing secrets and finding misplaced placeholders in a
+ * head (see credentials.h; the streams are credentials_stream.c). */
 #include "proxy/credentials.h"
 
 #include <cjson/cJSON.h>
@@ -18,7 +18,7 @@
 
 /* ---- the table ---- */
 
-static void entry_free(cred_entry *e) {
+void creds_entry_free(cred_entry *e) {
   if (e->secret) memset(e->secret, 0, e->secret_len);
   free(e->name);
   free(e->host);
@@ -27,14 +27,16 @@ static void entry_free(cred_entry *e) {
   free(e->secret);
   free(e->placeholder);
   free(e->mask);
-  if (e->sent) memset(e->sent, 0, e->sent_len);
-  free(e->sent);
-  free(e->sent_mask);
+  for (int f = 0; f < CREDS_FORMS; f++) {
+    if (e->form[f]) memset(e->form[f], 0, e->form_len[f]);
+    free(e->form[f]);
+    free(e->form_mask[f]);
+  }
 }
 
 void creds_free(proxy_creds *t) {
   if (!t) return;
-  for (size_t i = 0; i < t->n; i++) entry_free(&t->e[i]);
+  for (size_t i = 0; i < t->n; i++) creds_entry_free(&t->e[i]);
   free(t->e);
   free(t);
 }
@@ -106,7 +108,7 @@ static int parse_place(cred_entry *e, const cJSON *o, size_t i, char *why, size_
   return 0;
 }
 
-static int sent_form(cred_entry *e);
+static int make_forms(cred_entry *e);
 
 static int parse_entry(cred_entry *e, const cJSON *o, size_t i, char *why, size_t n) {
   static const char *const known[] = {"name", "host", "port", "secret", "placeholder", "header", "format", "query", "basic", "path"};
@@ -146,7 +148,7 @@ static int parse_entry(cred_entry *e, const cJSON *o, size_t i, char *why, size_
   e->secret_len = e->placeholder_len = sl;
   if (!e->secret || !e->placeholder || !e->mask) return why_fail(why, n, "out of memory");
   if (parse_place(e, o, i, why, n) != 0) return -1;
-  return sent_form(e) == 0 ? 0 : why_fail(why, n, "out of memory");
+  return make_forms(e) == 0 ? 0 : why_fail(why, n, "out of memory");
 }
 
 /* No two credentials share a name or a placeholder, and no secret holds a placeholder (its
@@ -302,13 +304,13 @@ proxy_creds *creds_parse_live(const char *json, size_t len, char **model_key, ch
   return t;
 }
 
-static int for_host(const cred_entry *e, const char *host, int port) {
+int creds_for_host(const cred_entry *e, const char *host, int port) {
   return e->port == port && strcmp(e->host, host) == 0;
 }
 
 int creds_has_host(const proxy_creds *t, const char *host, int port) {
   for (size_t i = 0; t && i < t->n; i++)
-    if (!t->e[i].legacy && for_host(&t->e[i], host, port)) return 1;
+    if (!t->e[i].legacy && creds_for_host(&t->e[i], host, port)) return 1;
   return 0;
 }
 
@@ -367,28 +369,57 @@ static void put_b64(outbuf *o, const unsigned char *s, size_t n) {
   free(b);
 }
 
-/* The secret as the placement writes it, when that is not the secret itself (see cred_entry). */
-static int sent_form(cred_entry *e) {
-  outbuf o = outbuf_new();
-  if (e->place == CRED_QUERY || e->place == CRED_PATH) put_pct(&o, e->secret, e->secret_len, e->place == CRED_PATH);
+/* The secret JSON-escaped (json) or HTML-escaped: the escapes an origin reflecting it as text
+ * commonly writes. */
+static void put_escaped(outbuf *o, const char *s, size_t n, int json) {
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    const char *esc = NULL;
+    if (json) esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '/' ? "\\/" : NULL;
+    else esc = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&quot;" : c == '\'' ? "&#39;" : NULL;
+    if (esc) put(o, esc, strlen(esc));
+    else put(o, &c, 1);
+  }
+}
+
+/* Keeps o as form f of e, masked by '*', unless it is the secret or an earlier form. */
+static int keep_form(cred_entry *e, int f, outbuf *o) {
+  if (o->oom) return ss_buf_wipe(&o->b), -1;
+  int same = !o->b.data || (o->b.len == e->secret_len && memcmp(o->b.data, e->secret, o->b.len) == 0);
+  for (int g = 0; g < f && !same; g++)
+    same = e->form[g] && e->form_len[g] == o->b.len && memcmp(e->form[g], o->b.data, o->b.len) == 0;
+  if (same) return ss_buf_wipe(&o->b), 0;
+  e->form[f] = o->b.data;
+  e->form_len[f] = o->b.len;
+  e->form[f][o->b.len] = '\0';
+  if (!(e->form_mask[f] = malloc(o->b.len + 1))) return -1;
+  memset(e->form_mask[f], '*', o->b.len);
+  e->form_mask[f][o->b.len] = '\0';
+  return 0;
+}
+
+/* The forms of the secret a response is scrubbed of besides the secret itself (see cred_entry). */
+static int make_forms(cred_entry *e) {
+  outbuf o[CREDS_FORMS];
+  for (int f = 0; f < CREDS_FORMS; f++) o[f] = outbuf_new();
+  if (e->place == CRED_QUERY || e->place == CRED_PATH) put_pct(&o[0], e->secret, e->secret_len, e->place == CRED_PATH);
   if (e->place == CRED_BASIC) {
     outbuf plain = outbuf_new();
     put(&plain, e->field, strlen(e->field));
     put(&plain, ":", 1);
     put(&plain, e->secret, e->secret_len);
-    if (!plain.oom) put_b64(&o, (const unsigned char *)plain.b.data, plain.b.len);
-    o.oom |= plain.oom;
+    if (!plain.oom) put_b64(&o[0], (const unsigned char *)plain.b.data, plain.b.len);
+    o[0].oom |= plain.oom;
     ss_buf_wipe(&plain.b);
   }
-  if (o.oom) return free(o.b.data), -1;
-  if (!o.b.data || (o.b.len == e->secret_len && memcmp(o.b.data, e->secret, o.b.len) == 0)) return free(o.b.data), 0;
-  e->sent = o.b.data;
-  e->sent_len = o.b.len;
-  e->sent[o.b.len] = '\0';
-  if (!(e->sent_mask = malloc(o.b.len + 1))) return -1;
-  memset(e->sent_mask, '*', o.b.len);
-  e->sent_mask[o.b.len] = '\0';
-  return 0;
+  put_pct(&o[1], e->secret, e->secret_len, 0);
+  put_escaped(&o[2], e->secret, e->secret_len, 1);
+  put_escaped(&o[3], e->secret, e->secret_len, 0);
+  int rc = 0;
+  for (int f = 0; f < CREDS_FORMS; f++)
+    if (rc == 0) rc = keep_form(e, f, &o[f]);
+    else ss_buf_wipe(&o[f].b);
+  return rc;
 }
 
 /* ---- finding placeholders in a head ---- */
@@ -405,7 +436,10 @@ static size_t count_in(const char *s, size_t n, const char *needle, size_t nl) {
   return k;
 }
 
-/* A header line's value when it is "Basic <base64>", decoded into buf: its length, or -1. */
+/* A header line's value when it is "Basic <base64>", decoded into buf: its length; -1 when it
+ * is no Basic value; -2 when it is one the proxy cannot read for certain: not strict base64,
+ * not canonical (its encoding again differs: stray bits, which lenient decoders ignore), or
+ * longer than cap decoded. */
 static long basic_value(const char *line, size_t n, unsigned char *buf, size_t cap) {
   const char *colon = memchr(line, ':', n);
   if (!colon) return -1;
@@ -415,14 +449,23 @@ static long basic_value(const char *line, size_t n, unsigned char *buf, size_t c
   if (end - v < 6 || strncasecmp(v, "Basic ", 6) != 0) return -1;
   v += 6;
   while (v < end && *v == ' ') v++;
-  return ss_base64_decode(v, (size_t)(end - v), buf, cap);
+  long dn = ss_base64_decode(v, (size_t)(end - v), buf, cap);
+  if (dn < 0) return -2;
+  size_t el;
+  char *again = ss_base64(buf, (size_t)dn, &el);
+  int canonical = again && el == (size_t)(end - v) && memcmp(again, v, el) == 0;
+  if (again) memset(again, 0, el);
+  free(again);
+  return canonical ? dn : -2;
 }
 
 #define BASIC_MAX (CREDS_SECRET_MAX + 512)
 
 /* Occurrences of each credential's placeholder in a head: raw anywhere, and inside the
- * decoded value of any "Basic" header (the placeholder as a password is base64 there). */
-static void count_head(const proxy_creds *t, const char *head, size_t len, size_t *counts) {
+ * decoded value of any "Basic" header (the placeholder as a password is base64 there).
+ * CREDS_UNREADABLE when a Basic value cannot be decoded for certain. */
+static creds_status count_head(const proxy_creds *t, const char *head, size_t len, size_t *counts) {
+  creds_status st = CREDS_OK;
   unsigned char plain[BASIC_MAX];
   for (size_t i = 0; i < t->n; i++)
     counts[i] = t->e[i].legacy ? 0 : count_in(head, len, t->e[i].placeholder, t->e[i].placeholder_len);
@@ -432,13 +475,16 @@ static void count_head(const proxy_creds *t, const char *head, size_t len, size_
     const char *nl = memchr(line, '\n', len - (size_t)(line - head));
     size_t ll = nl ? (size_t)(nl - line) : len - (size_t)(line - head);
     long dn = basic_value(line, ll, plain, sizeof plain);
+    if (dn == -2) st = CREDS_UNREADABLE;
     for (size_t i = 0; dn > 0 && i < t->n; i++)
       if (!t->e[i].legacy) counts[i] += count_in((const char *)plain, (size_t)dn, t->e[i].placeholder, t->e[i].placeholder_len);
     line = nl;
   }
+  memset(plain, 0, sizeof plain);
+  return st;
 }
 
-static creds_status misplaced(const cred_entry *e, char *what, size_t what_len) {
+creds_status creds_misplaced(const cred_entry *e, char *what, size_t what_len) {
   snprintf(what, what_len, "%s", e->name);
   return CREDS_MISPLACED;
 }
@@ -446,9 +492,9 @@ static creds_status misplaced(const cred_entry *e, char *what, size_t what_len) 
 creds_status creds_check_head(const proxy_creds *t, const char *head, size_t len, char *what, size_t what_len) {
   if (!t || t->n == 0) return CREDS_OK;
   size_t counts[CREDS_MAX + 1];
-  count_head(t, head, len, counts);
+  if (count_head(t, head, len, counts) != CREDS_OK) return CREDS_UNREADABLE;
   for (size_t i = 0; i < t->n; i++)
-    if (counts[i]) return misplaced(&t->e[i], what, what_len);
+    if (counts[i]) return creds_misplaced(&t->e[i], what, what_len);
   return CREDS_OK;
 }
 
@@ -462,7 +508,7 @@ static void place_target(const proxy_creds *t, const char *host, int port, const
   size_t from = 0;
   for (size_t i = 0; i < t->n; i++) { /* a path prefix: at most one credential can own it */
     const cred_entry *e = &t->e[i];
-    if (e->legacy || e->place != CRED_PATH || !for_host(e, host, port) || from) continue;
+    if (e->legacy || e->place != CRED_PATH || !creds_for_host(e, host, port) || from) continue;
     outbuf want = outbuf_new();
     put_filled(&want, e->format, e->placeholder, e->placeholder_len, 0);
     if (!want.oom && want.b.len <= qpos && memcmp(tg, want.b.data, want.b.len) == 0) {
@@ -483,7 +529,7 @@ static void place_target(const proxy_creds *t, const char *host, int port, const
     for (size_t i = 0; eq && !done && i < t->n; i++) {
       const cred_entry *e = &t->e[i];
       size_t nl = (size_t)(eq - (tg + s)), vl = end - s - nl - 1;
-      if (e->legacy || e->place != CRED_QUERY || !for_host(e, host, port) || nl != strlen(e->field) ||
+      if (e->legacy || e->place != CRED_QUERY || !creds_for_host(e, host, port) || nl != strlen(e->field) ||
           memcmp(tg + s, e->field, nl) != 0 || vl != e->placeholder_len || memcmp(eq + 1, e->placeholder, vl) != 0)
         continue;
       put(o, tg + s, nl + 1);
@@ -506,7 +552,7 @@ static void place_header(const proxy_creds *t, const char *host, int port, const
   size_t vl = v ? (size_t)(line + ll - v) : 0;
   for (size_t i = 0; colon && i < t->n; i++) {
     const cred_entry *e = &t->e[i];
-    if (e->legacy || !for_host(e, host, port)) continue;
+    if (e->legacy || !creds_for_host(e, host, port)) continue;
     if (e->place == CRED_HEADER && nl == strlen(e->field) && strncasecmp(line, e->field, nl) == 0) {
       outbuf want = outbuf_new();
       put_filled(&want, e->format, e->placeholder, e->placeholder_len, 0);
@@ -546,7 +592,7 @@ creds_status creds_rewrite_head(const proxy_creds *t, const char *host, int port
                                 char **head, size_t *head_len, char *what, size_t what_len) {
   if (!t || t->n == 0) return CREDS_OK;
   size_t counts[CREDS_MAX + 1], subs[CREDS_MAX + 1] = {0};
-  count_head(t, orig, orig_len, counts);
+  if (count_head(t, orig, orig_len, counts) != CREDS_OK) return CREDS_UNREADABLE;
   size_t any = 0;
   for (size_t i = 0; i < t->n; i++) any += counts[i];
   if (!any) return CREDS_OK; /* nothing to place, nothing misplaced: the head goes as it is */
@@ -572,8 +618,8 @@ creds_status creds_rewrite_head(const proxy_creds *t, const char *host, int port
     line = nl ? nl + 1 : end;
   }
   creds_status st = CREDS_OK;
-  for (size_t i = 0; i < t->n && st == CREDS_OK; i++)
-    if (counts[i] != subs[i]) st = misplaced(&t->e[i], what, what_len);
+  for (size_t i = 0; i < t->n && st == CREDS_OK; i++) /* once only: two copies of its header or parameter are misplaced */
+    if (counts[i] != subs[i] || subs[i] > 1) st = creds_misplaced(&t->e[i], what, what_len);
   if (st == CREDS_OK && o.oom) st = CREDS_NOMEM;
   if (st != CREDS_OK) {
     ss_buf_wipe(&o.b); /* it may hold a secret already */
@@ -583,106 +629,4 @@ creds_status creds_rewrite_head(const proxy_creds *t, const char *host, int port
   *head = o.b.data;
   *head_len = o.b.len;
   return CREDS_OK;
-}
-
-/* ---- streams ---- */
-
-typedef struct {
-  const char *find, *repl; /* repl NULL: finding it is CREDS_MISPLACED */
-  size_t len;
-  size_t entry;
-} needle;
-
-/* The needles of a mode: the secrets of host:port (scrub), every placeholder (scan). */
-static size_t needles_of(const proxy_creds *t, const char *host, int port, creds_mode mode, needle *nd,
-                         unsigned char first[256]) {
-  size_t k = 0;
-  memset(first, 0, 256);
-  for (size_t i = 0; t && i < t->n; i++) {
-    const cred_entry *e = &t->e[i];
-    if (mode == CREDS_SCRUB && for_host(e, host, port) && e->sent) {
-      nd[k++] = (needle){e->sent, e->sent_mask, e->sent_len, i};
-      first[(unsigned char)e->sent[0]] = 1;
-    }
-    if (mode == CREDS_SCRUB && for_host(e, host, port) && e->secret_len)
-      nd[k++] = (needle){e->secret, e->mask, e->secret_len, i};
-    else if (mode == CREDS_SCAN && !e->legacy)
-      nd[k++] = (needle){e->placeholder, NULL, e->placeholder_len, i};
-    else continue;
-    first[(unsigned char)nd[k - 1].find[0]] = 1;
-  }
-  return k;
-}
-
-creds_status creds_stream_feed(const proxy_creds *t, const char *host, int port, creds_mode mode, creds_stream *st,
-                               const char *data, size_t n, int final, char **out, size_t *out_len, char *what,
-                               size_t what_len) {
-  needle nd[2 * (CREDS_MAX + 1)];
-  unsigned char first[256];
-  size_t k = needles_of(t, host, port, mode, nd, first);
-  *out = NULL;
-  *out_len = 0;
-  size_t m = st->len + n;
-  if (m == 0) return CREDS_OK;
-  char *b = malloc(m), *o = malloc(m); /* the carry and the new bytes; what passes (never longer) */
-  if (!b || !o) {
-    free(b);
-    free(o);
-    return CREDS_NOMEM;
-  }
-  if (st->len) memcpy(b, st->carry, st->len);
-  if (n) memcpy(b + st->len, data, n);
-  size_t i = 0, ol = 0;
-  creds_status rc = CREDS_OK;
-  while (i < m) {
-    unsigned char c = (unsigned char)b[i];
-    const needle *full = NULL;
-    int partial = 0;
-    for (size_t j = 0; first[c] && j < k; j++) {
-      size_t have = m - i < nd[j].len ? m - i : nd[j].len;
-      if (memcmp(b + i, nd[j].find, have) != 0) continue;
-      if (have == nd[j].len) {
-        if (!full || nd[j].len > full->len) full = &nd[j]; /* the longest that matches */
-      } else {
-        partial = 1; /* the tail may be its start: decided with the next bytes */
-      }
-    }
-    if (partial && !final) break;
-    if (full && !full->repl) {
-      rc = misplaced(&t->e[full->entry], what, what_len);
-      break;
-    }
-    if (full) {
-      memcpy(o + ol, full->repl, full->len);
-      ol += full->len;
-      i += full->len;
-    } else {
-      o[ol++] = b[i++];
-    }
-  }
-  memset(b, 0, i); /* the bytes passed on may have held a secret */
-  free(st->carry);
-  st->carry = NULL;
-  st->len = 0;
-  if (rc == CREDS_OK && i < m) { /* the undecided tail waits for the next bytes */
-    memmove(b, b + i, m - i);
-    st->carry = b;
-    st->len = m - i;
-  } else {
-    free(b);
-  }
-  if (rc != CREDS_OK || ol == 0) {
-    free(o);
-    return rc;
-  }
-  *out = o;
-  *out_len = ol;
-  return CREDS_OK;
-}
-
-void creds_stream_free(creds_stream *st) {
-  if (st->carry) memset(st->carry, 0, st->len);
-  free(st->carry);
-  st->carry = NULL;
-  st->len = 0;
 }

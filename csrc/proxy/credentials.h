@@ -16,6 +16,8 @@
 
 typedef enum { CRED_HEADER, CRED_QUERY, CRED_BASIC, CRED_PATH } cred_place;
 
+#define CREDS_FORMS 4
+
 typedef struct cred_entry {
   char *name;        /* the sandbox's variable, e.g. GH_TOKEN (error texts and audit name it) */
   char *host;        /* canonical (ss_host_normalize) */
@@ -25,10 +27,14 @@ typedef struct cred_entry {
   char *format;      /* header value ("Bearer %s") or path prefix template ("/bot%s/"); else NULL */
   char *secret, *placeholder;
   char *mask;        /* what a response gets in place of the secret: same length (the placeholder) */
-  /* the secret as it is sent when not as it is (percent-encoded in a query or path, base64 of
-   * user:secret for Basic), scrubbed too, with '*' of its length; NULL when the same */
-  char *sent, *sent_mask;
-  size_t secret_len, placeholder_len, sent_len;
+  /* Other forms of the secret a response is scrubbed of too, each masked by '*' of its length;
+   * NULL when a form is the secret itself or another form: [0] as the placement sends it
+   * (percent-encoded in a query or path, base64 of user:secret for Basic), [1] percent-encoded
+   * (all but RFC 3986 unreserved), [2] JSON-escaped ('"', '\\' and '/' with a backslash), [3]
+   * HTML-escaped (& < > " ' as entities). */
+  char *form[CREDS_FORMS], *form_mask[CREDS_FORMS];
+  size_t form_len[CREDS_FORMS];
+  size_t secret_len, placeholder_len;
   int legacy;        /* the model key of the credential route: placed by credential.c only */
 } cred_entry;
 
@@ -40,6 +46,12 @@ typedef struct proxy_creds {
 #define CREDS_MAX 64
 #define CREDS_SECRET_MIN 16
 #define CREDS_SECRET_MAX 4096
+/* A scrubbed response also masks a run of at least this share of a secret's first bytes (or of
+ * one of its forms) that the response cuts short: half its length, and never fewer than
+ * CREDS_PREFIX_MIN bytes. A truncated reflection gives away at most half of a secret. */
+#define CREDS_PREFIX_MIN 8
+/* The secrets a connection keeps for its own scrub (creds_keep), retired ones included. */
+#define CREDS_KEPT_MAX (2 * CREDS_MAX)
 
 /* The SANDSTACK_CREDENTIALS array (contract: name, host, port, secret, placeholder and one of
  * header (+ format) / query / basic / path). NULL with a reason in why (never a secret).
@@ -65,41 +77,61 @@ const char *creds_model_key(const proxy_creds *t);
  * characters of visible ASCII, t has no such entry, or memory runs out: t is then unchanged. */
 int creds_set_model_key(proxy_creds *t, const char *key, char *why, size_t why_len);
 
+/* Shared by credentials.c and credentials_stream.c: an entry's memory (its secrets wiped),
+ * whether it is for host:port, and (below) CREDS_MISPLACED naming it in what. */
+void creds_entry_free(cred_entry *e);
+int creds_for_host(const cred_entry *e, const char *host, int port);
+
 /* 1 when a (non-legacy) credential names host:port: such a host is always inspected. */
 int creds_has_host(const proxy_creds *t, const char *host, int port);
 /* 1 when any (non-legacy) credential exists: the proxy then needs its inspection CA. */
 int creds_any_host(const proxy_creds *t);
 
-typedef enum { CREDS_OK = 0, CREDS_MISPLACED, CREDS_NOMEM } creds_status;
+/* CREDS_UNREADABLE: a Basic value the proxy cannot decode for certain (not canonical base64, or
+ * over BASIC_MAX decoded bytes), refused while any credential exists, since an origin might
+ * decode it more leniently and find a placeholder there. */
+typedef enum { CREDS_OK = 0, CREDS_MISPLACED, CREDS_NOMEM, CREDS_UNREADABLE } creds_status;
+creds_status creds_misplaced(const cred_entry *e, char *what, size_t what_len);
 
 /* An inspected request toward host:port. orig: the head exactly as the client sent it; *head:
  * the head the proxy will send on (request line, Host, kept fields; malloc'd). Every placeholder
  * of this host's credentials in its named place is replaced by the secret (*head is replaced by
  * a new allocation). CREDS_MISPLACED when the client's head holds any placeholder that was not
  * so replaced (another header, the request line, another host's credential, inside a Basic
- * value), with the credential's name copied into what; *head is then unchanged. */
+ * value, or written twice: two copies of the header or of the query parameter), with the credential's name copied into what; *head is then unchanged. */
 creds_status creds_rewrite_head(const proxy_creds *t, const char *host, int port, const char *orig, size_t orig_len,
                                 char **head, size_t *head_len, char *what, size_t what_len);
 /* A head that gets no credential (plain HTTP, the credential route): CREDS_MISPLACED when it
  * holds any placeholder (raw, or inside a Basic value), naming it in what. */
 creds_status creds_check_head(const proxy_creds *t, const char *head, size_t len, char *what, size_t what_len);
 
-/* Streams scanned across reads. The carry holds the tail of what was fed that could be the
- * start of a needle, so a needle split over two reads is still seen; it is never longer than
- * the longest needle less one byte. */
+/* The secrets a connection's scrub looks for besides those of the table in force: every entry
+ * for host:port of t (the credential route's own included) is copied into *kept unless it is
+ * there already, so a secret retired by a live replacement is still scrubbed from the answers
+ * of a connection that may have placed it. creds_free wipes the copies (at the connection's
+ * end). 0, or -1 when out of memory or past CREDS_KEPT_MAX entries. */
+int creds_keep(proxy_creds **kept, const proxy_creds *t, const char *host, int port);
+/* 1 when a response from host:port would be scrubbed (t or kept has a secret for it). */
+int creds_scrubs(const proxy_creds *t, const proxy_creds *kept, const char *host, int port);
+
+/* Streams scanned across reads. The carry always holds the last (longest needle - 1) bytes
+ * fed, whatever they are, so a needle split over two reads is still seen, and when bytes go on
+ * says nothing about what they hold (no timing oracle on a prefix of a secret). */
 typedef struct creds_stream {
   char *carry;
   size_t len;
 } creds_stream;
 
 typedef enum {
-  CREDS_SCRUB, /* response: every secret of host:port's credentials becomes its mask */
+  CREDS_SCRUB, /* response: every secret of host:port's credentials (in t or kept), each of its
+                  forms and each prefix of CREDS_PREFIX_MIN or half its length, becomes a mask */
   CREDS_SCAN,  /* request body: any placeholder at all is CREDS_MISPLACED */
 } creds_mode;
 
 /* Feeds n bytes. *out (malloc'd, NULL when *out_len is 0) is what may be passed on now; with
  * final, the carry is let go too (the stream ended). */
-creds_status creds_stream_feed(const proxy_creds *t, const char *host, int port, creds_mode mode, creds_stream *st,
+creds_status creds_stream_feed(const proxy_creds *t, const proxy_creds *kept, const char *host, int port,
+                               creds_mode mode, creds_stream *st,
                                const char *data, size_t n, int final, char **out, size_t *out_len, char *what,
                                size_t what_len);
 void creds_stream_free(creds_stream *st);

@@ -1,6 +1,8 @@
 /* The chunked-coding validator (see http_chunked.h for the rules and why they are strict). */
 #include "proxy/http_chunked.h"
 
+#include <string.h>
+
 enum {
   S_SIZE,        /* hex digits of a chunk size */
   S_EXT,         /* after ';': the extension up to CR */
@@ -48,7 +50,8 @@ static void size_done(hc_decoder *d) {
   d->state = d->left ? S_DATA : S_TRAILER;
 }
 
-size_t hc_feed(hc_decoder *d, const char *data, size_t n, hc_result *res) {
+/* hc_feed, and when out is not NULL the chunk data bytes copied to out (*out_len of them) */
+static size_t feed(hc_decoder *d, const char *data, size_t n, hc_result *res, char *out, size_t *out_len) {
   *res = HC_MORE;
   if (d->state == S_END) return *res = HC_END, 0;
   if (d->state == S_BAD) return *res = HC_BAD, 0;
@@ -58,6 +61,7 @@ size_t hc_feed(hc_decoder *d, const char *data, size_t n, hc_result *res) {
     if (d->state == S_DATA) { /* the bulk of a body: skipped, not inspected */
       size_t take = n - i;
       if (take > d->left) take = (size_t)d->left;
+      if (out) memcpy(out + *out_len, data + i, take), *out_len += take;
       d->left -= take;
       i += take;
       if (!d->left) d->state = S_DATA_CR;
@@ -127,4 +131,11 @@ size_t hc_feed(hc_decoder *d, const char *data, size_t n, hc_result *res) {
     i++;
   }
   return n;
+}
+
+size_t hc_feed(hc_decoder *d, const char *data, size_t n, hc_result *res) { return feed(d, data, n, res, NULL, NULL); }
+
+size_t hc_feed_data(hc_decoder *d, const char *data, size_t n, hc_result *res, char *out, size_t *out_len) {
+  *out_len = 0;
+  return feed(d, data, n, res, out, out_len);
 }

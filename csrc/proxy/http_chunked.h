@@ -34,5 +34,9 @@ void hc_init(hc_decoder *d, hc_mode mode);
  * while HC_MORE; up to and including the last CRLF on HC_END; the valid prefix on HC_BAD), and
  * the result in *res. After HC_END or HC_BAD it consumes nothing. */
 size_t hc_feed(hc_decoder *d, const char *data, size_t n, hc_result *res);
+/* hc_feed, and the chunk data among those bytes (the body without its framing) copied to out,
+ * which has room for n bytes: *out_len of them. What scans a body for secrets or placeholders
+ * reads this, never the framing, so a chunk boundary cannot split what it looks for. */
+size_t hc_feed_data(hc_decoder *d, const char *data, size_t n, hc_result *res, char *out, size_t *out_len);
 
 #endif

@@ -25,18 +25,31 @@ static int name_is(const char *s, size_t n, const char *name) {
   return 1;
 }
 
-/* whether the comma-separated list v holds the token (any case, blanks around items) */
-static int list_has(const char *v, size_t n, const char *token) {
-  size_t i = 0;
+/* In the comma-separated list v (blanks around items): how many items are the token (any
+ * case); *items how many items there are. */
+static size_t list_count(const char *v, size_t n, const char *token, size_t *items) {
+  size_t i = 0, k = 0;
+  *items = 0;
   while (i < n) {
     while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) i++;
     size_t s = i;
     while (i < n && v[i] != ',') i++;
     size_t e = i;
     while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t')) e--;
-    if (e > s && name_is(v + s, e - s, token)) return 1;
+    if (e > s) *items += 1, k += name_is(v + s, e - s, token);
   }
-  return 0;
+  return k;
+}
+
+static int list_has(const char *v, size_t n, const char *token) {
+  size_t items;
+  return list_count(v, n, token, &items) > 0;
+}
+
+/* every item of the list is the token (an empty list is too) */
+static int list_only(const char *v, size_t n, const char *token) {
+  size_t items;
+  return list_count(v, n, token, &items) == items;
 }
 
 /* the last item of the list is the token: Transfer-Encoding "gzip, chunked" is chunked */
@@ -50,7 +63,7 @@ static int list_ends_with(const char *v, size_t n, const char *token) {
 
 typedef struct {
   int version_minor, status, bad;
-  int te, te_chunked, cl_count, cl_bad, conn_close;
+  int te, te_chunked, cl_count, cl_bad, conn_close, coded;
   unsigned long long cl;
 } resp_head;
 
@@ -67,6 +80,9 @@ static void header(resp_head *h, const char *name, size_t nl, const char *v, siz
   } else if (name_is(name, nl, "transfer-encoding")) {
     h->te++;
     h->te_chunked = list_ends_with(v, vl, "chunked"); /* the last field's last coding decides */
+    if (!list_only(v, vl, "chunked")) h->coded = 1;
+  } else if (name_is(name, nl, "content-encoding")) {
+    if (!list_only(v, vl, "identity")) h->coded = 1;
   } else if (name_is(name, nl, "connection")) {
     if (list_has(v, vl, "close")) h->conn_close = 1;
   }
@@ -117,7 +133,9 @@ static void parse_head(const char *b, size_t len, resp_head *h) {
 static void framing(hr_parser *p, size_t head_len) {
   resp_head h;
   parse_head(p->head.data, head_len, &h);
+  p->heads++;
   if (h.bad) {
+    p->unread = 1;
     p->keep_alive = 0;
     p->phase = HR_UNTIL_CLOSE;
     return;
@@ -127,6 +145,7 @@ static void framing(hr_parser *p, size_t head_len) {
     return;
   }
   p->status = h.status;
+  p->coded = h.coded;
   if (h.version_minor == 0 || h.conn_close) p->keep_alive = 0;
   if (h.status == 101) {
     p->keep_alive = 0;
@@ -166,44 +185,53 @@ static size_t head_bytes(hr_parser *p, const char *data, size_t n) {
   }
   p->scanned = total;
   if (total >= HR_MAX_HEAD) { /* not parsed: the response runs until the origin closes */
+    p->unread = 1;
     p->keep_alive = 0;
     p->phase = HR_UNTIL_CLOSE;
   }
   return take;
 }
 
+size_t hr_step(hr_parser *p, const char *data, size_t n, char *body, size_t *body_len) {
+  size_t k = 0;
+  if (body_len) *body_len = 0;
+  switch (p->phase) {
+  case HR_HEAD: return head_bytes(p, data, n);
+  case HR_LENGTH:
+    k = n < p->left ? n : (size_t)p->left;
+    p->left -= k;
+    if (!p->left) p->phase = HR_DONE;
+    break;
+  case HR_CHUNKED: {
+    hc_result r;
+    if (body) {
+      k = hc_feed_data(&p->chunks, data, n, &r, body, body_len);
+      body = NULL; /* copied */
+    } else {
+      k = hc_feed(&p->chunks, data, n, &r);
+    }
+    if (r == HC_END) p->phase = HR_DONE;
+    if (r == HC_BAD) { /* the framing is lost: pass the rest on and end with the origin */
+      p->unread = 1;
+      p->keep_alive = 0;
+      p->phase = HR_UNTIL_CLOSE;
+    }
+    break;
+  }
+  case HR_UNTIL_CLOSE: k = n; break;
+  case HR_DONE: break;
+  }
+  if (body && k) memcpy(body, data, k), *body_len = k;
+  return k;
+}
+
 size_t hr_feed(hr_parser *p, const char *data, size_t n, int *ended) {
   size_t i = 0;
   *ended = p->phase == HR_DONE;
   while (i < n && p->phase != HR_DONE) {
-    switch (p->phase) {
-    case HR_HEAD: {
-      size_t k = head_bytes(p, data + i, n - i);
-      if (k == (size_t)-1) return k;
-      i += k;
-      break;
-    }
-    case HR_LENGTH: {
-      size_t k = n - i;
-      if (k > p->left) k = (size_t)p->left;
-      p->left -= k;
-      i += k;
-      if (!p->left) p->phase = HR_DONE;
-      break;
-    }
-    case HR_CHUNKED: {
-      hc_result r;
-      i += hc_feed(&p->chunks, data + i, n - i, &r);
-      if (r == HC_END) p->phase = HR_DONE;
-      if (r == HC_BAD) { /* the framing is lost: pass the rest on and end with the origin */
-        p->keep_alive = 0;
-        p->phase = HR_UNTIL_CLOSE;
-      }
-      break;
-    }
-    case HR_UNTIL_CLOSE: i = n; break;
-    case HR_DONE: break;
-    }
+    size_t k = hr_step(p, data + i, n - i, NULL, NULL);
+    if (k == (size_t)-1) return k;
+    i += k;
   }
   if (p->phase == HR_DONE) {
     *ended = 1;

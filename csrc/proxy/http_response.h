@@ -29,6 +29,11 @@ typedef struct hr_parser {
   int head_request;           /* the request was HEAD: no body whatever the head says */
   int status;                 /* the final response's status (0 until its head was read) */
   int keep_alive;             /* the connection may carry another request after this response */
+  int coded;                  /* the final head names a Content-Encoding, or a Transfer-Encoding
+                                 coding, other than identity and chunked: the body is not plain */
+  int unread;                 /* a head or the chunked framing could not be read (phase is then
+                                 HR_UNTIL_CLOSE): what the bytes are is not known for certain */
+  unsigned heads;             /* heads read whole so far (interim ones included) */
   unsigned long long left;    /* HR_LENGTH: body bytes still to come */
   hc_decoder chunks;          /* HR_CHUNKED */
   ss_buf head;                /* HR_HEAD: the head's bytes so far (at most HR_MAX_HEAD) */
@@ -42,5 +47,11 @@ void hr_free(hr_parser *p);
  * *ended is set when the response is complete (phase HR_DONE). A close-delimited response never
  * ends here: the caller ends it when the origin closes. */
 size_t hr_feed(hr_parser *p, const char *data, size_t n, int *ended);
+/* One step of hr_feed: the bytes of data[0..n) that belong to the phase the parser is in (a
+ * head, or part of a body), or (size_t)-1 when out of memory; p->phase and p->heads say what
+ * came of them. With body (room for n bytes), *body_len body bytes are copied there: the step's
+ * bytes in a Content-Length or close-delimited body, the chunk data alone in a chunked one.
+ * The caller frees the parser (hr_free) when the phase is HR_DONE. */
+size_t hr_step(hr_parser *p, const char *data, size_t n, char *body, size_t *body_len);
 
 #endif

@@ -31,6 +31,7 @@
 #include "proxy/http_response.h"
 #include "proxy/inspect.h"
 #include "proxy/inspect_request.h"
+#include "proxy/inspect_scrub.h"
 #include "proxy/reply.h"
 #include "proxy/tls.h"
 
@@ -65,7 +66,12 @@ struct inspect_session {
   /* the request in flight, kept past send_request (which clears req) */
   int body_chunked, client_keep_alive;
   hc_decoder body_chunks; /* a chunked request body, validated as it streams */
+  hc_decoder scan_chunks; /* the same body again, its chunk data read for the credential scan */
+  int rechunk;            /* the chunked body is scanned without its framing and sent in new chunks */
+  int rechunk_ended;      /* its last chunk went out: bytes read after it belong to no body */
   hr_parser resp;         /* where the origin's response ends */
+  int scrubbing;          /* the origin is a credential's host: its answer goes through inspect_scrub.c */
+  resp_scrub scrub;
   unsigned requests;      /* requests whose response has ended on this connection */
 };
 
@@ -185,18 +191,48 @@ static void drop_sent(inspect_session *s, size_t k) {
   ss_buf_consume(&s->early, k);
 }
 
+/* Body bytes data[0..k) (final: the body ends with them) through the credential scan: *out is
+ * what goes on. A chunked body, while any credential exists, is scanned without its framing,
+ * so a placeholder split across chunks is found, and goes on in chunks of its own. -1: the
+ * request was refused or the connection closed. */
+static int body_out(proxy_conn *c, const char *data, size_t k, int final, char **out, size_t *on) {
+  inspect_session *s = c->insp;
+  if (!s->rechunk) return cred_flow_body(c, data, k, final, out, on);
+  if (s->rechunk_ended) return 0; /* k is 0: the next request's bytes, held */
+  char *plain = k ? malloc(k) : NULL, *pass = NULL;
+  size_t pl = 0, pn = 0;
+  hc_result r;
+  if (k && !plain) return conn_close(c), -1;
+  hc_feed_data(&s->scan_chunks, data, k, &r, plain, &pl); /* body_part validated the same bytes */
+  int rc = cred_flow_body(c, plain, pl, final, &pass, &pn);
+  free(plain);
+  if (rc != 0) return -1;
+  *out = malloc(pn + 32);
+  if (!*out) return free(pass), conn_close(c), -1;
+  *on = 0;
+  if (pn) *on += (size_t)snprintf(*out, 32, "%zx\r\n", pn);
+  if (pn) memcpy(*out + *on, pass, pn), *on += pn;
+  if (pn) memcpy(*out + *on, "\r\n", 2), *on += 2;
+  if (final) memcpy(*out + *on, "0\r\n\r\n", 5), *on += 5, s->rechunk_ended = 1;
+  free(pass);
+  return 0;
+}
+
 static void send_request(proxy_conn *c) {
   inspect_session *s = c->insp;
   const proxy_config *cfg = c->srv->cfg;
   size_t early;
   if (body_part(c, s->early.data, s->early.len, &early) != 0) return bad_body(c); /* before anything went out */
   size_t hn;
-  char *head = ir_outbound_head(&s->req, c->host, c->port, cfg->token, cfg->token_len, &hn);
+  if (cred_flow_keep(c) != 0) return; /* the secrets this request could carry: scrubbed from its answer */
+  s->scrubbing = cred_flow_scrubs(c);
+  if (s->scrubbing) resp_scrub_begin(&s->scrub);
+  char *head = ir_outbound_head(&s->req, c->host, c->port, cfg->token, cfg->token_len, s->scrubbing, &hn);
   if (ph_any_override(&s->req.head)) c->security_event = "override_header_stripped";
   char *body = NULL; /* credentials: the secrets placed in the head, the early body scanned (refused: answered) */
   size_t bn = 0;
   if (head && (cred_flow_place(c, s->plain.data, s->req.head.head_len, &head, &hn) != 0 ||
-               cred_flow_body(c, s->early.data, early, c->up_left == 0, &body, &bn) != 0))
+               body_out(c, s->early.data, early, c->up_left == 0, &body, &bn) != 0))
     return free(head);
   int rc = head ? seal_to(&s->origin, head, hn) : -1;
   if (rc == 0) rc = seal_to(&s->origin, body, bn);
@@ -244,8 +280,11 @@ static void decide(proxy_conn *c) {
   c->rule = v.rule;
   c->up_left = r->chunked ? UINT64_MAX : r->body_len;
   s->body_chunked = r->chunked;
-  s->client_keep_alive = r->keep_alive;
+  s->client_keep_alive = r->keep_alive; /* never after a body (ir_read): no CL.0 smuggling */
   hc_init(&s->body_chunks, HC_REQUEST);
+  hc_init(&s->scan_chunks, HC_REQUEST);
+  s->rechunk = r->chunked && creds_any_host(c->srv->creds);
+  s->rechunk_ended = 0;
   hr_begin(&s->resp, r->head.method_len == 4 && memcmp(r->head.method, "HEAD", 4) == 0);
   s->phase = IN_WAIT_ORIGIN;
   uv_read_stop((uv_stream_t *)&c->client); /* nothing more is read until the request went out */
@@ -300,7 +339,7 @@ static void client_plain(proxy_conn *c, const char *data, size_t n) {
     int bad = body_part(c, data, n, &k); /* never more than the body's framing says */
     char *pass = NULL; /* what the credential scan lets go now (a placeholder: refused, answered) */
     size_t pn = 0;
-    if (cred_flow_body(c, data, k, c->up_left == 0, &pass, &pn) != 0) return;
+    if (body_out(c, data, k, c->up_left == 0, &pass, &pn) != 0) return;
     int sealed = seal_to(&s->origin, pass, pn);
     free(pass);
     if (sealed != 0) {
@@ -352,6 +391,14 @@ static void client_progress(proxy_conn *c) {
     return conn_close(c);
   }
   if (live(c)) flush_client(c); /* session tickets and the like */
+}
+
+/* Scrubbed answer bytes toward the sandbox (inspect_scrub.h's emit). */
+static int to_client(proxy_conn *c, const char *data, size_t n) {
+  if (seal_to(&c->insp->client, data, n) == 0) return 0;
+  c->end = "client_tls_error";
+  conn_close(c);
+  return -1;
 }
 
 /* final: the response ends with these bytes (the credential scrub lets go what it held) */
@@ -412,6 +459,14 @@ static void origin_plain(proxy_conn *c, const char *data, size_t n) {
     return conn_reply_and_linger(c, NULL, 0);
   }
   int ended = 0;
+  if (s->scrubbing) { /* a credential's host: the answer is scrubbed as a message (inspect_scrub.h) */
+    size_t k = resp_scrub_feed(c, &s->scrub, &s->resp, data, n, &ended, to_client);
+    if (k == (size_t)-1) return;
+    if (s->resp.status) c->status = s->resp.status;
+    c->bytes_down += k;
+    if (live(c) && ended) response_ended(c, n - k);
+    return;
+  }
   size_t k = hr_feed(&s->resp, data, n, &ended);
   if (k == (size_t)-1) return conn_close(c);
   if (s->resp.status) c->status = s->resp.status; /* for the audit line */
@@ -524,7 +579,8 @@ static void upstream_eof(proxy_conn *c) {
   c->upstream_eof = 1;
   if (s->phase == IN_BODY) { /* the response ended (or was cut): close_notify toward the sandbox, then close */
     if (s->resp.phase != HR_UNTIL_CLOSE) c->end = "origin_closed";
-    response_bytes(c, NULL, 0, 1); /* what the credential scrub held */
+    if (s->scrubbing && resp_scrub_end(c, &s->scrub, &s->resp, to_client) != 0) return;
+    if (!s->scrubbing) response_bytes(c, NULL, 0, 1); /* what the credential scrub held */
     if (!live(c)) return;
     flush_client(c);
     return conn_reply_and_linger(c, NULL, 0);
@@ -582,6 +638,7 @@ void inspect_free(proxy_conn *c) {
   ss_buf_free(&s->plain);
   ss_buf_free(&s->early);
   hr_free(&s->resp);
+  resp_scrub_free(&s->scrub);
   free(s);
   c->insp = NULL;
 }

@@ -43,7 +43,10 @@ ir_status ir_read(const char *buf, size_t len, const ph_limits *lim, size_t *sca
   if (cl < 0 || (te && cl)) return IR_BAD_LENGTH; /* both: which one frames the body is what smuggling exploits */
   if (te && (te > 1 || !ph_name_is(&(ph_header){t->value, NULL, t->value_len, 0}, "chunked"))) return IR_CHUNKED;
   out->chunked = te;
-  out->keep_alive = h->minor == 1 && !ir_connection_close(h);
+  /* After a body the connection is not reused (CL.0): an origin that ignores the body of this
+   * method (GET, DELETE, a handler that does not read it) would read it as a next request that
+   * the policy never checked. The outbound head then says Connection: close. */
+  out->keep_alive = h->minor == 1 && !ir_connection_close(h) && !out->chunked && out->body_len == 0;
   const char *q = memchr(out->path, '?', out->path_len);
   out->path_noquery_len = q ? (size_t)(q - out->path) : out->path_len;
   return IR_READY;
@@ -70,10 +73,10 @@ int ir_host_refusal(const ir_request *r, const char *host, int port, const char 
 }
 
 char *ir_outbound_head(const ir_request *r, const char *host, int port, const char *token, size_t token_len,
-                       size_t *out_len) {
+                       int identity, size_t *out_len) {
   const ph_request *h = &r->head;
   /* each line is at most its input plus one blank after the colon; then Host and Connection */
-  size_t cap = h->head_len + h->nheaders + strlen(host) + 160, n = 0;
+  size_t cap = h->head_len + h->nheaders + strlen(host) + 200, n = 0;
   char *out = malloc(cap);
   if (!out) return NULL;
   n += (size_t)snprintf(out, cap, "%.*s %.*s HTTP/1.1\r\nHost: %s", (int)h->method_len, h->method, (int)r->path_len,
@@ -83,10 +86,11 @@ char *ir_outbound_head(const ir_request *r, const char *host, int port, const ch
   for (size_t i = 0; i < h->nheaders; i++) {
     const ph_header *x = &h->headers[i];
     if (ph_dropped(x, token, token_len)) continue;
+    if (identity && ph_name_is(x, "accept-encoding")) continue;
     n += (size_t)snprintf(out + n, cap - n, "%.*s: %.*s\r\n", (int)x->name_len, x->name, (int)x->value_len, x->value);
   }
-  n += (size_t)snprintf(out + n, cap - n, "%s%s\r\n", r->chunked ? "Transfer-Encoding: chunked\r\n" : "",
-                        r->keep_alive ? "" : "Connection: close\r\n");
+  n += (size_t)snprintf(out + n, cap - n, "%s%s%s\r\n", identity ? "Accept-Encoding: identity\r\n" : "",
+                        r->chunked ? "Transfer-Encoding: chunked\r\n" : "", r->keep_alive ? "" : "Connection: close\r\n");
   *out_len = n;
   return out;
 }

@@ -35,7 +35,8 @@ typedef struct ir_request {
   size_t path_noquery_len;  /* of the path before any '?' */
   unsigned long long body_len; /* Content-Length (0 when chunked) */
   int chunked;                 /* Transfer-Encoding: chunked */
-  int keep_alive;              /* HTTP/1.1 without "Connection: close": another request may follow */
+  int keep_alive;              /* HTTP/1.1 without "Connection: close" and without a body: another
+                                  request may follow */
 } ir_request;
 
 /* buf[0..len) holds the decrypted bytes so far; *scanned as for ph_parse. */
@@ -53,9 +54,11 @@ int ir_host_refusal(const ir_request *r, const char *host, int port, const char 
  * (host, with ":port" unless 443), the client's headers without those ph_dropped names
  * (hop-by-hop ones, the proxy credentials, method and URL overrides, any header whose name or
  * value holds the token), then "Transfer-Encoding: chunked" for a chunked body and
- * "Connection: close" when the client will send no other request on this connection.
+ * "Connection: close" when the client will send no other request on this connection. With
+ * identity (the host is a credential's, whose answers are scrubbed), the client's
+ * Accept-Encoding is dropped and "Accept-Encoding: identity" sent instead.
  * malloc'd, NULL when out of memory. */
 char *ir_outbound_head(const ir_request *r, const char *host, int port, const char *token, size_t token_len,
-                       size_t *out_len);
+                       int identity, size_t *out_len);
 
 #endif

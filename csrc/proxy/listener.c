@@ -20,6 +20,7 @@ static void server_stop(proxy_server *s) {
   uv_close((uv_handle_t *)&s->sigterm, on_handle_closed);
   uv_close((uv_handle_t *)&s->sigint, on_handle_closed);
   uv_close((uv_handle_t *)&s->drain_timer, on_handle_closed);
+  uv_close((uv_handle_t *)&s->pipe_sweep, on_handle_closed);
   if (!s->draining) uv_close((uv_handle_t *)&s->listener, on_handle_closed);
   curl_loop_close(s->curl);
   s->curl = NULL;
@@ -104,7 +105,8 @@ int server_start(proxy_server *s, uv_loop_t *loop, const proxy_config *cfg) {
   uv_signal_init(loop, &s->sigterm);
   uv_signal_init(loop, &s->sigint);
   uv_timer_init(loop, &s->drain_timer);
-  s->sigterm.data = s->sigint.data = s->drain_timer.data = s;
+  uv_timer_init(loop, &s->pipe_sweep);
+  s->sigterm.data = s->sigint.data = s->drain_timer.data = s->pipe_sweep.data = s;
   uv_signal_start(&s->sigterm, on_signal, SIGTERM);
   uv_signal_start(&s->sigint, on_signal, SIGINT);
   return 0;

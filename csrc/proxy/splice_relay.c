@@ -32,7 +32,11 @@
  * its pipe filled): an idle tunnel charges the kernel's per-user pipe quota
  * (fs.pipe-user-pages-soft, shared by every proxy on a host running as the same uid) one page per
  * pipe, a busy direction enough to move PIPE_BULK per pair of system calls (a one-page pipe moves
- * one TCP segment per pair, slower than relay.c's 64 KiB reads). */
+ * one TCP segment per pair, slower than relay.c's 64 KiB reads). A grown pipe gives its pages
+ * back: a sweep every PIPE_IDLE_MS shrinks each grown pipe that is empty and moved nothing since
+ * the sweep before (it grows again after another BULK_AFTER bytes), and at most PIPES_GROWN_MAX
+ * pipes of a proxy are grown at once (others stay at one page), so 300 idle tunnels that each
+ * moved 70 KiB hold 600 pages, not the quota. */
 #include "proxy/conn.h"
 #include "proxy/relay.h"
 #include "proxy/splice_relay.h"
@@ -48,6 +52,8 @@
 #define PIPE_START 4096         /* one slot: what an idle direction holds */
 #define PIPE_BULK (256 * 1024)  /* what a busy direction grows to */
 #define BULK_AFTER (64 * 1024)  /* a direction that moved this much is busy */
+#define PIPES_GROWN_MAX 64     /* 64 x 256 KiB: a quarter of the default per-user soft quota */
+#define PIPE_IDLE_MS 2000       /* a grown pipe empty and unused this long shrinks */
 #define ROUNDS 16               /* in/out splice pairs per callback, so one tunnel cannot starve the rest */
 #define SIDE_CLIENT 0
 #define SIDE_UPSTREAM 1
@@ -60,8 +66,10 @@ typedef struct {
   int eof;          /* the source ended */
   int full;         /* the pipe took nothing more: wait for an out-splice */
   int ended;        /* the EOF was passed on (shutdown toward the destination) */
-  int grown;        /* the pipe was grown (or refused growing) once */
-  uint64_t total;   /* bytes moved so far (a busy direction grows its pipe) */
+  int grown;        /* the pipe was grown (or refused growing) since it last shrank */
+  int big;          /* it is grown now: counted in srv->pipes_grown */
+  uint64_t total;   /* bytes moved since it last shrank (a busy direction grows its pipe) */
+  uint64_t swept;   /* total at the last sweep: unchanged means idle */
 } splice_dir;
 
 struct splice_relay {
@@ -86,11 +94,17 @@ static void on_poll_closed(uv_handle_t *h) {
 }
 
 /* Closes every fd and handle the relay made; the struct goes with the last handle's callback. */
+static void pipe_given_back(proxy_server *s) {
+  if (--s->pipes_grown == 0) uv_timer_stop(&s->pipe_sweep);
+}
+
 static void release(proxy_conn *c) {
   splice_relay *sr = c->splice;
   int handles = sr->handles;
   sr->live = 0;
   for (int side = 0; side < 2; side++) {
+    if (sr->dir[side].big) pipe_given_back(c->srv);
+    sr->dir[side].big = 0;
     /* uv_close takes the dup out of epoll before it is closed, so the number can be reused */
     if (side < handles) uv_close((uv_handle_t *)&sr->poll[side], on_poll_closed);
     if (sr->fd[side] >= 0) close(sr->fd[side]);
@@ -140,21 +154,48 @@ static void fail(proxy_conn *c, const char *end) {
   conn_close(c);
 }
 
+static void sweep(uv_timer_t *t);
+
 /* A busy direction's pipe grows once, to PIPE_BULK or, past the per-user pipe quota, to the
- * kernel's default size; when both are refused it keeps its one page. 1 when it grew. */
-static int grow(splice_dir *d) {
+ * kernel's default size; when both are refused, or the proxy has PIPES_GROWN_MAX grown pipes
+ * already, it keeps its one page. 1 when it grew. */
+static int grow(proxy_server *s, splice_dir *d) {
   static const int sizes[] = {PIPE_BULK, 65536};
-  if (d->grown) return 0;
+  if (d->grown || s->pipes_grown >= PIPES_GROWN_MAX) return 0; /* at the cap: tried again later */
   d->grown = 1;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     int size = fcntl(d->pipe_w, F_SETPIPE_SZ, sizes[i]);
     if (size > 0 && (size_t)size > d->pipe_size) {
       d->pipe_size = (size_t)size;
       d->full = 0;
+      d->big = 1;
+      d->swept = d->total;
+      if (s->pipes_grown++ == 0) uv_timer_start(&s->pipe_sweep, sweep, PIPE_IDLE_MS, PIPE_IDLE_MS);
       return 1;
     }
   }
   return 0;
+}
+
+/* Every grown pipe that is empty and moved nothing since the last sweep goes back to one page
+ * (shrinking an empty pipe always succeeds); a pipe holding bytes or in use stays. */
+static void sweep(uv_timer_t *t) {
+  proxy_server *s = t->data;
+  for (proxy_conn *c = s->conns; c && s->pipes_grown; c = c->next) {
+    if (!c->splice) continue;
+    for (int side = 0; side < 2; side++) {
+      splice_dir *d = &c->splice->dir[side];
+      int idle = d->total == d->swept;
+      d->swept = d->total;
+      if (!d->big || !idle || d->in_pipe || d->pipe_w < 0) continue;
+      int size = fcntl(d->pipe_w, F_SETPIPE_SZ, PIPE_START);
+      if (size <= 0) continue;
+      d->pipe_size = (size_t)size;
+      d->big = d->grown = 0;
+      d->total = d->swept = 0;
+      pipe_given_back(s);
+    }
+  }
 }
 
 /* The source ended and its pipe is empty: FIN toward the destination, as relay.c's uv_shutdown
@@ -188,7 +229,7 @@ static ssize_t splice_in(proxy_conn *c, int from) {
   splice_relay *sr = c->splice;
   splice_dir *d = &sr->dir[from];
   if (d->eof || d->full) return 0;
-  if (d->in_pipe >= d->pipe_size && !grow(d)) {
+  if (d->in_pipe >= d->pipe_size && !grow(c->srv, d)) {
     d->full = 1;
     return 0;
   }
@@ -201,7 +242,7 @@ static ssize_t splice_in(proxy_conn *c, int from) {
     if (errno != EAGAIN && errno != EINTR) return fail(c, from == SIDE_CLIENT ? "client_error" : "upstream_error"), -1;
     /* with bytes in the pipe, EAGAIN may mean its slots ran out (a slot can hold part of a page):
        a larger pipe is tried once, otherwise the source waits for an out-splice */
-    if (d->in_pipe > 0 && !grow(d)) d->full = 1;
+    if (d->in_pipe > 0 && !grow(c->srv, d)) d->full = 1;
     return 0;
   }
   d->in_pipe += (size_t)n;
@@ -209,7 +250,7 @@ static ssize_t splice_in(proxy_conn *c, int from) {
   if (from == SIDE_CLIENT) c->bytes_up += (uint64_t)n;
   else c->bytes_down += (uint64_t)n;
   conn_set_deadline(c, c->srv->cfg->idle_ms);
-  if (d->total >= BULK_AFTER) grow(d);
+  if (d->total >= BULK_AFTER) grow(c->srv, d);
   return n;
 }
 

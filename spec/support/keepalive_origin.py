@@ -85,9 +85,10 @@ def serve(sock, conn_id):
             return
         out = json.dumps({"conn": conn_id, "n": n, "method": method, "path": path,
                           "body": body.decode("latin-1")}).encode()
-        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(out)
-                     + (b"" if method == "HEAD" else out))
-        if path == "/v1/drop":
+        close = "close" in ",".join(headers.get("connection", [])).lower()  # as a compliant server does
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n"
+                     % (len(out), b"Connection: close\r\n" if close else b"") + (b"" if method == "HEAD" else out))
+        if path == "/v1/drop" or close:
             return
 
 

@@ -34,7 +34,9 @@ async def serve(reader, writer):
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                          b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
             for i in (1, 2):
-                ev = ('event: message\ndata: {"n": %d}\n\n' % i).encode()
+                # as long as a model's text event: the proxy's scrub of the key always holds back
+                # the key's length less one byte until the next event (SECURITY.md)
+                ev = ('event: message\ndata: {"n": %d, "text": "%s"}\n\n' % (i, "t" * 120)).encode()
                 writer.write(b"%x\r\n%s\r\n" % (len(ev), ev))
                 await writer.drain()
                 log("stream.log", "sent %d %.6f" % (i, time.time()))

@@ -185,6 +185,19 @@ function M.new(prefix)
   return H
 end
 
+-- SANDSTACK_CREDENTIALS for a list of credentials as the specs write them (extra keys ignored)
+function M.creds_json(list)
+  local out = {}
+  for i, c in ipairs(list) do
+    local e = { name = c.name, host = c.host, port = c.port, secret = c.secret, placeholder = c.placeholder }
+    for _, k in ipairs { "header", "format", "query", "path", "basic" } do e[k] = c[k] end
+    out[i] = e
+  end
+  return core.json_encode(out)
+end
+
+function M.unhex(s) return (s:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end)) end
+
 -- a copy of env with the fields of changes set (a false value removes the field)
 function M.with(env, changes)
   local out = {}

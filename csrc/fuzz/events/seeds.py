@@ -156,6 +156,37 @@ SEEDS = {
         T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
         client_send(), client_tls(), client_send(), upstream_send(), origin_answer(13), upstream_send(), NEXT,
         client_send(), upstream_send(), NEXT, TIMER),
+    # CL.0: a GET (or any request) with a body; an origin that ignores it would read the body as the
+    # next request (here a DELETE the policy refuses). After a body the connection is not reused.
+    "review9_cl0_get_body": seed(
+        T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
+        tls_client(b"GET /v1/a HTTP/1.1\r\nHost: api.test\r\nContent-Length: 39\r\n\r\nDELETE /up HTTP/1.1\r\nHost: api.test\r\n\r\n"
+                   b"GET /v1/c HTTP/1.1\r\nHost: api.test\r\n\r\n"),
+        client_send(), upstream_send(), NEXT, tls_origin(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+        upstream_send(), NEXT, client_send(), upstream_send(), NEXT, TIMER),
+    "review9_cl0_post_then_get": seed(
+        T_INSPECT_POST, 2, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
+        client_send(), client_tls(), client_send(), upstream_send(), NEXT,
+        tls_origin(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), upstream_send(), NEXT, client_send(),
+        upstream_send(), NEXT, TIMER),
+    # api.test has a credential (X-Key): its answers are scrubbed as messages. The secret split by a
+    # chunk boundary; an encoded answer (refused, 502); a placeholder split across request chunks.
+    "review9_scrub_chunk_split": seed(
+        T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
+        client_tls(), client_send(), upstream_send(), NEXT,
+        tls_origin(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\napi-secre\r\n"
+                   b"11\r\nt-fuzz-0123456789\r\n0\r\n\r\n"),
+        upstream_send(), NEXT, client_send(), TIMER),
+    "review9_scrub_encoded": seed(
+        T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
+        client_tls(), client_send(), upstream_send(), NEXT,
+        tls_origin(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\n\x1f\x8b\x08\x00"),
+        upstream_send(), NEXT, client_send(), TIMER),
+    "review9_placeholder_split_chunks": seed(
+        T_INSPECT_EARLY, 0, 0, client_send(), RESOLVE, CONNECT_OK, NEXT, client_send(), upstream_send(), NEXT,
+        tls_client(b"POST /up HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   b"8\r\nPHapiAAA\r\n12\r\nAAAAAAAAAAAAAAAAAA\r\n0\r\n\r\n"),
+        client_send(), upstream_send(), NEXT, client_send(), TIMER),
     "tunnel": seed(T_TUNNEL, 0, 0, client_send(), RESOLVE, CONNECT_OK, TLS_EXCHANGE),
     "tunnel_destination_speaks_first": seed(
         T_SCRIPT, 0, 0, raw_client(b"CONNECT open.test:25 HTTP/1.1\r\n" + AUTH + b"\r\n"), client_send(), RESOLVE,
