@@ -7,6 +7,7 @@ local docker = sandstack.docker
 
 local PREFIX = "sstest-spawn-"
 local AGENT, SOCAT = "sandstack-test/agent:local", "sandstack-test/socat:local"
+local BARE = "sandstack/socat:0.1.0" -- the stack image bootstrap builds: socat alone, no shell
 
 local read_until = require("spawn_ngx").read_until
 
@@ -18,7 +19,8 @@ describe("h:spawn on docker #docker", function()
     stack = assert(docker.start(project, { project_name = project, agent_port = 8080, forwarder_image = SOCAT,
       subnet_pool = "10.214.0.0/16", pull = "never",
       services = { { name = "sandbox", image = AGENT, command = { "agent" } },
-        { name = "side", image = AGENT, command = { "sleep", "3600" }, egress = "none" } } }))
+        { name = "side", image = AGENT, command = { "sleep", "3600" }, egress = "none" },
+        { name = "bare", image = BARE, command = { "-u", "TCP-LISTEN:7000", "STDOUT" }, egress = "none" } } })) -- its entrypoint is socat
   end)
 
   teardown(function()
@@ -80,6 +82,18 @@ describe("h:spawn on docker #docker", function()
     assert.equal(0, p:wait(10))
     table.sort(got) -- the engine copies the two pipes apart: only each stream's order is kept
     assert.same({ "stderr=def", "stdout=abc" }, got)
+  end)
+
+  it("signals a process in an image without a shell: the kill runs nothing in its container", function()
+    local p = assert(stack:spawn({ "/usr/bin/socat", "-u", "STDIN", "STDOUT" }, { service = "bare" }))
+    assert(p:write("x\n"))
+    assert.equal("x\n", read_until(p, "\n"))
+    assert(p:kill("TERM"))
+    assert.is_number(p:wait(10))
+    local ok, err = p:kill("TERM")
+    assert.is_nil(ok)
+    assert.equal("exited", err.kind)
+    p:close()
   end)
 
   it("kills the process and its children in the sandbox", function()

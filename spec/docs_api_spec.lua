@@ -133,6 +133,26 @@ local SECTIONS = {
   ["stack:restart"] = probe(function() docker_stack():restart {} end),
   ["stack:capture"] = probe(function() docker_stack():capture("/nonexistent", {}) end),
   ["stack:destroy"] = probe(function() docker_stack():destroy {} end),
+  -- the session interface (docs/api/session.md), on the docker handle
+  ["h:exec"] = probe(function() docker_stack():exec({ "true" }, {}) end),
+  ["h:spawn"] = probe(function() docker_stack():spawn({ "true" }, {}) end),
+  ["h:read"] = probe(function() docker_stack():read("/x", {}) end),
+  ["h:write"] = probe(function() docker_stack():write("/x", "", {}) end),
+  ["h:upload"] = probe(function() docker_stack():upload("/nonexistent", "/x", {}) end),
+  ["h:download"] = probe(function() docker_stack():download("/x", "/nonexistent", {}) end),
+  ["h:stat"] = probe(function() docker_stack():stat("/x", {}) end),
+  ["h:list"] = probe(function() docker_stack():list("/x", {}) end),
+  ["h:remove"] = probe(function() docker_stack():remove("/x", {}) end),
+  ["h:logs"] = probe(function() docker_stack():logs {} end),
+  ["h:stats"] = probe(function() docker_stack():stats {} end),
+  ["h:hibernate"] = probe(function() docker_stack():hibernate {} end),
+  ["h:snapshot"] = probe(function() docker_stack():snapshot {} end),
+  ["h:changes"] = probe(function() docker_stack():changes {} end),
+  ["sandstack.docker.start session"] = function()
+    return sorted_keys(require("sandstack.docker.session_methods").START_KEYS)
+  end,
+  ["sandstack.docker.snapshots"] = probe(function() sandstack.docker.snapshots {} end),
+  ["sandstack.docker.remove_snapshot"] = probe(function() sandstack.docker.remove_snapshot({}, {}) end),
   -- sandstack.engine (docs/api/engine.md)
   ["sandstack.engine"] = probe(function() sandstack.engine {} end),
   ["sandstack.engine tls"] = probe(function() sandstack.engine { tls = {} } end, 2),

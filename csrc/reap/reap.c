@@ -15,7 +15,13 @@
  * byte, with the whole entry.
  *
  * Exit 0: nothing of the exec is left (stdout: the number killed); 1: something outlived
- * every round; 2: bad usage or /proc unreadable. */
+ * every round; 2: bad usage or /proc unreadable.
+ *
+ * sandstack-reap TOKEN SIGNAL (a number other than SIGKILL's) is a spawned process's
+ * p:kill(signal): one scan, the signal sent to each process holding the entry (the process
+ * may catch it, so nothing is stopped or waited for). Exit 0 when one was signalled, 3 when no
+ * process holds the entry any more (the process ended). SIGNAL 9 is the reap above, with
+ * exit 3 when its first scan finds nothing of the exec. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,14 +61,39 @@ static size_t mark(rp_table *t, const char *entry, size_t elen) {
   return n;
 }
 
+/* Sends sig once to every holder of the entry: 0 when one was signalled, 3 when none holds it. */
+static int signal_holders(rp_table *t, const char *entry, size_t elen, int sig) {
+  if (rp_scan(t, getpid()) != 0) {
+    perror("sandstack-reap: /proc");
+    return 2;
+  }
+  unsigned long sent = 0;
+  for (size_t i = 0; i < t->n; i++)
+    if (rp_environ_has(t->p[i].pid, entry, elen) && kill(t->p[i].pid, sig) == 0) sent++;
+  printf("%lu\n", sent);
+  return sent > 0 ? 0 : 3;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 2 || strlen(argv[1]) < 8 || strlen(argv[1]) > 128) {
-    fputs("usage: sandstack-reap TOKEN\n", stderr);
+  int sig = SIGKILL;
+  if (argc == 3) {
+    char *end = NULL;
+    long v = strtol(argv[2], &end, 10);
+    if (!end || *end || v < 1 || v > 64) argc = 0; /* refused below */
+    else sig = (int)v;
+  }
+  if ((argc != 2 && argc != 3) || strlen(argv[1]) < 8 || strlen(argv[1]) > 128) {
+    fputs("usage: sandstack-reap TOKEN [SIGNAL]\n", stderr);
     return 2;
   }
   char entry[160];
   int elen = snprintf(entry, sizeof entry, "SANDSTACK_EXEC=%s", argv[1]);
   rp_table t = {0};
+  if (sig != SIGKILL) {
+    int rc = signal_holders(&t, entry, (size_t)elen, sig);
+    free(t.p);
+    return rc;
+  }
   unsigned long killed = 0;
   for (int round = 0; round < ROUNDS; round++) {
     if (rp_scan(&t, getpid()) != 0) {
@@ -70,6 +101,7 @@ int main(int argc, char **argv) {
       return 2;
     }
     size_t n = mark(&t, entry, (size_t)elen);
+    if (n == 0 && round == 0 && argc == 3) return 3; /* p:kill("KILL") of a process that ended */
     if (n == 0) {
       printf("%lu\n", killed);
       return 0;

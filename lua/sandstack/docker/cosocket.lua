@@ -72,9 +72,12 @@ local function call(ep, timeout, method, path, body, opts)
   opts = opts or {}
   local sock, err = connect(ep, opts.timeout or timeout)
   if not sock then return nil, err end
-  local payload = body ~= nil and assert(core.json_encode(body)) or ""
-  local req = ("%s %s%s HTTP/1.0\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s")
-    :format(method, path, query_string(opts.query), ep.authority, #payload, payload)
+  -- a body with content_type is sent as given (the kill helper's program, a tar), else as JSON
+  local raw = opts.content_type ~= nil and type(body) == "string"
+  local payload = raw and body or body ~= nil and assert(core.json_encode(body)) or ""
+  local req = ("%s %s%s HTTP/1.0\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s")
+    :format(method, path, query_string(opts.query), ep.authority, raw and opts.content_type or "application/json",
+      #payload, payload)
   local ok; ok, err = sock:send(req)
   if not ok then sock:close(); return nil, E.new("transport", "closed", method .. " " .. path .. ": " .. tostring(err)) end
   local status, head = head_of(sock, method, path)

@@ -33,12 +33,12 @@ local function program_tar()
   return archive
 end
 
-local function helper_body(info, token)
+local function helper_body(info, token, signal)
   local labels = { ["io.sandstack.role"] = "exec-kill" }
   local project = ((info.Config or {}).Labels or {})[PROJECT_LABEL]
   if project then labels[PROJECT_LABEL] = project end
   return {
-    Image = info.Image, Entrypoint = { M.PROGRAM }, Cmd = { token }, User = "0", WorkingDir = "/",
+    Image = info.Image, Entrypoint = { M.PROGRAM }, Cmd = { token, signal and tostring(signal) or nil }, User = "0", WorkingDir = "/",
     Labels = labels, NetworkDisabled = true, Healthcheck = { Test = { "NONE" } }, AttachStdout = false,
     HostConfig = { PidMode = "container:" .. info.Id, NetworkMode = "none", CapDrop = { "ALL" },
       CapAdd = { "KILL", "SYS_PTRACE", "DAC_READ_SEARCH" }, SecurityOpt = { "no-new-privileges" },
@@ -48,14 +48,17 @@ end
 
 -- Ends every process of the exec tagged `token` in `container` on `eng`. Returns true when the
 -- reaper saw nothing of it left, or nil, err (kind "exec_kill" with reason "helper" when the
--- helper could not run, "survived" when something outlived it).
-function M.kill(eng, container, token, timeout)
+-- helper could not run, "survived" when something outlived it). With `signal` (a number: a
+-- spawned process's p:kill) the holders of the token get that signal instead (9: the reap
+-- above), and a process that already ended is nil, err kind "exited", reason "not_running".
+-- `eng` needs only eng:call's contract, so a cosocket io serves too.
+function M.kill(eng, container, token, timeout, signal)
   timeout = timeout or 20
   local info, err = eng:call("GET", path(container) .. "/json")
   if not info then return nil, err end
   local name = (info.Name or ""):gsub("^/", "") .. "-exec-kill-" .. core.random_hex(4)
   local created
-  created, err = eng:call("POST", "/containers/create", helper_body(info, token), { query = { name = name }, timeout = timeout })
+  created, err = eng:call("POST", "/containers/create", helper_body(info, token, signal), { query = { name = name }, timeout = timeout })
   if not created then
     return E.fail("exec_kill", "helper", "the kill helper could not be created: " .. tostring(err), { cause = err })
   end
@@ -74,6 +77,9 @@ function M.kill(eng, container, token, timeout)
   waited, err = eng:call("POST", hp .. "/wait", nil, { timeout = timeout })
   if not waited then return fail("helper", "the kill helper did not end: " .. tostring(err), err) end
   eng:call("DELETE", hp, nil, { query = { force = "1", v = "1" }, ok = { [404] = true } })
+  if signal and waited.StatusCode == 3 then
+    return E.fail("exited", "not_running", "no process of this spawn is running")
+  end
   if waited.StatusCode ~= 0 then
     return E.fail("exec_kill", waited.StatusCode == 1 and "survived" or "helper",
       ("the kill helper exited %s"):format(tostring(waited.StatusCode)), { exit_code = waited.StatusCode })

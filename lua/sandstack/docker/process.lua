@@ -17,20 +17,6 @@ Process.__index = Process
 -- kept its environment) by it, since the Engine API has no way to signal an exec.
 M.TOKEN_VAR = "SANDSTACK_EXEC"
 
--- Signals every process of the container whose environment holds the token: $1 the token,
--- $2 the signal name. Exits 0 when at least one was signalled, 3 when none carries it.
-M.KILL_SCRIPT = [[
-t="$1"; s="$2"; n=0
-for d in /proc/[0-9]*; do
-  p="${d#/proc/}"
-  [ "$p" = "$$" ] && continue
-  if grep -q "SANDSTACK_EXEC=$t" "$d/environ" 2>/dev/null; then
-    kill -s "$s" "$p" 2>/dev/null && n=$((n+1))
-  fi
-done
-[ "$n" -gt 0 ] || exit 3
-]]
-
 local SPAWN_KEYS = { tty = true, cols = true, rows = true, env = true, cwd = true, user = true, service = true,
   timeout = true, on_output = true, max_bytes = true }
 local SIGNALS = { HUP = 1, INT = 2, QUIT = 3, KILL = 9, USR1 = 10, USR2 = 12, TERM = 15, CONT = 18, STOP = 19 }
@@ -273,26 +259,26 @@ function Process:wait(timeout)
 end
 
 -- Sends a signal (a name such as "TERM" or "KILL", or a number; default TERM) to the process
--- and to its descendants that kept its environment, by a second exec in the container that
--- finds them by the token (docs/process.md, "Killing"). true, or nil, err: kind "exited" when
--- no process carries the token any more.
+-- and to its descendants that kept its environment, found by the token: sandstack-reap in a
+-- helper container sharing the sandbox's PID namespace, as h:exec's kill (docker/exec_kill.lua;
+-- KILL also takes the process's group, session and descendants). Nothing runs in the sandbox,
+-- so an image without a shell works. true, or nil, err: kind "exited" when no process carries
+-- the token any more.
 function Process:kill(signal)
   if signal == nil then signal = "TERM" end
   if type(signal) == "string" then
-    signal = signal:upper():gsub("^SIG", "")
-    if not SIGNALS[signal] then error("kill: unknown signal '" .. signal .. "'", 2) end
+    local name = signal:upper():gsub("^SIG", "")
+    if not SIGNALS[name] then error("kill: unknown signal '" .. name .. "'", 2) end
+    signal = SIGNALS[name]
   elseif type(signal) == "number" and signal >= 1 and signal <= 64 and signal == math.floor(signal) then
-    signal = tostring(math.floor(signal))
+    signal = math.floor(signal)
   else
     error("kill: signal must be a name such as \"TERM\" or a number", 2)
   end
-  local r, err = self.io.exec(self.container, { "sh", "-c", M.KILL_SCRIPT, "sandstack-kill", self.token, signal },
-    { user = self.user, timeout = self.timeout })
-  if not r then return nil, err end
-  if r.exit_code == 3 then return E.fail("exited", "not_running", "no process of this spawn is running") end
-  if r.exit_code ~= 0 then
-    return E.fail("exited", "kill_failed", "the kill in the container failed: " .. (r.stderr or ""), { code = r.exit_code })
-  end
+  local io = self.io
+  local ok, err = require("sandstack.docker.exec_kill").kill({ call = function(_, ...) return io.call(...) end },
+    self.container, self.token, self.timeout, signal)
+  if not ok then return nil, err end
   return true
 end
 

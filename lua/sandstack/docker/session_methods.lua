@@ -10,6 +10,10 @@ local expiry = require "sandstack.docker.expiry"
 
 local M = {}
 
+-- The start options this file takes on top of the start pipeline's (csrc/stack/validate.c):
+-- they are taken off before the pipeline sees the options.
+M.START_KEYS = { ttl = true, idle_timeout = true, on_expiry = true, from_snapshot = true }
+
 -- The one start of sandstack.docker with the options of this file: plain is the start pipeline
 -- (docker/start.lua's start). The handle keeps the options without a secret (snapshot.spec_of)
 -- for its snapshots, and its record is kept on the engine (keep_record); a ttl, idle_timeout or
@@ -24,7 +28,7 @@ function M.start(session_key, opts, plain)
   end
   local clean = {}
   for k, v in pairs(opts) do
-    if k ~= "ttl" and k ~= "idle_timeout" and k ~= "on_expiry" then clean[k] = v end
+    if not M.START_KEYS[k] then clean[k] = v end
   end
   local stack, err = plain(session_key, clean)
   if not stack then return nil, err end
