@@ -17,6 +17,7 @@ mib=${2:-1024}
 . "$top/bench/proxy_bench_common.sh"
 bench_proxy "$build"
 bench_netns "${BENCH_NS:-ssh2b}" ssh2 /tmp/ssh2-bench.XXXXXX
+bench_results_begin "$@"
 printf '127.0.0.1 localhost\n198.51.100.30 outside.test\n' >"/etc/netns/$P/hosts"
 (cd "$work" && openssl req -x509 -newkey rsa:2048 -nodes -keyout k -out c -days 1 -subj /CN=outside.test >/dev/null 2>&1)
 bench_standin "$work/c" "$work/k"
@@ -193,6 +194,7 @@ print("RSS per idle tunnel: %.1f KiB (500 tunnels, %d -> %d KiB); fds per idle t
       % (per, before, after, (fds_after - fds_before) / 500, relay_of_last_tunnel()))
 print("  goal %s: idle-tunnel memory %.1f KiB (goal <= 12 KiB)" % ("met" if per <= 12 else "NOT met", per))
 PY
-# The keep-alive request rate through an inspected tunnel against a plain one (issue 25), with its
+bench_results_end proxy "Results: sandstack-proxy against a direct connection and socat"
+# The keep-alive request rate through an inspected tunnel against a plain one, with its
 # own namespaces, proxy and origin: bench/proxy_keepalive_bench.sh.
 bash "$top/bench/proxy_keepalive_bench.sh" "$build"

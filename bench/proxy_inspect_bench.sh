@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# TLS inspection in sandstack-proxy (issue 15) against a plain CONNECT tunnel and a direct TLS
+# TLS inspection in sandstack-proxy against a plain CONNECT tunnel and a direct TLS
 # connection, in one run (ratios are the result; absolute numbers depend on the machine and on
 # the Python stand-in, which is the same server for all three). Network namespaces as in
 # spec/proxy_inspect_spec.lua; the outside runs spec/support/proxy_standin.py with a test CA.
@@ -15,6 +15,7 @@ n=${2:-300}
 . "$top/bench/proxy_bench_common.sh"
 bench_proxy "$build"
 bench_netns ssh7b ssh7 /tmp/ssh7-bench.XXXXXX
+bench_results_begin "$@"
 { printf '127.0.0.1 localhost\n198.51.100.30 api.test tunnel.test\n'
   for i in $(seq "$n"); do printf '198.51.100.30 f%d.fresh.test\n' "$i"; done; } >"/etc/netns/$P/hosts"
 (cd "$work" && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=ssh7-bench-ca >/dev/null 2>&1 \
@@ -90,3 +91,4 @@ print("client TLS handshake via the proxy: cached leaf p50 %.2f ms, fresh leaf p
 PY
 fresh=$(grep -c '"leaf":"fresh"' "$work/proxy.out" || true)
 echo "leaves signed during the run: $fresh (expected $((n + 1)): api.test once, each fN.fresh.test once)"
+bench_results_end proxy-inspect "Results: TLS inspection against a plain tunnel and a direct connection"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Keep-alive clients through an inspected CONNECT tunnel against the same clients through a
-# plain tunnel (issue 25), in one run: each client opens one tunnel and sends REQUESTS small GETs
+# plain tunnel, in one run: each client opens one tunnel and sends REQUESTS small GETs
 # on it, one after another, each answer read whole before the next request. Both tunnels reach
 # the same keep-alive origin (spec/support/keepalive_origin.py, test CA): "api.test" has method
 # and path rules, so the proxy terminates TLS, frames every answer and checks every request;
@@ -16,6 +16,7 @@ n=${2:-2000}
 . "$top/bench/proxy_bench_common.sh"
 bench_proxy "$build"
 bench_netns sskb sskb /tmp/sskb-bench.XXXXXX
+bench_results_begin "$@"
 printf '127.0.0.1 localhost\n198.51.100.30 api.test tunnel.test\n' >"/etc/netns/$P/hosts"
 (cd "$work" && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=sskb-bench-ca >/dev/null 2>&1 \
   && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=api.test >/dev/null 2>&1 \
@@ -93,3 +94,4 @@ print("  goal %s: inspected/tunnel keep-alive request rate %.2f (goal >= 0.80)" 
 PY
 lines=$(grep -c '"route":"inspect"' "$work/proxy.out" || true)
 echo "  inspected audit lines: $lines (one per request)"
+bench_results_end proxy-keepalive "Results: keep-alive requests through an inspected tunnel against a plain one"
