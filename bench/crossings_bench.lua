@@ -1,5 +1,5 @@
 -- Lua/C crossings per `sandstack.docker.start` (the first in the process and a later one),
--- `destroy`, an engine exec and an sbx box:exec (issues 12 and 24; the goals are issue 24's).
+-- `destroy`, an engine exec and an sbx box:exec, each against the goal of one C call per step.
 -- A call hook counts every call of a C function that sandstack's core module provides (its
 -- functions and the methods of every userdata it makes), and every call back into Lua from one of
 -- them (a hook, req_adapter). The standard library is not counted. The result is the ratio
@@ -8,6 +8,9 @@
 -- box:exec runs against the sbx simulator (spec/support/sbx-sim), set up as the sbx specs do.
 --   lua5.4 bench/crossings_bench.lua     (from the repository root; needs the engine)
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.path = "./bench/?.lua;" .. package.path
+local run = require("results").begin("crossings", {
+  title = "# Results: C crossings per step (bench/crossings_bench.lua)", argv = arg })
 package.cpath = (os.getenv("SANDSTACK_CPATH") or "./build/?.so;") .. package.cpath
 local sandstack = require "sandstack"
 local core = require "sandstack.core"
@@ -77,7 +80,7 @@ local function counted(fn)
   return into_c + back_to_lua, a, b
 end
 
--- The goals of issue 24 ("One C call per step"), each printed beside its count.
+-- The goals ("One C call per step"), each printed beside its count.
 local GOALS = { first_start = 20, later_start = 12, exec = 4, box_exec = 4 }
 local function line(what, n, goal, extra)
   local verdict = goal and ((n <= goal and "goal met" or "goal NOT met") .. (" (<= %d)"):format(goal)) or ""
@@ -135,3 +138,4 @@ line("eng:exec", n_exec, GOALS.exec)
 line("box:exec", n_box, GOALS.box_exec)
 line("box:exec with env", n_box_env, nil)
 line("box:exec allowlist+env", n_box_allow, nil)
+run:finish()

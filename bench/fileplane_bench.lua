@@ -9,6 +9,8 @@
 --   lua5.4 bench/fileplane_bench.lua [ITERATIONS] [DIR]   (from the repository root; the build
 --   dir is $SANDSTACK_BUILD, default ./build)
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.path = "./bench/?.lua;" .. package.path
+local run = require("results").begin("fileplane", { section = "fileplane_bench", argv = arg })
 package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath
 local core = require "sandstack.core"
 local baseline = require "sandstack_test.fileplane_bench"
@@ -104,3 +106,4 @@ for _, r in ipairs(rows) do
     r.exec and ("%.0f"):format(r.exec * 1e6) or "-", r.plane / r.plain,
     r.exec and ("%.0f"):format(r.exec / r.plane) or "-"))
 end
+run:finish()

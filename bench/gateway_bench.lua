@@ -1,9 +1,12 @@
--- The gateway (issue 17): POST /sessions through a real nginx to the first answer of the
+-- The gateway: POST /sessions through a real nginx to the first answer of the
 -- session's agent, with a warm pool against cold starts, both measured in this one run on the
 -- same engine; the ratio is the result, the absolute times depend on the machine.
 --   lua5.4 bench/gateway_bench.lua [N]    (from the repository root; needs nginx and the engine;
 --   SANDSTACK_BUILD / SANDSTACK_NGINX_BUILD: the Lua 5.4 and LuaJIT builds, default ./build(-luajit))
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/support/?.lua;" .. package.path
+package.path = "./bench/?.lua;" .. package.path
+local run = require("results").begin("gateway", {
+  title = "# Results: the gateway, warm pool against cold starts (bench/gateway_bench.lua)", argv = arg })
 package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath
 local core = require "sandstack.core"
 local gh = require "gateway_harness"
@@ -67,3 +70,4 @@ print(("  cold    %7.3f s   (all: %s)"):format(mc, table.concat((function()
 print(("  pooled  %7.3f s   (all: %s)"):format(mp, table.concat((function()
   local t = {} for i, x in ipairs(pooled) do t[i] = ("%.2f"):format(x) end return t end)(), " ")))
 print(("  ratio cold/pooled = %.1fx"):format(mc / mp))
+run:finish()

@@ -1,14 +1,18 @@
 -- A session over time (docs/lifecycle.md), measured against cold starts of the anchor stack
 -- (bench/anchor.lua) in this one run: pause, resume to the agent's next answer (goal: p50 <=
 -- 25 ms), hibernate, wake to ready (goal: <= 1.0x a cold start), snapshot of a stack whose
--- workspace holds 100 MiB, and fork to ready. Prints a table and writes docs/results/lifecycle.md.
+-- workspace holds 100 MiB, and fork to ready. Prints a table and writes docs/results/lifecycle.md
+-- (bench/results.lua).
 --   lua5.4 bench/lifecycle_bench.lua [ROUNDS]   (from the repository root; needs the engine; ROUNDS = 5)
-package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.path = "./lua/?.lua;./lua/?/init.lua;./bench/?.lua;" .. package.path
 package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath
 local sandstack = require "sandstack"
 local core = require "sandstack.core"
 local docker = sandstack.docker
 local http = require "sandstack.docker.http"
+local run = require("results").begin("lifecycle", { title = "# A session over time: measured (bench/lifecycle_bench.lua)",
+  intro = "Each ratio is against the cold start of the anchor stack measured in the same run.", markdown = true,
+  argv = arg })
 
 local ROUNDS = tonumber(arg[1]) or 5
 local now = core.engine_clock
@@ -20,12 +24,6 @@ local function pct(xs, p)
   for i, x in ipairs(xs) do s[i] = x end
   table.sort(s)
   return s[math.max(1, math.ceil(p / 100 * #s))]
-end
-local function loadavg()
-  local f = io.open("/proc/loadavg")
-  local s = f and f:read("*l") or "?"
-  if f then f:close() end
-  return s:match("^(%S+ %S+ %S+)") or s
 end
 local function timed(fn)
   local t0 = now()
@@ -120,8 +118,7 @@ local eng = assert(sandstack.engine {})
 local v = assert(eng:version())
 eng:close()
 local lines = {
-  ("engine %s (API %s), sandstack %s, load average %s, %d rounds, %s"):format(v.Version, v.ApiVersion, core.VERSION,
-    loadavg(), ROUNDS, os.date("!%Y-%m-%d %H:%M UTC")),
+  ("sandstack %s, %d rounds."):format(core.VERSION, ROUNDS),
   "",
   "| step | n | p50 ms | max ms | p50 / cold p50 | note |",
   "|---|---|---|---|---|---|",
@@ -133,9 +130,4 @@ for _, r in ipairs(results) do
 end
 local text = table.concat(lines, "\n") .. "\n"
 io.write(text)
-os.execute("mkdir -p docs/results")
-local f = assert(io.open("docs/results/lifecycle.md", "w"))
-f:write("# A session over time: measured (bench/lifecycle_bench.lua)\n\n",
-  "Written by the bench; each ratio is against the cold start of the anchor stack measured in the same run.\n\n",
-  text)
-f:close()
+run:finish { engine = ("Docker %s (API %s)"):format(v.Version, v.ApiVersion) }

@@ -1,4 +1,4 @@
--- Warm pools (issues 16, 26), measured against cold starts of the same anchor stack
+-- Warm pools, measured against cold starts of the same anchor stack
 -- (bench/anchor.lua) in this one run: the ratios are the result, the absolute times depend on the
 -- machine.
 --   1. The claim candidates the Engine offers, each timed and checked for the answer a second
@@ -11,6 +11,9 @@
 --      concurrency 4) against 20 cold starts the same way: p50 of each.
 --   lua5.4 bench/pool_bench.lua [ROUNDS]   (from the repository root; needs the engine; ROUNDS = 12)
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.path = "./bench/?.lua;" .. package.path
+local run = require("results").begin("pool", {
+  title = "# Results: warm pools against cold starts (bench/pool_bench.lua)", argv = arg })
 package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath -- SANDSTACK_BUILD: another build dir
 local sandstack = require "sandstack"
 local core = require "sandstack.core" -- its monotonic clock and sleep
@@ -294,3 +297,4 @@ print(("   against a pool of %d: p50 %6.2f s  (first %d: %d under 1 s, the warm 
 print(("   %d cold starts:       p50 %6.2f s, last %.2f s   burst/cold p50 = %.2f"):format(BURST, pct(bc, 50), pct(bc, 100),
   pct(bw, 50) / pct(bc, 50)))
 print(("load average at the end: %s"):format(loadavg()))
+run:finish()

@@ -3,7 +3,7 @@
 -- docs hold the last run of each bench and nothing older, and docs/ keeps to its budget.
 --
 --   package.path = "./bench/?.lua;" .. package.path
---   local run = require("results").begin("fileplane", { title = "Results: the sbx file plane" })
+--   local run = require("results").begin("fileplane", { title = "# Results: ...", argv = arg })
 --   print(...)                     -- everything printed from here on is the run's table
 --   run:finish { engine = "20.10.24 (API 1.41)" }   -- load after, then the page is replaced
 --

@@ -1,4 +1,4 @@
--- What gVisor costs (issue 18): the anchor stack of bench/stack_bench.lua (sandbox with agent and
+-- What gVisor costs: the anchor stack of bench/stack_bench.lua (sandbox with agent and
 -- a volume, forwarder, a sidecar with a 0.5 s healthcheck the sandbox depends on, an egress
 -- sidecar) brought up to ready and torn down under runtime = "runsc" and under the engine's
 -- default (runc), alternately in one run, and the round trip of an HTTP request through each
@@ -7,6 +7,9 @@
 --   lua5.4 bench/runsc_bench.lua [REPS] [REQUESTS]   (from the repository root; needs the engine
 --                                                     with runsc registered: spec/support/runsc-setup.sh)
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.path = "./bench/?.lua;" .. package.path
+local run = require("results").begin("runsc", {
+  title = "# Results: gVisor against runc (bench/runsc_bench.lua)", argv = arg })
 package.cpath = "./build/?.so;" .. package.cpath
 local sandstack = require "sandstack"
 local core = sandstack.core
@@ -80,3 +83,4 @@ end
 local a, b = res.runc, res.runsc
 print(("ratio runsc/runc: up %.2fx, teardown %.2fx, request round trip %.2fx"):format(
   median(b.up) / median(a.up), median(b.down) / median(a.down), median(b.rtt) / median(a.rtt)))
+run:finish()

@@ -4,6 +4,9 @@
 -- Uses the simulator (spec/support/sbx-sim), or a real sbx with SANDSTACK_SBX_E2E=1. The build
 -- dir is $SANDSTACK_BUILD (default ./build).
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/support/?.lua;" .. package.path
+package.path = "./bench/?.lua;" .. package.path
+local run = require("results").begin("sbx-exec", {
+  title = "# Results: the sbx exec wrapper against a bare sbx exec (bench/sbx_exec_bench.lua)", argv = arg })
 package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath
 local core = require "sandstack.core"
 local sbx = require "sandstack.sbx"
@@ -62,3 +65,5 @@ print(("%d short execs: RSS grew %d KiB (%.2f KiB per exec), Lua heap grew %.0f 
 box:dispose()
 b:close()
 H.teardown(env)
+run:finish { engine = os.getenv("SANDSTACK_SBX_E2E") == "1" and "a real sbx"
+  or "the sbx simulator (spec/support/sbx-sim)" }

@@ -3,12 +3,14 @@
 -- each as a ratio, with where the milliseconds go.
 --   lua5.4 bench/session_bench.lua [EXECS] [ROUNDS]      (defaults 41 and 3)
 -- The build dir is $SANDSTACK_BUILD (default ./build). One stack, destroyed at the end. The
--- lines printed are also written to docs/results/session.md (SANDSTACK_BENCH_RESULTS=0: not).
-package.path = "./lua/?.lua;./lua/?/init.lua;./spec/support/?.lua;" .. package.path
+-- lines printed are also written to docs/results/session.md by bench/results.lua
+-- (SANDSTACK_BENCH_RESULTS=0: not).
+package.path = "./lua/?.lua;./lua/?/init.lua;./spec/support/?.lua;./bench/?.lua;" .. package.path
 package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath
 local sandstack = require "sandstack"
 local core = sandstack.core
 local h = require "helpers"
+local run = require("results").begin("session", { title = "# Session handle benchmark", argv = arg })
 
 local execs = tonumber(arg[1]) or 41
 local rounds = tonumber(arg[2]) or 3
@@ -29,12 +31,6 @@ local function timed(f)
 end
 
 local function ms(s) return ("%.1f ms"):format(s * 1000) end
-
-local lines = {}
-local function print(s) -- every result line, kept for docs/results
-  lines[#lines + 1] = s
-  io.write(s, "\n")
-end
 
 local stack = assert(sandstack.docker.start("sstest-bench-session-" .. core.random_hex(3), {
   agent_port = 8080, forwarder_image = "sandstack-test/socat:local", pull = "never", subnet_pool = "10.217.0.0/16",
@@ -108,10 +104,4 @@ local ok, err = pcall(function()
 end)
 stack:destroy()
 if not ok then error(err, 0) end
-if os.getenv("SANDSTACK_BENCH_RESULTS") ~= "0" then
-  os.execute("mkdir -p docs/results")
-  local f = assert(io.open("docs/results/session.md", "w"))
-  f:write("# Session handle benchmark\n\nWritten by `lua5.4 bench/session_bench.lua ", execs, " ", rounds, "` on ",
-    os.date("!%Y-%m-%d %H:%M UTC"), ".\n\n```\n", table.concat(lines, "\n"), "\n```\n")
-  f:close()
-end
+run:finish { engine = ("Docker %s (API %s)"):format(version.Version, eng.api_version) }

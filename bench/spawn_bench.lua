@@ -3,12 +3,15 @@
 -- millisecond of a spawn goes (exec create, the hijacked attach, the terminal's size, the
 -- shell's first output).
 --   lua5.4 bench/spawn_bench.lua [ROUNDS]     (default 15)
--- Needs the test images (spec/support/build-images.sh). Writes docs/results/spawn.md.
-package.path = "./lua/?.lua;./lua/?/init.lua;./spec/support/?.lua;" .. package.path
+-- Needs the test images (spec/support/build-images.sh). Writes docs/results/spawn.md
+-- (bench/results.lua).
+package.path = "./lua/?.lua;./lua/?/init.lua;./spec/support/?.lua;./bench/?.lua;" .. package.path
 package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath
 local sandstack = require "sandstack"
 local core = sandstack.core
 local h = require "helpers"
+local run = require("results").begin("spawn", { title = "# h:spawn: an interactive shell's first byte",
+  markdown = true, argv = arg })
 
 local rounds = tonumber(arg[1]) or 15
 local project = "sstest-spawnbench-" .. core.random_hex(3)
@@ -48,6 +51,7 @@ for _ in range(int(sys.argv[2])):
 print(" ".join("%.6f" % t for t in times))
 ]]
 
+local engine -- what ran it, for the results page
 local ok, err = pcall(function()
   local parts = { create = {}, attach = {}, resize = {}, first = {}, total = {} }
   local f = os.tmpname()
@@ -82,13 +86,9 @@ local ok, err = pcall(function()
   os.remove(f)
   local eng = stack.eng
   local version = assert(eng:call("GET", "/version"))
-  local load = (h.read_file("/proc/loadavg") or ""):match("^(%S+ %S+ %S+)")
   local total, base = median(parts.total), median(cli)
   local lines = {
-    "# h:spawn: an interactive shell's first byte",
-    "",
-    ("Written by `bench/spawn_bench.lua` (%d rounds, medians), Docker %s (API %s), load average %s."):format(
-      rounds, version.Version, version.ApiVersion, load),
+    ("%d rounds, medians."):format(rounds),
     "",
     "| | median |",
     "|---|---|",
@@ -108,8 +108,8 @@ local ok, err = pcall(function()
   }
   local text = table.concat(lines, "\n") .. "\n"
   io.write(text)
-  os.execute("mkdir -p docs/results")
-  h.write_file("docs/results/spawn.md", text)
+  engine = ("Docker %s (API %s)"):format(version.Version, version.ApiVersion)
 end)
 stack:destroy()
 if not ok then error(err, 0) end
+run:finish { engine = engine }

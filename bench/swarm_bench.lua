@@ -1,4 +1,4 @@
--- A start on a swarm against a start on one engine, in the same run (issue 27): the anchor stack
+-- A start on a swarm against a start on one engine, in the same run: the anchor stack
 -- (bench/anchor.lua: a sandbox with a volume, a sidecar with a 0.5 s healthcheck it depends on,
 -- an egress sidecar, the forwarder) brought up to ready and torn down, REPS times each way,
 -- interleaved, on a three-node swarm of nested Docker engines (spec/support/swarm-cluster.sh):
@@ -66,6 +66,11 @@ if arg[1] == "--child" then
   os.exit(0)
 end
 
+-- the parent: what it prints from here is the run, written to docs/results/swarm.md
+package.path = "./bench/?.lua;" .. package.path
+local run = require("results").begin("swarm", {
+  title = "# Results: a start on a swarm against one engine (bench/swarm_bench.lua)", argv = arg })
+
 local reps = tonumber(arg[1]) or 5
 local prefix = "sandstack-swarm-bench-"
 local function sh(cmd)
@@ -101,3 +106,4 @@ io.write(("\n%d reps, medians      up-to-ready   teardown\n"):format(#d_up))
 io.write(("docker (one engine)   %8.2f s   %8.2f s\n"):format(median(d_up), median(d_down)))
 io.write(("swarm (3 nodes)       %8.2f s   %8.2f s\n"):format(median(s_up), median(s_down)))
 io.write(("ratio swarm/docker    %8.2fx    %8.2fx\n"):format(median(s_up) / median(d_up), median(s_down) / median(d_down)))
+run:finish()
