@@ -66,7 +66,7 @@ function M.command(argv)
   local words = {}
   for i = -1, #argv do
     local w = argv[i]
-    if w ~= nil and (i ~= -1 or argv[-1] ~= argv[0]) then
+    if w ~= nil then
       words[#words + 1] = w:match("^[%w%./_=:,+-]+$") and w or ("'" .. w:gsub("'", "'\\''") .. "'")
     end
   end
