@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CI engine matrix (issue 10): the docker backend's live specs and `sandstack conform` on
+# The CI engine matrix: the docker backend's live specs and `sandstack conform` on
 # every engine sandstack claims, each started nested by spec/support/nested-engine.sh (the
 # host's own engine is covered by the normal run). A test whose "host" is the engine's host runs
 # in that engine's network namespace (nsenter -n): the host listener, the published 127.0.0.1
@@ -207,7 +207,7 @@ if [ -n "$doc" ]; then
     cat <<'EOF'
 # Engines: what sandstack was proven on
 
-`spec/engines.t` (the CI engine matrix, issue 10) starts Docker 20.10, 26.1 and 28.5 (also with
+`spec/engines.t` (the CI engine matrix) starts Docker 20.10, 26.1 and 28.5 (also with
 IPv6 on by default) and Podman 5.x as nested engines built from Debian's packages
 (`spec/support/nested-engine.sh`), runs the docker backend's live specs and `sandstack conform`
 inside each one's network namespace, measures the facts below with

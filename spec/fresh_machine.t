@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A newcomer's machine, as a test (issue 22): the README's main command, `bash examples/demo.sh`,
+# A newcomer's machine, as a test: the README's main command, `bash examples/demo.sh`,
 # run as root on a clean Debian 12 (debootstrap minbase from this machine's mirror, plus what a
 # cloud image has that a newcomer needs first: see spec/support/fresh-machine.sh), with the
 # checkout put in as `git archive HEAD`, in a container with its own dockerd that the demo starts
@@ -9,7 +9,7 @@
 # (while the sidecars were reachable), the allowed CONNECT got 200 and the refused one 403, and
 # 0 objects were left. It prints, as comments, the time from the bare machine to the agent's
 # first answer and each step bootstrap.sh timed (the apt install is "bootstrap: packages").
-# Then the test command's needs (issue 22): each command it runs is on the clean rootfs already
+# Then the test command's needs: each command it runs is on the clean rootfs already
 # or comes with a package of bootstrap.sh's lists (main and --test) or their dependencies.
 # Knobs: SANDSTACK_FRESH_MACHINE=none skips it; SANDSTACK_FRESH_REV=REV runs `git archive REV`;
 # SANDSTACK_FRESH_LOG=DIR keeps the run's files (the demo's output with time stamps) there.

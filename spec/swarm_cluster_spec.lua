@@ -232,6 +232,31 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
     p:close()
   end)
 
+  it("runs the session interface through the node's engine: exec with stdin and a kill, files, logs and stats", function()
+    local _, s = next(sessions)
+    local h = s.stack
+    local r = assert(h:exec({ "cat" }, { stdin = "to-the-node" }))
+    assert.same({ 0, "to-the-node" }, { r.code, r.stdout })
+    local _, err = h:exec("echo started; exec sleep 303", { timeout = 1 })
+    assert.same({ "timeout", true, "started\n" }, { err.kind, err.killed, err.stdout })
+    local ps = assert(h:exec({ "ps" })).stdout
+    assert.is_nil(ps:find("sleep 303", 1, true), ps)
+    assert.is_true(h:write("/tmp/on-node.txt", "node data", { mode = tonumber("600", 8) }))
+    assert.equal("node data", h:read("/tmp/on-node.txt"))
+    local st = assert(h:stat("/tmp/on-node.txt"))
+    assert.same({ "file", 9, tonumber("600", 8) }, { st.type, st.size, st.mode })
+    local names = {}
+    for _, e in ipairs(assert(h:list("/tmp"))) do names[e.name] = true end
+    assert.is_true(names["on-node.txt"])
+    assert(h:remove("/tmp/on-node.txt"))
+    _, err = h:read("/tmp/on-node.txt")
+    assert.is_table(err)
+    local l = assert(h:logs { service = "sandbox" })
+    assert.matches("agent listening", l.stdout .. l.stderr)
+    local m = assert(h:stats()).sandbox
+    assert.is_true(m.memUsed > 0 and m.pids >= 1)
+  end)
+
   it("keeps sessions apart: from a sandbox, another session (same node, other node) and every node address are unreachable", function()
     -- A (with its egress sidecar) and B share a node; C is elsewhere
     local a, b, c
