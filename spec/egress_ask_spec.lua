@@ -111,3 +111,30 @@ describe("egress asks: the sbx backend", function()
     end
   end)
 end)
+
+describe("egress asks: pool:serve's on_ask", function()
+  it("is checked, and a tick's pass answers each in-use session's asks with the session named", function()
+    local pool = assert(sandstack.docker.pool { name = "ask-unit", stack = { agent_port = 8080, image = "x" } })
+    pool._proxy = { added = true, service = "proxy" } -- what the pool's plan says of its proxy
+    local live_mod = require "sandstack.docker.egress_live"
+    local real_asks, real_answer = live_mod.asks, live_mod.answer
+    local pending = { ["p-1"] = { { id = 1, host = "a.test" } }, ["p-2"] = { { id = 7, host = "b.test" } } }
+    local answered = {}
+    live_mod.asks = function(stack) return pending[stack.plan.project] end
+    live_mod.answer = function(stack, id, d, o)
+      answered[#answered + 1] = { stack.plan.project, id, d, o.by }
+      return { id = id }
+    end
+    local seen = {}
+    local ok, n = pcall(pool._answer_asks, pool, {}, { "p-1", "p-2" }, function(a)
+      seen[#seen + 1] = a.project .. ":" .. a.host
+      return a.host == "a.test" and "allow" or "deny"
+    end)
+    live_mod.asks, live_mod.answer = real_asks, real_answer
+    assert.is_true(ok, tostring(n))
+    assert.equal(2, n)
+    assert.same({ "p-1:a.test", "p-2:b.test" }, seen)
+    assert.same({ { "p-1", 1, "allow", "on_ask" }, { "p-2", 7, "deny", "on_ask" } }, answered)
+    assert.has_error(function() pool:serve { on_ask = "yes" } end, "pool:serve: on_ask must be a function")
+  end)
+end)
