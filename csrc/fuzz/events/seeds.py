@@ -37,6 +37,10 @@ TIMER = b"\xb0"
 CURL_PULL, CURL_PULL_ALL, CURL_STATUS, CURL_HEADER, CURL_END_HEAD = b"\xc1", b"\xc3", b"\xc4", b"\xc6", b"\xc7"
 CURL_BODY, CURL_BODY_BIG, CURL_DONE, CURL_ERROR, CURL_TIMEOUT, CURL_100 = b"\xc8", b"\xca", b"\xcb", b"\xcc", b"\xcd", b"\xce"
 SIGTERM, CLIENT_WRITE_ERROR, UPSTREAM_WRITE_ERROR, CLIENT_CLOSE_NOTIFY = b"\xf0", b"\xf6", b"\xf9", b"\xfc"
+# the ask mode (bit 3 of the body byte): the policy asks, and the last kind's 12-15 answer instead
+ASK = 8
+T_ASK_FORWARD = T_FORWARD_DENY  # template 8 in the ask mode: a POST to ask.test, which no rule names
+ASK_ALLOW, ASK_ALLOW_SESSION, ASK_DENY, ASK_GONE = b"\xfc", b"\xfd", b"\xfe", b"\xff"
 
 
 def framed(lead, data):
@@ -298,6 +302,19 @@ SEEDS = {
         T_SCRIPT, 0, 0,
         raw_client(b"POST http://plain.test/up HTTP/1.1\r\nHost: plain.test\r\n" + AUTH
                    + b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), client_send(), NEXT, TIMER),
+    # the ask hook: a held tunnel or forward allowed (once, for the session), denied, timed out,
+    # its client gone (a FIN, a reset) before an answer, and an answer after the ask is gone
+    "ask_tunnel_allow": seed(T_DENIED, ASK, 0, client_send(), ASK_ALLOW, RESOLVE, CONNECT_OK, client_tls(),
+                             origin_answer(15), client_send(), NEXT, NEXT),
+    "ask_tunnel_allow_session": seed(T_DENIED, ASK, 0, client_send(), ASK_ALLOW_SESSION, RESOLVE, CONNECT_OK,
+                                     client_tls(), origin_answer(15), NEXT),
+    "ask_forward_deny": seed(T_ASK_FORWARD, ASK | 3, 0, client_send(), ASK_DENY, NEXT, NEXT, ASK_GONE),
+    "ask_forward_allow": seed(T_ASK_FORWARD, ASK | 3, 0, client_send(), ASK_ALLOW, RESOLVE, CONNECT_OK,
+                              origin_answer(15), NEXT, ASK_GONE),
+    "ask_timeout": seed(T_DENIED, ASK, 0, client_send(), TIMER, TIMER, TIMER, ASK_GONE, NEXT),
+    "ask_client_close": seed(T_ASK_FORWARD, ASK | 1, 0, client_send(), CLIENT_EOF, client_send(S1), NEXT, ASK_GONE,
+                             ASK_ALLOW),
+    "ask_client_reset": seed(T_DENIED, ASK, 0, client_send(), CLIENT_RESET, NEXT, ASK_GONE, ASK_DENY),
 }
 
 
