@@ -135,6 +135,19 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
     assert.same({}, assert(stack:egress_asks()))
   end)
 
+  it("an ask whose client leaves is dropped, and answering it finds nothing", function()
+    if not ready() then return end
+    h.must(("docker exec %s curl -sS --max-time 2 http://c.test/gone > /dev/null 2>&1 &"):format(sandbox()))
+    local a = ask_for(stack, "c.test")
+    wait_for("the ask to go with its client", function()
+      for _, x in ipairs(assert(stack:egress_asks())) do if x.id == a.id then return false end end
+      return true
+    end, 15)
+    local r, err = stack:answer(a.id, "allow")
+    assert.is_nil(r)
+    assert.equal("not_found", err.kind)
+  end)
+
   it("h:serve runs on_ask for a pending ask", function()
     if not ready() then return end
     local out = curl_bg(work, "serve.out", "http://c.test/served")

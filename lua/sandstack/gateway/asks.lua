@@ -40,9 +40,9 @@ end
 
 local function list(G, h, entry)
   local ok, res = G.run_in(WORKER, "list", entry.record)
-  if not ok then
-    return nil, h.fail(h.failure_status(res), res.kind or "gateway", res.message or "listing the asks failed",
-      { reason = res.reason })
+  if not ok then -- invalid: a stack without a proxy sandstack added has no asks to list
+    local status = res.kind == "invalid" and 409 or h.failure_status(res)
+    return nil, h.fail(status, res.kind or "gateway", res.message or "listing the asks failed", { reason = res.reason })
   end
   return res
 end
