@@ -1,6 +1,7 @@
 -- The egress ask hook on a real stack: under egress_policy { ask = true }, a request from inside
 -- the sandbox that no rule admits waits in the proxy; stack:egress_asks() lists it, and
--- stack:answer() lets it through (remembered for the session: it shows in stack:egress()),
+-- stack:answer() lets it through (remembered for the session: it shows in stack:egress(), and
+-- the other pending asks for that host go on too),
 -- denies it with a reason the sandbox reads, or leaves it to time out (reason ask_timeout); the
 -- callback form h:serve answers one too; every decision is an audit line naming who answered.
 -- The outside is a network namespace of this test with the TLS stand-in
@@ -83,6 +84,12 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
     if not ready() then return end
     local out = curl_bg(work, "allow.out", "https://a.test/one")
     local a = ask_for(stack, "a.test")
+    local other = curl_bg(work, "other.out", "https://a.test/other") -- a second ask for the same host
+    wait_for("two asks for a.test", function()
+      local n = 0
+      for _, x in ipairs(assert(stack:egress_asks())) do if x.host == "a.test" then n = n + 1 end end
+      return n == 2
+    end, 15)
     assert.same({ host = "a.test", port = 443, method = "CONNECT", service = "https" },
       { host = a.host, port = a.port, method = a.method, service = a.service })
     assert.is_nil(a.path)
@@ -91,6 +98,9 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
     local r = assert(stack:answer(a.id, "allow", { remember = "session", by = "spec" }))
     assert.is_true(r.remembered)
     wait_for("a.test's answer", function() return out():find("hello from a.test /one", 1, true) end, 15)
+    -- the remembered rule let the other ask for a.test through with the same answer
+    wait_for("the other answer", function() return other():find("hello from a.test /other", 1, true) end, 15)
+    assert.same({}, assert(stack:egress_asks()))
     assert.is_true((stack:egress():admits("a.test", nil, nil, 443)))
     -- remembered: the next request passes without an ask
     local again = curl_bg(work, "again.out", "https://a.test/two")

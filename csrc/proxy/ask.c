@@ -200,6 +200,22 @@ static void resume(proxy_conn *c) {
   else forward_begin(c);
 }
 
+/* The other asks for the host and port an answer just added to the policy: the rule admits them
+ * now, so they go on as allowed by the same answer (each with its audit line). resume() never
+ * frees another connection's entry, so the walk may keep the next one. */
+static void allow_same(proxy_server *s, const proxy_conn *c, const char *by, const char *reason) {
+  for (ask_entry *e = s->asks.head, *next; e; e = next) {
+    next = e->next;
+    proxy_conn *o = e->conn;
+    if (o == c || o->port != c->port || strcmp(o->host, c->host) != 0) continue;
+    uint64_t id = e->id;
+    unlink_entry(o);
+    snprintf(o->ask_by, sizeof o->ask_by, "%s", by);
+    audit_ask(o, id, "allow", by, reason, "session");
+    resume(o);
+  }
+}
+
 int ask_answer(proxy_server *s, uint64_t id, int allow, int remember_session, const char *reason, const char *by,
                int *remembered, char *why, size_t why_len) {
   ask_entry *e = s->asks.head;
@@ -216,6 +232,7 @@ int ask_answer(proxy_server *s, uint64_t id, int allow, int remember_session, co
   if (allow) {
     *remembered = remember_session && remember(s, c) == 0;
     audit_ask(c, id, "allow", by, reason, *remembered ? "session" : "once");
+    if (*remembered) allow_same(s, c, by, reason);
     resume(c);
     return 0;
   }
