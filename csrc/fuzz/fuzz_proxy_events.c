@@ -55,7 +55,7 @@
 #include "proxy/conn.h"
 #include "proxy/curl_loop.h"
 #include "proxy/server.h"
-#include "proxy/tls.h"
+#include "proxy/tls/tls.h"
 
 #define TOKEN "tok-fuzz-events-0123456789"
 #define KEY "sk-real-fuzz-key-0123"

@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "proxy/credentials.h"
-#include "proxy/http_head.h"
+#include "proxy/parse/cred_table.h"
+#include "proxy/parse/http_head.h"
 #include "proxy/server.h"
 #include "util/buf.h"
 
