@@ -76,7 +76,7 @@ local function missing()
     .. " SANDSTACK_CREDENTIALS='[{\"name\":' %s --check >/dev/null 2>&1"):format(h.q(S.PROXY_BIN)))
   if ok or code ~= 2 then
     return S.PROXY_BIN .. " does not read SANDSTACK_CREDENTIALS yet (a malformed value did not refuse the"
-      .. " configuration): the proxy side of issue 25 (csrc/proxy/credentials.c) is not in this build"
+      .. " configuration): the proxy side of issue 25 (csrc/proxy/parse/cred_table.c) is not in this build"
   end
   return nil
 end

@@ -1,4 +1,4 @@
--- Credentials for any host (issue 25; csrc/proxy/credentials.c, cred_flow.c; docs/proxy.md
+-- Credentials for any host (issue 25; csrc/proxy/parse/cred_table.c, cred_flow.c; docs/proxy.md
 -- "Credentials for any host") against the built proxy and real clients. As in
 -- spec/proxy_inspect_spec.lua: two network namespaces, the proxy and its clients in "sscrp*",
 -- the outside in "sscro*": one TLS stand-in (a test CA the proxy trusts through

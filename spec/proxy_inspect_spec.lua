@@ -1,4 +1,4 @@
--- TLS inspection in sandstack-proxy (issue 15; csrc/proxy/inspect.c, tls.c, ca.c; docs/proxy.md)
+-- TLS inspection in sandstack-proxy (issue 15; csrc/proxy/route/inspect.c, tls.c, ca.c; docs/proxy.md)
 -- against real clients and real TLS. As in spec/proxy_core_spec.lua: two network namespaces
 -- joined by a veth pair, "ssh7p*" holding the proxy and the clients (its /etc/hosts names the
 -- test hosts), "ssh7o*" the outside in 198.51.100.0/24. The outside's TLS servers use a test

@@ -1,4 +1,4 @@
--- sandstack-proxy's kernel relay (csrc/proxy/splice_relay.c, docs/proxy.md "Relay"): a raw
+-- sandstack-proxy's kernel relay (csrc/proxy/route/splice_relay.c, docs/proxy.md "Relay"): a raw
 -- CONNECT tunnel moves socket -> pipe -> socket with splice(2). Two network namespaces joined by a
 -- veth pair (spec/support/proxy_harness.lua): the proxy and the clients
 -- (spec/support/splice_client.py) inside, spec/support/splice_peer.py outside. Every transfer is

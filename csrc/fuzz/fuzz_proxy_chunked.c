@@ -1,4 +1,4 @@
-/* libFuzzer target for the chunked-body validator (csrc/proxy/http_chunked.c), fed in pieces
+/* libFuzzer target for the chunked-body validator (csrc/proxy/parse/http_chunked.c), fed in pieces
  * as the proxy feeds it (the first input byte picks the piece size and the mode). Checks: no
  * crash; the piecewise run ends where a whole run ends, with the same result; what it accepted
  * (HC_END) is exactly what a separate, simple reading of RFC 9112 7.1 accepts as one whole
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/http_chunked.h"
+#include "proxy/parse/http_chunked.h"
 
 static size_t run(hc_mode mode, const char *s, size_t n, size_t piece, hc_result *res) {
   hc_decoder d;

@@ -1,4 +1,4 @@
-/* libFuzzer target for the ClientHello/SNI reader (csrc/proxy/clienthello.c). Checks: no
+/* libFuzzer target for the ClientHello/SNI reader (csrc/proxy/parse/clienthello.c). Checks: no
  * crash or out-of-bounds read; a name is returned only as CH_SNI and is 1..255 bytes of
  * [a-z0-9._-]; every prefix of an input that yields an answer yields CH_NEED_MORE or the same
  * answer (a longer read never contradicts a shorter one that already decided), and a decided
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/clienthello.h"
+#include "proxy/parse/clienthello.h"
 
 static uint8_t scratch[CH_MAX_HELLO];
 

@@ -1,4 +1,4 @@
-/* libFuzzer target for the proxy's credentials (csrc/proxy/credentials.c). The first input byte
+/* libFuzzer target for the proxy's credentials (csrc/proxy/parse/cred_table.c). The first input byte
  * picks what is fuzzed:
  *  - even: the rest is SANDSTACK_CREDENTIALS. A table is accepted only with every entry whole
  *    (placeholder letters and digits, as long as its secret, one placement, a template with one
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/credentials.h"
+#include "proxy/parse/cred_table.h"
 
 #define HOST "api.example.test"
 #define PORT 8443

@@ -1,5 +1,5 @@
 /* libFuzzer target for the request reader used inside inspected TLS connections
- * (csrc/proxy/inspect_request.c), fed as the proxy feeds it: decrypted bytes arriving in pieces
+ * (csrc/proxy/parse/inspect_request.c), fed as the proxy feeds it: decrypted bytes arriving in pieces
  * (the first input byte picks the piece size), the scan position carried between calls.
  * Checks: no crash; a piecewise read ends as a whole read; an admitted request's path is
  * origin-form ("/..."), inside the target; its path length without the query is within it;
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "fuzz/proxy_fuzz_common.h"
-#include "proxy/inspect_request.h"
+#include "proxy/parse/inspect_request.h"
 
 #define TOKEN "tok-fuzz-0123456789"
 #define HOST "api.example.test"

@@ -1,5 +1,5 @@
 /* libFuzzer target for the proxy's request-head parser and target splitters
- * (csrc/proxy/http_head.c), fed the way the proxy feeds it: the same bytes arriving in pieces
+ * (csrc/proxy/parse/http_head.c), fed the way the proxy feeds it: the same bytes arriving in pieces
  * (the first input byte picks the piece size), the scan position carried between calls.
  * Checks: no crash; a piecewise parse ends exactly as a whole parse; a parsed head lies inside
  * the input and ends in CRLFCRLF; every header name is a token without ':' and no value holds
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "fuzz/proxy_fuzz_common.h"
-#include "proxy/http_head.h"
+#include "proxy/parse/http_head.h"
 
 static int lower(int c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 

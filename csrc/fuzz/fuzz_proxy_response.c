@@ -1,4 +1,4 @@
-/* libFuzzer target for response framing (csrc/proxy/http_response.c), fed in pieces as the
+/* libFuzzer target for response framing (csrc/proxy/parse/http_response.c), fed in pieces as the
  * proxy feeds it (first input byte: piece size, and whether the request was HEAD). Checks: no
  * crash and no leak; the piecewise run ends at the same byte as a whole run, with the same
  * status and keep-alive verdict; a response may keep the connection alive only when its head
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "proxy/http_response.h"
+#include "proxy/parse/http_response.h"
 
 typedef struct {
   size_t used;

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proxy/http_head.h"
+#include "proxy/parse/http_head.h"
 
 typedef struct {
   size_t piece;  /* bytes added per read, 1..64, from the first input byte */

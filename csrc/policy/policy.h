@@ -100,7 +100,7 @@ const char *ss_deny_reason_name(ss_deny_reason r);
 
 /* Whether a rule that is not a wildcard names exactly this address (canonical text) on this port
  * (a rule without a port names every port): the proxy's exception for addresses it otherwise
- * refuses to connect to (csrc/proxy/addr.h) holds only for such a rule. */
+ * refuses to connect to (csrc/proxy/parse/addr.h) holds only for such a rule. */
 int ss_policy_names_address(const ss_policy *p, const char *address, int port);
 
 /* The canonical JSON form: {"version":1,"allow":[{"host","port"?,"methods"?,"paths"?,"raw"?,"reason"?}...]},

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/why.h"
+#include "proxy/parse/why.h"
 
 static const char *env(const char *name) {
   const char *v = getenv(name);

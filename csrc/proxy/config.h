@@ -5,7 +5,7 @@
 #include <stddef.h>
 
 #include "policy/policy.h"
-#include "proxy/credentials.h"
+#include "proxy/parse/cred_table.h"
 
 typedef struct proxy_config {
   char listen[64];

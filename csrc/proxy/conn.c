@@ -5,17 +5,17 @@
 #include <string.h>
 
 #include "proxy/audit.h"
-#include "proxy/auth.h"
+#include "proxy/parse/auth.h"
 #include "proxy/conn.h"
-#include "proxy/cred_flow.h"
-#include "proxy/credential.h"
-#include "proxy/forward.h"
-#include "proxy/inspect.h"
-#include "proxy/live_policy.h"
-#include "proxy/reply.h"
+#include "proxy/route/cred_scan.h"
+#include "proxy/route/model_api.h"
+#include "proxy/route/forward.h"
+#include "proxy/route/inspect.h"
+#include "proxy/control/live_policy.h"
+#include "proxy/route/reply.h"
 #include "proxy/server.h"
-#include "proxy/splice_relay.h"
-#include "proxy/tunnel.h"
+#include "proxy/route/splice_relay.h"
+#include "proxy/route/tunnel.h"
 
 typedef struct write_req {
   uv_write_t req;

@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "proxy/ask.h"
-#include "proxy/credentials.h"
-#include "proxy/http_head.h"
+#include "proxy/route/ask.h"
+#include "proxy/parse/cred_table.h"
+#include "proxy/parse/http_head.h"
 #include "proxy/server.h"
 #include "util/buf.h"
 

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "proxy/conn.h"
-#include "proxy/credential.h"
+#include "proxy/route/model_api.h"
 #include "proxy/curl_loop.h"
-#include "proxy/live_policy.h"
+#include "proxy/control/live_policy.h"
 #include "proxy/server.h"
 
 static void on_handle_closed(uv_handle_t *h) { (void)h; }

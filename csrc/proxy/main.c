@@ -10,10 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "proxy/control.h"
-#include "proxy/live_policy.h"
+#include "proxy/control/control.h"
+#include "proxy/control/live_policy.h"
 #include "proxy/server.h"
-#include "proxy/tls.h"
+#include "proxy/tls/tls.h"
 
 /* `sandstack-proxy --ready`: the ready test a Docker stack runs by exec beside the proxy
  * (docs/docker.md, "TLS inspection"). The proxy publishes SANDSTACK_CA_DIR/bundle.pem before it

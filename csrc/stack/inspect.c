@@ -2,7 +2,7 @@
  * that shape it, and the refusals that keep a policy from being silently weakened.
  *
  * The proxy sandstack adds terminates TLS for hosts whose rule names methods or paths, with a
- * CA it makes in its own memory at start (csrc/proxy/ca.c). The stack's part is the plumbing:
+ * CA it makes in its own memory at start (csrc/proxy/tls/ca.c). The stack's part is the plumbing:
  * a volume the proxy publishes ca.pem and bundle.pem into and the sandbox reads, the variables
  * that point the sandbox's TLS clients at the bundle, and the start order (plan.c). The key is
  * never in an option, a plan or a record: nothing here ever sees it. */
