@@ -363,9 +363,9 @@ local function settle_submitted(eng, id, deadline)
 end
 
 -- The session's own egress policy, credentials and model key, into the claimed stack's running
--- proxy: the policy first, since a credential's host must be one the policy in force
--- admits; then the session's model key (a warm stack waited with a throwaway one): beside its
--- credentials in one set_credentials, or alone by set_model_key when it brings none. A cold
+-- proxy, in one round: the policy first, since a credential's host must be one the policy in
+-- force admits; then the session's model key (a warm stack waited with a throwaway one): beside
+-- its credentials, or alone when it brings none. A cold
 -- start of a pool with credential slots starts like a pooled stack, with the session's model
 -- key already, and gets the pool's baseline here when the session names no policy. true, or
 -- nil, err.
@@ -373,15 +373,14 @@ function Pool:_hand_over(stack, hooks, cold, t)
   local t0 = A.now()
   local p = hooks.egress_policy
   if p == nil and cold and self.slots then p = self.slots.baseline end
-  local ok, err = true, nil
-  if p ~= nil then ok, err = stack:set_egress(p) end
   local list, key = hooks.credentials, not cold and self.model_key and hooks.api_key
   if key and list then
     list = { { name = "ANTHROPIC_API_KEY", secret = key } }
     for _, c in ipairs(hooks.credentials) do list[#list + 1] = c end
   end
-  if ok and list ~= nil then ok, err = stack:set_credentials(list)
-  elseif ok and key then ok, err = stack:set_model_key(key) end
+  -- all of it in one round to the proxy (egress_live.hand_over)
+  local ok, err = require("sandstack.docker.egress_live").hand_over(stack,
+    { policy = p, credentials = list, model_key = list == nil and key or nil })
   if t then t.egress = A.now() - t0 end
   return ok, err
 end
