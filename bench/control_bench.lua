@@ -123,10 +123,11 @@ local steps = {
   { function(r) return r.claim end, "claim: the rename of <p>-ready to <p>-claim, with the sandbox's inspect (slots)" },
   { function(r) return r.plan end, "plan: the stack's plan in C, with the record request in flight" },
   { function(r) return r.handle end, "handle: the stack handle (a new engine client, the control socket looked up)" },
-  { function(r) return math.max(0, r.record - r.plan - r.handle) end, "record: the rest of the wait for the session's record" },
   { function(r) return r.egress end, "hand-over: policy compiled, credentials checked, one round to the proxy (socket)"
-    .. " or an exec per command" },
-  { function(r) return math.max(0, r.total - r.list - r.claim - r.record - r.egress) end,
+    .. " or an exec per command, with the record request in flight" },
+  { function(r) return math.max(0, r.record - r.plan - r.handle - r.egress) end,
+    "record: the rest of the wait for the session's record" },
+  { function(r) return math.max(0, r.total - r.list - r.claim - r.record) end,
     "the rest: argument checks, the shuffle, the event, the child's clock" },
 }
 for _, s in ipairs(steps) do

@@ -388,8 +388,8 @@ end
 -- Claims one idle stack for session_key: the rename (one round trip; the engine arbitrates;
 -- with credential slots, the sandbox's inspect rides in the same batch, for the placeholders it
 -- holds), then the record naming the session, submitted and left in flight while the handle is
--- made (the plan in C and the handle cost no engine call), then the session's policy and
--- credentials if it has any. Returns the handle; nil, nil, true when another claimant won; nil,
+-- made (the plan in C and the handle cost no engine call) and the session's policy and
+-- credentials, if it has any, are handed over. Returns the handle; nil, nil, true when another claimant won; nil,
 -- err on an error (a claimed stack that cannot be handed over is removed).
 function Pool:_claim(eng, idle, session_key, hooks, t)
   local t0 = A.now()
@@ -420,12 +420,14 @@ function Pool:_claim(eng, idle, session_key, hooks, t)
       req_adapter = hooks.req_adapter })
   end
   t.handle = A.now() - t0 - t.plan
-  local rec = settle_submitted(eng, id, A.now() + 30)
-  t.record = A.now() - t0
-  if plan and stack and rec.ok then
+  -- the session's egress while the record is in flight: the stack is this claim's already (the
+  -- rename won), and a failure of either removes it below
+  if plan and stack then
     local ok; ok, err = self:_hand_over(stack, hooks, false, t)
     if not ok then stack:close(); stack = nil end
   end
+  local rec = settle_submitted(eng, id, A.now() + 30)
+  t.record = A.now() - t0
   if not (plan and stack and rec.ok) then
     if stack then stack:close() end
     docker().down(idle.project, { docker_host = self.stack.docker_host, timeout = self.stack.timeout })
