@@ -28,19 +28,8 @@ local NAME = "ssbench-pool-" .. core.random_hex(3)
 local anchor_stack = dofile("bench/anchor.lua")
 local function anchor() return anchor_stack { subnet_pool = SUBNETS } end
 
-local function pct(xs, p)
-  local s = {}
-  for i, x in ipairs(xs) do s[i] = x end
-  table.sort(s)
-  return s[math.max(1, math.ceil(p / 100 * #s))]
-end
-local function ms(x) return x * 1e3 end
-local function loadavg()
-  local f = io.open("/proc/loadavg")
-  local s = f and f:read("*l") or "?"
-  if f then f:close() end
-  return s:match("^(%S+ %S+ %S+)") or s
-end
+local R = require "pool_rounds"
+local pct, ms, loadavg, column = R.pct, R.ms, R.loadavg, R.column
 
 print(("pool_bench: %s, engine %s, load average %s"):format(NAME, (function()
   local eng = assert(sandstack.engine {})
@@ -105,122 +94,10 @@ do
     .. "\n    404, 400 or 409; spec/docker_pool_claim_spec.lua proves it with 8 processes)")
 end
 
--- The anchor options as Lua source, for the child processes (they hold no functions).
-local function anchor_source()
-  local function ser(v)
-    if type(v) == "table" then
-      local parts = {}
-      for k, x in pairs(v) do parts[#parts + 1] = "[" .. ser(k) .. "]=" .. ser(x) end
-      return "{" .. table.concat(parts, ",") .. "}"
-    end
-    return type(v) == "string" and ("%q"):format(v) or tostring(v)
-  end
-  return "return " .. ser(anchor())
-end
-
-local function read(path)
-  local f = io.open(path)
-  if not f then return "" end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
--- PROCS child processes, each doing `rounds` acquires from pool `name`, every round started at
--- once by a barrier file. After each round each child prints one line "R <round> <total> <list>
--- <claim> <plan> <handle> <record> <tries> <kind>" and closes (never destroys) its handle; between rounds
--- the parent runs between_rounds(). Returns the lines of all rounds.
 local function rounds_of(name, rounds, between_rounds)
-  local dir = io.popen("mktemp -d /tmp/ssbench-pool.XXXXXX"):read("*l")
-  local o = assert(io.open(dir .. "/opts.lua", "w"))
-  o:write(anchor_source())
-  o:close()
-  local f = assert(io.open(dir .. "/child.lua", "w"))
-  f:write(("package.path = %q; package.cpath = %q\n"):format(package.path, package.cpath), ([[
-    local sandstack = require "sandstack"
-    local core = require "sandstack.core"
-    local pool = assert(sandstack.docker.pool { name = %q, size = 0, max = 64, stack = dofile(%q) })
-    local dir, me = %q, arg[1]
-    for round = 1, %d do
-      while not io.open(dir .. "/go" .. round) do core.sleep(0.002) end
-      local t0 = core.engine_clock()
-      local s = assert(pool:acquire("b" .. me .. "-" .. round))
-      local total = core.engine_clock() - t0
-      local t = pool.last_acquire
-      print(("R %%d %%.6f %%.6f %%.6f %%.6f %%.6f %%.6f %%d %%s"):format(round, total, t.list or 0, t.claim or 0,
-        t.plan or 0, t.handle or 0, t.record or 0, t.tries or 0, t.claim and "warm" or "cold"))
-      io.stdout:flush()
-      s:close()
-    end
-    print("DONE")
-  ]]):format(name, dir .. "/opts.lua", dir, rounds))
-  f:close()
-  local cmds = {}
-  for i = 1, PROCS do cmds[i] = ("(lua5.4 %s/child.lua %d > %s/out%d 2>&1 &)"):format(dir, i, dir, i) end
-  os.execute(table.concat(cmds, "; "))
-  core.sleep(1.0) -- every child loads and waits at the barrier
-  local lines = {}
-  for round = 1, rounds do
-    io.open(dir .. "/go" .. round, "w"):close()
-    for i = 1, PROCS do
-      for _ = 1, 3000 do
-        local s = read(dir .. "/out" .. i)
-        local line = s:match("\n?(R " .. round .. " [^\n]*)\n")
-        if line then lines[#lines + 1] = line; break end
-        if s:find("lua5.4:", 1, true) then error("child " .. i .. ": " .. s) end
-        core.sleep(0.01)
-      end
-    end
-    if between_rounds then between_rounds(round) end
-  end
-  os.execute("rm -rf " .. dir)
-  assert(#lines == PROCS * rounds, "a child did not finish")
-  return lines
+  return R.rounds { name = name, rounds = rounds, procs = PROCS, stack = anchor(), between = between_rounds }
 end
-
--- Every stack the pool has claimed goes back to idle: the claim renamed back to the ready mark
--- and the record removed (what acquire measures is the same on a recycled stack; no new stacks
--- needed for every round).
-local function recycle(name)
-  local eng = assert(sandstack.engine {})
-  local cs = assert(eng:call("GET", "/containers/json", nil, { query = { all = "1",
-    filters = { label = { "io.sandstack.pool=" .. name, "io.sandstack.role=ready" } } } }))
-  local reqs, vols = {}, {}
-  for _, c in ipairs(cs) do
-    local p = c.Labels["io.sandstack.project"]
-    if inventory.mark_role(c) == "claim" then
-      reqs[#reqs + 1] = { "POST", "/containers/" .. p .. "-claim/rename", nil, { query = { name = p .. "-ready" } } }
-      vols[#vols + 1] = p .. "-claim"
-    end
-  end
-  assert(not batch.first_error(batch.run(eng, reqs, 30)))
-  assert(batch.remove(eng, { volumes = vols }))
-  eng:close()
-end
-
--- Removes every stack of the pool, the ones sessions hold included.
-local function drain(name)
-  for _, s in ipairs(assert(sandstack.docker.list { pool = name })) do assert(sandstack.docker.down(s.project)) end
-end
-
-local FIELDS = { total = 3, list = 4, claim = 5, plan = 6, handle = 7, record = 8, tries = 9, kind = 10 }
--- The rounds' lines as records { total =, list =, ... }, the warm ones only when warm_only.
-local function parse(lines, warm_only)
-  local out = {}
-  for _, l in ipairs(lines) do
-    local v = {}
-    for w in l:gmatch("%S+") do v[#v + 1] = w end
-    local r = {}
-    for k, i in pairs(FIELDS) do r[k] = tonumber(v[i]) or v[i] end
-    if not warm_only or r.kind == "warm" then out[#out + 1] = r end
-  end
-  return out
-end
-local function column(rs, f)
-  local xs = {}
-  for i, r in ipairs(rs) do xs[i] = f(r) end
-  return xs
-end
+local recycle, drain, parse = R.recycle, R.drain, R.parse
 
 -- 2. Cold: PROCS processes start at once from an empty pool (the cold path: the normal start,
 -- then the claim), 2 rounds; their stacks are destroyed between rounds.

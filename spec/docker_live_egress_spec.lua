@@ -45,6 +45,13 @@ local function curl(url)
   return out, code
 end
 
+-- the stack's record, its proxy reached by an Engine exec (the fallback's way)
+local function exec_record(stack)
+  local rec = core.json_decode(core.json_encode(stack:record()))
+  rec.proxy.control = "exec"
+  return rec
+end
+
 local function egress_render(stack)
   local p, digest = assert(stack:egress())
   return p:render(), digest
@@ -151,15 +158,24 @@ describe("a live stack's egress changed with set_egress #docker", function()
     ok, err = stack:set_egress { allow = { { host = "a.test", methods = { "FETCH" } } } }
     assert.is_nil(ok)
     assert.equal("invalid_policy", err.reason)
-    -- a policy too large for an exec's environment string (128 KiB) is refused before any exec
+    -- a policy too large for an exec's environment string (128 KiB) is refused before any exec;
+    -- the control directory's socket carries it to the proxy, which judges it (its hosts are
+    -- ones the stack's CA cannot vouch for)
     local big = {}
     for i = 1, 200 do
       big[i] = { host = ("h%03d.%s.%s.test"):format(i, ("a"):rep(60), ("b"):rep(60)), methods = { "GET" },
         paths = { "/" .. ("p"):rep(900) .. "/*" } }
     end
-    ok, err = stack:set_egress { allow = big }
+    local by_exec = assert(docker.reconnect(exec_record(stack)))
+    ok, err = by_exec:set_egress { allow = big }
+    by_exec:close()
     assert.is_nil(ok)
     assert.equal("too_large", err.reason)
+    if stack.plan.proxy.control == "socket" then
+      ok, err = stack:set_egress { allow = big }
+      assert.is_nil(ok)
+      assert.equal("needs_restart", err.reason)
+    end
     local after, digest_after = egress_render(stack)
     assert.equal(before, after)
     assert.equal(digest, digest_after)
@@ -215,7 +231,9 @@ describe("a live stack's egress changed with set_egress #docker", function()
     -- sockets, a file and an abstract name, are the controls
     local tried = probe("unix", "/tmp/own.sock", "@sandbox-own", "/tmp/sandstack-control/control.sock", "/run/sandstack/ca/control.sock",
       "/etc/sandstack/ca/control.sock", "/run/sandstack-control/control.sock", "@sandstack-control",
-      "@/tmp/sandstack-control/control.sock")
+      "@/tmp/sandstack-control/control.sock", "/run/sandstack/" .. PROJECT .. "/control/control.sock",
+      "/proc/1/root/run/sandstack-control/control.sock", "/proc/self/root/run/sandstack-control/control.sock",
+      "@/run/sandstack-control/control.sock")
     assert.equal("connected", tried["/tmp/own.sock"])
     assert.equal("connected", tried["@sandbox-own"])
     for p, r in pairs(tried) do
@@ -291,5 +309,67 @@ describe("a live stack's egress changed with set_egress #docker", function()
       assert.falsy(logs:find(secret, 1, true), "a secret in the proxy's log")
       assert.falsy(env:find(secret, 1, true), "a secret in the sandbox")
     end
+  end)
+
+  -- the host's way to the control socket: a file in the stack's control directory
+  local function control_dir() return "/run/sandstack/" .. PROJECT end
+
+  it("reaches the proxy through the stack's control directory, mounted into the proxy alone", function()
+    if not ready() then return end
+    if core.euid() ~= 0 then return pending("not root: the stack's proxy is reached by the exec") end
+    assert.equal("socket", stack:record().proxy.control)
+    assert.equal("700 0", h.must("stat -c '%a %u' " .. h.q(control_dir())):gsub("%s+$", ""))
+    assert.equal("65534 700", h.must("stat -c '%u %a' " .. h.q(control_dir() .. "/control")):gsub("%s+$", ""))
+    assert.equal("65534 600", h.must("stat -c '%u %a' " .. h.q(control_dir() .. "/control/control.sock")):gsub("%s+$", ""))
+    -- mounted into the proxy's container and no other of the stack
+    for _, c in ipairs(stack.plan.containers) do
+      local mounts = h.must(("docker inspect -f '{{range .Mounts}}{{.Source}} {{end}}' %s"):format(c.name))
+      if c.service == "proxy" then assert.matches(control_dir() .. "/control", mounts, 1, true)
+      else assert.falsy(mounts:find("/run/sandstack/", 1, true), c.name .. " mounts " .. mounts) end
+    end
+    -- a change by the socket is the proxy's audit line, as by the exec
+    local before = 0
+    for _, l in ipairs(audit()) do if l.event == "policy_changed" then before = before + 1 end end
+    assert(stack:set_egress(NARROW))
+    assert(stack:set_egress(WIDE))
+    local after = 0
+    for _, l in ipairs(audit()) do if l.event == "policy_changed" then after = after + 1 end end
+    assert.equal(before + 2, after)
+    -- the fallback on the same proxy: an exec of --control finds the socket in its directory
+    local again = assert(docker.reconnect(exec_record(stack)))
+    assert(again:set_egress(NARROW))
+    assert.equal(assert(policy.compile(NARROW)):render(), (egress_render(stack)))
+    again:close()
+    assert(stack:set_egress(WIDE))
+  end)
+
+  it("another container reaches the socket only when given the mount (the probe can reach it)", function()
+    if not ready() or stack.plan.proxy.control ~= "socket" then return end
+    local net = PROJECT .. "-sbx"
+    local function from(mount)
+      local out = h.must(("docker run --rm --label io.sandstack.test=%s --network %s %s -i %s python3 - unix "
+        .. "/ctl/control.sock /run/sandstack-control/control.sock @sandstack-control %s < %s"):format(PROJECT, net,
+        mount and ("-v %s/control:/ctl"):format(control_dir()) or "", CLIENT,
+        h.q(control_dir() .. "/control/control.sock"), h.q(top .. "/spec/support/live_probe.py")))
+      return core.json_decode(out:match("([^\n]+)%s*$"))
+    end
+    local with = from(true)
+    assert.equal("connected", with["/ctl/control.sock"]) -- the control: the same probe, the mount given
+    local without = from(false)
+    for p, r in pairs(without) do assert.not_equal("connected", r, p) end
+  end)
+
+  it("destroy removes the control directory, and a start that fails leaves none", function()
+    if not ready() then return end
+    local ok, err = docker.start(PROJECT .. "-fail", { project_name = PROJECT .. "-fail", agent_port = 8080,
+      pull = "never", forwarder_image = FORWARDER_IMAGE, proxy_image = "sandstack-test/absent:none",
+      services = { { name = "sandbox", image = CLIENT } }, api_key = S.KEY, egress_policy = START })
+    assert.is_nil(ok)
+    assert.equal("image_missing", err.reason)
+    assert.is_nil(core.file_stat("/run/sandstack/" .. PROJECT .. "-fail"))
+    local had = core.file_stat(control_dir()) ~= nil
+    assert(stack:destroy())
+    assert.is_nil(core.file_stat(control_dir()))
+    assert.equal(stack.plan.proxy.control == "socket", had)
   end)
 end)

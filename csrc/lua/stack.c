@@ -3,7 +3,8 @@
  *       Validates the options once, compiles egress_policy, mints the session token (when the
  *       stack has a proxy) and the run label. fixed = {now=, token=, run=} pins what is
  *       otherwise taken from the clock and the CSPRNG (for a plan shown to a user or a test).
- *   model:plan{api_version=, pool=, subnets={sbx=, pub=, egress=, isocheck=}, redact=} -> plan | nil, err
+ *   model:plan{api_version=, pool=, subnets={sbx=, pub=, egress=, isocheck=}, redact=, control_dir=,
+ *              control_uid=} -> plan | nil, err
  *       Every create as a finished request {method, path, body_json}; the same model gives the
  *       same token, label, names and credential placeholders to every plan (a retry with new
  *       subnets plans again). redact = true: a plan to show, with no credential's secret in it.
@@ -222,13 +223,17 @@ static int m_plan(lua_State *L) {
   int picked = 0;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
-    static const char *const keys[] = {"api_version", "pool", "subnets", "redact", "subnet_pool", "used", NULL};
+    static const char *const keys[] = {"api_version", "pool", "subnets", "redact", "subnet_pool", "used", "control_dir", "control_uid", NULL};
     ss_check_keys(L, 2, keys, "model:plan");
     lua_getfield(L, 2, "redact");
     ctx.redact_secrets = lua_toboolean(L, -1);
     lua_pop(L, 1);
     ctx.api_version = ss_opt_string(L, 2, "api_version", NULL);
     ctx.pool = ss_opt_string(L, 2, "pool", NULL);
+    ctx.control_dir = ss_opt_string(L, 2, "control_dir", NULL);
+    lua_getfield(L, 2, "control_uid");
+    ctx.control_uid = (long)luaL_optinteger(L, -1, 0);
+    lua_pop(L, 1);
     lua_getfield(L, 2, "subnets");
     if (!lua_isnil(L, -1)) {
       int sidx = lua_gettop(L);

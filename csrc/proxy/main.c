@@ -42,7 +42,12 @@ static void start_control(proxy_server *srv) {
   char why[512];
   if (!path || !*path) return;
   cJSON *o = cJSON_CreateObject();
-  if (control_start(srv, path, why, sizeof why) == 0) {
+  int rc = control_start(srv, path, why, sizeof why);
+  if (rc != 0 && path[0] != '@') { /* a mounted directory it cannot use: the exec's way in stays */
+    cJSON_AddStringToObject(o, "path_unavailable", why);
+    rc = control_start(srv, path = CONTROL_FALLBACK, why, sizeof why);
+  }
+  if (rc == 0) {
     cJSON_AddStringToObject(o, "event", "control_listening");
     cJSON_AddStringToObject(o, "path", path);
   } else {

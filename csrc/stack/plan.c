@@ -165,6 +165,12 @@ static void wire_added_proxy(const plan_ctx *p, const ss_svc *px, cJSON *env) {
   if (p->m->proxy_upstream_ca) env_set(env, "SANDSTACK_UPSTREAM_CA", p->m->proxy_upstream_ca);
   if (p->m->inspect_ca) env_set(env, "SANDSTACK_CA_DIR", SS_CA_PROXY_DIR);
   if (p->m->ncreds > 0) env_set(env, "SANDSTACK_CREDENTIALS", p->creds_json);
+  if (p->ctx->control_dir) { /* the socket a file in the mounted directory, the host let in */
+    char uid[24];
+    snprintf(uid, sizeof uid, "%ld", p->ctx->control_uid);
+    env_set(env, "SANDSTACK_CONTROL_SOCKET", SS_CONTROL_PROXY_SOCKET);
+    env_set(env, "SANDSTACK_CONTROL_PEER_UID", uid);
+  }
 }
 
 /* The proxy's SANDSTACK_CREDENTIALS (docs/proxy.md): the only place a secret goes. A plan
@@ -427,6 +433,15 @@ static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_s
   }
   cJSON *hostcfg = cJSON_CreateObject();
   cJSON_AddItemToObject(hostcfg, "Mounts", mounts_of(p, s));
+  if (s->added && p->ctx->control_dir) {
+    /* the proxy's alone: no other container mounts it. A bind in Binds, not Mounts: an engine
+     * whose files are not this process's makes the directory itself (root's, so the proxy
+     * falls back to its abstract socket) where a Mounts bind would fail the create. */
+    char bind[4200];
+    snprintf(bind, sizeof bind, "%s:%s", p->ctx->control_dir, SS_CONTROL_PROXY_DIR);
+    const char *b = bind;
+    cJSON_AddItemToObject(hostcfg, "Binds", string_array(&b, 1));
+  }
   cJSON *extra = ss_stack_extra_hosts(s->hosts);
   if (extra) cJSON_AddItemToObject(hostcfg, "ExtraHosts", extra);
   if (!s->egress_allow && p->m->internal) no_egress_dns(hostcfg);

@@ -25,12 +25,18 @@ typedef struct ss_stack_ctx {
   const char *egress_policy_json; /* rendered policy for the proxy, or NULL */
   const char *pool;               /* warm pool name: io.sandstack.pool on every object, or NULL */
   const char *run_label;          /* io.sandstack.run on every object, or NULL */
+  const char *control_dir;        /* the host directory mounted as the added proxy's control
+                                     directory (SS_CONTROL_PROXY_DIR), or NULL: no mount */
+  long control_uid;               /* the uid the host connects to it as (with control_dir) */
   int redact_secrets; /* a plan shown, not applied: each credential's secret in the proxy's
                          environment is SS_STACK_REDACTED (the plan a start applies has it) */
   ss_stack_subnets subnets;
 } ss_stack_ctx;
 
 #define SS_STACK_MAX_SERVICES 64
+/* The added proxy's control socket when the host mounts its control directory there. */
+#define SS_CONTROL_PROXY_DIR "/run/sandstack-control"
+#define SS_CONTROL_PROXY_SOCKET SS_CONTROL_PROXY_DIR "/control.sock"
 #define SS_STACK_REDACTED "(secret not shown)"
 
 /* Checks every spec rule of API.md without side effects. 0 or -1 with err set:

@@ -3,12 +3,14 @@
  * network namespace, another mount namespace) can name it. SANDSTACK_CONTROL_SOCKET names it:
  * "@name" (the image's default, @sandstack-control) is the abstract namespace, which belongs to
  * the proxy container's own network namespace and leaves no file in its filesystem; a path is
- * a socket file 0600 in a directory of mode 0700 that the proxy makes itself.
- * The host reaches it by an Engine exec of `sandstack-proxy --control VERB` inside the proxy's
- * container (control_client.c). A peer must also run as the proxy's own uid (SO_PEERCRED).
+ * a socket file 0600 in a directory of mode 0700 of the proxy's uid. sandstack.docker mounts
+ * that directory from the host (the stack's control directory, into this container alone) when
+ * it can, and connects to the socket from the host; else it reaches the socket by an Engine exec
+ * of `sandstack-proxy --control VERB` inside the proxy's container (control_client.c). A peer
+ * must run as the proxy's own uid or, for a path, as SANDSTACK_CONTROL_PEER_UID (SO_PEERCRED).
  *
- * One request per connection: {"verb": "...", "payload": "..."} up to EOF, then one JSON line
- * back and the close. Verbs: "egress" (the policy in force and its digest), "set-egress" (the
+ * One request per connection: {"verb": "...", "payload": "..."} (or an array of them, see
+ * handle_request) up to EOF, then one JSON line back and the close. Verbs: "egress" (the policy in force and its digest), "set-egress" (the
  * payload is a rendered policy: parsed, checked, swapped in; live_policy.c closes the tunnels
  * it no longer admits), "set-credentials" (the payload is SANDSTACK_CREDENTIALS, where an entry named
  * ANTHROPIC_API_KEY with only a secret replaces the credential route's model key: parsed,
@@ -44,6 +46,7 @@ struct control_server {
   uv_pipe_t listener;
   proxy_server *srv;
   char path[108];
+  long host_uid; /* SANDSTACK_CONTROL_PEER_UID: the host's uid, let in beside ours; -1 for none */
 };
 
 typedef struct control_peer {
@@ -51,6 +54,7 @@ typedef struct control_peer {
   uv_timer_t timer;
   uv_write_t write;
   proxy_server *srv;
+  long host_uid;
   ss_buf in; /* the request, at most CONTROL_MAX_REQUEST + 1 (one byte more is too large) */
   char *answer;
   int open_handles, answered;
@@ -347,10 +351,10 @@ static cJSON *verb_egress_answer(proxy_server *s, const cJSON *payload) {
   return o;
 }
 
-static void handle_request(control_peer *p) {
-  cJSON *req = cJSON_ParseWithLength(p->in.data, p->in.len);
-  const cJSON *verb = req ? cJSON_GetObjectItemCaseSensitive(req, "verb") : NULL;
-  const cJSON *payload = req ? cJSON_GetObjectItemCaseSensitive(req, "payload") : NULL;
+/* One command: {"verb": ..., "payload": ...} -> its answer. */
+static cJSON *run_command(control_peer *p, const cJSON *req) {
+  const cJSON *verb = cJSON_GetObjectItemCaseSensitive(req, "verb");
+  const cJSON *payload = cJSON_GetObjectItemCaseSensitive(req, "payload");
   cJSON *out;
   if (!cJSON_IsString(verb)) out = refusal("bad_request", "a request is {\"verb\": ..., \"payload\": ...}");
   else if (strcmp(verb->valuestring, "egress") == 0) out = verb_egress(p->srv);
@@ -361,6 +365,31 @@ static void handle_request(control_peer *p) {
   else if (strcmp(verb->valuestring, "egress-answer") == 0) out = verb_egress_answer(p->srv, payload);
   else out = refusal("bad_request", "unknown verb (egress, set-egress, set-credentials, set-model-key, egress-asks, "
                                     "egress-answer)");
+  return out;
+}
+
+/* A request is one command, or an array of them run in order up to the first refusal (a
+ * warm-pool claim hands over policy, credentials and model key in one round): the answer is
+ * {"ok": all ok, "answers": [one per command run]}. */
+static void handle_request(control_peer *p) {
+  cJSON *req = cJSON_ParseWithLength(p->in.data, p->in.len);
+  cJSON *out;
+  if (!cJSON_IsArray(req)) {
+    out = run_command(p, req);
+  } else {
+    out = cJSON_CreateObject();
+    cJSON *answers = cJSON_CreateArray();
+    int ok = 1;
+    const cJSON *one;
+    cJSON_ArrayForEach(one, req) {
+      cJSON *a = run_command(p, one);
+      ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "ok"));
+      cJSON_AddItemToArray(answers, a);
+      if (!ok) break;
+    }
+    cJSON_AddBoolToObject(out, "ok", ok);
+    cJSON_AddItemToObject(out, "answers", answers);
+  }
   cJSON_Delete(req);
   answer(p, out);
 }
@@ -398,14 +427,16 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
 
 static void on_peer_deadline(uv_timer_t *t) { peer_close(t->data); }
 
-/* Only the proxy's own uid may speak: an exec in its container runs as it. */
-static int peer_is_us(uv_pipe_t *pipe) {
+/* Only the proxy's own uid may speak (an exec in its container runs as it), and the host's uid
+ * when the socket is a file in the stack's control directory, which only the proxy's container
+ * has mounted: the host's module connects from outside. */
+static int peer_is_us(uv_pipe_t *pipe, long host_uid) {
   uv_os_fd_t fd;
   struct ucred cred;
   socklen_t len = sizeof cred;
   if (uv_fileno((uv_handle_t *)pipe, &fd) != 0) return 0;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
-  return cred.uid == geteuid();
+  return cred.uid == geteuid() || (host_uid >= 0 && cred.uid == (uid_t)host_uid);
 }
 
 static void on_control_connection(uv_stream_t *l, int status) {
@@ -414,12 +445,13 @@ static void on_control_connection(uv_stream_t *l, int status) {
   control_peer *p = calloc(1, sizeof *p);
   if (!p) return;
   p->srv = cs->srv;
+  p->host_uid = cs->host_uid;
   ss_buf_init(&p->in, CONTROL_MAX_REQUEST + 1);
   uv_pipe_init(l->loop, &p->pipe, 0);
   uv_timer_init(l->loop, &p->timer);
   p->pipe.data = p->timer.data = p;
   p->open_handles = 2;
-  if (uv_accept(l, (uv_stream_t *)&p->pipe) != 0 || !peer_is_us(&p->pipe)) return peer_close(p);
+  if (uv_accept(l, (uv_stream_t *)&p->pipe) != 0 || !peer_is_us(&p->pipe, p->host_uid)) return peer_close(p);
   uv_timer_start(&p->timer, on_peer_deadline, CONTROL_DEADLINE_MS, 0);
   uv_read_start((uv_stream_t *)&p->pipe, on_alloc, on_read);
 }
@@ -482,6 +514,10 @@ int control_start(proxy_server *s, const char *path, char *why, size_t n) {
   }
   cs->srv = s;
   snprintf(cs->path, sizeof cs->path, "%s", path);
+  const char *host_uid = abstract ? NULL : getenv("SANDSTACK_CONTROL_PEER_UID");
+  char *end = NULL;
+  cs->host_uid = host_uid && *host_uid ? strtol(host_uid, &end, 10) : -1;
+  if (end && (*end || cs->host_uid < 0)) cs->host_uid = -1; /* unreadable: nobody but us */
   uv_pipe_init(s->loop, &cs->listener, 0);
   cs->listener.data = cs;
   mode_t was = umask(077); /* the socket is born 0600: no moment where another user could connect */

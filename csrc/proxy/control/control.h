@@ -4,6 +4,9 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+/* Where the control listens when the path it was given cannot be used (the image's default) */
+#define CONTROL_FALLBACK "@sandstack-control"
+
 typedef struct proxy_server proxy_server;
 struct sockaddr_un;
 

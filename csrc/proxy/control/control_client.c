@@ -44,7 +44,16 @@ int control_client(const char *verb) {
   cJSON_Delete(req);
   if (!text) return cannot(verb, "out of memory");
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sa_len) != 0) {
+  int rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&sa, sa_len);
+  if (rc != 0 && fd >= 0 && path[0] != '@') {
+    /* the proxy could not use its directory and listens where the image says (main.c) */
+    int first = errno;
+    struct sockaddr_un fb;
+    socklen_t fb_len = control_address(CONTROL_FALLBACK, &fb);
+    rc = connect(fd, (struct sockaddr *)&fb, fb_len);
+    if (rc != 0) errno = first;
+  }
+  if (rc != 0) {
     char msg[300];
     snprintf(msg, sizeof msg, "cannot connect to %s: %s", path, strerror(errno));
     free(text);

@@ -147,7 +147,8 @@ end
 -- The first plan of a run picks its subnets in the same call (model:plan's subnet_pool and
 -- used: csrc/lua/stack.c) and hands them back as plan.subnets.
 function A.plan(run)
-  local args = { api_version = run.eng.api_version, pool = run.pool, subnets = run.subnets }
+  local args = { api_version = run.eng.api_version, pool = run.pool, subnets = run.subnets,
+    control_dir = run.control_dir, control_uid = run.control_dir and core.euid() or nil }
   if run.subnet_pool and not run.subnets then
     local used, err = A.used_subnets(run.eng)
     if not used then return nil, err end

@@ -1,61 +1,39 @@
 -- A running stack's egress, changed live (internal to sandstack.docker, the handle's
--- set_egress, egress and set_credentials). The added proxy listens on a control socket of its
--- own container's, an abstract unix name (docs/proxy.md, "Policy changed live"), which nothing in the sandbox
--- can reach; the host reaches it by an Engine exec of `sandstack-proxy --control VERB` in that
--- container, the payload in the exec's environment, the answer one JSON line on stdout. Every
+-- set_egress, egress and set_credentials). The added proxy listens on a control socket that
+-- nothing in the sandbox can reach (docs/proxy.md, "Policy changed live"); docker/control.lua
+-- carries each command there, by a socket file the host reaches or by an Engine exec. Every
 -- answer is read from the proxy itself: the handle caches no policy.
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local policy = require "sandstack.policy"
 local store = require "sandstack.store"
+local transport = require "sandstack.docker.control"
 
 local M = {}
-
-local PROXY_PATH = "/usr/local/bin/sandstack-proxy"
-local EXEC_TIMEOUT = 30
-
--- The proxy container sandstack added, from the plan or the record (handle.lua keeps `proxy`).
-local function proxy_container(stack)
-  local px = stack.plan.proxy
-  if type(px) ~= "table" or not px.added then
-    return nil, E.new("invalid", "no_added_proxy", "stack " .. tostring(stack.project) .. " has no proxy sandstack "
-      .. "added (egress_policy without proxy_service), so its egress cannot be changed live", { project = stack.project })
-  end
-  for _, c in ipairs(stack.plan.containers or {}) do
-    if c.service == px.service then return c.name end
-  end
-  return stack.plan.project .. "-" .. px.service
-end
 
 -- The proxy's refusals, as typed errors: a policy it cannot parse is the caller's (invalid).
 local INVALID = { invalid_policy = true, needs_restart = true, invalid_credentials = true }
 
--- Linux caps one environment string at 128 KiB (MAX_ARG_STRLEN), the exec's payload included.
-local MAX_PAYLOAD = 128 * 1024 - #"SANDSTACK_CONTROL_PAYLOAD=" - 1
+local function refused(stack, verb, answer)
+  local reason = type(answer.error) == "string" and answer.error or "refused"
+  return nil, E.new(INVALID[reason] and "invalid" or "proxy", reason, verb .. ": " .. tostring(answer.message),
+    { rule = answer.rule, index = answer.index, service = stack.plan.proxy.service })
+end
 
+-- One control command (verb, payload string or nil) -> the proxy's answer table, or nil, err:
+-- every command goes through here, over the stack's transport (docker/control.lua).
 local function control(stack, verb, payload)
-  local name, err = proxy_container(stack)
-  if not name then return nil, err end
-  if payload and #payload > MAX_PAYLOAD then
-    return nil, E.new("invalid", "too_large", ("%s: the payload is %d bytes; an exec's environment string holds at most %d")
-      :format(verb, #payload, MAX_PAYLOAD), { size = #payload })
-  end
-  local res
-  res, err = stack.eng:exec(name, { PROXY_PATH, "--control", verb },
-    { env = payload and { SANDSTACK_CONTROL_PAYLOAD = payload } or nil, timeout = EXEC_TIMEOUT })
-  if not res then return nil, err end
-  local answer = core.json_decode((res.stdout or ""):match("[^\n]+") or "")
+  local line, err = transport.send(stack, verb, payload)
+  if not line then return nil, err end
+  local answer = core.json_decode(line)
   if type(answer) ~= "table" then
-    return nil, E.new("proxy", "no_control", ("the proxy in %s did not answer %s (exit %s): %s"):format(name, verb,
-      tostring(res.exit_code), (res.stderr or ""):sub(1, 300)), { service = stack.plan.proxy.service })
+    return nil, E.new("proxy", "no_control", ("the proxy did not answer %s: %s"):format(verb, line:sub(1, 300)),
+      { service = stack.plan.proxy.service })
   end
-  if answer.ok ~= true then
-    local reason = type(answer.error) == "string" and answer.error or "refused"
-    return nil, E.new(INVALID[reason] and "invalid" or "proxy", reason, verb .. ": " .. tostring(answer.message),
-      { rule = answer.rule, index = answer.index, service = stack.plan.proxy.service })
-  end
+  if answer.ok ~= true then return refused(stack, verb, answer) end
   return answer
 end
+M.control = control
 
 -- A policy table (compiled here) or a compiled sandstack.policy, as the JSON the proxy parses.
 local function rendered(p)
@@ -89,9 +67,9 @@ end
 
 -- The credentials option's own validator (csrc/stack/credentials.c, through the stack model) on
 -- list, against the policy in force: nil, or the compose error naming credentials[i].field.
-local function validate(list, in_force)
+local function validate(list, in_force_json)
   local model, err = core.stack_model({ agent_port = 1, image = "validate", api_key = string.rep("k", 32),
-    egress_policy = core.json_decode(in_force:render()), credentials = list }, "set-credentials")
+    egress_policy = core.json_decode(in_force_json), credentials = list }, "set-credentials")
   if not model then return err end
   model:close()
 end
@@ -141,8 +119,12 @@ end
 -- { name = "ANTHROPIC_API_KEY", secret = } replaces the model key; without one the key in force
 -- stays. true, or nil, err; on any refusal the proxy keeps the credentials in force.
 local ENTRY_FIELDS = { "name", "host", "port", "header", "format", "query", "basic", "path" }
-function M.set_credentials(stack, list)
-  if type(list) ~= "table" then error("set_credentials: expected a list of credentials", 3) end
+
+-- set-credentials' payload for list, checked against the policy in force (in_force_json, its
+-- render; nil asks the proxy, one command more, when an entry needs it): the payload and the
+-- entries a record keeps, or nil, err.
+local function credentials_payload(stack, list, in_force_json)
+  if type(list) ~= "table" then error("set_credentials: expected a list of credentials", 4) end
   local rest, model, err = {}, nil, nil
   for i, c in ipairs(list) do
     local m; m, err = model_key_entry(i, c)
@@ -150,12 +132,15 @@ function M.set_credentials(stack, list)
     if m and model then return refuse(i, "name", "gives the model key a second time") end
     if m then model = m else rest[#rest + 1] = { i = i, c = c } end
   end
-  if #rest > 0 then -- the checks that need the policy in force: one exec more
+  if #rest > 0 then -- the checks that need the policy in force
     local plain = {}
     for k, r in ipairs(rest) do plain[k] = r.c end
-    local in_force; in_force, err = M.egress(stack)
-    if not in_force then return nil, err end
-    err = validate(plain, in_force)
+    if not in_force_json then
+      local in_force; in_force, err = M.egress(stack)
+      if not in_force then return nil, err end
+      in_force_json = in_force:render()
+    end
+    err = validate(plain, in_force_json)
     if err then -- named by the caller's own index
       local k, field = tostring(err.option):match("^credentials%[(%d+)%]%.?(.*)$")
       if k and rest[tonumber(k)] then
@@ -189,7 +174,13 @@ function M.set_credentials(stack, list)
     payload = { model }
     for _, e in ipairs(entries) do payload[#payload + 1] = e end
   end
-  local answer; answer, err = control(stack, "set-credentials", #payload > 0 and core.json_encode(payload) or "[]")
+  return #payload > 0 and core.json_encode(payload) or "[]", entries
+end
+
+function M.set_credentials(stack, list)
+  local payload, entries = credentials_payload(stack, list)
+  if not payload then return nil, entries end
+  local answer, err = control(stack, "set-credentials", payload)
   if not answer then return nil, err end
   stack.plan.credentials = store.credentials(entries) -- what a record keeps: no secret, no model key
   return true
@@ -244,6 +235,46 @@ function M.answer(stack, id, decision, opts)
     return nil, err
   end
   return { id = answer.id, decision = answer.decision, remembered = answer.remembered == true }
+end
+
+-- A session's egress handed over in one round (a warm pool's claim): { policy =, credentials =,
+-- model_key = } each optional, sent as one batch that the proxy runs in order up to the first
+-- refusal (the policy first: a credential's host must be one it admits). The credentials are
+-- checked against the policy handed over, or the one in force. true, or nil, err.
+function M.hand_over(stack, h)
+  local cmds, json, entries, err = {}, nil, nil, nil
+  if h.policy ~= nil then
+    json, err = rendered(h.policy)
+    if not json then return nil, err end
+    cmds[#cmds + 1] = { "set-egress", json }
+  end
+  if h.credentials ~= nil then
+    local payload; payload, entries = credentials_payload(stack, h.credentials, json)
+    if not payload then return nil, entries end
+    cmds[#cmds + 1] = { "set-credentials", payload }
+  elseif h.model_key then
+    local entry; entry, err = model_key_entry(1, { name = MODEL_KEY, secret = h.model_key })
+    if not entry then
+      err.message, err.option = err.message:gsub("credentials%[1%]%.secret", "api_key"), "api_key"
+      return nil, err
+    end
+    cmds[#cmds + 1] = { "set-model-key", h.model_key }
+  end
+  if #cmds == 0 then return true end
+  local line; line, err = transport.send(stack, cmds)
+  if not line then return nil, err end
+  local answer = core.json_decode(line)
+  local answers = type(answer) == "table" and type(answer.answers) == "table" and answer.answers or nil
+  if not answers then
+    return nil, E.new("proxy", "no_control", "the proxy did not answer the hand-over: " .. line:sub(1, 300),
+      { service = stack.plan.proxy.service })
+  end
+  for i, c in ipairs(cmds) do
+    local a = answers[i]
+    if type(a) ~= "table" or a.ok ~= true then return refused(stack, c[1], type(a) == "table" and a or {}) end
+  end
+  if entries then stack.plan.credentials = store.credentials(entries) end
+  return true
 end
 
 return M

@@ -25,9 +25,9 @@ local function names(list)
   return out
 end
 
--- The proxy sandstack added (egress_live.lua reaches its control socket by exec): its service.
+-- The proxy sandstack added: its service, and how its control socket is reached (docker/control.lua).
 local function added_proxy(px)
-  if type(px) == "table" and px.added then return { service = px.service, added = true } end
+  if type(px) == "table" and px.added then return { service = px.service, added = true, control = px.control } end
 end
 
 -- The part of a plan a handle keeps: names, order, checks and the bodiless requests of its life
@@ -256,6 +256,7 @@ function M.adopt(plan, port, opts)
   local eng, err = engine(opts)
   if not eng then return nil, err end
   local stack = M.new(eng, plan, { on_event = opts.on_event, req_adapter = opts.req_adapter })
+  if stack.plan.proxy then stack.plan.proxy.control = require("sandstack.docker.control").found(eng, stack.project) end
   set_port(stack, port)
   return stack
 end

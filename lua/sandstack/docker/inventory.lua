@@ -93,6 +93,10 @@ function M.remove_project(eng, project, known)
   end
   local ok, rerr = batch.remove_requests(eng, containers, rest)
   first = first or (not ok and rerr) or nil
+  if not first and (tostring(eng.host):match("^unix://")) then -- the proxy's control directory (docker/control.lua)
+    local _, derr = require("sandstack.docker.control").remove(project)
+    first = derr
+  end
   if first then return nil, first end
   return true
 end

@@ -366,9 +366,9 @@ local function settle_submitted(eng, id, deadline)
 end
 
 -- The session's own egress policy, credentials and model key, into the claimed stack's running
--- proxy: the policy first, since a credential's host must be one the policy in force
--- admits; then the session's model key (a warm stack waited with a throwaway one): beside its
--- credentials in one set_credentials, or alone by set_model_key when it brings none. A cold
+-- proxy, in one round: the policy first, since a credential's host must be one the policy in
+-- force admits; then the session's model key (a warm stack waited with a throwaway one): beside
+-- its credentials, or alone when it brings none. A cold
 -- start of a pool with credential slots starts like a pooled stack, with the session's model
 -- key already, and gets the pool's baseline here when the session names no policy. true, or
 -- nil, err.
@@ -376,15 +376,14 @@ function Pool:_hand_over(stack, hooks, cold, t)
   local t0 = A.now()
   local p = hooks.egress_policy
   if p == nil and cold and self.slots then p = self.slots.baseline end
-  local ok, err = true, nil
-  if p ~= nil then ok, err = stack:set_egress(p) end
   local list, key = hooks.credentials, not cold and self.model_key and hooks.api_key
   if key and list then
     list = { { name = "ANTHROPIC_API_KEY", secret = key } }
     for _, c in ipairs(hooks.credentials) do list[#list + 1] = c end
   end
-  if ok and list ~= nil then ok, err = stack:set_credentials(list)
-  elseif ok and key then ok, err = stack:set_model_key(key) end
+  -- all of it in one round to the proxy (egress_live.hand_over)
+  local ok, err = require("sandstack.docker.egress_live").hand_over(stack,
+    { policy = p, credentials = list, model_key = list == nil and key or nil })
   if t then t.egress = A.now() - t0 end
   return ok, err
 end
@@ -392,8 +391,8 @@ end
 -- Claims one idle stack for session_key: the rename (one round trip; the engine arbitrates;
 -- with credential slots, the sandbox's inspect rides in the same batch, for the placeholders it
 -- holds), then the record naming the session, submitted and left in flight while the handle is
--- made (the plan in C and the handle cost no engine call), then the session's policy and
--- credentials if it has any. Returns the handle; nil, nil, true when another claimant won; nil,
+-- made (the plan in C and the handle cost no engine call) and the session's policy and
+-- credentials, if it has any, are handed over. Returns the handle; nil, nil, true when another claimant won; nil,
 -- err on an error (a claimed stack that cannot be handed over is removed).
 function Pool:_claim(eng, idle, session_key, hooks, t)
   local t0 = A.now()
@@ -424,12 +423,14 @@ function Pool:_claim(eng, idle, session_key, hooks, t)
       req_adapter = hooks.req_adapter })
   end
   t.handle = A.now() - t0 - t.plan
-  local rec = settle_submitted(eng, id, A.now() + 30)
-  t.record = A.now() - t0
-  if plan and stack and rec.ok then
+  -- the session's egress while the record is in flight: the stack is this claim's already (the
+  -- rename won), and a failure of either removes it below
+  if plan and stack then
     local ok; ok, err = self:_hand_over(stack, hooks, false, t)
     if not ok then stack:close(); stack = nil end
   end
+  local rec = settle_submitted(eng, id, A.now() + 30)
+  t.record = A.now() - t0
   if not (plan and stack and rec.ok) then
     if stack then stack:close() end
     docker().down(idle.project, { docker_host = self.stack.docker_host, timeout = self.stack.timeout })

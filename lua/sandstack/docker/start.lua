@@ -7,6 +7,7 @@ local E = require "sandstack.error"
 local A = require "sandstack.docker.apply"
 local isolation = require "sandstack.docker.isolation"
 local handle = require "sandstack.docker.handle"
+local control = require "sandstack.docker.control"
 
 local M = {}
 
@@ -42,6 +43,17 @@ local function start_with(session_key, clean, hooks, pool)
     on_event = hooks.on_event, req_adapter = hooks.req_adapter, created = { networks = {}, volumes = {}, containers = {} } }
   local plan; plan, err = A.plan(run)
   if not plan then model:close(); eng:close(); return nil, err end
+  -- the added proxy's control directory, when this process can make one the engine mounts
+  -- (docker/control.lua), and the plan again, which mounts it into that proxy alone
+  local project = plan.project
+  if plan.proxy and plan.proxy.added then
+    run.control_dir = control.prepare(eng, project)
+    if run.control_dir then
+      plan, err = A.plan(run)
+      if not plan then control.remove(project); model:close(); eng:close(); return nil, err end
+    end
+    plan.proxy.control = run.control_dir and "socket" or "exec"
+  end
   local stack = handle.new(eng, plan, hooks)
   local steps = {
     function() return A.preflight(run) end, -- reads only: images, the self-check's identity, /info
@@ -57,6 +69,12 @@ local function start_with(session_key, clean, hooks, pool)
       return port, e
     end,
     function() return A.wait_ready(run, stack.port) end,
+    function() -- a proxy that could not use the directory listens where the exec finds it
+      if run.control_dir and not core.control_is_socket(control.socket(project)) then
+        stack.plan.proxy.control = "exec"
+      end
+      return true
+    end,
   }
   for _, step in ipairs(steps) do
     local okstep, res, e = pcall(step)
@@ -64,6 +82,7 @@ local function start_with(session_key, clean, hooks, pool)
       if okstep then A.emit(run, "failed", nil, { error = e }) end -- said before the rollback's time
       model:close()
       local left = A.rollback(run)
+      if run.control_dir then control.remove(project) end
       handle.set_port(stack, nil)
       eng:close()
       if not okstep then error(res, 0) end -- a programming error: re-raise after cleaning up
