@@ -80,17 +80,21 @@ end
 function M.stack(id, ifname, base)
   local build = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
   local tag = core.random_hex(3)
+  -- the image tag names the build directory and the tree it is in (two work trees of one
+  -- repository on one engine must not swap each other's proxy mid-run)
+  local top = (h.must("pwd"):gsub("%s+$", ""))
+  local image_tag = build:gsub("[^%w.-]", "-") .. "-" .. core.sha256_hex(top):sub(1, 8)
   local S = {
     PROXY_BIN = build .. "/sandstack-proxy",
-    PROXY_IMAGE = "sandstack-test/proxy:" .. build:gsub("[^%w.-]", "-"),
-    FORWARDER_IMAGE = "sandstack-test/forwarder:" .. build:gsub("[^%w.-]", "-"),
+    PROXY_IMAGE = "sandstack-test/proxy:" .. image_tag,
+    FORWARDER_IMAGE = "sandstack-test/forwarder:" .. image_tag,
     CLIENT = "sandstack-test/client:local",
     PROJECT = "sstest-" .. id .. "-" .. tag,
     NS = "sstest-" .. id .. "-" .. tag,
     HOST_IF = ifname .. tag .. "h", NS_IF = ifname .. tag .. "n",
     TOKEN = "tok-" .. core.random_hex(30),
     KEY = "sk-real-" .. core.random_hex(16),
-    top = (h.must("pwd"):gsub("%s+$", "")),
+    top = top,
   }
   local r = tonumber(tag, 16)
   local first = base(r) -- until outside_up claims one
