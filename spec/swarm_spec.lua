@@ -162,6 +162,46 @@ describe("sandstack.swarm plan (no cluster)", function()
     assert.is_nil(loose.services[1].body.TaskTemplate.ContainerSpec.CapabilityDrop)
   end)
 
+  it("gives the credentials to the proxy's service alone, the CA volume shared on the node", function()
+    local GH = "ghp_" .. ("g"):rep(36)
+    local s = assert(swarm.plan("s1", opts { credentials = { { name = "GH_TOKEN", host = "gh.test",
+      header = "Authorization", format = "Bearer %s", secret = GH } }, egress_policy = { allow = { "gh.test" } } }, FIXED))
+    local by = by_name(s.services, "service")
+    local function env(svc) return table.concat(by[svc].body.TaskTemplate.ContainerSpec.Env or {}, "\n") end
+    assert.truthy(env("proxy"):find(GH, 1, true), "the proxy's service holds the secret")
+    for svc in pairs(by) do
+      if svc ~= "proxy" then assert.is_nil(env(svc):find(GH, 1, true), svc .. " holds the secret") end
+    end
+    assert.matches("GH_TOKEN=%w+", env("sandbox"))
+    local function ca(svc)
+      for _, m in ipairs(by[svc].body.TaskTemplate.ContainerSpec.Mounts or {}) do
+        if m.Source == "sandstack-s1-ca" then return m end
+      end
+    end
+    assert.same({ false, true }, { ca("proxy").ReadOnly, ca("sandbox").ReadOnly })
+    assert.equal("tmpfs", ca("proxy").VolumeOptions.DriverConfig.Options.type)
+  end)
+
+  it("keeps the credentials' placeholders and the added proxy in the handle and its record, no secret", function()
+    local handle = require "sandstack.swarm.handle"
+    local plan = assert(sandstack.docker.plan("s1", opts { credentials = { { name = "GH_TOKEN", host = "gh.test",
+      header = "Authorization", format = "Bearer %s", secret = "ghp_" .. ("g"):rep(36) } },
+      egress_policy = { allow = { "gh.test" } } }, FIXED))
+    local st = handle.new({ close = function() end }, { close = function() end }, { hostname = "n1", id = "x" }, plan)
+    local ph = st:credentials().GH_TOKEN
+    assert.equal(40, #ph)
+    local rec = st:record()
+    assert.is_nil(core.json_encode(rec):find(("g"):rep(36), 1, true))
+    assert.same({ service = "proxy", added = true }, rec.proxy)
+    local again = handle.new({ close = function() end }, { close = function() end }, { hostname = "n1", id = "x" }, rec)
+    assert.same(st:credentials(), again:credentials())
+    for _, m in ipairs { "set_egress", "egress", "set_credentials", "set_model_key" } do
+      assert.is_function(handle.Stack[m], m)
+    end
+    st:close()
+    assert.has_error(function() st:set_egress { allow = {} } end, "the stack handle is closed")
+  end)
+
   it("checks its own option shapes as programming errors", function()
     assert.has_error(function() swarm.plan("s1", opts { constraints = "node.role==worker" }) end)
     assert.has_error(function() swarm.plan("s1", opts { constraints = { "node.role worker" } }) end)

@@ -1,5 +1,5 @@
--- A running stack's egress, changed live (internal to sandstack.docker, the handle's
--- set_egress, egress and set_credentials). The added proxy listens on a control socket of its
+-- A running stack's egress, changed live (internal to sandstack.docker and sandstack.swarm, the
+-- handles' set_egress, egress, set_credentials and set_model_key). The added proxy listens on a control socket of its
 -- own container's, an abstract unix name (docs/proxy.md, "Policy changed live"), which nothing in the sandbox
 -- can reach; the host reaches it by an Engine exec of `sandstack-proxy --control VERB` in that
 -- container, the payload in the exec's environment, the answer one JSON line on stdout. Every
@@ -8,23 +8,23 @@ local core = require "sandstack.core"
 local E = require "sandstack.error"
 local policy = require "sandstack.policy"
 local store = require "sandstack.store"
+local target = require "sandstack.docker.target"
 
 local M = {}
 
 local PROXY_PATH = "/usr/local/bin/sandstack-proxy"
 local EXEC_TIMEOUT = 30
 
--- The proxy container sandstack added, from the plan or the record (handle.lua keeps `proxy`).
+-- The engine and container of the proxy sandstack added, from the plan or the record (the
+-- handle keeps `proxy`): a stack's own engine and container, or a swarm session's node engine
+-- and task container (docker/target.lua). (eng, container) or (nil, err).
 local function proxy_container(stack)
   local px = stack.plan.proxy
   if type(px) ~= "table" or not px.added then
     return nil, E.new("invalid", "no_added_proxy", "stack " .. tostring(stack.project) .. " has no proxy sandstack "
       .. "added (egress_policy without proxy_service), so its egress cannot be changed live", { project = stack.project })
   end
-  for _, c in ipairs(stack.plan.containers or {}) do
-    if c.service == px.service then return c.name end
-  end
-  return stack.plan.project .. "-" .. px.service
+  return target.resolve(stack, px.service)
 end
 
 -- The proxy's refusals, as typed errors: a policy it cannot parse is the caller's (invalid).
@@ -34,14 +34,13 @@ local INVALID = { invalid_policy = true, needs_restart = true, invalid_credentia
 local MAX_PAYLOAD = 128 * 1024 - #"SANDSTACK_CONTROL_PAYLOAD=" - 1
 
 local function control(stack, verb, payload)
-  local name, err = proxy_container(stack)
-  if not name then return nil, err end
+  local eng, name = proxy_container(stack)
+  if not eng then return nil, name end
   if payload and #payload > MAX_PAYLOAD then
     return nil, E.new("invalid", "too_large", ("%s: the payload is %d bytes; an exec's environment string holds at most %d")
       :format(verb, #payload, MAX_PAYLOAD), { size = #payload })
   end
-  local res
-  res, err = stack.eng:exec(name, { PROXY_PATH, "--control", verb },
+  local res, err = eng:exec(name, { PROXY_PATH, "--control", verb },
     { env = payload and { SANDSTACK_CONTROL_PAYLOAD = payload } or nil, timeout = EXEC_TIMEOUT })
   if not res then return nil, err end
   local answer = core.json_decode((res.stdout or ""):match("[^\n]+") or "")

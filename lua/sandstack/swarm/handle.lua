@@ -9,17 +9,24 @@ local cluster = require "sandstack.swarm.cluster"
 local inventory = require "sandstack.swarm.inventory"
 local session = require "sandstack.session"
 local dexec = require "sandstack.docker.handle_exec"
+local live = require "sandstack.docker.egress_live"
 
 local M = {}
 local Stack = {}
 Stack.__index = Stack
+
+-- The proxy sandstack added (egress_live.lua reaches it through the node's engine): its service.
+local function added_proxy(px)
+  if type(px) == "table" and px.added then return { service = px.service, added = true } end
+end
 
 local function slim(plan)
   local cs = {}
   for i, c in ipairs(plan.containers) do cs[i] = { service = c.service, name = c.name, role = c.role } end
   return { project = plan.project, session_key = plan.session_key, agent_port = plan.agent_port,
     ready_path = plan.ready_path, capture_path = plan.capture_path, sandbox = plan.sandbox,
-    forwarder = plan.forwarder, containers = cs, docker_host = plan.docker_host, timeout = plan.timeout }
+    forwarder = plan.forwarder, containers = cs, docker_host = plan.docker_host, timeout = plan.timeout,
+    credentials = store.credentials(plan.credentials), proxy = added_proxy(plan.proxy) }
 end
 
 local function set_port(self, port)
@@ -195,6 +202,19 @@ function Stack:destroy(opts)
   set_port(self, nil)
   if self.hooks.on_event then pcall(self.hooks.on_event, { phase = "destroyed", project = self.project }) end
   return true
+end
+
+-- The credentials' placeholders (never a secret), as on sandstack.docker; kept by the record.
+Stack.credentials = dhandle.Stack.credentials
+
+-- The egress and the credentials of the running session, changed live through its added proxy
+-- on the node: the same control calls as sandstack.docker's (docker/egress_live.lua), which
+-- reach the proxy's task container through the node's engine.
+for _, name in ipairs { "set_egress", "egress", "set_credentials", "set_model_key" } do
+  Stack[name] = function(self, ...)
+    check_open(self)
+    return live[name](self, ...)
+  end
 end
 
 local function unsupported(what)

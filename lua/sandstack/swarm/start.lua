@@ -45,11 +45,6 @@ local function refusals(clean)
     return E.fail("compose", "invalid_option", "pull: on a swarm the node's agent pulls a task's image itself "
       .. "when it is absent; only \"missing\" can be kept", { option = "pull" })
   end
-  if clean.credentials ~= nil then
-    return E.fail("compose", "invalid_option", "credentials: not supported by sandstack.swarm yet: its handle and "
-      .. "record do not keep the placeholders, and no test covers the proxy's credentials on a swarm; use "
-      .. "sandstack.docker", { option = "credentials" })
-  end
   local net = clean.network
   if type(net) == "table" and ((net.driver and net.driver ~= "bridge" and net.driver ~= "overlay")
       or (type(net.options) == "table" and next(net.options))) then
