@@ -211,6 +211,43 @@ describe("sandstack.swarm plan (no cluster)", function()
   end)
 end)
 
+describe("sandstack.swarm list and reap options", function()
+  it("takes sandstack.docker's list and reap options, less the warm pool's, and refuses the same others", function()
+    for _, case in ipairs { { "list", { api_version = "1.41" } }, { "reap", { api_version = "1.41" } },
+      { "list", { pool = "p" } }, { "reap", { idle_only = true } } } do
+      local fn, o = swarm[case[1]], case[2]
+      assert.has_error(function() fn(o) end, nil, case[1] .. " " .. next(o))
+      if not o.pool and not o.idle_only then
+        assert.has_error(function() sandstack.docker[case[1]](o) end) -- docker refuses it too
+      end
+    end
+  end)
+end)
+
+describe("sandstack.swarm's boundary", function()
+  it("names operations in Lua; the C core makes every Engine path", function()
+    local found = {}
+    for f in io.popen("ls lua/sandstack/swarm/*.lua"):lines() do
+      local text = assert(io.open(f)):read("a")
+      for lit in text:gmatch('"(/[%w_]+)') do
+        if lit:match("^/services") or lit:match("^/tasks") or lit:match("^/nodes") or lit:match("^/containers")
+          or lit:match("^/networks") or lit:match("^/volumes") or lit:match("^/exec") or lit:match("^/info") then
+          found[#found + 1] = f .. ": " .. lit
+        end
+      end
+    end
+    assert.same({}, found)
+    local R = core.session_requests
+    assert.same({ { method = "GET", path = "/tasks", query = { filters = '{"service":["a","b"]}' } } },
+      R("list_tasks", nil, { services = { "a", "b" } }))
+    assert.same({ { method = "DELETE", path = "/services/s1", ok = { 404 } } }, R("remove_service", { "s1" }))
+    local c = R("create_service", nil, { body = { Name = "x" } })[1]
+    assert.same({ "POST", "/services/create", { Name = "x" } }, { c.method, c.path, core.json_decode(c.body_json) })
+    assert.has_error(function() R("create_network", nil, {}) end)
+    assert.has_error(function() R("list_tasks", nil, {}) end)
+  end)
+end)
+
 describe("sandstack.swarm readiness probe argv", function()
   it("reads exactly the request back from socat's own command line", function()
     local argv = ready.argv("sandbox", 8080, "/health", 3)

@@ -62,7 +62,12 @@ function Stack:reconnect()
     set_port(self, nil)
     return nil, cluster.node_down(node, self.project)
   end
-  local info; info, err = self.node_eng:call("GET", "/containers/" .. forwarder_name(self) .. "/json")
+  local info, status
+  info, err, status = cluster.op(self.node_eng, "inspect", forwarder_name(self))
+  if status == 404 then -- counted as an answer by the operation: here it means no forwarder
+    info, err = nil, E.new("engine", "not_found", "no forwarder " .. forwarder_name(self) .. " on the node",
+      { status = 404 })
+  end
   if not info then set_port(self, nil); return nil, err end
   local b = ((info.NetworkSettings or {}).Ports or {})[("%d/tcp"):format(self.plan.agent_port)]
   local port = type(b) == "table" and b[1] and tonumber(b[1].HostPort) or nil
@@ -164,7 +169,7 @@ function Stack:status()
     out.services[svc] = out.services[svc] or { state = "missing" }
   end
   if node.state == "ready" then
-    local info = self.node_eng:call("GET", "/containers/" .. forwarder_name(self) .. "/json", nil, { ok = { [404] = true } })
+    local info = cluster.op(self.node_eng, "inspect", forwarder_name(self))
     local st = type(info) == "table" and info.State
     out.services[self.plan.forwarder] = { state = st and st.Status or "missing" }
     if st and st.Status == "running" then out.port = self:reconnect() end
@@ -217,13 +222,11 @@ for _, name in ipairs { "set_egress", "egress", "set_credentials", "set_model_ke
   end
 end
 
-local function unsupported(what)
-  return function()
-    return E.fail("invalid", "unsupported", "stack:" .. what .. "() is not offered on a swarm: a session there "
-      .. "is started once and destroyed (a stopped task is not restarted on the same node)")
-  end
+-- stop, start and restart: typed unsupported (sandstack.session), as what else Swarm cannot do.
+for _, m in ipairs { "stop", "start", "restart" } do
+  Stack[m] = session.stub("swarm", m, "a session there is started once and destroyed: a task that "
+    .. "stops is not started again on the same node (pause and resume are offered)")
 end
-Stack.stop, Stack.start, Stack.restart = unsupported("stop"), unsupported("start"), unsupported("restart")
 require("sandstack.swarm.lifecycle").mix(Stack) -- pause, resume; the rest typed unsupported
 
 function Stack:close()
