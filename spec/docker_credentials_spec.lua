@@ -23,48 +23,6 @@ local GH = "ghp_" .. core.random_hex(18)          -- the GitHub-style token (40 
 local QK = "qk_" .. core.random_hex(15)           -- the query-parameter key (33 characters)
 local SECRETS = { KEY, GH, QK }
 
--- One TLS listener on :443 for every name of the certificate. Each request (its SNI, method,
--- path, headers and body) is appended to requests.jsonl and sent back as the answer.
-local ECHO = [[
-import asyncio, json, os, ssl, sys
-CERT, KEY, STATE = sys.argv[1], sys.argv[2], sys.argv[3]
-SNI = {}
-
-async def serve(reader, writer):
-    try:
-        while True:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-            method, path, _ = head[0].split(" ", 2)
-            headers = {}
-            for line in head[1:]:
-                if ":" in line:
-                    k, v = line.split(":", 1)
-                    headers.setdefault(k.strip().lower(), []).append(v.strip())
-            body = b""
-            if "content-length" in headers:
-                body = await reader.readexactly(int(headers["content-length"][0]))
-            seen = {"sni": SNI.get(id(writer.get_extra_info("ssl_object"))), "method": method, "path": path,
-                    "headers": headers, "body": body.decode("latin-1")}
-            line = json.dumps(seen)
-            with open(os.path.join(STATE, "requests.jsonl"), "a") as f:
-                f.write(line + "\n")
-            out = line.encode()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(out), out))
-            await writer.drain()
-    except Exception:
-        pass
-    writer.close()
-
-async def main():
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(CERT, KEY)
-    ctx.sni_callback = lambda obj, name, c: SNI.__setitem__(id(obj), name)
-    server = await asyncio.start_server(serve, "0.0.0.0", 443, ssl=ctx)
-    open(os.path.join(STATE, "echo.ready"), "w").close()
-    await server.serve_forever()
-
-asyncio.run(main())
-]]
 
 -- Why this spec cannot run here, or nil: the harness's needs, and a proxy binary that reads
 -- SANDSTACK_CREDENTIALS (one that does refuses a malformed value with exit status 2, as it
@@ -108,10 +66,9 @@ describe("credentials for any host, in a real stack with real clients #docker", 
     work = h.must("mktemp -d /tmp/sstest-h25.XXXXXX"):gsub("%s+$", "")
     local d = h.q(work)
     dh.make_certs(work, "sstest-h25-ca", "gh.test", { "gh.test", "keys.test", "model.test" })
-    h.write_file(work .. "/echo.py", ECHO)
     S.outside_up { 2 }
-    h.must(("ip netns exec %s setsid python3 %s/echo.py %s/srv.pem %s/srv.key %s </dev/null >%s/echo.log 2>&1 &")
-      :format(NS, d, d, d, d, d))
+    h.must(("ip netns exec %s setsid python3 %s %s/srv.pem %s/srv.key %s </dev/null >%s/echo.log 2>&1 &")
+      :format(NS, h.q(h.must("pwd"):gsub("%s+$", "") .. "/spec/support/tls_echo.py"), d, d, d, d))
     for _ = 1, 100 do
       if h.read_file(work .. "/echo.ready") then break end
       core.sleep(0.05)

@@ -14,7 +14,8 @@ local backends = {
 describe("the session interface", function()
   it("lists the methods every handle has", function()
     for _, m in ipairs { "exec", "spawn", "read", "write", "list", "stat", "remove", "upload", "download",
-      "logs", "stats", "pause", "resume", "hibernate", "snapshot", "fork", "changes", "set_timeout", "expires" } do
+      "logs", "stats", "pause", "resume", "hibernate", "snapshot", "fork", "changes", "set_timeout", "expires",
+      "stop", "start", "restart", "set_egress", "egress", "set_credentials", "set_model_key", "credentials" } do
       assert.is_true(session.KNOWN[m], m)
     end
   end)

@@ -349,6 +349,146 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
     end
   end)
 
+  -- Credentials and the live egress calls on a worker node: the proxy sandstack adds holds the
+  -- secrets and puts them into the sandbox's requests; the calls reach it through the node's
+  -- engine. The outside is a TLS stand-in in the worker's own network namespace (gh.test and
+  -- model.test, a test CA the proxy trusts), which records what really arrived.
+  describe("credentials on a worker node", function()
+    local CLIENT = "sandstack-test/client:local" -- curl, trusting the stack's inspection CA
+    local GH = "ghp_" .. core.random_hex(18)
+    local GH2 = "ghp_" .. core.random_hex(18) -- the same length: replaced live
+    local KEY, KEY2 = "sk-sw-" .. core.random_hex(16), "sk-sw2-" .. core.random_hex(16)
+    local OUTSIDE = "203.0.113.77" -- in the worker's own network namespace only
+    local node, work, stack, opts
+
+    local function arrived(path)
+      for line in (h.read_file(work .. "/requests.jsonl") or ""):gmatch("[^\n]+") do
+        local r = assert(core.json_decode(line))
+        if r.path == path then return r end
+      end
+    end
+    local function curl(args)
+      local r = assert(stack:exec("curl -sS -m 20 -o /tmp/body -w '%{http_code}' " .. args
+        .. " 2>/tmp/curl.err; echo; cat /tmp/body /tmp/curl.err", { timeout = 60 }))
+      local code, body = r.stdout:match("^(%d+)\n(.*)$")
+      return tonumber(code), body or r.stdout
+    end
+
+    it("starts a session with credentials on a worker, the stand-in in that node's namespace", function()
+      node = 2
+      local n = cluster.nodes[node]
+      work = W.workdir() .. "/creds"
+      h.must("mkdir -p " .. h.q(work))
+      require("proxy_harness").make_certs(work, "sstest-sw-ca", "gh.test", { "gh.test", "model.test" })
+      -- an address the proxy takes for the outside (a private one it refuses), on the node's loopback
+      W.in_node(node, "ip addr add " .. OUTSIDE .. "/32 dev lo")
+      local pid = tonumber(W.in_node(node, ("python3 %s %s %s %s </dev/null >%s 2>&1 & echo $!"):format(
+        h.q(W.root .. "/spec/support/tls_echo.py"), h.q(work .. "/srv.pem"), h.q(work .. "/srv.key"), h.q(work),
+        h.q(work .. "/echo.log"))):match("%d+"))
+      W.track(pid)
+      h.must(("docker save %s | DOCKER_HOST=%s docker load -q"):format(CLIENT, h.q(n.host)))
+      for _ = 1, 100 do
+        if h.read_file(work .. "/echo.ready") then break end
+        core.sleep(0.05)
+      end
+      assert.truthy(h.read_file(work .. "/echo.ready"), h.read_file(work .. "/echo.log"))
+      opts = {
+        docker_host = cluster.manager, agent_port = 8080, cpus = 0.1, memory = "64m", ready_timeout = 90,
+        constraints = { "node.hostname==" .. n.name },
+        services = { { name = "sandbox", image = CLIENT, command = "exec agent" } },
+        api_key = KEY, egress_policy = { allow = { "gh.test", "model.test" } },
+        proxy_hosts = { ["gh.test"] = OUTSIDE, ["model.test"] = OUTSIDE }, proxy_upstream = "https://model.test",
+        proxy_upstream_ca = h.read_file(work .. "/ca.pem"),
+        credentials = { { name = "GH_TOKEN", host = "gh.test", header = "Authorization", format = "Bearer %s",
+          secret = GH } },
+      }
+      local err
+      stack, err = swarm.start(KEYP .. "cred", opts)
+      assert(stack, tostring(err))
+      assert.equal(n.name, stack.node)
+      -- the sandbox learns the proxy's name from the node's embedded DNS some seconds after its
+      -- task runs (Swarm's service records; a single engine has them at the start)
+      local t0, r = core.engine_clock(), nil
+      repeat
+        r = stack:exec("nslookup proxy >/dev/null 2>&1", { timeout = 15 })
+      until (r and r.code == 0) or core.engine_clock() - t0 > 30
+      assert.equal(0, r and r.code, "the sandbox does not resolve its proxy")
+      diag(("credentials on a worker: the sandbox resolved its proxy %.1f s after the start returned"):format(
+        core.engine_clock() - t0))
+    end)
+
+    it("puts the credential into the sandbox's request on the node, and the sandbox never holds the secret", function()
+      assert(stack, "no session")
+      local ph = stack:credentials().GH_TOKEN
+      assert.equal(#GH, #ph)
+      local env = assert(stack:exec("env; tr '\\0' '\\n' < /proc/1/environ")).stdout
+      assert.truthy(env:find("GH_TOKEN=" .. ph .. "\n", 1, true), env) -- the control: the placeholder is there
+      local code, body = curl("-H 'Authorization: Bearer '\"$GH_TOKEN\" https://gh.test/user")
+      assert.equal(200, code, body)
+      local got = assert(arrived("/user"), "nothing reached gh.test")
+      assert.equal("gh.test", got.sni)
+      assert.same({ "Bearer " .. GH }, got.headers.authorization)
+      assert.is_nil(body:find(GH, 1, true), "the secret came back into the sandbox")
+      assert.truthy(body:find(ph, 1, true), body)
+      code, body = curl("-H \"x-api-key: $ANTHROPIC_API_KEY\" -d '{}' \"$ANTHROPIC_BASE_URL/v1/messages\"")
+      assert.equal(200, code, body)
+      assert.same({ KEY }, assert(arrived("/v1/messages"), "nothing reached model.test").headers["x-api-key"])
+      -- no secret in the sandbox: its environment, its service's spec on the manager, the record
+      local spec = core.json_encode(assert(mgr:call("GET", "/services/" .. stack.project .. "-sandbox")))
+      local rec = core.json_encode(stack:record())
+      for _, s in ipairs { GH, KEY } do
+        assert.is_nil(env:find(s, 1, true), "a secret is in the sandbox's environment")
+        assert.is_nil(spec:find(s, 1, true), "a secret is in the sandbox service's spec")
+        assert.is_nil(rec:find(s, 1, true), "a secret is in the record")
+      end
+      local again = assert(swarm.reconnect(stack:record()))
+      assert.same(stack:credentials(), again:credentials())
+      again:close()
+    end)
+
+    it("changes the credentials, the model key and the egress live, through the node's engine", function()
+      assert(stack, "no session")
+      assert(stack:set_credentials { { name = "GH_TOKEN", host = "gh.test", header = "Authorization",
+        format = "Bearer %s", secret = GH2 } })
+      local code, body = curl("-H 'Authorization: Bearer '\"$GH_TOKEN\" https://gh.test/user2")
+      assert.equal(200, code, body)
+      assert.same({ "Bearer " .. GH2 }, assert(arrived("/user2")).headers.authorization)
+      assert(stack:set_model_key(KEY2))
+      code, body = curl("-H \"x-api-key: $ANTHROPIC_API_KEY\" -d '{}' \"$ANTHROPIC_BASE_URL/v1/messages?k=2\"")
+      assert.equal(200, code, body)
+      assert.same({ KEY2 }, assert(arrived("/v1/messages?k=2")).headers["x-api-key"])
+      -- a secret of another length is refused, and the one in force stays
+      local ok, err = stack:set_credentials { { name = "GH_TOKEN", host = "gh.test", header = "Authorization",
+        format = "Bearer %s", secret = GH2 .. "x" } }
+      assert.is_nil(ok)
+      assert.equal("credentials[1].secret", err.option, tostring(err))
+      -- the egress: gh.test closed, then open again
+      assert(stack:set_egress { allow = { "model.test" } })
+      local p, digest = assert(stack:egress())
+      assert.is_string(digest)
+      assert.is_nil(p:render():find("gh.test", 1, true))
+      code = curl("https://gh.test/closed")
+      assert.is_true(code == nil or code < 200 or code >= 300, "answered " .. tostring(code))
+      assert.is_nil(arrived("/closed"), "a closed host was reached")
+      assert(stack:set_egress { allow = { "gh.test", "model.test" } })
+      assert.equal(200, (curl("https://gh.test/open")))
+      assert.truthy(arrived("/open"))
+    end)
+
+    it("destroys the session, leaving nothing on its node", function()
+      assert(stack, "no session")
+      local project = stack.project
+      assert(stack:destroy())
+      stack:close()
+      stack = nil
+      assert.same({}, on_nodes(project))
+    end)
+
+    teardown(function()
+      if stack then stack:destroy(); stack:close() end
+    end)
+  end)
+
   -- The gateway on every node (backend "swarm"), behind the shipped swarm front. Its sessions
   -- join `sessions` (with the record the gateway labelled them with), so the drain, lost-node
   -- and reap tests below hold them to the same answers as the others.

@@ -162,12 +162,89 @@ describe("sandstack.swarm plan (no cluster)", function()
     assert.is_nil(loose.services[1].body.TaskTemplate.ContainerSpec.CapabilityDrop)
   end)
 
+  it("gives the credentials to the proxy's service alone, the CA volume shared on the node", function()
+    local GH = "ghp_" .. ("g"):rep(36)
+    local s = assert(swarm.plan("s1", opts { credentials = { { name = "GH_TOKEN", host = "gh.test",
+      header = "Authorization", format = "Bearer %s", secret = GH } }, egress_policy = { allow = { "gh.test" } } }, FIXED))
+    local by = by_name(s.services, "service")
+    local function env(svc) return table.concat(by[svc].body.TaskTemplate.ContainerSpec.Env or {}, "\n") end
+    assert.truthy(env("proxy"):find(GH, 1, true), "the proxy's service holds the secret")
+    for svc in pairs(by) do
+      if svc ~= "proxy" then assert.is_nil(env(svc):find(GH, 1, true), svc .. " holds the secret") end
+    end
+    assert.matches("GH_TOKEN=%w+", env("sandbox"))
+    local function ca(svc)
+      for _, m in ipairs(by[svc].body.TaskTemplate.ContainerSpec.Mounts or {}) do
+        if m.Source == "sandstack-s1-ca" then return m end
+      end
+    end
+    assert.same({ false, true }, { ca("proxy").ReadOnly, ca("sandbox").ReadOnly })
+    assert.equal("tmpfs", ca("proxy").VolumeOptions.DriverConfig.Options.type)
+  end)
+
+  it("keeps the credentials' placeholders and the added proxy in the handle and its record, no secret", function()
+    local handle = require "sandstack.swarm.handle"
+    local plan = assert(sandstack.docker.plan("s1", opts { credentials = { { name = "GH_TOKEN", host = "gh.test",
+      header = "Authorization", format = "Bearer %s", secret = "ghp_" .. ("g"):rep(36) } },
+      egress_policy = { allow = { "gh.test" } } }, FIXED))
+    local st = handle.new({ close = function() end }, { close = function() end }, { hostname = "n1", id = "x" }, plan)
+    local ph = st:credentials().GH_TOKEN
+    assert.equal(40, #ph)
+    local rec = st:record()
+    assert.is_nil(core.json_encode(rec):find(("g"):rep(36), 1, true))
+    assert.same({ service = "proxy", added = true }, rec.proxy)
+    local again = handle.new({ close = function() end }, { close = function() end }, { hostname = "n1", id = "x" }, rec)
+    assert.same(st:credentials(), again:credentials())
+    for _, m in ipairs { "set_egress", "egress", "set_credentials", "set_model_key" } do
+      assert.is_function(handle.Stack[m], m)
+    end
+    st:close()
+    assert.has_error(function() st:set_egress { allow = {} } end, "the stack handle is closed")
+  end)
+
   it("checks its own option shapes as programming errors", function()
     assert.has_error(function() swarm.plan("s1", opts { constraints = "node.role==worker" }) end)
     assert.has_error(function() swarm.plan("s1", opts { constraints = { "node.role worker" } }) end)
     assert.has_error(function() swarm.plan("s1", opts { placement_timeout = -1 }) end)
     local s = assert(swarm.plan("s1", opts { constraints = { "node.labels.sandstack==yes" } }))
     assert.same({ "node.labels.sandstack==yes" }, s.services[1].body.TaskTemplate.Placement.Constraints)
+  end)
+end)
+
+describe("sandstack.swarm list and reap options", function()
+  it("takes sandstack.docker's list and reap options, less the warm pool's, and refuses the same others", function()
+    for _, case in ipairs { { "list", { api_version = "1.41" } }, { "reap", { api_version = "1.41" } },
+      { "list", { pool = "p" } }, { "reap", { idle_only = true } } } do
+      local fn, o = swarm[case[1]], case[2]
+      assert.has_error(function() fn(o) end, nil, case[1] .. " " .. next(o))
+      if not o.pool and not o.idle_only then
+        assert.has_error(function() sandstack.docker[case[1]](o) end) -- docker refuses it too
+      end
+    end
+  end)
+end)
+
+describe("sandstack.swarm's boundary", function()
+  it("names operations in Lua; the C core makes every Engine path", function()
+    local found = {}
+    for f in io.popen("ls lua/sandstack/swarm/*.lua"):lines() do
+      local text = assert(io.open(f)):read("a")
+      for lit in text:gmatch('"(/[%w_]+)') do
+        if lit:match("^/services") or lit:match("^/tasks") or lit:match("^/nodes") or lit:match("^/containers")
+          or lit:match("^/networks") or lit:match("^/volumes") or lit:match("^/exec") or lit:match("^/info") then
+          found[#found + 1] = f .. ": " .. lit
+        end
+      end
+    end
+    assert.same({}, found)
+    local R = core.session_requests
+    assert.same({ { method = "GET", path = "/tasks", query = { filters = '{"service":["a","b"]}' } } },
+      R("list_tasks", nil, { services = { "a", "b" } }))
+    assert.same({ { method = "DELETE", path = "/services/s1", ok = { 404 } } }, R("remove_service", { "s1" }))
+    local c = R("create_service", nil, { body = { Name = "x" } })[1]
+    assert.same({ "POST", "/services/create", { Name = "x" } }, { c.method, c.path, core.json_decode(c.body_json) })
+    assert.has_error(function() R("create_network", nil, {}) end)
+    assert.has_error(function() R("list_tasks", nil, {}) end)
   end)
 end)
 

@@ -1,7 +1,8 @@
 /* The Engine requests of a session over time: pause and resume (the cgroup freezer), stop for a
  * hibernation, a snapshot's commit and its volume copies, the filesystem diff, and the label
- * lists and removals of snapshots and expiry marks. Table-driven so that every path a lifecycle
- * call sends is made here and Lua names none. Pure data: nothing here talks to the daemon. */
+ * lists and removals of snapshots and expiry marks; on a swarm, the manager's services, tasks,
+ * nodes and overlays. Table-driven so that every path a lifecycle call or sandstack.swarm sends
+ * is made here and Lua names none. Pure data: nothing here talks to the daemon. */
 #include <stdio.h>
 #include <string.h>
 
@@ -24,7 +25,9 @@ enum {
   Q_CREATE = 1u << 5,   /* ?name=<name>, body args.body */
   B_VOLUME = 1u << 6,   /* body {Name = <name>, Labels = args.labels} */
   LONG = 1u << 7,       /* a timeout of args.timeout (a wait, a commit) */
-  Q_CONDITION = 1u << 8 /* ?condition=not-running */
+  Q_CONDITION = 1u << 8, /* ?condition=not-running */
+  Q_SERVICES = 1u << 9,  /* ?filters={"service":[names...]}: one request for every name */
+  B_BODY = 1u << 10      /* body args.body (a Swarm service's or an overlay's spec) */
 };
 
 static const action_def ACTIONS[] = {
@@ -49,6 +52,18 @@ static const action_def ACTIONS[] = {
     {"list_volumes", "GET", "/volumes", 0, 0, Q_LABEL},
     {"list_containers", "GET", "/containers/json", 0, 0, Q_LABEL},
     {"info", "GET", "/info", 0, 0, 0},
+    /* a swarm's manager (sandstack.swarm): services, their tasks, nodes, overlays */
+    {"list_services", "GET", "/services", 0, 0, Q_LABEL},
+    {"inspect_service", "GET", "/services/%s", 0, 0, NAMED},
+    {"create_service", "POST", "/services/create", 0, 0, B_BODY},
+    {"remove_service", "DELETE", "/services/%s", 404, 0, NAMED},
+    {"list_tasks", "GET", "/tasks", 0, 0, Q_SERVICES},
+    {"list_nodes", "GET", "/nodes", 0, 0, 0},
+    {"inspect_node", "GET", "/nodes/%s", 0, 0, NAMED},
+    {"create_network", "POST", "/networks/create", 0, 0, B_BODY},
+    {"inspect_network", "GET", "/networks/%s", 0, 0, NAMED},
+    {"remove_network", "DELETE", "/networks/%s", 404, 0, NAMED},
+    {"list_networks", "GET", "/networks", 0, 0, Q_LABEL},
 };
 
 static const char *str_arg(const cJSON *args, const char *key) {
@@ -88,7 +103,8 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
     if (d->ok2) cJSON_AddItemToArray(ok, cJSON_CreateNumber(d->ok2));
   }
   cJSON *q = NULL;
-  if (d->flags & (Q_STOP_T | Q_COMMIT | Q_FORCE | Q_LABEL | Q_CREATE | Q_CONDITION)) q = cJSON_AddObjectToObject(r, "query");
+  if (d->flags & (Q_STOP_T | Q_COMMIT | Q_FORCE | Q_LABEL | Q_CREATE | Q_CONDITION | Q_SERVICES))
+    q = cJSON_AddObjectToObject(r, "query");
   if (d->flags & Q_STOP_T) {
     double t = num_arg(args, "t", 5);
     char num[32];
@@ -137,6 +153,29 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
       return NULL;
     }
     cJSON_AddStringToObject(q, "name", name);
+    add_body(r, cJSON_Duplicate(body, 1));
+  }
+  if (d->flags & Q_SERVICES) { /* names is the filter's list here, never a path part */
+    const cJSON *names = cJSON_GetObjectItemCaseSensitive(args, "services");
+    if (!cJSON_IsArray(names)) {
+      *why = "list_tasks needs args.services";
+      cJSON_Delete(r);
+      return NULL;
+    }
+    cJSON *f = cJSON_CreateObject();
+    cJSON_AddItemToObject(f, "service", cJSON_Duplicate(names, 1));
+    char *text = cJSON_PrintUnformatted(f);
+    cJSON_AddStringToObject(q, "filters", text ? text : "{}");
+    cJSON_free(text);
+    cJSON_Delete(f);
+  }
+  if (d->flags & B_BODY) {
+    const cJSON *body = cJSON_GetObjectItemCaseSensitive(args, "body");
+    if (!cJSON_IsObject(body)) {
+      *why = "a create needs args.body";
+      cJSON_Delete(r);
+      return NULL;
+    }
     add_body(r, cJSON_Duplicate(body, 1));
   }
   if (d->flags & B_VOLUME) {

@@ -27,6 +27,9 @@ local KEY_MAX = 48
 local conf
 -- The context the timers' modules (expiry, adoption) share with the handlers.
 local G = {}
+-- The session backends, by conf.backend: each { create, api, patch?, route, start_worker }. The
+-- docker one is this file's own (DOCKER, below); init picks one, once.
+local BACKENDS, DOCKER = {}, {}
 
 function M.init(path)
   local f = assert(io.open(path, "rb"))
@@ -34,6 +37,7 @@ function M.init(path)
   f:close()
   conf = assert(core.json_decode(text), "gateway: the rendered config is not JSON")
   G.conf = conf
+  G.backend = assert(BACKENDS[conf.backend], "gateway: unknown backend")
 end
 
 local function reply(status, doc)
@@ -135,12 +139,17 @@ end
 -- POST /sessions[/<key>]: the key is the tenant's own (its key space is its own, so a key
 -- another tenant holds is as free as any other: nothing here looks at other tenants' sessions).
 local function create(tenant, key, fork_from)
-  local dict, mdict = dicts()
   if not key then key = core.random_hex(8) end
   if not valid_key(key) then
     return fail(400, "invalid", "session key must match [a-z0-9][a-z0-9_-]* (at most 48, not pool-...)")
   end
-  if conf.backend == "swarm" then return require("sandstack.gateway.swarm").create(G, tenant, key) end
+  return G.backend.create(G, tenant, key, fork_from)
+end
+
+-- The docker backend's create: the session table of this gateway, then a start (or a pool's
+-- acquire) on its engine.
+function DOCKER.create(_, tenant, key, fork_from)
+  local dict, mdict = dicts()
   local sid = S.sid(tenant.name, key)
   local ok, which = limits.claim(dict, tenant.name, tenant.max_sessions, conf.max_sessions)
   if not ok then
@@ -260,21 +269,28 @@ function M.api()
     return fail(401, "unauthorized", "a tenant token is needed: Authorization: Bearer <token>")
   end
   if method == "POST" then return create(tenant, key) end
-  if method == "PATCH" and key and conf.backend ~= "swarm" then
-    ngx.req.read_body()
-    local body = core.json_decode(ngx.req.get_body_data() or "")
-    local ttl = type(body) == "table" and body.ttl
-    if type(ttl) ~= "number" or ttl <= 0 or ttl ~= ttl or ttl == math.huge then
-      return fail(400, "invalid", 'PATCH takes {"ttl": seconds > 0}')
-    end
-    return lifecycle(tenant, key, "set_timeout", ttl)
-  end
+  if method == "PATCH" and key and G.backend.patch then return G.backend.patch(G, tenant, key) end
   if not key or (method ~= "GET" and method ~= "DELETE") then
     ngx.header["Allow"] = key and "GET, DELETE, PATCH, POST" or "POST"
     return fail(405, "gateway", "method not allowed")
   end
   if not valid_key(key) then return fail(404, "not_found", "no such session") end
-  if conf.backend == "swarm" then return require("sandstack.gateway.swarm").api(G, method, tenant, key) end
+  return G.backend.api(G, method, tenant, key)
+end
+
+-- PATCH /sessions/<key> {"ttl": seconds} on the docker backend: the session's expiry.
+function DOCKER.patch(_, tenant, key)
+  ngx.req.read_body()
+  local body = core.json_decode(ngx.req.get_body_data() or "")
+  local ttl = type(body) == "table" and body.ttl
+  if type(ttl) ~= "number" or ttl <= 0 or ttl ~= ttl or ttl == math.huge then
+    return fail(400, "invalid", 'PATCH takes {"ttl": seconds > 0}')
+  end
+  return lifecycle(tenant, key, "set_timeout", ttl)
+end
+
+-- GET and DELETE /sessions/<key> on the docker backend: this gateway's session table.
+function DOCKER.api(_, method, tenant, key)
   local sid, entry = authorized(tenant, key)
   if not sid then return entry end -- the answer was sent
   if method == "GET" then return reply(200, S.view(key, entry)) end
@@ -313,9 +329,10 @@ local function refresh(key, entry)
   return res
 end
 
-local function route_to(key, force_refresh)
+-- The docker backend's route: the session of the presented secret, in this gateway's table.
+function DOCKER.route(_, force_refresh)
+  local key = ngx.var.sandstack_key
   local dict = dicts()
-  if conf.backend == "swarm" then return require("sandstack.gateway.swarm").route(G, force_refresh) end
   local asks = not force_refresh and require("sandstack.gateway.asks").route(ngx.var.sandstack_path)
   if asks then -- the egress asks (gateway/asks.lua): the gateway's with a tenant's token
     local tenant = tenant_of_request()
@@ -360,10 +377,10 @@ local function route_to(key, force_refresh)
 end
 
 -- access of /sessions/<key>/...: the secret checked, then $sandstack_port/$sandstack_uri set.
-function M.route() return route_to(ngx.var.sandstack_key, false) end
+function M.route() return G.backend.route(G, false) end
 
 -- access of the named location nginx jumps to when connecting failed: the port re-read once.
-function M.reroute() return route_to(ngx.var.sandstack_key, true) end
+function M.reroute() return G.backend.route(G, true) end
 
 -- log phase of the proxied locations: a request that was let through has ended.
 function M.done()
@@ -411,7 +428,11 @@ end
 function M.init_worker()
   dicts()
   if ngx.worker.id() ~= 0 then return end
-  if conf.backend == "swarm" then return end -- the manager holds the sessions: nothing to adopt (docs/gateway.md)
+  G.backend.start_worker(G)
+end
+
+-- The docker backend's worker 0: adoption of the engine's stacks, expiry, the pool's refill.
+function DOCKER.start_worker()
   require("sandstack.gateway.adoption").start(G)
   require("sandstack.gateway.expiry").start(G)
   if conf.pool then
@@ -423,5 +444,7 @@ end
 -- What the swarm backend (gateway/swarm.lua) shares with these handlers.
 G.reply, G.fail, G.failure_status, G.sid, G.stack_options, G.upstream_uri =
   reply, fail, failure_status, S.sid, stack_options, upstream_uri
+
+BACKENDS.docker, BACKENDS.swarm = DOCKER, require "sandstack.gateway.swarm"
 
 return M

@@ -17,6 +17,9 @@ M.METHODS = {
   "logs", "stats",
   -- lifecycle
   "pause", "resume", "hibernate", "snapshot", "fork", "changes", "set_timeout", "expires",
+  "stop", "start", "restart",
+  -- egress and credentials, changed live
+  "set_egress", "egress", "set_credentials", "set_model_key", "credentials",
   -- egress asks
   "egress_asks", "answer", "serve",
 }

@@ -15,6 +15,7 @@
 -- The start makes the directory; down, reap and a rollback remove it (M.remove).
 local core = require "sandstack.core"
 local E = require "sandstack.error"
+local target = require "sandstack.docker.target"
 
 local M = {}
 
@@ -68,28 +69,27 @@ function M.way(stack)
   return type(px) == "table" and px.control == "socket" and "socket" or "exec"
 end
 
--- The proxy container sandstack added, from the plan or the record.
+-- The engine and container of the proxy sandstack added, from the plan or the record: a stack's
+-- own engine and container, or a swarm session's node engine and task container
+-- (docker/target.lua). (eng, container) or (nil, err).
 function M.proxy_container(stack)
   local px = stack.plan.proxy
   if type(px) ~= "table" or not px.added then
     return nil, E.new("invalid", "no_added_proxy", "stack " .. tostring(stack.project) .. " has no proxy sandstack "
       .. "added (egress_policy without proxy_service), so its egress cannot be changed live", { project = stack.project })
   end
-  for _, c in ipairs(stack.plan.containers or {}) do
-    if c.service == px.service then return c.name end
-  end
-  return stack.plan.project .. "-" .. px.service
+  return target.resolve(stack, px.service)
 end
 
 -- Linux caps one environment string at 128 KiB (MAX_ARG_STRLEN), the exec's payload included.
 local MAX_PAYLOAD = 128 * 1024 - #"SANDSTACK_CONTROL_PAYLOAD=" - 1
 
-local function by_exec(stack, name, verb, payload)
+local function by_exec(stack, eng, name, verb, payload)
   if payload and #payload > MAX_PAYLOAD then
     return nil, E.new("invalid", "too_large", ("%s: the payload is %d bytes; an exec's environment string holds at most %d")
       :format(verb, #payload, MAX_PAYLOAD), { size = #payload })
   end
-  local res, err = stack.eng:exec(name, { PROXY_PATH, "--control", verb },
+  local res, err = eng:exec(name, { PROXY_PATH, "--control", verb },
     { env = payload and { SANDSTACK_CONTROL_PAYLOAD = payload } or nil, timeout = TIMEOUT })
   if not res then return nil, err end
   local line = (res.stdout or ""):match("[^\n]+")
@@ -112,8 +112,9 @@ local function by_socket(stack, request)
 end
 
 function M.send(stack, verb, payload)
-  local name, err = M.proxy_container(stack)
-  if not name then return nil, err end
+  local eng, name = M.proxy_container(stack)
+  if not eng then return nil, name end
+  local err
   local socket = M.way(stack) == "socket"
   if type(verb) == "table" then
     local list = {}
@@ -124,7 +125,7 @@ function M.send(stack, verb, payload)
     end
     local answers = {} -- through the exec, one after another: the same answer shape
     for i, c in ipairs(verb) do
-      local line; line, err = by_exec(stack, name, c[1], c[2])
+      local line; line, err = by_exec(stack, eng, name, c[1], c[2])
       if not line then return nil, err end
       answers[i] = core.json_decode(line)
       if type(answers[i]) ~= "table" or answers[i].ok ~= true then break end
@@ -136,7 +137,7 @@ function M.send(stack, verb, payload)
     local line; line, err = by_socket(stack, core.json_encode { verb = verb, payload = payload })
     if line or err then return line, err end
   end
-  return by_exec(stack, name, verb, payload)
+  return by_exec(stack, eng, name, verb, payload)
 end
 
 return M

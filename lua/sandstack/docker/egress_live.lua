@@ -1,5 +1,5 @@
--- A running stack's egress, changed live (internal to sandstack.docker, the handle's
--- set_egress, egress and set_credentials). The added proxy listens on a control socket that
+-- A running stack's egress, changed live (internal to sandstack.docker and sandstack.swarm, the
+-- handles' set_egress, egress, set_credentials and set_model_key). The added proxy listens on a control socket that
 -- nothing in the sandbox can reach (docs/proxy.md, "Policy changed live"); docker/control.lua
 -- carries each command there, by a socket file the host reaches or by an Engine exec. Every
 -- answer is read from the proxy itself: the handle caches no policy.

@@ -175,6 +175,7 @@ end
 -- pool=, state=, ...} }, sorted by pool and project. Objects without the project label are not
 -- sandstack's and are skipped; an Engine answer of the wrong shape is an error.
 local LIST_KEYS = { docker_host = true, timeout = true, project = true, pool = true }
+M.LIST_KEYS = LIST_KEYS -- sandstack.swarm's list takes these too (but pool: no warm pools there)
 function M.list(opts)
   opts = check_keys(opts, LIST_KEYS, "sandstack.docker.list")
   local eng, err = engine(opts)
@@ -247,6 +248,7 @@ end
 -- Returns the list of removed projects.
 local REAP_KEYS = { docker_host = true, timeout = true, project = true, older_than = true, prefix = true, pool = true,
   idle_only = true }
+M.REAP_KEYS = REAP_KEYS -- sandstack.swarm's reap takes these too (but pool and idle_only)
 function M.reap(opts)
   opts = check_keys(opts, REAP_KEYS, "sandstack.docker.reap")
   local age = opts.older_than

@@ -175,4 +175,8 @@ function M.route(G, again)
   end
 end
 
+-- Worker 0's timers: none. The manager holds the sessions, so there is nothing to adopt
+-- (docs/gateway.md), and no PATCH (no expiry on a swarm).
+function M.start_worker() end
+
 return M

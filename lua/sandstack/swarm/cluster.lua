@@ -1,10 +1,23 @@
 -- The cluster as sandstack.swarm sees it (internal): the manager's Engine API (services, tasks,
 -- nodes), and each node's own Engine API, found from the node's label io.sandstack.engine. The
 -- manager is the only source of truth: nothing here is kept between calls but open clients.
+local core = require "sandstack.core"
 local E = require "sandstack.error"
 local S = require "sandstack.swarm.spec"
 
 local M = {}
+
+-- The requests of a named operation (core.session_requests: the C core makes every path):
+-- one per name of names, or one when names is nil.
+function M.requests(action, names, args) return core.session_requests(action, names, args) end
+
+-- One operation on eng, named: its answer's body, or nil, err (err.status: the engine's). The
+-- third value is the status (a removal's 404 counts as done, and says so).
+function M.op(eng, action, name, args)
+  local r = eng:perform(core.session_requests(action, name and { name } or nil, args))[1]
+  if r.ok then return r.body, nil, r.status end
+  return nil, r.err, r.status
+end
 
 local function engine(host, opts)
   local sandstack = require "sandstack"
@@ -15,7 +28,7 @@ end
 function M.manager(opts)
   local eng, err = engine(opts.docker_host, opts)
   if not eng then return nil, err end
-  local info; info, err = eng:call("GET", "/info")
+  local info; info, err = M.op(eng, "info")
   if not info then eng:close(); return nil, err end
   local sw = type(info) == "table" and info.Swarm or {}
   if sw.LocalNodeState ~= "active" or sw.ControlAvailable ~= true then
@@ -27,11 +40,9 @@ function M.manager(opts)
   return eng
 end
 
-local function filters(f) return { query = { filters = f } } end
-
 -- Services carrying label (a "k" or "k=v" string).
 function M.services(mgr, label)
-  local r, err = mgr:call("GET", "/services", nil, filters { label = { label } })
+  local r, err = M.op(mgr, "list_services", nil, { label = label })
   if not r then return nil, err end
   if type(r) ~= "table" then return E.fail("engine", "bad_answer", "the manager's service list is malformed") end
   return r
@@ -40,7 +51,7 @@ end
 -- The tasks of the given services (names or ids), newest first within each service.
 function M.tasks(mgr, services)
   if #services == 0 then return {} end
-  local r, err = mgr:call("GET", "/tasks", nil, filters { service = services })
+  local r, err = M.op(mgr, "list_tasks", nil, { services = services })
   if not r then return nil, err end
   if type(r) ~= "table" then return E.fail("engine", "bad_answer", "the manager's task list is malformed") end
   table.sort(r, function(a, b)
@@ -60,7 +71,7 @@ local function node_view(n)
 end
 
 function M.node(mgr, id)
-  local n, err = mgr:call("GET", "/nodes/" .. id)
+  local n, err = M.op(mgr, "inspect_node", id)
   if not n then
     if err and err.status == 404 then
       return E.fail("engine", "node_gone", "node " .. id .. " is no longer in the swarm", { node_id = id })
@@ -71,7 +82,7 @@ function M.node(mgr, id)
 end
 
 function M.nodes(mgr)
-  local r, err = mgr:call("GET", "/nodes")
+  local r, err = M.op(mgr, "list_nodes")
   if not r then return nil, err end
   local out = {}
   for i, n in ipairs(r) do out[i] = node_view(n) end

@@ -54,9 +54,9 @@ local function node_listener(stack, image, port)
     Labels = { ["io.sandstack.project"] = stack.project, ["io.sandstack.role"] = "conform-listener" },
     HostConfig = { NetworkMode = "host", CapDrop = { "ALL" }, SecurityOpt = { "no-new-privileges" },
       RestartPolicy = { Name = "no" } } }
-  local ok, err = eng:call("POST", "/containers/create", body, { query = { name = name } })
+  local ok, err = cluster.op(eng, "create_container", name, { body = body })
   if not ok then return nil, err end
-  ok, err = eng:call("POST", "/containers/" .. name .. "/start", nil, { ok = { [304] = true } })
+  ok, err = cluster.op(eng, "start", name)
   if not ok then return nil, err end
   return name
 end
@@ -82,7 +82,7 @@ local function probes(t, stack, mgr, opts)
 
   local fib = eng:exec(listener, { "socat", "-u", "OPEN:/proc/net/fib_trie", "STDOUT" }, { timeout = 20 })
   local addrs = fib and M.local_addresses(fib.stdout or "") or {}
-  local net = mgr:call("GET", "/networks/" .. stack.project .. "-sbx") or {}
+  local net = cluster.op(mgr, "inspect_network", stack.project .. "-sbx") or {}
   local subnet = net.IPAM and net.IPAM.Config and net.IPAM.Config[1] and net.IPAM.Config[1].Subnet
   t.diag(("sandbox overlay: Internal=%s, Attachable=%s, subnet %s; node addresses %s"):format(tostring(net.Internal),
     tostring(net.Attachable), tostring(subnet), table.concat(addrs, " ")))
@@ -146,7 +146,7 @@ local function leftovers(mgr, node_eng, project)
   local services, err = cluster.services(mgr, label)
   if not services then return { "the manager's services: " .. tostring(err) } end
   for _, s in ipairs(services) do left[#left + 1] = "service " .. tostring(s.Spec and s.Spec.Name) end
-  local nets; nets, err = mgr:call("GET", "/networks", nil, { query = { filters = { label = { label } } } })
+  local nets; nets, err = cluster.op(mgr, "list_networks", nil, { label = label })
   if not nets then return { "the manager's networks: " .. tostring(err) } end
   for _, n in ipairs(nets) do left[#left + 1] = "network " .. tostring(n.Name) end
   if node_eng then

@@ -9,17 +9,24 @@ local cluster = require "sandstack.swarm.cluster"
 local inventory = require "sandstack.swarm.inventory"
 local session = require "sandstack.session"
 local dexec = require "sandstack.docker.handle_exec"
+local live = require "sandstack.docker.egress_live"
 
 local M = {}
 local Stack = {}
 Stack.__index = Stack
+
+-- The proxy sandstack added (egress_live.lua reaches it through the node's engine): its service.
+local function added_proxy(px)
+  if type(px) == "table" and px.added then return { service = px.service, added = true } end
+end
 
 local function slim(plan)
   local cs = {}
   for i, c in ipairs(plan.containers) do cs[i] = { service = c.service, name = c.name, role = c.role } end
   return { project = plan.project, session_key = plan.session_key, agent_port = plan.agent_port,
     ready_path = plan.ready_path, capture_path = plan.capture_path, sandbox = plan.sandbox,
-    forwarder = plan.forwarder, containers = cs, docker_host = plan.docker_host, timeout = plan.timeout }
+    forwarder = plan.forwarder, containers = cs, docker_host = plan.docker_host, timeout = plan.timeout,
+    credentials = store.credentials(plan.credentials), proxy = added_proxy(plan.proxy) }
 end
 
 local function set_port(self, port)
@@ -55,7 +62,12 @@ function Stack:reconnect()
     set_port(self, nil)
     return nil, cluster.node_down(node, self.project)
   end
-  local info; info, err = self.node_eng:call("GET", "/containers/" .. forwarder_name(self) .. "/json")
+  local info, status
+  info, err, status = cluster.op(self.node_eng, "inspect", forwarder_name(self))
+  if status == 404 then -- counted as an answer by the operation: here it means no forwarder
+    info, err = nil, E.new("engine", "not_found", "no forwarder " .. forwarder_name(self) .. " on the node",
+      { status = 404 })
+  end
   if not info then set_port(self, nil); return nil, err end
   local b = ((info.NetworkSettings or {}).Ports or {})[("%d/tcp"):format(self.plan.agent_port)]
   local port = type(b) == "table" and b[1] and tonumber(b[1].HostPort) or nil
@@ -157,7 +169,7 @@ function Stack:status()
     out.services[svc] = out.services[svc] or { state = "missing" }
   end
   if node.state == "ready" then
-    local info = self.node_eng:call("GET", "/containers/" .. forwarder_name(self) .. "/json", nil, { ok = { [404] = true } })
+    local info = cluster.op(self.node_eng, "inspect", forwarder_name(self))
     local st = type(info) == "table" and info.State
     out.services[self.plan.forwarder] = { state = st and st.Status or "missing" }
     if st and st.Status == "running" then out.port = self:reconnect() end
@@ -197,13 +209,24 @@ function Stack:destroy(opts)
   return true
 end
 
-local function unsupported(what)
-  return function()
-    return E.fail("invalid", "unsupported", "stack:" .. what .. "() is not offered on a swarm: a session there "
-      .. "is started once and destroyed (a stopped task is not restarted on the same node)")
+-- The credentials' placeholders (never a secret), as on sandstack.docker; kept by the record.
+Stack.credentials = dhandle.Stack.credentials
+
+-- The egress and the credentials of the running session, changed live through its added proxy
+-- on the node: the same control calls as sandstack.docker's (docker/egress_live.lua), which
+-- reach the proxy's task container through the node's engine.
+for _, name in ipairs { "set_egress", "egress", "set_credentials", "set_model_key" } do
+  Stack[name] = function(self, ...)
+    check_open(self)
+    return live[name](self, ...)
   end
 end
-Stack.stop, Stack.start, Stack.restart = unsupported("stop"), unsupported("start"), unsupported("restart")
+
+-- stop, start and restart: typed unsupported (sandstack.session), as what else Swarm cannot do.
+for _, m in ipairs { "stop", "start", "restart" } do
+  Stack[m] = session.stub("swarm", m, "a session there is started once and destroyed: a task that "
+    .. "stops is not started again on the same node (pause and resume are offered)")
+end
 require("sandstack.swarm.lifecycle").mix(Stack) -- pause, resume; the rest typed unsupported
 
 function Stack:close()

@@ -64,9 +64,7 @@ function M.remove(mgr, node_eng, label, known, opts)
   if not listed then return nil, err end
   local ids = {}
   for _, s in ipairs(listed) do ids[#ids + 1] = s.ID end
-  local reqs = {}
-  for i, id in ipairs(union(known.services, ids)) do reqs[i] = { "DELETE", "/services/" .. id, nil, nil, ok = { [404] = true } } end
-  first = batch.first_error(batch.run(mgr, reqs, 60))
+  first = batch.first_error(batch.run(mgr, cluster.requests("remove_service", union(known.services, ids)), 60))
   if node_eng then
     local objs; objs, err = M.node_objects(node_eng, label)
     if objs then
@@ -76,7 +74,7 @@ function M.remove(mgr, node_eng, label, known, opts)
       first = first or err
     end
   end
-  local nets; nets, err = mgr:call("GET", "/networks", nil, { query = { filters = { label = { label } } } })
+  local nets; nets, err = cluster.op(mgr, "list_networks", nil, { label = label })
   if not nets then return nil, first or err end
   local overlays, names = {}, {}
   for _, n in ipairs(nets) do
@@ -86,9 +84,7 @@ function M.remove(mgr, node_eng, label, known, opts)
   local deadline = now() + (opts.network_timeout or 30)
   local deferred = {}
   while #overlays > 0 do
-    reqs = {}
-    for i, id in ipairs(overlays) do reqs[i] = { "DELETE", "/networks/" .. id, nil, nil, ok = { [404] = true } } end
-    local r = batch.run(mgr, reqs, 60)
+    local r = batch.run(mgr, cluster.requests("remove_network", overlays), 60)
     local again = {}
     for i, x in ipairs(r) do if not x.ok then again[#again + 1] = overlays[i] end end
     if #again == 0 then break end
@@ -117,7 +113,14 @@ end
 
 -- The sessions on the swarm: { {project =, session_key =, created =, node =, node_id =,
 -- node_state =, services = {name = task state}} }, sorted by project. From the manager only.
-local LIST_KEYS = { docker_host = true, timeout = true, api_version = true, project = true }
+-- The options of sandstack.docker's list and reap, less the warm pool's (a swarm has none): one
+-- set of names for both backends.
+local function docker_keys(keys)
+  local out = {}
+  for k in pairs(keys) do if k ~= "pool" and k ~= "idle_only" then out[k] = true end end
+  return out
+end
+local LIST_KEYS = docker_keys(require("sandstack.docker.inventory").LIST_KEYS)
 function M.list(opts)
   opts = E.check_keys(opts, LIST_KEYS, "sandstack.swarm.list")
   local mgr, err = cluster.manager(opts)
@@ -173,8 +176,7 @@ end
 -- after its sessions were reaped, a start that died half-way), and the manager, for overlays
 -- without services. Returns removed (projects, sorted), deferred (overlays left for a lost
 -- node: the next reap after it returns, or after `docker node rm` of it, removes them).
-local REAP_KEYS = { docker_host = true, timeout = true, api_version = true, project = true, older_than = true,
-  prefix = true }
+local REAP_KEYS = docker_keys(require("sandstack.docker.inventory").REAP_KEYS)
 function M.reap(opts)
   opts = E.check_keys(opts, REAP_KEYS, "sandstack.swarm.reap")
   local mgr, err = cluster.manager(opts)
@@ -228,7 +230,7 @@ function M.reap(opts)
       end
     end
   end
-  local nets, e = mgr:call("GET", "/networks", nil, { query = { filters = { label = { LABEL } } } })
+  local nets, e = cluster.op(mgr, "list_networks", nil, { label = LABEL })
   if not nets then
     first = first or e
   else

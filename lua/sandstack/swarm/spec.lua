@@ -211,7 +211,8 @@ function M.translate(plan, opts)
   local overlays = {}
   for _, n in ipairs(plan.networks) do
     if n.key == "pub" then
-      shape.local_networks[#shape.local_networks + 1] = { name = n.name, body_json = n.body_json, key = n.key }
+      shape.local_networks[#shape.local_networks + 1] = { name = n.name, method = n.method, path = n.path,
+        body_json = n.body_json, key = n.key }
     else
       overlays[n.name] = true
       shape.overlays[#shape.overlays + 1] = { name = n.name, key = n.key, body = overlay(n) }

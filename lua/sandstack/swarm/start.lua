@@ -45,11 +45,6 @@ local function refusals(clean)
     return E.fail("compose", "invalid_option", "pull: on a swarm the node's agent pulls a task's image itself "
       .. "when it is absent; only \"missing\" can be kept", { option = "pull" })
   end
-  if clean.credentials ~= nil then
-    return E.fail("compose", "invalid_option", "credentials: not supported by sandstack.swarm yet: its handle and "
-      .. "record do not keep the placeholders, and no test covers the proxy's credentials on a swarm; use "
-      .. "sandstack.docker", { option = "credentials" })
-  end
   local net = clean.network
   if type(net) == "table" and ((net.driver and net.driver ~= "bridge" and net.driver ~= "overlay")
       or (type(net.options) == "table" and next(net.options))) then
@@ -167,7 +162,7 @@ end
 
 local function create_services(run, wave)
   local reqs = {}
-  for i, c in ipairs(wave) do reqs[i] = { "POST", "/services/create", c.body } end
+  for i, c in ipairs(wave) do reqs[i] = cluster.requests("create_service", nil, { body = c.body })[1] end
   local results = batch.run(run.mgr, reqs, 60)
   local first
   for i, r in ipairs(results) do
@@ -186,7 +181,7 @@ end
 
 local function create_overlays(run)
   local reqs = {}
-  for i, o in ipairs(run.shape.overlays) do reqs[i] = { "POST", "/networks/create", o.body } end
+  for i, o in ipairs(run.shape.overlays) do reqs[i] = cluster.requests("create_network", nil, { body = o.body })[1] end
   local results = batch.run(run.mgr, reqs, 60)
   for i, r in ipairs(results) do
     if not r.ok then return nil, r.err end
@@ -201,7 +196,7 @@ end
 local function forwarder_create(run)
   local eng, fw = run.node_eng, run.shape.forwarder
   local reqs = {}
-  for i, n in ipairs(run.shape.local_networks) do reqs[i] = { "POST", "/networks/create", n.body_json } end
+  for i, n in ipairs(run.shape.local_networks) do reqs[i] = { method = n.method, path = n.path, body_json = n.body_json } end
   local results = batch.run(eng, reqs, 60)
   for i, r in ipairs(results) do
     if not r.ok then return nil, r.err end
@@ -224,7 +219,7 @@ local function forwarder_start_and_probe(run)
   if probe then reqs[#reqs + 1] = probe.create end
   local err = batch.first_error(batch.run(eng, reqs, 60))
   if err then return nil, err end
-  reqs = { { "POST", "/containers/" .. fw.name .. "/start", nil, nil, ok = { [304] = true } } }
+  reqs = { fw.start }
   if probe then reqs[2] = probe.start end
   err = batch.first_error(batch.run(eng, reqs, 60))
   if err then return nil, err end
@@ -269,7 +264,7 @@ local function place(run)
   if not ok then return nil, err end
   -- did the manager keep the service's no-new-privileges? (API 1.41 drops the field)
   if run.shape.nnp then
-    local s; s, err = run.mgr:call("GET", "/services/" .. first.id)
+    local s; s, err = cluster.op(run.mgr, "inspect_service", first.id)
     if not s then return nil, err end
     local priv = (((s.Spec or {}).TaskTemplate or {}).ContainerSpec or {}).Privileges or {}
     run.nnp_from_node = priv.NoNewPrivileges ~= true

@@ -11,6 +11,7 @@
 local E = require "sandstack.error"
 local isolation = require "sandstack.docker.isolation"
 local batch = require "sandstack.docker.batch"
+local cluster = require "sandstack.swarm.cluster"
 
 local M = {}
 
@@ -42,8 +43,8 @@ function M.probe_request(run)
   labels["io.sandstack.role"] = "node-check"
   local body = { Image = run.shape.forwarder.image, Entrypoint = { "socat", "-u", "STDIN", "STDOUT" }, OpenStdin = true,
     Labels = labels, HostConfig = { CapDrop = { "ALL" }, NetworkMode = sbx, RestartPolicy = { Name = "no" } } }
-  return { name = name, create = { "POST", "/containers/create", body, { query = { name = name } } },
-    start = { "POST", "/containers/" .. name .. "/start", nil, nil, ok = { [304] = true } } }
+  return { name = name, create = cluster.requests("create_container", { name }, { body = body })[1],
+    start = cluster.requests("start", { name })[1] }
 end
 
 -- Reads the two files in the started probe, removes it, and answers. run as above, with
