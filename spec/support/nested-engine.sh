@@ -13,7 +13,9 @@
 # NAME: docker20 (bookworm docker.io, the host's own engine, nested so that its host resolver
 # can be a loopback address a test controls), docker26 (trixie docker.io), docker28 (sid
 # docker.io), docker28-v6 (the same with IPv6 on by default for new networks), podman (trixie
-# podman + netavark).
+# podman + netavark), docker26-criu (trixie docker.io with CRIU, the daemon experimental: an
+# engine that can checkpoint a container's processes; design/session.md says what each
+# Debian's CRIU can do on which kernel).
 #
 # Containment (docs/results/engines.md, "Running the matrix"): the engine sits on an internal
 # network of the host engine, resolves through 127.0.0.1 (nothing listens there, so its own
@@ -33,16 +35,18 @@ engine_rootfs() {
   case "$1" in
     docker20) echo bookworm ;;
     docker26 | podman) echo trixie ;;
+    docker26-criu) echo trixie-criu ;;
     docker28 | docker28-v6) echo sid ;;
-    *) echo "nested-engine: unknown engine '$1' (docker20, docker26, docker28, docker28-v6, podman)" >&2; return 2 ;;
+    *) echo "nested-engine: unknown engine '$1' (docker20, docker26, docker26-criu, docker28, docker28-v6, podman)" >&2; return 2 ;;
   esac
 }
-rootfs_suite() { echo "$1"; }
+rootfs_suite() { echo "${1%-criu}"; }
 rootfs_packages() {
   local common=iptables,nftables,ca-certificates,procps,iproute2
   case "$1" in
     trixie) echo "$common,docker.io,podman,netavark,aardvark-dns,crun,conmon" ;;
     bookworm | sid) echo "$common,docker.io" ;;
+    trixie-criu) echo "$common,docker.io,criu" ;;
   esac
 }
 rootfs_tag() { echo "sandstack-test/engine-$1:local"; }
@@ -109,6 +113,7 @@ daemon_json() {
   # A caller's own daemon.json (spec/support/swarm-cluster.sh: no-new-privileges on every node)
   if [ -n "${SANDSTACK_NESTED_DAEMON_JSON:-}" ]; then printf '%s\n' "$SANDSTACK_NESTED_DAEMON_JSON"; return; fi
   case "$1" in
+    docker26-criu) echo '{ "experimental": true }' ;;
     # IPv6 on for every new bridge network, as a user may configure Engine 27+: "ipv6" covers
     # only the default bridge (with its fixed-cidr-v6); "default-network-opts" turns it on for
     # networks created without EnableIPv6, which take their v6 subnet from the v6 default pool.
@@ -207,7 +212,7 @@ cmd_stop_all() {
   # shellcheck disable=SC2086 # the same
   [ -z "$ids" ] || docker network rm $ids >/dev/null
   local n
-  for n in docker20 docker26 docker28 docker28-v6 podman; do rm -rf "${state_root:?}/$n"; done
+  for n in docker20 docker26 docker26-criu docker28 docker28-v6 podman; do rm -rf "${state_root:?}/$n"; done
 }
 
 # The instances named P..., found by their io.sandstack.nested label (the engine kinds' are
