@@ -1,6 +1,6 @@
 -- hibernate{memory = true} on an engine that can checkpoint (#docker): a Docker engine nested
--- in a container of the host's (spec/support/nested-engine.sh, kind docker26-criu: Debian's
--- docker.io with CRIU, the daemon in experimental mode). The host's own engine cannot (not
+-- in a container of the host's (spec/support/nested-engine.sh, kind docker26-criu: Debian 13's
+-- docker.io with sid's CRIU, the daemon in experimental mode). The host's own engine cannot (not
 -- experimental, no CRIU); its refusal is docker_lifecycle_spec's.
 -- One stack on the nested engine; a counter runs in the sandbox as a process of its own (its
 -- count lives in the shell's memory). Hibernated with memory and woken twice, with a file
@@ -34,7 +34,14 @@ local stack, err = docker.start(key, { project_name = key, docker_host = host, a
   services = { { name = "sandbox", image = "sandstack-test/agent:local", command = { "agent" } } } })
 if not stack then return finish(err) end
 local function sh(cmd) return assert(stack:exec({ "sh", "-c", cmd })).stdout end
-local function count() return tonumber(sh("cat /tmp/count")) end
+-- the counter rewrites its file 20 times a second: a read between truncate and write is empty
+local function count()
+  for _ = 1, 50 do
+    local n = tonumber(sh("cat /tmp/count"))
+    if n then return n end
+    core.sleep(0.02)
+  end
+end
 local eng = assert(sandstack.engine { host = host })
 -- the engine lists no checkpoint as null
 local function checkpoints()
