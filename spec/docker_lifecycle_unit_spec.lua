@@ -22,6 +22,21 @@ describe("session requests", function()
     assert.same({ 304 }, r.ok)
   end)
 
+  it("a checkpoint stops the container; a restore starts it from the same checkpoint, which is then removed", function()
+    local c = core.session_requests("checkpoint", { "p-sandbox" }, { timeout = 300 })[1]
+    assert.same({ "POST", "/containers/p-sandbox/checkpoints", 300 }, { c.method, c.path, c.timeout })
+    local body = core.json_decode(c.body_json)
+    assert.is_true(body.Exit)
+    local r = core.session_requests("restore", { "p-sandbox" })[1]
+    assert.same({ "POST", "/containers/p-sandbox/start" }, { r.method, r.path })
+    assert.same({ checkpoint = body.CheckpointID }, r.query)
+    local l = core.session_requests("list_checkpoints", { "p-sandbox" })[1]
+    assert.same({ "GET", "/containers/p-sandbox/checkpoints" }, { l.method, l.path })
+    local d = core.session_requests("remove_checkpoint", { "p-sandbox" })[1]
+    assert.same({ "DELETE", "/containers/p-sandbox/checkpoints/" .. body.CheckpointID }, { d.method, d.path })
+    assert.same({ 404 }, d.ok)
+  end)
+
   it("commit names the container, repository and tag, pauses, and labels the image", function()
     local r = core.session_requests("commit", { "p-sandbox" }, { repo = "sandstack-snapshot", tag = "snap-1",
       labels = { ["io.sandstack.snapshot"] = "snap-1" } })[1]

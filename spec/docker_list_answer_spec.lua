@@ -63,7 +63,7 @@ describe("a malformed Engine list answer", function()
 
   it("reap and down say so, and remove nothing", function()
     answer("containers", OBJECT)
-    local reaped, rerr = docker.reap { docker_host = host, timeout = 5 }
+    local reaped, rerr = docker.reap { docker_host = host, timeout = 5, all = true }
     bad_answer(reaped, rerr, "reap")
     local ok, err = docker.down("p1", { docker_host = host, timeout = 5 })
     bad_answer(ok, err, "down")
@@ -75,10 +75,28 @@ describe("a malformed Engine list answer", function()
     -- the control: with a well-formed list, reap and down remove the stack's container
     answer("networks", nil)
     answer("containers", one_stack("p1"))
-    assert.same({ "p1" }, assert(docker.reap { docker_host = host, timeout = 5 }))
+    assert.same({ "p1" }, assert(docker.reap { docker_host = host, timeout = 5, all = true }))
     assert.truthy(deletes():find("/containers/id-p1", 1, true), deletes())
     os.remove(dir .. "/deletes")
     assert.is_true(docker.down("p1", { docker_host = host, timeout = 5 }))
+    assert.truthy(deletes():find("/containers/id-p1", 1, true), deletes())
+  end)
+
+  it("reap with no filter removes nothing and asks for all = true, as the CLI asks for --all", function()
+    answer("containers", one_stack("p1"))
+    for _, o in ipairs { { docker_host = host, timeout = 5 }, { docker_host = host, timeout = 5, all = false } } do
+      local removed, err = docker.reap(o)
+      assert.is_nil(removed)
+      assert.equal("invalid", err and err.kind, tostring(err))
+      assert.equal("filter_required", err.reason)
+      assert.truthy(err.message:find("all = true", 1, true), err.message)
+    end
+    assert.equal("", deletes())
+    assert.has_error(function() docker.reap { docker_host = host, timeout = 5, all = "yes" } end,
+      "sandstack.docker.reap: all must be a boolean, got string")
+    assert.equal("", deletes())
+    -- the control: a filter, or all = true, removes the stack
+    assert.same({ "p1" }, assert(docker.reap { docker_host = host, timeout = 5, prefix = "p" }))
     assert.truthy(deletes():find("/containers/id-p1", 1, true), deletes())
   end)
 

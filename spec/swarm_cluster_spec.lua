@@ -257,6 +257,49 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
     assert.is_true(m.memUsed > 0 and m.pids >= 1)
   end)
 
+  it("keeps a session over time: pause and resume twice with files kept, upload and download, the rest typed unsupported", function()
+    local key, s = next(sessions)
+    local st = s.stack
+    local sbx = assert(st:container("sandbox"))
+    local function answer(seconds)
+      return (W.in_node(s.node, ("curl -s -m %d http://127.0.0.1:%d/echo/%s"):format(seconds, st.port, key)))
+    end
+    for cycle = 1, 2 do
+      assert.is_true(st:write("/tmp/over-time-" .. cycle, "written before pause " .. cycle))
+      local t0 = core.engine_clock()
+      assert.is_true(assert(st:pause()))
+      local paused = core.engine_clock() - t0
+      assert.is_true(assert(st.node_eng:call("GET", "/containers/" .. sbx .. "/json")).State.Paused)
+      assert.is_nil(answer(1):find(key, 1, true), "a paused session answered")
+      assert.is_true(assert(st:pause())) -- a paused session is left as it is
+      t0 = core.engine_clock()
+      assert.is_true(assert(st:resume()))
+      local resumed = core.engine_clock() - t0
+      assert.truthy(answer(10):find(key, 1, true), "no answer after resume " .. cycle)
+      for c = 1, cycle do assert.equal("written before pause " .. c, st:read("/tmp/over-time-" .. c)) end
+      diag(("pause %.0f ms, resume %.0f ms (cycle %d, on %s)"):format(paused * 1000, resumed * 1000, cycle, s.record.node))
+    end
+    local dir = W.workdir()
+    local data = core.random_hex(32):rep(2048) -- 128 KiB
+    h.write_file(dir .. "/upload.bin", data)
+    assert(st:upload(dir .. "/upload.bin", "/tmp/uploaded.bin"))
+    assert.equal(#data, assert(st:stat("/tmp/uploaded.bin")).size)
+    assert(st:download("/tmp/uploaded.bin", dir .. "/downloaded.bin"))
+    assert.equal(data, h.read_file(dir .. "/downloaded.bin"))
+    assert(st:remove("/tmp/uploaded.bin"))
+    -- a stopped task is replaced by the manager: hibernate, its wake and expiry are not offered
+    for _, m in ipairs { { "hibernate" }, { "wake" }, { "set_timeout", 60 }, { "expires" } } do
+      local ok, err = st[m[1]](st, m[2])
+      assert.is_nil(ok, m[1])
+      assert.same({ "unsupported", "swarm", m[1] }, { err.kind, err.backend, err.method })
+    end
+    -- a second start of the live key is refused before anything is made, as docker's is
+    local again, cerr = swarm.start(key, s.full and full or light)
+    assert.is_nil(again)
+    assert.same({ "conflict", "stack_exists" }, { cerr.kind, cerr.reason }, tostring(cerr))
+    assert.truthy(answer(10):find(key, 1, true), "the session no longer answers")
+  end)
+
   it("keeps sessions apart: from a sandbox, another session (same node, other node) and every node address are unreachable", function()
     -- A (with its egress sidecar) and B share a node; C is elsewhere
     local a, b, c

@@ -222,6 +222,15 @@ describe("sandstack.swarm list and reap options", function()
       end
     end
   end)
+
+  it("refuses a reap with no filter before it reaches any engine, as docker's reap does", function()
+    -- an engine address nothing answers on: the refusal must come first
+    local removed, err = swarm.reap { docker_host = "unix:///nonexistent/sandstack-test.sock" }
+    assert.is_nil(removed)
+    assert.are.equal("invalid", err.kind)
+    assert.are.equal("filter_required", err.reason)
+    assert.has_error(function() swarm.reap { all = "yes" } end)
+  end)
 end)
 
 describe("sandstack.swarm's boundary", function()

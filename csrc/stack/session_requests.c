@@ -27,8 +27,14 @@ enum {
   LONG = 1u << 7,       /* a timeout of args.timeout (a wait, a commit) */
   Q_CONDITION = 1u << 8, /* ?condition=not-running */
   Q_SERVICES = 1u << 9,  /* ?filters={"service":[names...]}: one request for every name */
-  B_BODY = 1u << 10      /* body args.body (a Swarm service's or an overlay's spec) */
+  B_BODY = 1u << 10,     /* body args.body (a Swarm service's or an overlay's spec) */
+  B_CHECKPOINT = 1u << 11, /* body {CheckpointID = CHECKPOINT_ID, Exit = true} */
+  Q_CHECKPOINT = 1u << 12  /* ?checkpoint=CHECKPOINT_ID */
 };
+
+/* The one checkpoint a hibernation with memory leaves on each container: a fixed name, so a
+ * wake in any process finds it on the engine (no record carries it) and removes it once used. */
+#define CHECKPOINT_ID "sandstack-hibernate"
 
 static const action_def ACTIONS[] = {
     /* 409 on pause/unpause is the engine's "already (un)paused" or "not running": reported */
@@ -36,6 +42,12 @@ static const action_def ACTIONS[] = {
     {"unpause", "POST", "/containers/%s/unpause", 0, 0, NAMED},
     {"stop", "POST", "/containers/%s/stop", 304, 0, NAMED | Q_STOP_T},
     {"start", "POST", "/containers/%s/start", 304, 0, NAMED},
+    /* a hibernation with memory (experimental daemons, runc with CRIU): the checkpoint stops
+     * the container; a start from it restores the processes; 404 on removal: already gone */
+    {"checkpoint", "POST", "/containers/%s/checkpoints", 0, 0, NAMED | B_CHECKPOINT | LONG},
+    {"restore", "POST", "/containers/%s/start", 0, 0, NAMED | Q_CHECKPOINT | LONG},
+    {"list_checkpoints", "GET", "/containers/%s/checkpoints", 404, 0, NAMED},
+    {"remove_checkpoint", "DELETE", "/containers/%s/checkpoints/" CHECKPOINT_ID, 404, 0, NAMED},
     {"inspect", "GET", "/containers/%s/json", 404, 0, NAMED},
     {"changes", "GET", "/containers/%s/changes", 0, 0, NAMED},
     {"stats", "GET", "/containers/%s/stats", 0, 0, NAMED},
@@ -103,8 +115,15 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
     if (d->ok2) cJSON_AddItemToArray(ok, cJSON_CreateNumber(d->ok2));
   }
   cJSON *q = NULL;
-  if (d->flags & (Q_STOP_T | Q_COMMIT | Q_FORCE | Q_LABEL | Q_CREATE | Q_CONDITION | Q_SERVICES))
+  if (d->flags & (Q_STOP_T | Q_COMMIT | Q_FORCE | Q_LABEL | Q_CREATE | Q_CONDITION | Q_SERVICES | Q_CHECKPOINT))
     q = cJSON_AddObjectToObject(r, "query");
+  if (d->flags & Q_CHECKPOINT) cJSON_AddStringToObject(q, "checkpoint", CHECKPOINT_ID);
+  if (d->flags & B_CHECKPOINT) {
+    cJSON *body = cJSON_CreateObject();
+    cJSON_AddStringToObject(body, "CheckpointID", CHECKPOINT_ID);
+    cJSON_AddBoolToObject(body, "Exit", 1); /* the container stops: its memory is freed */
+    add_body(r, body);
+  }
   if (d->flags & Q_STOP_T) {
     double t = num_arg(args, "t", 5);
     char num[32];

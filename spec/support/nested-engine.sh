@@ -13,7 +13,9 @@
 # NAME: docker20 (bookworm docker.io, the host's own engine, nested so that its host resolver
 # can be a loopback address a test controls), docker26 (trixie docker.io), docker28 (sid
 # docker.io), docker28-v6 (the same with IPv6 on by default for new networks), podman (trixie
-# podman + netavark).
+# podman + netavark), docker26-criu (trixie docker.io with sid's CRIU, the daemon experimental:
+# an engine that checkpoints and restores a container's processes; design/session.md says what
+# each Debian's CRIU can do on which kernel).
 #
 # Containment (docs/results/engines.md, "Running the matrix"): the engine sits on an internal
 # network of the host engine, resolves through 127.0.0.1 (nothing listens there, so its own
@@ -33,16 +35,26 @@ engine_rootfs() {
   case "$1" in
     docker20) echo bookworm ;;
     docker26 | podman) echo trixie ;;
+    docker26-criu) echo trixie-criu ;;
     docker28 | docker28-v6) echo sid ;;
-    *) echo "nested-engine: unknown engine '$1' (docker20, docker26, docker28, docker28-v6, podman)" >&2; return 2 ;;
+    *) echo "nested-engine: unknown engine '$1' (docker20, docker26, docker26-criu, docker28, docker28-v6, podman)" >&2; return 2 ;;
   esac
 }
-rootfs_suite() { echo "$1"; }
+rootfs_suite() { echo "${1%-criu}"; }
 rootfs_packages() {
   local common=iptables,nftables,ca-certificates,procps,iproute2
   case "$1" in
     trixie) echo "$common,docker.io,podman,netavark,aardvark-dns,crun,conmon" ;;
     bookworm | sid) echo "$common,docker.io" ;;
+    trixie-criu) echo "$common,docker.io,criu" ;;
+  esac
+}
+# Packages taken from sid on top of the suite's own: trixie's CRIU 4.1 cannot dump an inet
+# socket on kernels 6.16 and later (they refuse SO_PASSCRED there); sid's 4.2 can. Docker 26
+# stays: sid's Docker 28 (containerd 2) cannot restore a checkpoint.
+rootfs_from_sid() {
+  case "$1" in
+    trixie-criu) echo criu ;;
   esac
 }
 rootfs_tag() { echo "sandstack-test/engine-$1:local"; }
@@ -55,7 +67,7 @@ cmd_build() {
   rootfs=$(engine_rootfs "$1")
   suite=$(rootfs_suite "$rootfs") tag=$(rootfs_tag "$rootfs")
   # Rebuilt only when the suite or package list changes (a hash in a label).
-  hash=$(printf '%s %s' "$suite" "$(rootfs_packages "$rootfs")" | sha256sum | cut -c1-16)
+  hash=$(printf '%s %s %s' "$suite" "$(rootfs_packages "$rootfs")" "$(rootfs_from_sid "$rootfs")" | sha256sum | cut -c1-16)
   if [ "$(docker image inspect -f '{{ index .Config.Labels "io.sandstack.test.hash" }}' "$tag" 2>/dev/null || true)" = "$hash" ]; then
     echo "nested-engine: image $tag is up to date" >&2
     return 0
@@ -78,6 +90,21 @@ cmd_build() {
     tail -20 "$work/debootstrap.log" >&2
     rm -rf "$work"
     return 1
+  fi
+  local sid_pkgs; sid_pkgs=$(rootfs_from_sid "$rootfs")
+  if [ -n "$sid_pkgs" ]; then
+    printf 'deb %s sid main\n' "$mirror" >"$work/root/etc/apt/sources.list.d/sid.list"
+    # apt in the chroot resolves the mirror as this machine does; a mirror's sid Release may be
+    # past its Valid-Until on a machine whose clock is ahead of the mirror
+    cp -L /etc/resolv.conf "$work/root/etc/resolv.conf"
+    # shellcheck disable=SC2086 # a list of package names, split on purpose
+    if ! chroot "$work/root" sh -c "apt-get -o Acquire::Check-Valid-Until=false update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends -t sid $sid_pkgs" >>"$work/debootstrap.log" 2>&1; then
+      tail -20 "$work/debootstrap.log" >&2
+      rm -rf "$work"
+      return 1
+    fi
+    rm -f "$work/root/etc/apt/sources.list.d/sid.list" "$work/root/etc/resolv.conf"
   fi
   rm -rf "$work"/root/var/cache/apt/archives/*.deb "$work"/root/var/lib/apt/lists/*
   local t1; t1=$(date +%s)
@@ -109,6 +136,7 @@ daemon_json() {
   # A caller's own daemon.json (spec/support/swarm-cluster.sh: no-new-privileges on every node)
   if [ -n "${SANDSTACK_NESTED_DAEMON_JSON:-}" ]; then printf '%s\n' "$SANDSTACK_NESTED_DAEMON_JSON"; return; fi
   case "$1" in
+    docker26-criu) echo '{ "experimental": true }' ;;
     # IPv6 on for every new bridge network, as a user may configure Engine 27+: "ipv6" covers
     # only the default bridge (with its fixed-cidr-v6); "default-network-opts" turns it on for
     # networks created without EnableIPv6, which take their v6 subnet from the v6 default pool.
@@ -207,7 +235,7 @@ cmd_stop_all() {
   # shellcheck disable=SC2086 # the same
   [ -z "$ids" ] || docker network rm $ids >/dev/null
   local n
-  for n in docker20 docker26 docker28 docker28-v6 podman; do rm -rf "${state_root:?}/$n"; done
+  for n in docker20 docker26 docker26-criu docker28 docker28-v6 podman; do rm -rf "${state_root:?}/$n"; done
 }
 
 # The instances named P..., found by their io.sandstack.nested label (the engine kinds' are

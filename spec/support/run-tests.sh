@@ -25,6 +25,10 @@ case " ${files[*]} " in *" spec/engines.t "*)
       bash spec/support/nested-engine.sh build "$e" || true; done >/tmp/sandstack-engine-build.log 2>&1 & } ;;
   esac ;;
 esac
+# hibernate{memory = true} runs on a nested engine with CRIU: its root filesystem too
+case " ${files[*]} " in *" spec/docker_hibernate_memory_spec.lua "*)
+  { bash spec/support/nested-engine.sh build docker26-criu >/tmp/sandstack-criu-build.log 2>&1 || true; } & ;;
+esac
 passed=0 failed=0 log=$(mktemp) beside_log=$(mktemp)
 SANDSTACK_TAP_DIR=$(mktemp -d)
 export SANDSTACK_TAP_DIR

@@ -127,9 +127,10 @@ function Stack:stop(opts)
   return stop(self, stop_timeout(E.check_keys(opts, STOP_KEYS, "stop"), "stop"))
 end
 
-local function start(self)
+-- containers: the plan's, or a copy whose start requests differ (a wake from checkpoints)
+local function start(self, containers)
   local run = run_of(self)
-  local ok, err = A.start_services(run, self.plan.containers)
+  local ok, err = A.start_services(run, containers or self.plan.containers)
   if not ok then return nil, err end
   local port; port, err = A.read_port(run)
   if not port then return nil, err end
@@ -138,6 +139,8 @@ local function start(self)
   if not ok then return nil, err end
   return true
 end
+
+M.start_with = start
 
 function Stack:start(opts)
   check_open(self)

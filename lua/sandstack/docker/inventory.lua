@@ -241,16 +241,24 @@ function M.list(opts)
   return out
 end
 
--- Removes owned stacks: all of them, or those older than older_than seconds, or one project,
--- or those whose project name starts with prefix, or (pool = name) a warm pool's leftovers:
--- every stack of that pool no session holds, idle, starting or half-made. An idle stack is
--- claimed before it is removed, so a concurrent acquire never receives a stack being removed.
--- Returns the list of removed projects.
+-- Removes owned stacks: those older than older_than seconds, or one project, or those whose
+-- project name starts with prefix, or (pool = name) a warm pool's leftovers: every stack of
+-- that pool no session holds, idle, starting or half-made; or (all = true) every one. No filter
+-- is refused, as the CLI's reap without --all is: a filter left out by mistake must not widen
+-- into "every stack on the engine". An idle stack is claimed before it is removed, so a
+-- concurrent acquire never receives a stack being removed. Returns the list of removed projects.
 local REAP_KEYS = { docker_host = true, timeout = true, project = true, older_than = true, prefix = true, pool = true,
-  idle_only = true }
+  idle_only = true, all = true }
 M.REAP_KEYS = REAP_KEYS -- sandstack.swarm's reap takes these too (but pool and idle_only)
 function M.reap(opts)
   opts = check_keys(opts, REAP_KEYS, "sandstack.docker.reap")
+  if opts.all ~= nil and type(opts.all) ~= "boolean" then
+    error(("sandstack.docker.reap: all must be a boolean, got %s"):format(type(opts.all)), 2)
+  end
+  if not (opts.all or opts.older_than or opts.project or opts.prefix or opts.pool) then
+    return E.fail("invalid", "filter_required", "sandstack.docker.reap: no filter would remove every stack "
+      .. "sandstack owns on the engine: pass older_than, project, prefix or pool, or all = true")
+  end
   local age = opts.older_than
   -- a filter that cannot be read must never widen into "every stack"
   if age ~= nil and (type(age) ~= "number" or age ~= age or age < 0) then

@@ -9,6 +9,7 @@ local batch = require "sandstack.docker.batch"
 
 local M = {}
 local R = core.session_requests
+local CHECKPOINT = "sandstack-hibernate" -- the name the C core gives the checkpoint (csrc/stack/session_requests.c)
 
 local function check_open(self)
   if not self.eng then error("the stack handle is closed", 3) end
@@ -101,17 +102,65 @@ function M.resume(self)
   return settle(batch.run(self.eng, R("unpause", list), 60), list, "resume")
 end
 
--- hibernate{memory = true}: a checkpoint of the processes needs an experimental daemon (and
--- runc needs CRIU on the host); sandstack does not drive checkpoints yet, so it is refused on
--- every engine, saying which of the two stands in the way. Always nil, err.
-local function checkpoint_refused(eng)
+-- hibernate{memory = true} checkpoints the processes (POST /containers/{id}/checkpoints): the
+-- daemon must be in experimental mode, and runc needs CRIU on the engine's host. A daemon that
+-- is not experimental is refused before anything is touched; a CRIU that is missing or that
+-- cannot dump the process tree answers in the checkpoint call, and is reported with the
+-- engine's words.
+local function engine_info(eng)
   local r = batch.run(eng, R("info"), 30)[1]
   if not r.ok then return nil, r.err end
-  local info = type(r.body) == "table" and r.body or {}
-  local why = info.ExperimentalBuild ~= true and "this engine's daemon is not in experimental mode, which checkpoints need"
-    or "sandstack does not drive the engine's checkpoints yet"
-  return E.fail("engine", "checkpoint_unsupported", "hibernate{memory = true}: " .. why
-    .. "; hibernate without memory (files kept), or pause to keep the processes", { engine = info.ServerVersion })
+  return type(r.body) == "table" and r.body or {}
+end
+
+local function checkpoint_error(info, what, detail)
+  local msg = tostring(detail or "")
+  local missing = msg:find("criu", 1, true) and (msg:find("not found", 1, true) or msg:find("executable file", 1, true)
+    or msg:find("not installed", 1, true) or msg:find("no such file", 1, true))
+  return E.new("engine", missing and "checkpoint_unsupported" or "checkpoint_failed", what .. ": " .. msg
+    .. (missing and "; install CRIU on the engine's host, or hibernate without memory (files kept)"
+      or "; hibernate without memory (files kept), or pause to keep the processes"),
+    { engine = info.ServerVersion })
+end
+
+local function checkpoint_refused(info)
+  return E.fail("engine", "checkpoint_unsupported", "hibernate{memory = true}: this engine's daemon is not in "
+    .. "experimental mode, which checkpoints need (and runc needs CRIU); hibernate without memory (files kept), "
+    .. "or pause to keep the processes", { engine = info.ServerVersion })
+end
+
+-- The containers whose processes a hibernation with memory keeps: every one but the proxy
+-- sandstack added (it keeps running) and the forwarder (it holds nothing of the session, and
+-- its published port is a new one at every wake).
+local function memory_names(self)
+  local fw = self.plan.forwarder and (self.plan.project .. "-" .. self.plan.forwarder)
+  local px = added_proxy(self)
+  local out = {}
+  for _, c in ipairs(self.plan.containers) do
+    if c.service ~= px and c.name ~= fw then out[#out + 1] = c.name end
+  end
+  return out
+end
+
+-- Checkpoints every memory container at once (each stops when its dump is written). On a
+-- failure the ones that were dumped are restored from their dumps and the dumps removed, so
+-- the stack runs as before. true, or nil, err.
+local function checkpoint(self, info)
+  local list = memory_names(self)
+  local results = batch.run(self.eng, R("checkpoint", list, { timeout = 300 }), 360)
+  local done, first = {}, nil
+  for i, r in ipairs(results) do
+    if r.ok then
+      done[#done + 1] = list[i]
+    elseif not first then
+      local body = type(r.body) == "table" and r.body.message or r.err and r.err.message
+      first = checkpoint_error(info, "hibernate{memory = true}: checkpoint of " .. list[i], body)
+    end
+  end
+  if not first then return true end
+  batch.run(self.eng, R("restore", done, { timeout = 300 }), 360)
+  batch.run(self.eng, R("remove_checkpoint", done), 60)
+  return nil, first
 end
 
 local HIBERNATE_KEYS = { memory = true, timeout = true }
@@ -126,7 +175,16 @@ function M.hibernate(self, opts)
   opts = E.check_keys(opts, HIBERNATE_KEYS, "hibernate")
   local t = opts.timeout or 5
   if type(t) ~= "number" or t < 0 then error("hibernate: option 'timeout' must be a number >= 0", 2) end
-  if opts.memory then return checkpoint_refused(self.eng) end
+  if opts.memory ~= nil and type(opts.memory) ~= "boolean" then
+    error("hibernate: option 'memory' must be a boolean", 2)
+  end
+  local info
+  if opts.memory then
+    local ierr
+    info, ierr = engine_info(self.eng)
+    if not info then return nil, ierr end
+    if info.ExperimentalBuild ~= true then return checkpoint_refused(info) end
+  end
   local st, err = M.states(self)
   if not st then return nil, err end
   local paused = {}
@@ -135,7 +193,17 @@ function M.hibernate(self, opts)
   local ok; ok, err = all_ok(batch.run(self.eng, R("unpause", paused), 60), "hibernate")
   if not ok then return nil, err end
   local keep = added_proxy(self)
-  local reqs = R("stop", names(self, keep), { t = t })
+  local to_stop = names(self, keep)
+  if opts.memory then
+    ok, err = checkpoint(self, info)
+    if not ok then return nil, err end
+    local dumped = {}
+    for _, n in ipairs(memory_names(self)) do dumped[n] = true end
+    local rest = {}
+    for _, n in ipairs(to_stop) do if not dumped[n] then rest[#rest + 1] = n end end
+    to_stop = rest
+  end
+  local reqs = R("stop", to_stop, { t = t })
   -- dependents first, as a stop in reverse dependency order: one round (the engine stops each
   -- within its grace period; the order matters to no process that is being stopped anyway)
   ok, err = all_ok(batch.run(self.eng, reqs, t + 60), "hibernate")
@@ -147,10 +215,53 @@ end
 -- Starts a hibernated stack again in dependency order with its health and readiness waits (the
 -- handle's start): a new forwarder port, the same placeholders (the proxy kept them), the live
 -- policy and credentials that were in force (the proxy kept running). true, or nil, err.
+--
+-- A container hibernated with memory (a checkpoint named by the C core is on it: the engine
+-- lists it, so a wake in any process finds it) is started from its checkpoint: the same
+-- processes, with their memory, go on. The checkpoint is removed once the stack is ready; a
+-- restore that fails keeps it and says so.
+local function checkpointed(self)
+  local list = memory_names(self)
+  local results = batch.run(self.eng, R("list_checkpoints", list), 60)
+  local out = {}
+  for i, r in ipairs(results) do
+    if r.ok and type(r.body) == "table" then
+      for _, c in ipairs(r.body) do
+        if type(c) == "table" and c.Name == CHECKPOINT then out[list[i]] = true end
+      end
+    end
+  end
+  return out
+end
+
 function M.wake(self)
   check_open(self)
-  local ok, err = self:start()
-  if not ok then return nil, err end
+  local from = checkpointed(self)
+  if next(from) == nil then
+    local ok, err = self:start()
+    if not ok then return nil, err end
+    return true
+  end
+  local containers, restored = {}, {}
+  for i, c in ipairs(self.plan.containers) do
+    if from[c.name] then
+      local copy = {}
+      for k, v in pairs(c) do copy[k] = v end
+      copy.start = R("restore", { c.name }, { timeout = 300 })[1]
+      containers[i], restored[#restored + 1] = copy, c.name
+    else
+      containers[i] = c
+    end
+  end
+  local ok, err = require("sandstack.docker.handle").start_with(self, containers)
+  if not ok then
+    if err and err.kind == "engine" and tostring(err.message):find("checkpoint", 1, true) then
+      return nil, E.new("engine", "checkpoint_failed", "wake: the restore from the checkpoint failed: "
+        .. tostring(err.message) .. "; the checkpoint is kept (destroy the stack to drop it)", { engine = err.engine })
+    end
+    return nil, err
+  end
+  batch.run(self.eng, R("remove_checkpoint", restored), 60)
   return true
 end
 

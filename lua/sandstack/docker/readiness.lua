@@ -54,7 +54,7 @@ end
 -- The plan's start request, with this call's own marks (watch, pending) on a copy.
 local function start_request(c, pending)
   local s = c.start
-  return { method = s.method, path = s.path, ok = s.ok, pending = pending }
+  return { method = s.method, path = s.path, ok = s.ok, query = s.query, timeout = s.timeout, pending = pending }
 end
 
 function M.start_services(run, containers)

@@ -168,8 +168,8 @@ function M.list_with(mgr, project)
   return out, nil, nodes
 end
 
--- Removes sessions: all, those older than older_than seconds, one project, or those whose
--- project starts with prefix. A session whose node is lost loses its services on the manager
+-- Removes sessions: those older than older_than seconds, one project, or those whose project
+-- starts with prefix, or (all = true) every one; no filter is refused, as docker's reap does. A session whose node is lost loses its services on the manager
 -- (what the node held went with it); its overlays are refused by the manager while it still
 -- tracks the lost node's tasks, and are returned as deferred. Then the sweeps: every reachable
 -- node, for labelled objects whose project the manager no longer lists (a node that came back
@@ -179,6 +179,13 @@ end
 local REAP_KEYS = docker_keys(require("sandstack.docker.inventory").REAP_KEYS)
 function M.reap(opts)
   opts = E.check_keys(opts, REAP_KEYS, "sandstack.swarm.reap")
+  if opts.all ~= nil and type(opts.all) ~= "boolean" then
+    error(("sandstack.swarm.reap: all must be a boolean, got %s"):format(type(opts.all)), 2)
+  end
+  if not (opts.all or opts.older_than or opts.project or opts.prefix) then -- as sandstack.docker.reap
+    return E.fail("invalid", "filter_required", "sandstack.swarm.reap: no filter would remove every session "
+      .. "on the swarm: pass older_than, project or prefix, or all = true")
+  end
   local mgr, err = cluster.manager(opts)
   if not mgr then return nil, err end
   local sessions, nodes

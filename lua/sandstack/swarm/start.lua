@@ -314,6 +314,19 @@ local function tasks_alive(run)
   return true
 end
 
+-- A live key's project already has services: conflict/stack_exists, as docker's start answers,
+-- before anything is made (the rollback by run label would spare the live stack, but the start
+-- would fail later on a name the manager refuses, with nothing saying why).
+local function absent(mgr, plan)
+  local svcs, err = cluster.services(mgr, "io.sandstack.project=" .. plan.project)
+  if not svcs then return nil, err end
+  if #svcs == 0 then return true end
+  return E.fail("conflict", "stack_exists", ("session %s already has a stack: project %s has %d services on the "
+    .. "swarm; nothing was changed. Use it with sandstack.swarm.reconnect(record), or remove it with "
+    .. "sandstack.swarm.reap{project = %q} and start again"):format(tostring(plan.session_key), plan.project, #svcs,
+    plan.project), { project = plan.project, session_key = plan.session_key, services = #svcs })
+end
+
 function M.start(session_key, opts)
   local clean, hooks, sw = split(session_key, opts)
   local ok, err = refusals(clean)
@@ -325,6 +338,8 @@ function M.start(session_key, opts)
   local plan; plan, err = model:plan { api_version = mgr.api_version }
   model:close()
   if not plan then mgr:close(); return nil, err end
+  ok, err = absent(mgr, plan)
+  if not ok then mgr:close(); return nil, err end
   local shape; shape, err = spec.translate(plan, { constraints = sw.constraints })
   if not shape then mgr:close(); return nil, err end
   local run = { mgr = mgr, plan = plan, shape = shape, t0 = now(), on_event = hooks.on_event,
