@@ -1,0 +1,106 @@
+-- The gateway's console (docs/gateway.md, "The console") in a real nginx with real stacks, and
+-- in a real browser: headless Debian chromium driven by playwright-core
+-- (spec/support/console_browser.js) signs in, creates a session, types into its terminal and
+-- resizes it, sees an egress refusal in the audit log, pauses and resumes, runs axe-core,
+-- destroys, and signs in as another tenant. Screenshots of each step go to
+-- .ci/artifacts/console/ (CI keeps them). Beside it, the console's API from curl: tickets, the
+-- tenant rule, the headers. Needs nginx, the engine, node and chromium: #nginx #docker.
+-- nginx runs LuaJIT only; the luajit and asan modes exclude #nginx and load nothing here (the
+-- browser test is the same in every mode, so it runs once, in lua54).
+if jit or os.getenv("SANDSTACK_TEST_MODE") == "asan" then return end
+local h = require "helpers"
+local gh = require "gateway_harness"
+local core = require "sandstack.core"
+
+local TOKENS = gh.TOKENS
+local SHOTS = gh.root .. "/.ci/artifacts/console"
+
+describe("the console #nginx #docker", function()
+  local P = gh.PREFIX .. "con-"
+  local node
+
+  setup(function()
+    -- the policy admits one host that no one serves: every other host is refused at the proxy
+    node = gh.start(gh.config { project_prefix = P, max_sessions = 6,
+      stack = gh.stack_options { egress_policy = { allow = { "allowed.test:443" } } } })
+  end)
+
+  teardown(function()
+    if node then node:stop() end
+    gh.cleanup(P)
+  end)
+
+  it("serves the page with a CSP and no inline script", function()
+    local st, _, body, hdrs = node:api("GET", "/console/")
+    assert.equal(200, st)
+    assert.truthy(body:find("<title>sandstack console</title>", 1, true))
+    assert.falsy(body:find("<script>", 1, true)) -- every script has a src
+    assert.falsy(body:find(" on%a+="))          -- no inline handler
+    local csp = hdrs["content-security-policy"]
+    assert.truthy(csp and csp:find("script-src 'self';", 1, true), csp)
+    assert.equal("nosniff", hdrs["x-content-type-options"])
+    assert.equal("DENY", hdrs["x-frame-options"])
+    local jst, _, _, jh = node:api("GET", "/console/vendor/xterm.js")
+    assert.equal(200, jst)
+    assert.truthy(jh["content-type"]:find("javascript", 1, true))
+  end)
+
+  it("takes the tenant token, mints single-use tickets and keeps tenants apart", function()
+    assert.equal(401, (node:api("GET", "/console/api/sessions")))
+    local st, doc, body = node:api("POST", "/console/api/sessions", { token = TOKENS.alice, timeout = 180 })
+    assert.equal(201, st, body .. node:error_log())
+    assert.is_nil(doc.secret) -- the console's create answers without the session's secret
+    local key = doc.key
+    st, doc, body = node:api("GET", "/console/api/sessions", { token = TOKENS.alice })
+    assert.equal(200, st)
+    assert.equal(key, doc.sessions[1].key)
+    assert.falsy(body:find('"record"', 1, true) or body:find('"digest"', 1, true) or body:find('"secret"', 1, true), body)
+    -- bob: none of alice's sessions, and none of her keys answer
+    st, doc = node:api("GET", "/console/api/sessions", { token = TOKENS.bob })
+    assert.equal(200, st)
+    assert.equal(0, #doc.sessions)
+    assert.equal(404, (node:api("POST", "/console/api/sessions/" .. key .. "/ticket", { token = TOKENS.bob })))
+    assert.equal(404, (node:api("DELETE", "/console/api/sessions/" .. key, { token = TOKENS.bob })))
+    assert.equal(404, (node:api("GET", "/console/api/sessions/" .. key .. "/stats", { token = TOKENS.bob })))
+    -- a ticket opens the WebSocket once; a second use and a made-up one are refused
+    st, doc = node:api("POST", "/console/api/sessions/" .. key .. "/ticket", { token = TOKENS.alice })
+    assert.equal(201, st)
+    local ws = { Upgrade = "websocket", Connection = "Upgrade", ["Sec-WebSocket-Version"] = "13",
+      ["Sec-WebSocket-Key"] = "dGhlIHNhbXBsZSBub25jZQ==" }
+    local path = "/console/api/sessions/" .. key .. "/terminal?ticket=" .. doc.ticket
+    local first = node.srv:spawn("GET", path, { headers = ws, timeout = 4 })
+    local fst, _, fh = first:wait(10)
+    assert.equal(101, fst)
+    assert.equal("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", fh["sec-websocket-accept"])
+    assert.equal(403, (node:api("GET", path, { headers = ws })))
+    assert.equal(403, (node:api("GET", "/console/api/sessions/" .. key .. "/terminal?ticket=" .. core.random_hex(16),
+      { headers = ws })))
+    -- another origin cannot use a ticket either
+    st, doc = node:api("POST", "/console/api/sessions/" .. key .. "/ticket", { token = TOKENS.alice })
+    local evil = {}
+    for k, v in pairs(ws) do evil[k] = v end
+    evil.Origin = "http://evil.example"
+    assert.equal(403, (node:api("GET", "/console/api/sessions/" .. key .. "/terminal?ticket=" .. doc.ticket,
+      { headers = evil })))
+    -- the ticket never reaches the access log (it logs the path without the query)
+    assert.falsy(node:access_log():find(doc.ticket, 1, true))
+    assert.equal(200, (node:api("DELETE", "/console/api/sessions/" .. key, { token = TOKENS.alice })))
+  end)
+
+  it("works in a real browser (chromium, playwright-core, axe-core)", function()
+    assert.truthy(h.read_file(gh.root .. "/web/node_modules/playwright-core/package.json"),
+      "web/node_modules is missing: run scripts/vendor-console.sh")
+    h.sh("rm -rf " .. h.q(SHOTS))
+    local cmd = ("cd %s && CONSOLE_URL=%s TOKEN_A=%s TOKEN_B=%s SHOTS=%s timeout 600 node spec/support/console_browser.js 2>&1")
+      :format(h.q(gh.root), h.q(node.srv:url("")), h.q(TOKENS.alice), h.q(TOKENS.bob), h.q(SHOTS))
+    local out, ok = h.sh(cmd)
+    print("# console screenshots: " .. SHOTS)
+    for line in out:gmatch("[^\n]+") do print("# " .. line) end
+    assert.truthy(ok and out:find("console browser test: ok", 1, true), out .. node:error_log())
+    -- tenant a's second session is still there for a, and bob never saw it
+    local keyA = out:match("KEY_A=(%S+)")
+    local _, doc = node:api("GET", "/console/api/sessions", { token = TOKENS.alice })
+    assert.equal(keyA, doc.sessions[1] and doc.sessions[1].key)
+    assert.equal(200, (node:api("DELETE", "/console/api/sessions/" .. keyA, { token = TOKENS.alice })))
+  end)
+end)
