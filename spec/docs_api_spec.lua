@@ -148,6 +148,8 @@ local SECTIONS = {
   ["h:hibernate"] = probe(function() docker_stack():hibernate {} end),
   ["h:snapshot"] = probe(function() docker_stack():snapshot {} end),
   ["h:changes"] = probe(function() docker_stack():changes {} end),
+  ["h:answer"] = probe(function() docker_stack():answer(1, "allow", {}) end),
+  ["h:serve"] = probe(function() docker_stack():serve(0, {}) end),
   ["sandstack.docker.start session"] = function()
     return sorted_keys(require("sandstack.docker.session_methods").START_KEYS)
   end,

@@ -114,7 +114,7 @@ describe("sandstack.policy.compile", function()
     { { allow = { "a.example", [3] = "b.example" } }, nil, "list" },
     { { allow = { "a.example", x = "b.example" } }, nil, "list" },
     { { allow = "a.example" }, nil, "list" },
-    { { deny = { "a.example" } }, nil, "no other keys" },
+    { { deny = { "a.example" } }, nil, "unknown key 'deny' in the policy" },
     -- ambiguity beside a wildcard (spec 001: sbx cannot keep such a rule next to it)
     { { allow = { "*.example.com", { host = "example.com", methods = { "GET" } } } }, 2, "ambiguous" },
     { { allow = { "*.example.com", { host = "api.example.com", methods = { "GET" }, paths = { "/v1/*" } } } }, 2, "ambiguous" },

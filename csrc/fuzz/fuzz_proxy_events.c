@@ -9,7 +9,7 @@
  *
  * Input: byte 0 picks the route (a request template: tunnel, inspected, plain-HTTP forward,
  * credential, raw TCP, refusals, or a client script made only of fuzzer bytes), byte 1 the body
- * size, byte 2 the rare conditions (TLS 1.2 on either side, uv_cancel too late, accept or
+ * size and (bit 3) the ask mode, byte 2 the rare conditions (TLS 1.2 on either side, uv_cancel too late, accept or
  * connect failing at once). Every later byte is one event: high nibble the kind, low nibble its
  * size or variant: the client or the destination sends n bytes (one read), the client writes a
  * TLS record of n plaintext bytes, the destination answers, either side half-closes (after what
@@ -17,7 +17,10 @@
  * the connect completes or fails, the resolver answers (public, private, mapped, none...), a
  * side stops or resumes reading, the loop turns (closing and pending phases), time passes to the
  * next timer, curl acts as the credential upstream, fuzzer bytes are injected raw or as TLS
- * plaintext, SIGTERM arrives. At the end SIGTERM and the drain deadline must stop the proxy with
+ * plaintext, SIGTERM arrives. In the ask mode the policy asks (ask.c): a request no rule admits
+ * (denied.test's tunnel, a forward to ask.test, a script's) is held, and the last event kind's
+ * variants 12-15 answer the oldest pending ask (allow once, allow for the session, deny) or an
+ * ask already gone (after its answer, its timeout or its client's close). At the end SIGTERM and the drain deadline must stop the proxy with
  * every handle closed. csrc/fuzz/events/seeds.py writes the seeds (the review's reproductions);
  * FUZZ_PROXY_EVENTS_TRACE=1 prints each event and the audit lines.
  *
@@ -40,6 +43,7 @@
  *    chunked body may go on in the proxy's own chunks, whose data must be the client's;
  *  - the credential route's upstream request carries the real key once, never the token, and
  *    at most Content-Length body bytes, which are the client's;
+ *  - a held request reaches the destination only after the host allowed it;
  *  - the proxy stops after SIGTERM: no connection, handle, resolve or transfer left. */
 #include <signal.h>
 #include <stdint.h>
@@ -52,8 +56,10 @@
 #include "fuzz/events/mem_curl.h"
 #include "fuzz/events/mem_uv.h"
 #include "fuzz/events/peers.h"
+#include "proxy/ask.h"
 #include "proxy/conn.h"
 #include "proxy/curl_loop.h"
+#include "proxy/live_policy.h"
 #include "proxy/server.h"
 #include "proxy/tls.h"
 
@@ -117,6 +123,10 @@ static const tmpl TEMPLATES[16] = {
      "GET /up?q=1 HTTP/1.1", 0, 0},
 };
 
+/* In the ask mode, template 8 is a forward no rule admits: held, and admitted only by an allow. */
+static const tmpl ASK_FORWARD = {R_FORWARD, "POST http://ask.test/up HTTP/1.1\r\nHost: ask.test\r\n%sContent-Length: %zu\r\n\r\n",
+                                 BEARER, NULL, 0, NULL, 1, 0, "POST /up HTTP/1.1", 0, 0};
+
 static const size_t BODY_SIZES[8] = {0, 1, 37, 1000, 4000, 5000, 16500, 70000};
 static const size_t SIZES[16] = {1, 2, 3, 5, 8, 13, 64, 100, 512, 1400, 4096, 16384, 20000, 65536, 131072, SIZE_MAX};
 
@@ -124,6 +134,7 @@ static const size_t SIZES[16] = {1, 2, 3, 5, 8, 13, 64, 100, 512, 1400, 4096, 16
 static struct {
   int trace; /* FUZZ_PROXY_EVENTS_TRACE=1: the events and the audit lines, to reproduce by hand */
   proxy_config cfg;
+  proxy_config cfg_ask; /* the same policy with ask = true */
   proxy_tls *tls;
   peer_pki pki;
   pbuf answer, banner; /* what destinations answer */
@@ -155,6 +166,8 @@ typedef struct run {
   proxy_server srv;
   int cred_started;
   pbuf cred_body;
+  int ask_mode, ask_allowed; /* the host allowed a held request: the refusal the template expects may pass */
+  uint64_t ask_last;         /* the newest ask id seen: answered again after it is gone */
 } run;
 
 static void fail(const char *what) {
@@ -190,7 +203,7 @@ static void check_head(const pbuf *got, size_t n, int pipelined) {
 static void check_forwarded(run *r, const pbuf *got) {
   if (!got->n) return;
   if (!r->seen_allow) fail("the destination got request bytes before the proxy allowed anything");
-  if (!r->t->admitted) fail("the destination got a request the policy refuses");
+  if (!r->t->admitted && !r->ask_allowed) fail("the destination got a request the policy refuses");
   size_t ll = strlen(r->t->line);
   size_t cmp = got->n < ll + 2 ? got->n : ll + 2;
   char want[256];
@@ -404,7 +417,7 @@ static void check_relay(run *r) {
   const pbuf *got = &r->origin.in;
   if (!got->n) return;
   if (!r->seen_allow) fail("tunnel bytes reached the destination before the proxy allowed the tunnel");
-  if (!r->t->admitted) fail("a refused tunnel reached the destination");
+  if (!r->t->admitted && !r->ask_allowed) fail("a refused tunnel reached the destination");
   size_t sent = r->client.sent.n > r->head_len ? r->client.sent.n - r->head_len : 0;
   if (got->n > sent || memcmp(got->p, r->client.sent.p + r->head_len, got->n) != 0)
     fail("the tunnel relayed bytes other than the client's");
@@ -618,7 +631,32 @@ static void curl_event(run *r, unsigned arg) {
   if (mc_queue(curl_loop_multi(r->srv.curl), ACTS[arg].a, ACTS[arg].n)) mu_fire_timer(r->w);
 }
 
+/* The host answers: the oldest pending ask (12 allow once, 13 allow for the session, 14 deny), or
+ * (15, or none pending) the newest ask seen, which may be gone: that answer must find nothing. */
+static void ask_event(run *r, unsigned arg) {
+  cJSON *list = ask_list(&r->srv);
+  const cJSON *first = cJSON_GetArrayItem(list, 0);
+  const cJSON *last = cJSON_GetArrayItem(list, cJSON_GetArraySize(list) - 1);
+  if (last) {
+    uint64_t id = (uint64_t)cJSON_GetObjectItemCaseSensitive(last, "id")->valuedouble;
+    if (id > r->ask_last) r->ask_last = id;
+  }
+  uint64_t id = arg < 15 && first ? (uint64_t)cJSON_GetObjectItemCaseSensitive(first, "id")->valuedouble : r->ask_last;
+  int pending = 0;
+  for (const cJSON *a = list ? list->child : NULL; a; a = a->next)
+    if ((uint64_t)cJSON_GetObjectItemCaseSensitive(a, "id")->valuedouble == id) pending = 1;
+  cJSON_Delete(list);
+  if (!id) return;
+  int allow = arg == 12 || arg == 13, remembered = 0;
+  char why[200];
+  int rc = ask_answer(&r->srv, id, allow, arg == 13, "fuzz", "fuzzer", &remembered, why, sizeof why);
+  if (rc == 0 && !pending) fail("an answer found an ask that was gone");
+  if (rc != 0 && pending) fail("an answer missed a pending ask");
+  if (rc == 0 && allow) r->ask_allowed = 1;
+}
+
 static void misc_event(run *r, unsigned arg) {
+  if (r->ask_mode && arg >= 12) return ask_event(r, arg);
   if (arg < 6) mu_signal(r->w, SIGTERM);
   else if (arg < 9) mu_write_error(r->w, MU_CLIENT);
   else if (arg < 12) mu_write_error(r->w, MU_UPSTREAM);
@@ -756,7 +794,14 @@ static void setup_once(void) {
              RAW_RULES[i]);
     setenv("SANDSTACK_EGRESS_POLICY", policy, 1);
     char *argv[] = {"fuzz_proxy_events", NULL};
-    if (proxy_config_load(&G.cfg, 1, argv, why, sizeof why) == 0) break;
+    if (proxy_config_load(&G.cfg, 1, argv, why, sizeof why) == 0) {
+      /* the same rules, asking for what none admits */
+      size_t n = strlen(policy);
+      snprintf(policy + n - 1, sizeof policy - n + 1, ",\"ask\":true,\"ask_timeout\":5}");
+      setenv("SANDSTACK_EGRESS_POLICY", policy, 1);
+      if (proxy_config_load(&G.cfg_ask, 1, argv, why, sizeof why) != 0) fail(why);
+      break;
+    }
     proxy_config_free(&G.cfg);
     if (i == 1) fail(why);
   }
@@ -794,7 +839,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   r->data = data;
   r->size = size;
   r->pos = 3;
-  r->t = &TEMPLATES[data[0] & 15];
+  r->ask_mode = (data[1] & 8) != 0;
+  r->t = r->ask_mode && (data[0] & 15) == 8 ? &ASK_FORWARD : &TEMPLATES[data[0] & 15];
   r->body_len = r->t->body ? BODY_SIZES[data[1] & 7] : 0;
   uint8_t rare = data[2];
   r->client_tls_max = rare & 1 ? TLS1_2_VERSION : 0;
@@ -803,7 +849,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t i = 0; i < r->body_len; i++) r->body[i] = (char)('0' + (i * 7 + 3) % 43);
   mu_hooks hooks = {r, on_sent, on_fin};
   r->w = mu_new(&r->loop, &hooks, !(rare & 4), (rare & 0xf8) == 0xf8, (rare & 0xf0) == 0xe0);
-  if (server_start(&r->srv, &r->loop, &G.cfg) != 0) fail("server_start");
+  if (server_start(&r->srv, &r->loop, r->ask_mode ? &G.cfg_ask : &G.cfg) != 0) fail("server_start");
   r->srv.tls = G.tls;
   mc_hooks ch = {r, on_cred_started, on_cred_body};
   mc_set_hooks(curl_loop_multi(r->srv.curl), &ch);
@@ -818,6 +864,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (r->origin.plain_in.n) fprintf(stderr, "origin plaintext: %.*s\n", (int)(r->origin.plain_in.n > 300 ? 300 : r->origin.plain_in.n), r->origin.plain_in.p);
     if (r->client.plain_in.n) fprintf(stderr, "client plaintext: %.*s\n", (int)(r->client.plain_in.n > 300 ? 300 : r->client.plain_in.n), r->client.plain_in.p);
   }
+  live_policy_end(&r->srv); /* a policy an answer remembered (main.c does the same at exit) */
   mu_free(r->w);
   peer_free(&r->client);
   peer_free(&r->origin);

@@ -81,16 +81,33 @@ static int l_compile(lua_State *L) {
   lua_pushnil(L);
   while (lua_next(L, 1)) {
     lua_pop(L, 1);
-    if (lua_type(L, -1) != LUA_TSTRING ||
-        (strcmp(lua_tostring(L, -1), "allow") != 0 && strcmp(lua_tostring(L, -1), "inspect") != 0)) {
+    if (lua_type(L, -1) != LUA_TSTRING) {
       lua_pop(L, 1);
-      return invalid(L, root, 0, "a policy is { allow = {...}, inspect = true|false } and has no other keys");
+      return invalid(L, root, 0, "a policy is { allow = {...}, inspect =, ask =, ask_timeout = } and has no other keys");
     }
+    const char *k = lua_tostring(L, -1);
+    /* any other name goes on to the C validation, which names the key and the nearest known one */
+    if (strcmp(k, "allow") != 0 && strcmp(k, "inspect") != 0 && strcmp(k, "ask") != 0 && strcmp(k, "ask_timeout") != 0)
+      cJSON_AddNullToObject(root, k);
   }
-  lua_getfield(L, 1, "inspect");
+  static const char *const flags[] = {"inspect", "ask"};
+  for (int i = 0; i < 2; i++) {
+    lua_getfield(L, 1, flags[i]);
+    if (!lua_isnil(L, -1)) {
+      if (lua_type(L, -1) != LUA_TBOOLEAN) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "'%s' must be true or false", flags[i]);
+        return invalid(L, root, 0, msg);
+      }
+      cJSON_AddBoolToObject(root, flags[i], lua_toboolean(L, -1));
+    }
+    lua_pop(L, 1);
+  }
+  lua_getfield(L, 1, "ask_timeout");
   if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TBOOLEAN) return invalid(L, root, 0, "'inspect' must be true or false");
-    cJSON_AddBoolToObject(root, "inspect", lua_toboolean(L, -1));
+    if (lua_type(L, -1) != LUA_TNUMBER)
+      return invalid(L, root, 0, "'ask_timeout' must be a whole number of seconds from 1 to 3600");
+    cJSON_AddNumberToObject(root, "ask_timeout", lua_tonumber(L, -1));
   }
   lua_pop(L, 1);
   lua_getfield(L, 1, "allow");
@@ -219,6 +236,14 @@ static int l_reaches(lua_State *L) {
   return 1;
 }
 
+/* p:ask() -> whether the policy holds what no rule admits, and for how many seconds */
+static int l_ask(lua_State *L) {
+  policy_ud *u = check_policy(L, 1);
+  lua_pushboolean(L, u->p->ask);
+  lua_pushinteger(L, u->p->ask ? u->p->ask_timeout : 0);
+  return 2;
+}
+
 static int l_tostring(lua_State *L) {
   policy_ud *u = luaL_checkudata(L, 1, POLICY_MT);
   if (u->p) lua_pushfstring(L, "sandstack.policy (%d rules)", u->p->n);
@@ -236,7 +261,7 @@ static int l_close(lua_State *L) {
 void sandstack_open_policy(lua_State *L) {
   static const luaL_Reg methods[] = {{"admits", l_admits}, {"explain", l_explain}, {"rules", l_rules},
                                      {"render", l_render}, {"coverage", l_coverage}, {"reaches", l_reaches},
-                                     {"close", l_close},   {NULL, NULL}};
+                                     {"close", l_close},   {"ask", l_ask},       {NULL, NULL}};
   ss_define_class(L, POLICY_MT, methods, l_close);
   luaL_getmetatable(L, POLICY_MT);
   lua_pushcfunction(L, l_tostring);

@@ -124,5 +124,9 @@ cJSON *ss_policy_render(const ss_policy *p) {
   cJSON *allow = cJSON_AddArrayToObject(root, "allow");
   for (int i = 0; allow && i < p->n; i++) cJSON_AddItemToArray(allow, ss_policy_rule_json(&p->rules[i]));
   if (p->no_inspect) cJSON_AddFalseToObject(root, "inspect"); /* absent: on, so old renders stay as they were */
+  if (p->ask) {
+    cJSON_AddTrueToObject(root, "ask");
+    cJSON_AddNumberToObject(root, "ask_timeout", p->ask_timeout);
+  }
   return root;
 }

@@ -163,12 +163,12 @@ ss_policy *ss_policy_from_json(const cJSON *root, ss_error *err) {
   if (!p) return fail(NULL, err, 0, "out of memory%s", "");
   if (!cJSON_IsObject(root)) return fail(p, err, 0, "a policy is a table { allow = {...} }%s", "");
   const cJSON *it;
-  static const char *const POLICY_KEYS[] = {"allow", "version", "inspect", NULL};
+  static const char *const POLICY_KEYS[] = {"allow", "version", "inspect", "ask", "ask_timeout", NULL};
   cJSON_ArrayForEach(it, root) {
     if (!ss_key_allowed(POLICY_KEYS, it->string)) {
-      char msg[SS_KEY_MAX * 2 + 96], hint[SS_KEY_MAX + 32];
+      char msg[SS_KEY_MAX * 2 + 140], hint[SS_KEY_MAX + 32];
       ss_key_hint(POLICY_KEYS, it->string, hint, sizeof hint);
-      snprintf(msg, sizeof msg, "unknown key '%.*s'%s in the policy (only 'allow' and 'inspect')", SS_KEY_MAX, it->string,
+      snprintf(msg, sizeof msg, "unknown key '%.*s'%s in the policy (only 'allow', 'inspect', 'ask' and 'ask_timeout')", SS_KEY_MAX, it->string,
                hint);
       return fail(p, err, 0, "%s", msg);
     }
@@ -176,6 +176,18 @@ ss_policy *ss_policy_from_json(const cJSON *root, ss_error *err) {
   const cJSON *inspect = cJSON_GetObjectItemCaseSensitive(root, "inspect");
   if (inspect && !cJSON_IsBool(inspect)) return fail(p, err, 0, "'inspect' must be true or false%s", "");
   p->no_inspect = cJSON_IsFalse(inspect);
+  const cJSON *ask = cJSON_GetObjectItemCaseSensitive(root, "ask");
+  if (ask && !cJSON_IsBool(ask)) return fail(p, err, 0, "'ask' must be true or false%s", "");
+  p->ask = cJSON_IsTrue(ask);
+  p->ask_timeout = SS_POLICY_ASK_TIMEOUT;
+  const cJSON *ask_timeout = cJSON_GetObjectItemCaseSensitive(root, "ask_timeout");
+  if (ask_timeout) {
+    double t = cJSON_IsNumber(ask_timeout) ? ask_timeout->valuedouble : 0;
+    if (!(t >= 1 && t <= SS_POLICY_ASK_TIMEOUT_MAX && t == (double)(int)t))
+      return fail(p, err, 0, "'ask_timeout' must be a whole number of seconds from 1 to %s", "3600");
+    if (!p->ask) return fail(p, err, 0, "'ask_timeout' needs ask = true (nothing is held without it)%s", "");
+    p->ask_timeout = (int)t;
+  }
   const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
   if (version && !(cJSON_IsNumber(version) && version->valuedouble == 1))
     return fail(p, err, 0, "unsupported policy version%s", "");

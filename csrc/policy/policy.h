@@ -50,7 +50,12 @@ typedef struct ss_policy {
   ss_policy_rule *rules;
   int no_inspect; /* "inspect": false: a proxy never terminates TLS, so method and path rules
                      cannot be enforced on HTTPS and such hosts are refused over CONNECT */
+  int ask;        /* "ask": true: a request no rule admits is held while the host decides (the proxy's ask.c) */
+  int ask_timeout; /* "ask_timeout": seconds an ask is held before it is refused (1..3600; 30 when absent) */
 } ss_policy;
+
+#define SS_POLICY_ASK_TIMEOUT 30
+#define SS_POLICY_ASK_TIMEOUT_MAX 3600
 
 /* Why a query was refused (or SS_DENY_NONE when admitted). */
 typedef enum {
@@ -74,7 +79,8 @@ typedef struct ss_policy_verdict {
 } ss_policy_verdict;
 
 /* Builds a policy from {"allow": [rule...]} (optional "version": 1, optional "inspect": bool,
- * default true: whether a proxy may terminate TLS to enforce method and path rules). A rule is a string
+ * default true: whether a proxy may terminate TLS to enforce method and path rules; optional
+ * "ask": bool and "ask_timeout": whole seconds, which needs "ask"). A rule is a string
  * "host", "host:port", "*.apex[:port]" or an object {host, port?, methods?, paths?, raw?, reason?}; a
  * raw rule names its port and has no methods or paths; reason is 1..SS_POLICY_REASON_MAX bytes of
  * printable ASCII (space to '~').
@@ -98,7 +104,7 @@ const char *ss_deny_reason_name(ss_deny_reason r);
 int ss_policy_names_address(const ss_policy *p, const char *address, int port);
 
 /* The canonical JSON form: {"version":1,"allow":[{"host","port"?,"methods"?,"paths"?,"raw"?,"reason"?}...]},
- * plus "inspect":false when inspection is off (absent means on).
+ * plus "inspect":false when inspection is off (absent means on), "ask":true and "ask_timeout" when asking.
  * ss_policy_parse of it builds an equal policy. */
 cJSON *ss_policy_render(const ss_policy *p);
 /* One rule as a JSON object (host with "*." for a wildcard). */

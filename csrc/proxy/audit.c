@@ -90,5 +90,6 @@ void audit_conn(const proxy_conn *c) {
   cJSON_AddNumberToObject(o, "bytes_up", (double)c->bytes_up);
   cJSON_AddNumberToObject(o, "bytes_down", (double)c->bytes_down);
   if (c->end) cJSON_AddStringToObject(o, "end", c->end);
+  if (c->ask_by[0]) cJSON_AddStringToObject(o, "answered_by", c->ask_by); /* an ask decided it (ask.c) */
   audit_line_emit(o);
 }

@@ -62,6 +62,7 @@ void conn_close(proxy_conn *c) {
   if (!c->end) c->end = "closed";
   audit_conn(c);
   if (c->cred) credential_abort(c);
+  ask_drop(c); /* a held request whose client left, or ended by a drain: its ask goes with it */
   splice_relay_stop(c); /* before the streams close their sockets: the dups leave epoll first */
   if (c->gai_pending) uv_cancel((uv_req_t *)&c->gai); /* its callback still runs and releases */
   uv_close((uv_handle_t *)&c->client, on_handle_closed);

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "proxy/ask.h"
 #include "proxy/credentials.h"
 #include "proxy/http_head.h"
 #include "proxy/server.h"
@@ -17,7 +18,7 @@ typedef struct splice_relay splice_relay;
 typedef enum { KIND_NONE, KIND_CONNECT, KIND_FORWARD, KIND_CREDENTIAL, KIND_INSPECT } conn_kind;
 /* Where a connection is: the route that holds it is its handlers (conn_handlers); the state
  * names the stage for the checks that span routes (the drain, a policy swap, the audit). */
-typedef enum { ST_HEAD, ST_DIAL, ST_HELLO, ST_RELAY, ST_CREDENTIAL, ST_INSPECT, ST_REPLY, ST_CLOSING } conn_state;
+typedef enum { ST_HEAD, ST_DIAL, ST_HELLO, ST_RELAY, ST_CREDENTIAL, ST_INSPECT, ST_ASK, ST_REPLY, ST_CLOSING } conn_state;
 
 /* What a route does with a connection's events, installed when it takes the connection over
  * (conn_enter), as luv's and curl's multi-uv handles carry their own callbacks: conn.c reads,
@@ -90,6 +91,12 @@ struct proxy_conn {
    * the credential route begins), so its answers are scrubbed of it after a live replacement
    * retired it; wiped and freed with the connection */
   proxy_creds *cred_kept;
+
+  /* the ask hook (ask.c): the pending ask holding this connection, or NULL; whether the host
+   * allowed it; who answered (the audit line) */
+  ask_entry *ask;
+  int ask_granted;
+  char ask_by[ASK_BY_MAX + 1];
 };
 
 /* The most one read of a connection's streams delivers. */

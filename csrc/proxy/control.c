@@ -13,7 +13,8 @@
  * it no longer admits), "set-credentials" (the payload is SANDSTACK_CREDENTIALS, where an entry named
  * ANTHROPIC_API_KEY with only a secret replaces the credential route's model key: parsed,
  * checked, swapped in), "set-model-key" (the payload is the model key alone; the other
- * credentials stay). Every change is an audit line with the old and new digest; a refused
+ * credentials stay), "egress-asks" (the requests held for an answer, ask.c) and "egress-answer"
+ * (the payload answers one). Every change is an audit line with the old and new digest; a refused
  * change changes nothing. The listening handle is unreferenced: it never keeps the loop (and so
  * a drained proxy) alive. */
 #include <cjson/cJSON.h>
@@ -27,6 +28,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "proxy/ask.h"
 #include "proxy/audit.h"
 #include "proxy/control.h"
 #include "proxy/credentials.h"
@@ -289,6 +291,62 @@ static cJSON *verb_set_model_key(proxy_server *s, const cJSON *payload) {
   return o;
 }
 
+static cJSON *verb_egress_asks(proxy_server *s) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddBoolToObject(o, "ok", 1);
+  cJSON_AddItemToObject(o, "asks", ask_list(s));
+  return o;
+}
+
+/* Printable ASCII of at most max bytes, or absent (NULL): what an audit line and a header carry. */
+static int printable(const cJSON *v, size_t max, const char **out) {
+  *out = NULL;
+  if (!v || cJSON_IsNull(v)) return 0;
+  if (!cJSON_IsString(v) || strlen(v->valuestring) > max) return -1;
+  for (const char *q = v->valuestring; *q; q++)
+    if (*q < 0x20 || *q > 0x7e) return -1;
+  *out = v->valuestring;
+  return 0;
+}
+
+/* The payload is {"id": n, "decision": "allow"|"deny", "remember": "once"|"session",
+ * "reason": text?, "by": text?}: the pending ask n answered (ask.c). */
+static cJSON *verb_egress_answer(proxy_server *s, const cJSON *payload) {
+  cJSON *a = cJSON_IsString(payload) ? cJSON_Parse(payload->valuestring) : NULL;
+  const cJSON *id = cJSON_GetObjectItemCaseSensitive(a, "id");
+  const cJSON *decision = cJSON_GetObjectItemCaseSensitive(a, "decision");
+  const cJSON *rem = cJSON_GetObjectItemCaseSensitive(a, "remember");
+  const char *reason, *by, *error = NULL;
+  if (!cJSON_IsNumber(id) || id->valuedouble < 1)
+    error = "egress-answer needs {\"id\": a pending ask's id, \"decision\": \"allow\" or \"deny\"}";
+  else if (!cJSON_IsString(decision) || (strcmp(decision->valuestring, "allow") && strcmp(decision->valuestring, "deny")))
+    error = "decision must be \"allow\" or \"deny\"";
+  else if (rem && !cJSON_IsNull(rem) &&
+           (!cJSON_IsString(rem) || (strcmp(rem->valuestring, "once") && strcmp(rem->valuestring, "session"))))
+    error = "remember must be \"once\" or \"session\"";
+  else if (printable(cJSON_GetObjectItemCaseSensitive(a, "reason"), ASK_REASON_MAX, &reason))
+    error = "reason must be at most 200 printable ASCII characters";
+  else if (printable(cJSON_GetObjectItemCaseSensitive(a, "by"), ASK_BY_MAX, &by))
+    error = "by must be at most 64 printable ASCII characters";
+  if (error) {
+    cJSON_Delete(a);
+    return refusal("invalid_answer", error);
+  }
+  int allow = strcmp(decision->valuestring, "allow") == 0, remembered = 0;
+  int session = cJSON_IsString(rem) && strcmp(rem->valuestring, "session") == 0;
+  char why[300];
+  uint64_t n = (uint64_t)id->valuedouble;
+  int rc = ask_answer(s, n, allow, session, reason, by && by[0] ? by : "host", &remembered, why, sizeof why);
+  cJSON_Delete(a);
+  if (rc != 0) return refusal("no_such_ask", why);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddBoolToObject(o, "ok", 1);
+  cJSON_AddNumberToObject(o, "id", (double)n);
+  cJSON_AddStringToObject(o, "decision", allow ? "allow" : "deny");
+  cJSON_AddBoolToObject(o, "remembered", remembered);
+  return o;
+}
+
 static void handle_request(control_peer *p) {
   cJSON *req = cJSON_ParseWithLength(p->in.data, p->in.len);
   const cJSON *verb = req ? cJSON_GetObjectItemCaseSensitive(req, "verb") : NULL;
@@ -299,7 +357,10 @@ static void handle_request(control_peer *p) {
   else if (strcmp(verb->valuestring, "set-egress") == 0) out = verb_set_egress(p->srv, payload);
   else if (strcmp(verb->valuestring, "set-credentials") == 0) out = verb_set_credentials(p->srv, payload);
   else if (strcmp(verb->valuestring, "set-model-key") == 0) out = verb_set_model_key(p->srv, payload);
-  else out = refusal("bad_request", "unknown verb (egress, set-egress, set-credentials, set-model-key)");
+  else if (strcmp(verb->valuestring, "egress-asks") == 0) out = verb_egress_asks(p->srv);
+  else if (strcmp(verb->valuestring, "egress-answer") == 0) out = verb_egress_answer(p->srv, payload);
+  else out = refusal("bad_request", "unknown verb (egress, set-egress, set-credentials, set-model-key, egress-asks, "
+                                    "egress-answer)");
   cJSON_Delete(req);
   answer(p, out);
 }

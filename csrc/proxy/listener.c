@@ -51,7 +51,7 @@ static void on_signal(uv_signal_t *h, int signum) {
   size_t open = 0;
   for (proxy_conn *c = s->conns, *next; c; c = next) {
     next = c->next;
-    if (c->state == ST_HEAD) { /* not admitted yet: nothing to finish */
+    if (c->state == ST_HEAD || c->state == ST_ASK) { /* not admitted yet: nothing to finish */
       c->end = "draining";
       conn_close(c);
     } else if (c->state != ST_CLOSING) {

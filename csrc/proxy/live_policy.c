@@ -104,7 +104,8 @@ size_t live_policy_swap(proxy_server *s, ss_policy *next, char old_digest[65], c
   size_t closed = 0;
   for (proxy_conn *c = s->conns, *after; c; c = after) {
     after = c->next; /* conn_close never frees synchronously, but the walk does not lean on it */
-    if (!is_live_tunnel(c) || tunnel_still_admitted(next, c)) continue;
+    /* a tunnel the host allowed when asked (ask.c) was admitted by that answer, not by a rule */
+    if (!is_live_tunnel(c) || c->ask_granted || tunnel_still_admitted(next, c)) continue;
     c->end = "policy_changed";
     conn_close(c);
     closed++;

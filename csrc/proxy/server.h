@@ -13,6 +13,15 @@ typedef struct curl_loop curl_loop;
 typedef struct proxy_tls proxy_tls;
 typedef struct policy_pin policy_pin;
 typedef struct control_server control_server;
+typedef struct ask_entry ask_entry;
+
+/* The asks pending (ask.c): the server owns every entry; each names its held connection, which
+ * points back at it, and whichever of answer, timeout or close comes first frees it. */
+typedef struct ask_table {
+  ask_entry *head;
+  uint64_t next_id;
+  size_t n;
+} ask_table;
 
 typedef struct proxy_server {
   uv_loop_t *loop;
@@ -31,6 +40,7 @@ typedef struct proxy_server {
    * one policy; cfg->policy stays the start policy (the inspection CA was made from it). */
   ss_policy *policy;
   policy_pin *policy_pin;  /* a replaced-in policy, kept alive while a connection judged by it lives */
+  ask_table asks;
   control_server *control; /* NULL when SANDSTACK_CONTROL_SOCKET is unset or could not be bound */
   /* The credentials in force (credentials.h; proxy_config_credentials at start). Replaced whole
    * and freed at once by a live swap: read it synchronously, never keep a pointer into it from

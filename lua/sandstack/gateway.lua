@@ -318,6 +318,17 @@ end
 local function route_to(key, force_refresh)
   local dict = dicts()
   if conf.backend == "swarm" then return require("sandstack.gateway.swarm").route(G, force_refresh) end
+  local asks = not force_refresh and require("sandstack.gateway.asks").route(ngx.var.sandstack_path)
+  if asks then -- the egress asks (gateway/asks.lua): the gateway's with a tenant's token
+    local tenant = tenant_of_request()
+    if tenant then
+      if not valid_key(key) then return fail(404, "not_found", "no such session") end
+      local sid, entry = authorized(tenant, key)
+      if not sid then return entry end -- the answer was sent
+      return require("sandstack.gateway.asks").handle(G, { reply = reply, fail = fail, failure_status = failure_status },
+        tenant, entry, asks)
+    end
+  end
   local verb = not force_refresh and ngx.req.get_method() == "POST"
     and require("sandstack.gateway.lifecycle").verb(ngx.var.sandstack_path)
   local tenant = verb and tenant_of_request()

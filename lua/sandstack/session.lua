@@ -17,6 +17,8 @@ M.METHODS = {
   "logs", "stats",
   -- lifecycle
   "pause", "resume", "hibernate", "snapshot", "fork", "changes", "set_timeout", "expires",
+  -- egress asks
+  "egress_asks", "answer", "serve",
 }
 
 local KNOWN = {}

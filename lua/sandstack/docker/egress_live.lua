@@ -195,4 +195,55 @@ function M.set_credentials(stack, list)
   return true
 end
 
+
+-- The ask hook (the proxy's ask.c): under a policy with ask = true, the requests no rule admits
+-- wait in the proxy until answered. The pending asks, oldest first: { id, host, port, method,
+-- path, service, at }; path is nil for a tunnel (service "https"), at is Unix seconds.
+function M.asks(stack)
+  local answer, err = control(stack, "egress-asks")
+  if not answer then return nil, err end
+  local out = {}
+  for i, a in ipairs(answer.asks or {}) do
+    out[i] = { id = a.id, host = a.host, port = a.port, method = a.method,
+      path = type(a.path) == "string" and a.path or nil, service = a.service, at = a.at }
+  end
+  return out
+end
+
+local DECISIONS = { allow = true, deny = true }
+local REMEMBER = { once = true, session = true }
+local ANSWER_KEYS = { remember = true, reason = true, by = true }
+
+local function printable(v, max)
+  return v == nil or (type(v) == "string" and #v <= max and not v:find("[^\32-\126]"))
+end
+
+-- answer(id, "allow"|"deny", { remember = "once"|"session", reason =, by = }): true, or nil, err
+-- (kind "invalid" for a bad argument, "not_found"/no_such_ask for an ask already gone).
+function M.answer(stack, id, decision, opts)
+  opts = E.check_keys(opts, ANSWER_KEYS, "answer")
+  if type(id) ~= "number" or id ~= math.floor(id) or id < 1 then
+    return E.fail("invalid", "ask_id", "answer: id must be a pending ask's id (a whole number from egress_asks)")
+  end
+  if not DECISIONS[decision] then
+    return E.fail("invalid", "decision", "answer: decision must be \"allow\" or \"deny\", not " .. tostring(decision))
+  end
+  if opts.remember ~= nil and not REMEMBER[opts.remember] then
+    return E.fail("invalid", "remember", "answer: remember must be \"once\" or \"session\"")
+  end
+  if not printable(opts.reason, 200) then
+    return E.fail("invalid", "reason", "answer: reason must be at most 200 printable ASCII characters")
+  end
+  if not printable(opts.by, 64) then
+    return E.fail("invalid", "by", "answer: by must be at most 64 printable ASCII characters")
+  end
+  local answer, err = control(stack, "egress-answer", core.json_encode({ id = id, decision = decision,
+    remember = opts.remember or "once", reason = opts.reason, by = opts.by or "host" }))
+  if not answer then
+    if err.reason == "no_such_ask" then return E.fail("not_found", "no_such_ask", err.message, { id = id }) end
+    return nil, err
+  end
+  return { id = answer.id, decision = answer.decision, remembered = answer.remembered == true }
+end
+
 return M

@@ -271,6 +271,22 @@ function Stack:egress()
   return live.egress(self)
 end
 
+-- The ask hook: the requests the proxy holds for an answer, and the answer (egress_live.lua).
+function Stack:egress_asks()
+  check_open(self)
+  return live.asks(self)
+end
+
+function Stack:answer(id, decision, opts)
+  check_open(self)
+  return live.answer(self, id, decision, opts)
+end
+
+function Stack:serve(seconds, opts)
+  check_open(self)
+  return require("sandstack.ask_serve").serve(self, seconds, opts)
+end
+
 function Stack:set_credentials(list)
   check_open(self)
   return live.set_credentials(self, list)

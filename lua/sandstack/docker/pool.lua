@@ -290,7 +290,10 @@ function Pool:_survey(eng)
   end
   local view, now = { idle = {}, dead = {}, stale = {}, claimed = 0, starting = 0 }, os.time()
   for p, e in pairs(by) do
-    if e.claimed then view.claimed = view.claimed + 1
+    if e.claimed then
+      view.claimed = view.claimed + 1
+      view.in_use = view.in_use or {}
+      view.in_use[#view.in_use + 1] = p
     elseif e.marked then
       local healthy = e.port ~= nil
       for _, svc in ipairs(self.shape.services) do if e.services[svc] ~= "running" then healthy = false end end
@@ -532,7 +535,7 @@ end
 -- the pool. The gateway's refill timer runs server:tick() (lua/sandstack/gateway/worker.lua); a
 -- plain process runs server:run(seconds), or calls tick() from its own loop. pool:close() stops
 -- the server (a tick under way finishes its starts) and drains the idle stacks.
-local SERVE_KEYS = { target_idle = true, max = true, interval = true, concurrency = true }
+local SERVE_KEYS = { target_idle = true, max = true, interval = true, concurrency = true, on_ask = true }
 local Server = {}
 Server.__index = Server
 
@@ -547,8 +550,9 @@ function Pool:serve(opts)
   if type(interval) ~= "number" or interval < 0.1 then error("pool:serve: interval must be a number >= 0.1", 2) end
   local width = opts.concurrency or self.concurrency
   check_width(width, "pool:serve")
+  if opts.on_ask ~= nil and type(opts.on_ask) ~= "function" then error("pool:serve: on_ask must be a function", 2) end
   local server = setmetatable({ pool = self, target_idle = target, max = max, interval = interval,
-    concurrency = width, counts = { idle = 0, claimed = 0, starting = 0, failed = 0 } }, Server)
+    concurrency = width, on_ask = opts.on_ask, counts = { idle = 0, claimed = 0, starting = 0, failed = 0 } }, Server)
   self.server = server
   return server
 end
@@ -584,11 +588,36 @@ function Server:tick()
   self.counts = counts_of(view)
   self.counts.started, self.counts.replaced = started or partial or 0, replaced
   self.counts.expired = expired and #expired or 0
+  if self.on_ask then self.counts.answered = pool:_answer_asks(eng, view.in_use or {}, self.on_ask) end
   if not started then
     serr.started = partial
     return nil, serr
   end
   return self.counts
+end
+
+-- The egress asks of the sessions in use, each given to on_ask (sandstack/ask_serve.lua) through
+-- its proxy's control socket; a session whose proxy cannot be read is skipped this tick (it may be
+-- going away). Returns the number answered.
+function Pool:_answer_asks(eng, projects, on_ask)
+  local live, serve = require "sandstack.docker.egress_live", require "sandstack.ask_serve"
+  local n = 0
+  for _, project in ipairs(projects) do
+    if not self._proxy then
+      local plan = docker().plan("pool-ask", self:_plan_opts(project), { token = "x" })
+      self._proxy = plan and type(plan.proxy) == "table" and plan.proxy.added and { added = true,
+        service = plan.proxy.service } or false
+    end
+    if not self._proxy then return n end -- the pool's stacks have no proxy sandstack added
+    local stack = { eng = eng, project = project, plan = { project = project, proxy = self._proxy, containers = {} } }
+    local answered = serve.pass(function() return live.asks(stack) end,
+      function(id, d, o) return live.answer(stack, id, d, o) end, function(a)
+        a.project = project -- which session asks
+        return on_ask(a)
+      end)
+    n = n + (answered or 0)
+  end
+  return n
 end
 
 -- Ticks every `interval` seconds for `seconds` (forever when nil) or until the pool is closed.

@@ -107,7 +107,9 @@ function M.install(Box)
     return #data
   end
 
-  session.install(Box, "sbx")
+  -- sbx decides network approvals in its own daemon, with no hook a program can answer
+  local no_ask = "sbx's own network approvals are not reachable from its CLI; use an allowlist"
+  session.install(Box, "sbx", { egress_asks = no_ask, answer = no_ask, serve = no_ask })
 end
 
 return M

@@ -1,0 +1,152 @@
+-- The egress ask hook on a real stack: under egress_policy { ask = true }, a request from inside
+-- the sandbox that no rule admits waits in the proxy; stack:egress_asks() lists it, and
+-- stack:answer() lets it through (remembered for the session: it shows in stack:egress()),
+-- denies it with a reason the sandbox reads, or leaves it to time out (reason ask_timeout); the
+-- callback form h:serve answers one too; every decision is an audit line naming who answered.
+-- The outside is a network namespace of this test with the TLS stand-in
+-- (spec/support/proxy_standin.py) serving a.test and b.test. Objects: project and netns
+-- "sstest-ask-<random>", removed at the end. The proxy image carries this tree's proxy under a
+-- name of its own, so a stack of another tree's spec building the shared test name at the same
+-- time cannot swap it.
+local sandstack = require "sandstack"
+local h = require "helpers"
+local core = sandstack.core
+local docker = sandstack.docker
+
+local dh = require "docker_proxy_harness"
+
+local S = dh.stack("ask", "sak", function(r) return 16 * (4 + r % 8) end)
+S.PROXY_IMAGE = S.PROXY_IMAGE:gsub("^sandstack%-test/proxy:", "sandstack-test/proxy-ask:")
+local PROJECT, NS, top = S.PROJECT, S.NS, S.top
+local addr, sandbox, audit = S.addr, S.sandbox, S.audit
+
+local TIMEOUT = 4
+local START = { allow = { "b.test:443" }, ask = true, ask_timeout = TIMEOUT }
+
+-- curl in the sandbox in the background, its output (-i: the proxy's answer too) in a file
+local function curl_bg(work, name, url)
+  local file = work .. "/" .. name
+  h.must(("docker exec %s curl -sS -i --max-time 30 %s > %s 2>&1 &"):format(sandbox(), h.q(url), h.q(file)))
+  return function() return h.read_file(file) or "" end
+end
+
+local function wait_for(what, f, seconds)
+  local now = core.engine_clock
+  local stop = now() + seconds
+  repeat
+    local v = f()
+    if v then return v end
+    core.sleep(0.05)
+  until now() > stop
+  error("timed out waiting for " .. what, 2)
+end
+
+-- the pending ask for host, once the proxy holds it
+local function ask_for(stack, host)
+  return wait_for("an ask for " .. host, function()
+    for _, a in ipairs(assert(stack:egress_asks())) do if a.host == host then return a end end
+  end, 15)
+end
+
+describe("the egress ask hook from inside a live sandbox #docker", function()
+  local skip_why = S.missing()
+  local work, stack, start_err
+
+  lazy_setup(function()
+    if skip_why then return end
+    work = h.must("mktemp -d /tmp/sstest-ask.XXXXXX"):gsub("%s+$", "")
+    dh.make_certs(work, "sstest-ask-ca", "a.test", { "a.test", "b.test", "c.test" })
+    S.outside_up { 2 }
+    S.start_standin(work)
+    for _ = 1, 100 do
+      if h.read_file(work .. "/standin.ready") then break end
+      core.sleep(0.05)
+    end
+    S.build_images()
+    local ca = h.read_file(work .. "/ca.pem")
+    stack, start_err = docker.start(PROJECT, {
+      project_name = PROJECT, agent_port = 8080, pull = "never",
+      forwarder_image = S.FORWARDER_IMAGE, proxy_image = S.PROXY_IMAGE,
+      services = { { name = "sandbox", image = S.CLIENT,
+        command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
+        env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
+      api_key = S.KEY, session_token = S.TOKEN,
+      egress_policy = START,
+      proxy_hosts = { ["a.test"] = addr(2), ["b.test"] = addr(2), ["c.test"] = addr(2) },
+    })
+  end)
+
+  lazy_teardown(function() if not skip_why then S.teardown(stack, work) end end)
+  local function ready() return S.ready(skip_why, stack, start_err) end
+
+  it("holds a request, and the host's allow (remembered) lets it through", function()
+    if not ready() then return end
+    local out = curl_bg(work, "allow.out", "https://a.test/one")
+    local a = ask_for(stack, "a.test")
+    assert.same({ host = "a.test", port = 443, method = "CONNECT", service = "https" },
+      { host = a.host, port = a.port, method = a.method, service = a.service })
+    assert.is_nil(a.path)
+    assert.is_true(math.abs(a.at - os.time()) < 60)
+    assert.equal("", (out():gsub("%s", ""))) -- the agent's request is still waiting
+    local r = assert(stack:answer(a.id, "allow", { remember = "session", by = "spec" }))
+    assert.is_true(r.remembered)
+    wait_for("a.test's answer", function() return out():find("hello from a.test /one", 1, true) end, 15)
+    assert.is_true((stack:egress():admits("a.test", nil, nil, 443)))
+    -- remembered: the next request passes without an ask
+    local again = curl_bg(work, "again.out", "https://a.test/two")
+    wait_for("a.test's second answer", function() return again():find("hello from a.test /two", 1, true) end, 15)
+    local answered
+    for _, l in ipairs(audit()) do
+      if l.route == "ask" and l.decision == "allow" and l.host == "a.test" then answered = l end
+    end
+    assert.equal("spec", answered and answered.by)
+    assert.equal("session", answered.remember)
+    -- an answer for an ask already answered finds nothing, typed
+    local none, err = stack:answer(a.id, "deny")
+    assert.is_nil(none)
+    assert.equal("not_found", err.kind)
+  end)
+
+  it("a denied request gets a refusal whose reason the sandbox reads", function()
+    if not ready() then return end
+    local out = curl_bg(work, "deny.out", "http://c.test/secret")
+    local a = ask_for(stack, "c.test")
+    assert.equal("/secret", a.path)
+    assert.equal("GET", a.method)
+    assert(stack:answer(a.id, "deny", { reason = "not during the exam" }))
+    local text = wait_for("the refusal", function() local t = out(); return t:find("403") and t end, 15)
+    assert.matches("X-Sandstack-Deny-Reason: ask_denied", text, 1, true)
+    assert.matches("not during the exam", text, 1, true)
+    local seen
+    for _, l in ipairs(audit()) do
+      if l.route == "ask" and l.decision == "deny" and l.host == "c.test" then seen = l end
+    end
+    assert.equal("host", seen and seen.by)
+  end)
+
+  it("an unanswered ask is refused with ask_timeout", function()
+    if not ready() then return end
+    local t0 = os.time()
+    local out = curl_bg(work, "timeout.out", "http://c.test/late")
+    ask_for(stack, "c.test")
+    local text = wait_for("the timeout", function() local t = out(); return t:find("403") and t end, TIMEOUT + 15)
+    assert.is_true(os.time() - t0 >= TIMEOUT - 1)
+    assert.matches("ask_timeout", text, 1, true)
+    assert.same({}, assert(stack:egress_asks()))
+  end)
+
+  it("h:serve runs on_ask for a pending ask", function()
+    if not ready() then return end
+    local out = curl_bg(work, "serve.out", "http://c.test/served")
+    ask_for(stack, "c.test")
+    local seen = {}
+    local r = assert(stack:serve(1, { on_ask = function(a)
+      seen[#seen + 1] = a.path
+      return "deny", { reason = "on_ask says no" }
+    end }))
+    assert.equal(1, r.answered)
+    assert.same({ "/served" }, seen)
+    local text = wait_for("the refusal", function() local t = out(); return t:find("403") and t end, 15)
+    assert.matches("on_ask says no", text, 1, true)
+  end)
+end)
