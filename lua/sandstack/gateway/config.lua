@@ -178,8 +178,11 @@ function M.check(t)
     end
   end
   if type(c.console) ~= "boolean" then return bad("console", "console must be true or false") end
-  for _, k in ipairs { "lua_path", "lua_cpath", "console_root" } do
-    if c[k] ~= nil and (type(c[k]) ~= "string" or c[k]:find('["{}\n;%s]')) then
+  if c.console_root ~= nil and (type(c.console_root) ~= "string" or not c.console_root:match("^/[%w_.@+/-]*$")) then
+    return bad("console_root", "console_root must be an absolute directory path (letters, digits, _ . @ + / -)")
+  end
+  for _, k in ipairs { "lua_path", "lua_cpath" } do
+    if c[k] ~= nil and (type(c[k]) ~= "string" or c[k]:find('["{}\n]')) then
       return bad(k, k .. " must be a search path without quotes or braces")
     end
   end
