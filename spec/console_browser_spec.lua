@@ -1,7 +1,7 @@
 -- The gateway's console (docs/gateway.md, "The console") in a real nginx with real stacks, and
 -- in a real browser: headless Debian chromium driven by playwright-core
 -- (spec/support/console_browser.js) signs in, creates a session, types into its terminal and
--- resizes it, sees an egress refusal in the audit log, pauses and resumes, runs axe-core,
+-- resizes it, sees an egress refusal in the audit log, denies an ask, pauses and resumes, runs axe-core,
 -- destroys, and signs in as another tenant. Screenshots of each step go to
 -- .ci/artifacts/console/ (CI keeps them). Beside it, the console's API from curl: tickets, the
 -- tenant rule, the headers. Needs nginx, the engine, node and chromium: #nginx #docker.
@@ -20,9 +20,17 @@ describe("the console #nginx #docker", function()
   local node
 
   setup(function()
-    -- the policy admits one host that no one serves: every other host is refused at the proxy
+    -- this tree's proxy (the ask hook) under names of this spec's own
+    local build = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
+    local tag = build:gsub("[^%w.-]", "-")
+    assert(require("sandstack").docker.build_images { proxy_binary = gh.root .. "/" .. build .. "/sandstack-proxy",
+      proxy_image = "sandstack-test/proxy-console:" .. tag, forwarder_image = "sandstack-test/socat-console:" .. tag })
+    -- one host that no one serves, for GET /ok/* only: another path of it is refused at once,
+    -- and a request to any other host is held as an ask until the console answers it
     node = gh.start(gh.config { project_prefix = P, max_sessions = 6,
-      stack = gh.stack_options { egress_policy = { allow = { "allowed.test:443" } } } })
+      stack = gh.stack_options { proxy_image = "sandstack-test/proxy-console:" .. tag,
+        egress_policy = { allow = { { host = "allowed.test", port = 80, methods = { "GET" }, paths = { "/ok/*" } } }, ask = true,
+          ask_timeout = 120 } } })
   end)
 
   teardown(function()

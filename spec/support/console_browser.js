@@ -2,7 +2,7 @@
 // installed by scripts/vendor-console.sh). Run by spec/console_browser_spec.lua against a real
 // gateway; prints one line per step and exits non-zero on the first failure.
 //   env: CONSOLE_URL (http://127.0.0.1:PORT), TOKEN_A, TOKEN_B, SHOTS (a directory),
-//        CHROMIUM (default /usr/bin/chromium), ASKS=1 when the gateway has the ask routes
+//        CHROMIUM (default /usr/bin/chromium)
 "use strict";
 const path = require("path");
 const fs = require("fs");
@@ -18,12 +18,14 @@ function check(ok, what) {
   if (!ok) throw new Error("check failed: " + what);
 }
 
+let failPage = null;
 async function main() {
   fs.mkdirSync(SHOTS, { recursive: true });
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
     args: ["--no-sandbox", "--disable-gpu"] });
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
+  failPage = page;
   const step = async (name) => {
     shot += 1;
     const file = path.join(SHOTS, String(shot).padStart(2, "0") + "-" + name + ".png");
@@ -97,15 +99,37 @@ async function main() {
   await step("terminal-resized");
   await page.setViewportSize({ width: 1280, height: 900 });
 
-  // an egress refusal: the sandbox asks for a host the policy does not admit
+  // an egress refusal: a path the rule naming the host does not admit is refused at once
   await page.click("#terminal");
-  await page.keyboard.type("wget -q -O- http://refused.test/ ; echo wget-done\n");
-  await page.waitForFunction(() => /refused\.test/.test(document.getElementById("audit").textContent),
+  await page.keyboard.type("wget -q -O- http://allowed.test/no ; echo refused-done\n");
+  await page.waitForFunction(() => /deny GET allowed\.test/.test(document.getElementById("audit").textContent),
     null, { timeout: 30000 });
   await step("egress-refusal");
 
+  // an ask: a host no rule names is held by the proxy until the console answers (Deny: no
+  // traffic leaves the machine)
+  await page.keyboard.type("wget -q -O- http://asked.test/ ; echo ask-done\n");
+  await page.waitForSelector("#asks li", { timeout: 30000 });
+  check((await page.textContent("#asks li")).includes("asked.test"), "the ask names its host");
+  await step("ask-pending");
+  await page.click('#asks button[aria-label="Deny asked.test"]');
+  await page.waitForFunction(() => !document.querySelector("#asks li") &&
+    /ask-done/.test(document.querySelector("#terminal .xterm-rows").textContent), null, { timeout: 30000 });
+  await page.waitForFunction(() => /deny GET asked\.test/.test(document.getElementById("audit").textContent),
+    null, { timeout: 30000 });
+  check(/ask_denied|403/.test(await rows()), "the sandbox read the ask's refusal");
+  await step("ask-denied");
+
   // pause and resume
   await page.click(`button[aria-label="Pause ${key}"]`);
+  await page.waitForFunction((k) => document.querySelector(`#sessions tr[data-key="${k}"][data-state=paused]`) ||
+    /pause failed/.test(document.getElementById("status").textContent), key, { timeout: 60000 });
+  const pauseSaid = await page.textContent("#status");
+  if (/pause failed.*unable to freeze/.test(pauseSaid)) {
+    // the engine's cgroup freezer gives up now and then on a loaded machine: once more
+    console.log("pause: the engine said " + pauseSaid + "; trying once more");
+    await page.click(`button[aria-label="Pause ${key}"]`);
+  }
   await page.waitForSelector(`#sessions tr[data-key="${key}"][data-state=paused]`, { timeout: 60000 });
   await step("paused");
   await page.click(`button[aria-label="Resume ${key}"]`);
@@ -151,7 +175,14 @@ async function main() {
   await browser.close();
 }
 
-main().then(() => { console.log("console browser test: ok"); }, (e) => {
+main().then(() => { console.log("console browser test: ok"); }, async (e) => {
   console.log("console browser test: FAILED: " + (e && e.stack || e));
+  if (failPage) {
+    try {
+      await failPage.screenshot({ path: path.join(SHOTS, "failed.png"), fullPage: true });
+      console.log("audit log: " + await failPage.textContent("#audit"));
+      console.log("terminal: " + await failPage.textContent("#terminal .xterm-rows"));
+    } catch (e2) { /* the page is gone */ }
+  }
   process.exit(1);
 });

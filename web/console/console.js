@@ -260,7 +260,7 @@
       b.addEventListener("click", async () => {
         try {
           await api("POST", "sessions/" + encodeURIComponent(key) + "/egress/asks/" + encodeURIComponent(id),
-            { decision, remember: false, reason: "console" });
+            { decision, remember: "once", reason: "answered in the console" });
           li.remove();
           say("Ask " + id + ": " + decision + ".");
         } catch (e) { say("Answer failed: " + e.message); }
@@ -275,13 +275,14 @@
     try {
       const doc = await api("GET", path);
       $("asks-state").textContent = "";
-      for (const a of doc.asks || []) showAsk(key, a);
+      for (const a of Array.isArray(doc) ? doc : []) showAsk(key, a);
     } catch (e) {
       $("asks-state").textContent = "Asks are not available: " + e.message;
       return;
     }
     follow(path + "/stream", (event, data) => {
-      try { const a = JSON.parse(data); if (a.id !== undefined && current === key) showAsk(key, a); } catch (e) { /* skip */ }
+      if (event !== "ask") return;
+      try { const a = JSON.parse(data); if (current === key) showAsk(key, a); } catch (e) { /* skip */ }
     });
   }
 

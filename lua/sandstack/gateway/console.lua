@@ -9,6 +9,7 @@
 --   POST   sessions/<key>/ticket          a single-use ticket for the terminal's WebSocket
 --   GET    sessions/<key>/terminal?ticket=T   the WebSocket to a shell on a terminal (h:spawn)
 --   GET    sessions/<key>/egress/log      the proxy's audit lines, as server-sent events
+--   GET    sessions/<key>/egress/asks[/stream], POST .../asks/<id>   pending asks (gateway/asks.lua)
 --   GET    pool                           the warm pool's idle, claimed and starting counts
 -- Every route but the terminal takes the tenant's token in Authorization (never a cookie, so a
 -- page of another origin cannot act with it) and sees only that tenant's sessions. A browser
@@ -276,6 +277,11 @@ function M.api(G)
     return ticket(G, sid)
   end
   if rest == "egress/log" and method == "GET" then return audit_stream(G, sid, key) end
+  local asks = require("sandstack.gateway.asks")
+  local route = asks.route("/" .. rest)
+  if route then -- the ask routes of the API (gateway/asks.lua), by the tenant's token alone
+    return asks.handle(G, { reply = G.reply, fail = G.fail, failure_status = G.failure_status }, tenant, e, route)
+  end
   local verb = rest:match("^([a-z]+)$")
   if method == "POST" and verb and require("sandstack.gateway.lifecycle").VERBS[verb] then
     if verb == "fork" then
