@@ -74,8 +74,9 @@ async function main() {
   await page.waitForFunction(() => document.getElementById("terminal-state").textContent.startsWith("Connected"),
     null, { timeout: 60000 });
   // CPU and memory come in from h:stats, the policy from h:egress
+  // (the engine samples each container for a second or two, far longer on a loaded engine)
   await page.waitForFunction(() => /MiB|KiB/.test(document.querySelector("#sessions tbody tr").textContent),
-    null, { timeout: 30000 });
+    null, { timeout: 150000 });
   await step("created");
 
   // the terminal: typed, answered (the quotes keep the typed line from matching)

@@ -145,7 +145,12 @@
         say("Destroyed " + key + ".");
       } else {
         say(verb + " " + key + "…");
+        // a paused or stopped proxy cannot be asked for its audit lines or asks: the streams
+        // stop first (polling a container while the engine freezes it makes the freeze fail)
+        const quiet = (verb === "pause" || verb === "hibernate") && current === key;
+        if (quiet) stopStreams();
         const doc = await api("POST", path + "/" + verb);
+        if ((verb === "resume" || verb === "wake") && current === key) startStreams(key);
         if (verb === "fork") say("Forked " + key + " into " + doc.key + ".");
         else if (verb === "snapshot") say("Snapshot " + ((doc.snapshot && doc.snapshot.name) || "") + " of " + key + " taken.");
         else say(key + ": " + verb + " done.");
@@ -167,10 +172,14 @@
   }
 
   // --- the terminal and the egress panels of one session ------------------------------------
-  function closeSession() {
-    if (sock) { sock.close(); sock = null; }
+  function stopStreams() {
     for (const c of streams) c.abort();
     streams = [];
+  }
+
+  function closeSession() {
+    if (sock) { sock.close(); sock = null; }
+    stopStreams();
     if (term) { term.dispose(); term = null; }
     current = null;
     $("terminal-panel").hidden = true; $("egress-panel").hidden = true;
@@ -203,6 +212,14 @@
       $("terminal-state").textContent = "Connected (" + cols + "×" + rows + ").";
       if (sock && sock.readyState === 1) sock.send(JSON.stringify({ type: "resize", cols, rows }));
     });
+    startStreams(key);
+  }
+
+  // the audit lines and the asks of the session the panels show
+  function startStreams(key) {
+    stopStreams();
+    $("asks").replaceChildren(); $("audit").replaceChildren(); // the log comes again from its start
+    const path = "sessions/" + encodeURIComponent(key);
     follow(path + "/egress/log", (event, data) => {
       if (event !== "audit") return;
       let line = data, cls = "";

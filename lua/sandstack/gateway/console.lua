@@ -65,6 +65,7 @@ function M.nginx(c)
     location = /console { return 301 /console/; }
     location /console/api/ {
       default_type application/json;
+      lua_check_client_abort on; # a stream the page closed ends at once, not at its next write
 %s
       add_header Cache-Control "no-store" always;
       content_by_lua_block { require("sandstack.gateway").console() }
@@ -223,7 +224,7 @@ local function audit_stream(G, sid, key)
   while now() < deadline do
     local e = S.get(G.dict, sid)
     if not e or e.key ~= key then ngx.print("event: gone\ndata: {}\n\n"); ngx.flush(true); return end
-    if e.state == "ready" then
+    if e.state == "ready" and not G.dict:get("paused:" .. sid) then
       local ok, lines = G.run_in(WORKER, "audit", e.record, sent)
       if ok then
         for _, line in ipairs(lines.lines) do ngx.print("event: audit\ndata: ", line, "\n\n") end
@@ -297,7 +298,8 @@ function M.api(G)
       return G.reply(status, doc)
     end
     return require("sandstack.gateway.lifecycle").handle(G, { reply = answer, fail = G.fail,
-      failure_status = G.failure_status }, sid, e, verb, nil)
+      failure_status = G.failure_status }, sid, e, verb,
+      verb == "hibernate" and tonumber(ngx.var.arg_timeout) or verb == "snapshot" and ngx.var.arg_name or nil)
   end
   return G.fail(404, "not_found", "no such console route")
 end
