@@ -138,17 +138,18 @@ end
 
 -- POST /sessions[/<key>]: the key is the tenant's own (its key space is its own, so a key
 -- another tenant holds is as free as any other: nothing here looks at other tenants' sessions).
-local function create(tenant, key, fork_from)
+-- console: the console's create (gateway/console.lua), answered without the secret.
+local function create(tenant, key, fork_from, console)
   if not key then key = core.random_hex(8) end
   if not valid_key(key) then
     return fail(400, "invalid", "session key must match [a-z0-9][a-z0-9_-]* (at most 48, not pool-...)")
   end
-  return G.backend.create(G, tenant, key, fork_from)
+  return G.backend.create(G, tenant, key, fork_from, console)
 end
 
 -- The docker backend's create: the session table of this gateway, then a start (or a pool's
 -- acquire) on its engine.
-function DOCKER.create(_, tenant, key, fork_from)
+function DOCKER.create(_, tenant, key, fork_from, console)
   local dict, mdict = dicts()
   local sid = S.sid(tenant.name, key)
   local ok, which = limits.claim(dict, tenant.name, tenant.max_sessions, conf.max_sessions)
@@ -200,6 +201,8 @@ function DOCKER.create(_, tenant, key, fork_from)
   end
   local snapshot = res.fork_snapshot
   res.fork_snapshot = nil
+  if console then secret = nil end
+  if console then secret = nil end
   return reply(201, { key = key, secret = secret, endpoint_path = "/sessions/" .. key .. "/", snapshot = snapshot })
 end
 
@@ -441,9 +444,16 @@ function DOCKER.start_worker()
   end
 end
 
--- What the swarm backend (gateway/swarm.lua) shares with these handlers.
+-- content of /console/api/...: the operator's console (gateway/console.lua).
+function M.console()
+  dicts()
+  return require("sandstack.gateway.console").api(G)
+end
+
+-- What the swarm backend (gateway/swarm.lua) and the console share with these handlers.
 G.reply, G.fail, G.failure_status, G.sid, G.stack_options, G.upstream_uri =
   reply, fail, failure_status, S.sid, stack_options, upstream_uri
+G.create, G.tenant_of_request, G.valid_key = create, tenant_of_request, valid_key
 
 BACKENDS.docker, BACKENDS.swarm = DOCKER, require "sandstack.gateway.swarm"
 

@@ -35,6 +35,7 @@ packages=(
   perl luajit2 libluajit2-5.1-dev lua-busted luarocks
   nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache docker-compose
   git debootstrap shellcheck strace clang libclang-rt-14-dev llvm
+  nodejs npm chromium
 )
 
 missing() { # missing PACKAGE...: those not installed, one a line
@@ -113,4 +114,7 @@ if [ "$with_test" = 1 ]; then
   bash "$top/spec/support/client-image.sh" # curl and python3 in a sandbox (spec/docker_proxy_spec.lua)
   took "client image"
 fi
+# The gateway console's JavaScript from npm (xterm.js; with --test also the browser test's
+# playwright-core and axe-core): the lock file's versions, into web/ (README).
+if command -v npm >/dev/null; then bash "$top/scripts/vendor-console.sh"; took "console vendoring"; fi
 echo "bootstrap: ready (engine $(curl -s --unix-socket /var/run/docker.sock http://d/version | sed -n 's/.*"ApiVersion":"\([0-9.]*\)".*/API \1/p'))"

@@ -29,6 +29,8 @@ M.DEFAULTS = {
   error_log_level = "notice",
   backend = "docker",        -- "docker": this node's engine; "swarm": sandstack.swarm, stack.docker_host a manager
   swarm = nil,               -- backend "swarm": { node = <this node's hostname in the swarm>, cache_ttl = 5 }
+  console = true,            -- the operator's console at /console (backend "docker"; docs/gateway.md)
+  console_root = nil,        -- its files (web/console); default: beside the modules, then share/
 }
 local REQUIRED_TABLES = { tenants = true, stack = true }
 local POOL_KEYS = { size = true, max = true, concurrency = true, interval = true }
@@ -128,7 +130,7 @@ function M.check(t)
   local c = {}
   for k, v in pairs(t) do
     if M.DEFAULTS[k] == nil and not REQUIRED_TABLES[k] and k ~= "pool" and k ~= "lua_path"
-      and k ~= "lua_cpath" and k ~= "nginx" and k ~= "swarm" then
+      and k ~= "lua_cpath" and k ~= "nginx" and k ~= "swarm" and k ~= "console_root" then
       return bad(k, "unknown key '" .. tostring(k) .. "'")
     end
     c[k] = v
@@ -174,6 +176,10 @@ function M.check(t)
     for k, v in pairs(c.nginx) do
       if not NGINX_KEYS[k] or type(v) ~= "string" then return bad("nginx", "nginx: http, server, metrics (strings)") end
     end
+  end
+  if type(c.console) ~= "boolean" then return bad("console", "console must be true or false") end
+  if c.console_root ~= nil and (type(c.console_root) ~= "string" or not c.console_root:match("^/[%w_.@+/-]*$")) then
+    return bad("console_root", "console_root must be an absolute directory path (letters, digits, _ . @ + / -)")
   end
   for _, k in ipairs { "lua_path", "lua_cpath" } do
     if c[k] ~= nil and (type(c[k]) ~= "string" or c[k]:find('["{}\n]')) then

@@ -68,6 +68,7 @@ http {
     }
 
 {{session_routes}}
+{{console_routes}}
     location / { return 404 '{"error":{"kind":"not_found","message":"no such route"}}\n'; }
 {{extra_server}}
   }
@@ -181,6 +182,7 @@ function M.render(c, paths)
   end
   v.proxy = fill(proxy, v)
   v.session_routes = fill(c.backend == "swarm" and SWARM_ROUTES or DOCKER_ROUTES, v)
+  v.console_routes = require("sandstack.gateway.console").nginx(c)
   return fill(TEMPLATE, v)
 end
 

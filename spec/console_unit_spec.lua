@@ -1,0 +1,45 @@
+-- The console's nginx locations and configuration keys (sandstack.gateway.console,
+-- gateway/config.lua), without nginx: what nginx.conf gets, and what the checker refuses.
+local config = require "sandstack.gateway.config"
+local console = require "sandstack.gateway.console"
+local core = require "sandstack.core"
+
+local function conf(extra)
+  local t = { tenants = { { name = "a", token_sha256 = core.sha256_hex("tok") } }, stack = { agent_port = 8080 } }
+  for k, v in pairs(extra or {}) do t[k] = v end
+  return config.check(t)
+end
+
+describe("console locations", function()
+  it("serves web/console with the CSP and the other headers on the page and the API", function()
+    local c = assert(conf())
+    local root = console.root(c)
+    assert.truthy(root and io.open(root .. "/index.html"), "web/console found beside the modules")
+    local text = console.nginx(c)
+    assert.truthy(text:find("alias " .. root .. "/;", 1, true), text)
+    local _, csp = text:gsub("add_header Content%-Security%-Policy \"default%-src 'none'; script%-src 'self';", "")
+    assert.equal(2, csp) -- the static files' location and the API's
+    for _, hdr in ipairs { "X-Content-Type-Options \"nosniff\"", "X-Frame-Options \"DENY\"", "Referrer-Policy \"no-referrer\"" } do
+      local _, n = text:gsub(hdr:gsub("%-", "%%-"), "")
+      assert.equal(2, n, hdr)
+    end
+    assert.falsy(console.CSP:match("script%-src[^;]*unsafe"))
+    assert.truthy(text:find('content_by_lua_block { require("sandstack.gateway").console() }', 1, true))
+  end)
+
+  it("is off with console = false, on a swarm, and takes console_root as given", function()
+    assert.equal("", console.nginx(assert(conf { console = false })))
+    assert.equal("", console.nginx { backend = "swarm", console = true })
+    local c = assert(conf { console_root = "/opt/console" })
+    assert.equal("/opt/console", console.root(c))
+  end)
+
+  it("refuses a console_root that is not an absolute plain path, and a console that is not boolean", function()
+    for _, bad in ipairs { "relative/dir", "/a b", "/x;\nserver {", '/a"b', 7 } do
+      local c, err = conf { console_root = bad }
+      assert.is_nil(c)
+      assert.equal("console_root", err.option)
+    end
+    assert.is_nil((conf { console = "yes" }))
+  end)
+end)
