@@ -14,7 +14,6 @@
 #include "proxy/control/live_policy.h"
 #include "proxy/route/reply.h"
 #include "proxy/server.h"
-#include "proxy/route/splice_relay.h"
 #include "proxy/route/tunnel.h"
 
 typedef struct write_req {
@@ -38,8 +37,6 @@ static void conn_free(proxy_conn *c) {
   if (c->next) c->next->prev = c->prev;
   if (c->counted) s->active--;
   ss_buf_free(&c->in);
-  free(c->hello_scratch);
-  inspect_free(c);
   cred_flow_free(c);
   policy_unpin(c);
   free(c);
@@ -61,9 +58,8 @@ void conn_close(proxy_conn *c) {
   conn_enter(c, ST_CLOSING, &finishing);
   if (!c->end) c->end = "closed";
   audit_conn(c);
-  if (c->cred) credential_abort(c);
-  ask_drop(c); /* a held request whose client left, or ended by a drain: its ask goes with it */
-  splice_relay_stop(c); /* before the streams close their sockets: the dups leave epoll first */
+  /* before the streams close their sockets: a kernel relay's dups leave epoll first */
+  if (c->owner) c->owner->close(c);
   if (c->gai_pending) uv_cancel((uv_req_t *)&c->gai); /* its callback still runs and releases */
   uv_close((uv_handle_t *)&c->client, on_handle_closed);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
@@ -79,6 +75,16 @@ static void on_deadline(uv_timer_t *t) {
 void conn_enter(proxy_conn *c, conn_state state, const conn_handlers *on) {
   c->state = state;
   c->on = on;
+  if (on->close && on != c->owner) { /* the earlier route hands over: it lets go of its state */
+    const conn_handlers *was = c->owner;
+    c->owner = on;
+    if (was) was->close(c);
+  }
+}
+
+void conn_seal_unadmitted(proxy_conn *c) {
+  c->end = "draining";
+  conn_close(c);
 }
 
 void conn_set_deadline(proxy_conn *c, unsigned ms) {
@@ -267,7 +273,7 @@ static void head_deadline(proxy_conn *c) {
 }
 
 /* Until the head names a route: its bytes, and the handshake deadline. */
-static const conn_handlers reading_head = {.client_data = head_read, .deadline = head_deadline};
+static const conn_handlers reading_head = {.client_data = head_read, .deadline = head_deadline, .seal = conn_seal_unadmitted};
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)h;

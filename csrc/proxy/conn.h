@@ -33,11 +33,20 @@ typedef struct conn_handlers {
   void (*upstream_data)(proxy_conn *c, char *base, size_t len);
   void (*upstream_eof)(proxy_conn *c);
   void (*deadline)(proxy_conn *c); /* the timer of conn_set_deadline fired */
+  /* A route that keeps state of its own on the connection (a TLS session, a transfer, a held
+   * ask, a kernel relay) ends and frees it here. Called once: by conn_close, for the last route
+   * that entered with a close (an answer's lingering does not take its place), or when another
+   * route with a close takes the connection over. Nothing of the route runs after it. */
+  void (*close)(proxy_conn *c);
+  /* The drain began: the route stops taking new work. NULL: it finishes what it holds (the
+   * drain deadline ends it if it does not). */
+  void (*seal)(proxy_conn *c);
 } conn_handlers;
 
 struct proxy_conn {
   proxy_server *srv;
-  const conn_handlers *on; /* the route holding the connection (conn_enter) */
+  const conn_handlers *on;    /* the route holding the connection (conn_enter) */
+  const conn_handlers *owner; /* the last route entered with state of its own (its close), or NULL */
   proxy_conn *prev, *next;
   uint64_t id;
   int refs;
@@ -106,6 +115,8 @@ void conn_accept(proxy_server *s, uv_stream_t *listener);
 /* A route takes the connection over: its stage and the handlers of its events from now on. */
 void conn_enter(proxy_conn *c, conn_state state, const conn_handlers *on);
 void conn_close(proxy_conn *c);
+/* A seal for a connection not admitted yet (its head, or a held ask): the drain ends it. */
+void conn_seal_unadmitted(proxy_conn *c);
 void conn_hold(proxy_conn *c);
 void conn_release(proxy_conn *c);
 void conn_set_deadline(proxy_conn *c, unsigned ms);

@@ -51,12 +51,8 @@ static void on_signal(uv_signal_t *h, int signum) {
   size_t open = 0;
   for (proxy_conn *c = s->conns, *next; c; c = next) {
     next = c->next;
-    if (c->state == ST_HEAD || c->state == ST_ASK) { /* not admitted yet: nothing to finish */
-      c->end = "draining";
-      conn_close(c);
-    } else if (c->state != ST_CLOSING) {
-      open++;
-    }
+    if (c->state != ST_CLOSING && c->on->seal) c->on->seal(c); /* a route not admitted yet ends here */
+    if (c->state != ST_CLOSING) open++;
   }
   printf("{\"event\":\"draining\",\"signal\":%d,\"open\":%zu,\"deadline_ms\":%u}\n", signum, open, s->cfg->drain_ms);
   fflush(stdout);

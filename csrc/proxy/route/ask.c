@@ -101,7 +101,9 @@ static void held_timeout(proxy_conn *c) {
   reply_policy(c, "deny", "ask_timeout", 0, msg);
 }
 
-static const conn_handlers held = {.client_data = held_data, .deadline = held_timeout};
+/* A held request's ask goes when its connection ends (its client left, a drain, the deadline). */
+static const conn_handlers held = {
+    .client_data = held_data, .deadline = held_timeout, .close = ask_drop, .seal = conn_seal_unadmitted};
 
 int ask_hold(proxy_conn *c, const ss_policy *p, const ss_policy_verdict *v) {
   proxy_server *s = c->srv;
@@ -180,7 +182,7 @@ static int remember(proxy_server *s, const proxy_conn *c) {
 }
 
 /* The route goes on as if the head had just been read, with the handshake deadline again. */
-static const conn_handlers resuming = {0};
+static const conn_handlers resuming = {.seal = conn_seal_unadmitted};
 
 static void resume(proxy_conn *c) {
   uv_read_stop((uv_stream_t *)&c->client);

@@ -83,12 +83,15 @@ static void client_eof(proxy_conn *c);
 static void upstream_data(proxy_conn *c, char *data, size_t len);
 static void upstream_eof(proxy_conn *c);
 static void deadline(proxy_conn *c);
-/* TLS on both sides, each request checked; the deadline of the phase the session is in. */
+static void inspect_close(proxy_conn *c);
+/* TLS on both sides, each request checked; the deadline of the phase the session is in. The
+ * session (both TLS ends, its buffers) is freed by its close. */
 static const conn_handlers inspecting = {.client_data = client_data,
                                          .client_eof = client_eof,
                                          .upstream_data = upstream_data,
                                          .upstream_eof = upstream_eof,
-                                         .deadline = deadline};
+                                         .deadline = deadline,
+                                         .close = inspect_close};
 
 static void client_drained(proxy_conn *c, int status) {
   (void)status;
@@ -518,6 +521,7 @@ void inspect_start(proxy_conn *c) {
   inspect_session *s = calloc(1, sizeof *s);
   if (!s) return conn_close(c);
   c->insp = s;
+  conn_enter(c, ST_INSPECT, &inspecting); /* from here the session is the route's to free */
   ss_buf_init(&s->plain, c->srv->cfg->max_head + PLAIN_CHUNK);
   ss_buf_init(&s->early, c->srv->cfg->max_head + HOLD_EXTRA);
   int fresh = 0;
@@ -526,10 +530,7 @@ void inspect_start(proxy_conn *c) {
     return conn_close(c);
   }
   c->leaf = fresh ? "fresh" : "cached";
-  conn_enter(c, ST_INSPECT, &inspecting);
   c->status = 0; /* the audit line's status is the inner answer's (response_bytes), not the CONNECT's 200 */
-  free(c->hello_scratch);
-  c->hello_scratch = NULL;
   int fed = tls_end_feed(&s->client, c->in.data, c->in.len); /* the ClientHello tunnel.c read */
   ss_buf_free(&c->in);
   if (fed != 0) return conn_close(c);
@@ -630,7 +631,7 @@ int inspect_seal(proxy_conn *c, const char *data, size_t len, char **out, size_t
   return 0;
 }
 
-void inspect_free(proxy_conn *c) {
+static void inspect_close(proxy_conn *c) {
   inspect_session *s = c->insp;
   if (!s) return;
   if (s->client.ssl) tls_end_free(&s->client);

@@ -143,7 +143,7 @@ static void client_data(proxy_conn *c, char *base, size_t len) {
 
 /* The request body to curl, a client's early close; curl's own timeouts govern (the deadline timer
  * is stopped), and the response comes through curl's callbacks. */
-static const conn_handlers answering = {.client_data = client_data, .client_eof = client_eof};
+static const conn_handlers answering = {.client_data = client_data, .client_eof = client_eof, .close = credential_abort};
 
 /* ---- the response, curl -> client ---- */
 

@@ -44,8 +44,6 @@ static void refuse_tls(proxy_conn *c, const char *decision, unsigned char alert)
 
 static void admit(proxy_conn *c) {
   if (c->kind == KIND_INSPECT) return inspect_start(c); /* the hello is the start of its TLS */
-  free(c->hello_scratch);
-  c->hello_scratch = NULL;
   if (c->in.len && conn_write(c, (uv_stream_t *)&c->upstream, c->in.data, c->in.len, NULL) != 0) return;
   c->bytes_up += c->in.len;
   ss_buf_free(&c->in); /* an idle tunnel keeps no head buffer */
@@ -106,7 +104,12 @@ static void hello_deadline(proxy_conn *c) {
 /* Waiting for the ClientHello. The destination is read only once the tunnel is admitted (or from
  * the start of a raw one), so it cannot speak while the hello is checked: a server that speaks
  * first (SMTP, SSH, MySQL) is reached only through a raw rule. */
-static const conn_handlers awaiting_hello = {.client_data = hello_bytes, .deadline = hello_deadline};
+static void hello_close(proxy_conn *c) {
+  free(c->hello_scratch);
+  c->hello_scratch = NULL;
+}
+
+static const conn_handlers awaiting_hello = {.client_data = hello_bytes, .deadline = hello_deadline, .close = hello_close};
 
 static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
