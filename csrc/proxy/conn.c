@@ -168,7 +168,7 @@ void conn_reply_and_linger(proxy_conn *c, const char *data, size_t len) {
   /* inside an inspected connection the answer goes into the TLS session */
   char *sealed = NULL;
   size_t sealed_len = 0;
-  int in_tls = c->insp && inspect_seal(c, data, len, &sealed, &sealed_len) == 0;
+  int in_tls = inspect_seal(c, data, len, &sealed, &sealed_len) == 0;
   conn_enter(c, ST_REPLY, &finishing);
   if (c->upstream_open) { /* nothing more goes to the destination */
     uv_read_stop((uv_stream_t *)&c->upstream);

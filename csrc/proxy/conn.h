@@ -11,10 +11,6 @@
 #include "proxy/server.h"
 #include "util/buf.h"
 
-typedef struct cred_req cred_req;
-typedef struct inspect_session inspect_session;
-typedef struct splice_relay splice_relay;
-
 typedef enum { KIND_NONE, KIND_CONNECT, KIND_FORWARD, KIND_CREDENTIAL, KIND_INSPECT } conn_kind;
 /* Where a connection is: the route that holds it is its handlers (conn_handlers); the state
  * names the stage for the checks that span routes (the drain, a policy swap, the audit). */
@@ -47,6 +43,9 @@ struct proxy_conn {
   proxy_server *srv;
   const conn_handlers *on;    /* the route holding the connection (conn_enter) */
   const conn_handlers *owner; /* the last route entered with state of its own (its close), or NULL */
+  /* that route's state, which only it reads (a TLS session, a transfer, a held ask, a kernel
+   * relay, the ClientHello scratch); set after its conn_enter, cleared by it once freed */
+  void *route;
   proxy_conn *prev, *next;
   uint64_t id;
   int refs;
@@ -74,21 +73,17 @@ struct proxy_conn {
   /* relaying */
   uint64_t up_left; /* request body bytes still to pass upstream (forward); UINT64_MAX: unbounded */
   int client_eof, upstream_eof, client_paused, upstream_paused, shutdowns;
-  uint8_t *hello_scratch;
   uv_getaddrinfo_t gai;
   uv_connect_t connect_req;
   struct sockaddr_storage dest;
-  splice_relay *splice; /* a raw tunnel the kernel relays (splice_relay.c), or NULL */
-  const char *relay;    /* how a tunnel was relayed: "splice" or "uv" (the audit line) */
+  const char *relay; /* how a tunnel was relayed: "splice" or "uv" (the audit line) */
 
   void (*on_connected)(proxy_conn *c);
   int counted, gai_pending;
   char sni[256];
   const char *end; /* why the connection ended, for the audit line */
 
-  cred_req *cred;
-  inspect_session *insp; /* an inspected CONNECT (inspect.c) */
-  const char *leaf;      /* its leaf certificate: "cached" or "fresh" (the audit line) */
+  const char *leaf; /* an inspected CONNECT's leaf certificate: "cached" or "fresh" (the audit line) */
   /* the policy that admitted it, for the checks after the resolve (dial.c); judged_by pins it
    * unless it is the start policy, which lives as long as the process */
   const ss_policy *judged_rules;
@@ -101,9 +96,7 @@ struct proxy_conn {
    * retired it; wiped and freed with the connection */
   proxy_creds *cred_kept;
 
-  /* the ask hook (ask.c): the pending ask holding this connection, or NULL; whether the host
-   * allowed it; who answered (the audit line) */
-  ask_entry *ask;
+  /* the ask hook (ask.c): whether the host allowed it; who answered (the audit line) */
   int ask_granted;
   char ask_by[ASK_BY_MAX + 1];
 };

@@ -21,6 +21,7 @@
 
 #define MAX_RESPONSE_HEAD (256 * 1024)
 
+typedef struct cred_req cred_req;
 struct cred_req {
   proxy_conn *c;
   CURL *easy;
@@ -59,7 +60,7 @@ static void free_req(cred_req *r) {
   ss_buf_free(&r->resp);
   creds_stream_free(&r->scrub_head);
   free(r);
-  c->cred = NULL;
+  c->route = NULL;
   conn_release(c);
 }
 
@@ -97,7 +98,7 @@ static size_t on_read_body(char *dst, size_t size, size_t n, void *ud) {
 }
 
 static void body_bytes(proxy_conn *c, const char *data, size_t len) {
-  cred_req *r = c->cred;
+  cred_req *r = c->route;
   if (!r || len == 0) return;
   if (len > r->body_left) len = (size_t)r->body_left; /* bytes past the body are not a request we checked */
   if (len == 0) return;
@@ -106,7 +107,7 @@ static void body_bytes(proxy_conn *c, const char *data, size_t len) {
   char *pass = NULL; /* what the credential scan lets go (a placeholder: refused, the transfer ends) */
   if (cred_flow_body(c, data, len, r->body_left == 0, &pass, &len) != 0) {
     if (!r->added) r->finished = 1; /* not in curl's multi yet */
-    if (c->cred) credential_abort(c);
+    if (c->route) credential_abort(c);
     return;
   }
   data = pass;
@@ -128,7 +129,7 @@ static void body_bytes(proxy_conn *c, const char *data, size_t len) {
 }
 
 static void client_eof(proxy_conn *c) {
-  cred_req *r = c->cred;
+  cred_req *r = c->route;
   if (r && r->body_left > 0) { /* the client left before its body was complete */
     c->end = "client_closed";
     conn_close(c);
@@ -238,7 +239,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *ud) {
 }
 
 void credential_client_drained(proxy_conn *c) {
-  cred_req *r = c->cred;
+  cred_req *r = c->route;
   if (r && r->recv_paused && queued(c) <= c->srv->cfg->buffer_bytes / 2) {
     r->recv_paused = 0;
     update_pause(r);
@@ -326,7 +327,7 @@ void credential_done(CURL *easy, CURLcode rc) {
 }
 
 void credential_abort(proxy_conn *c) {
-  cred_req *r = c->cred;
+  cred_req *r = c->route;
   if (!r) return;
   if (r->in_callback) { /* curl is on the stack: fail the transfer; credential_done frees */
     r->aborted = 1;
@@ -487,17 +488,17 @@ void credential_begin(proxy_conn *c) {
   c->rule = v.rule;
   cred_req *r = calloc(1, sizeof *r);
   if (!r) return conn_close(c);
+  conn_enter(c, ST_CREDENTIAL, &answering); /* from here the transfer is the route's to end */
   r->c = c;
   ss_buf_init(&r->body, body_limit(c->srv->cfg));
   ss_buf_init(&r->resp, MAX_RESPONSE_HEAD);
-  c->cred = r;
+  c->route = r;
   conn_hold(c); /* the transfer keeps the connection's memory alive until curl lets go */
   r->body_left = body;
   if (setup_easy(r, how, body) != 0) {
     free_req(r);
     return reply_error(c, 500, "api_error", "cannot set up the upstream request");
   }
-  conn_enter(c, ST_CREDENTIAL, &answering);
   uv_timer_stop(&c->timer); /* curl's own timeouts govern from here */
   size_t early = c->in.len - req->head_len;
   if (early) body_bytes(c, c->in.data + req->head_len, early);
