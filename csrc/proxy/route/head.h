@@ -1,0 +1,9 @@
+#ifndef SANDSTACK_PROXY_HEAD_H
+#define SANDSTACK_PROXY_HEAD_H
+/* The first route of every connection (head.c): its request head, then the route it names. */
+typedef struct proxy_conn proxy_conn;
+
+/* Takes a new connection over (conn_accept): the head's bytes and the handshake deadline. */
+void head_begin(proxy_conn *c);
+
+#endif
