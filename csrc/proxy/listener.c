@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "proxy/conn.h"
-#include "proxy/route/model_api.h"
 #include "proxy/curl_loop.h"
 #include "proxy/control/live_policy.h"
 #include "proxy/server.h"
@@ -91,7 +90,7 @@ int server_start(proxy_server *s, uv_loop_t *loop, const proxy_config *cfg) {
     fprintf(stderr, "sandstack-proxy: SANDSTACK_CREDENTIALS: %s\n", why);
     return -1;
   }
-  s->curl = curl_loop_new(loop, credential_done);
+  s->curl = curl_loop_new(loop);
   if (!s->curl) {
     creds_free(s->creds);
     s->creds = NULL;

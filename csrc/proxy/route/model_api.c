@@ -23,6 +23,7 @@
 
 typedef struct cred_req cred_req;
 struct cred_req {
+  curl_loop_transfer transfer; /* first: curl_loop calls transfer_done through the easy's private */
   proxy_conn *c;
   CURL *easy;
   struct curl_slist *headers;
@@ -211,7 +212,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *ud) {
     if (len >= 18 && strncasecmp(line, "transfer-encoding:", 18) == 0) r->has_te = 1;
     if (len >= 15 && strncasecmp(line, "content-length:", 15) == 0) r->has_cl = 1;
     if (encoded(line, len)) {
-      r->encoded = 1; /* the transfer fails before the head goes on: credential_done answers 502 */
+      r->encoded = 1; /* the transfer fails before the head goes on: transfer_done answers 502 */
       r->in_callback--;
       return 0;
     }
@@ -287,9 +288,9 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
   return ok && !r->aborted ? len : 0;
 }
 
-void credential_done(CURL *easy, CURLcode rc) {
-  cred_req *r = NULL;
-  curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
+/* The transfer ended (curl_loop): the answer's end, or an error before or after its head. */
+static void transfer_done(curl_loop_transfer *t, CURL *easy, CURLcode rc) {
+  cred_req *r = (cred_req *)t;
   proxy_conn *c = r->c;
   curl_multi_remove_handle(curl_loop_multi(c->srv->curl), easy);
   r->finished = 1;
@@ -329,7 +330,7 @@ void credential_done(CURL *easy, CURLcode rc) {
 void credential_abort(proxy_conn *c) {
   cred_req *r = c->route;
   if (!r) return;
-  if (r->in_callback) { /* curl is on the stack: fail the transfer; credential_done frees */
+  if (r->in_callback) { /* curl is on the stack: fail the transfer; transfer_done frees */
     r->aborted = 1;
     return;
   }
@@ -412,7 +413,8 @@ static int setup_easy(cred_req *r, carrier how, unsigned long long body) {
   if (build_headers(r, how) != 0) return -1;
   CURL *e = r->easy;
   curl_easy_setopt(e, CURLOPT_URL, r->url);
-  curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+  r->transfer.done = transfer_done;
+  curl_easy_setopt(e, CURLOPT_PRIVATE, &r->transfer);
   curl_easy_setopt(e, CURLOPT_PROXY, ""); /* the proxy's own environment never routes the upstream */
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
