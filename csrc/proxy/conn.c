@@ -7,11 +7,7 @@
 
 #include "proxy/audit.h"
 #include "proxy/conn.h"
-#include "proxy/route/cred_scan.h"
-#include "proxy/route/head.h"
-#include "proxy/route/inspect.h"
-#include "proxy/control/live_policy.h"
-#include "proxy/route/reply.h"
+#include "proxy/parse/cred_table.h"
 #include "proxy/server.h"
 
 typedef struct write_req {
@@ -35,10 +31,11 @@ static void conn_free(proxy_conn *c) {
   if (c->next) c->next->prev = c->prev;
   if (c->counted) s->active--;
   ss_buf_free(&c->in);
-  cred_flow_free(c);
-  policy_unpin(c);
+  creds_stream_free(&c->cred_body);
+  creds_stream_free(&c->cred_response);
+  creds_free(c->cred_kept); /* wipes the kept secrets */
+  s->conn_hooks->gone(c);
   free(c);
-  server_conn_gone(s);
 }
 
 void conn_release(proxy_conn *c) {
@@ -166,7 +163,7 @@ void conn_reply_and_linger(proxy_conn *c, const char *data, size_t len) {
   /* inside an inspected connection the answer goes into the TLS session */
   char *sealed = NULL;
   size_t sealed_len = 0;
-  int in_tls = inspect_seal(c, data, len, &sealed, &sealed_len) == 0;
+  int in_tls = c->owner && c->owner->wrap && c->owner->wrap(c, data, len, &sealed, &sealed_len) == 0;
   conn_enter(c, ST_REPLY, &finishing);
   if (c->upstream_open) { /* nothing more goes to the destination */
     uv_read_stop((uv_stream_t *)&c->upstream);
@@ -228,7 +225,7 @@ void conn_accept(proxy_server *s, uv_stream_t *listener) {
   c->srv = s;
   c->id = ++s->next_id;
   c->up_left = UINT64_MAX;
-  head_begin(c);
+  c->on = &finishing; /* until the first route takes it over, below */
   ss_buf_init(&c->in, s->cfg->max_head + CONN_READ_CHUNK);
   c->started_ms = uv_now(s->loop);
   uv_tcp_init(s->loop, &c->client);
@@ -252,12 +249,5 @@ void conn_accept(proxy_server *s, uv_stream_t *listener) {
   }
   uv_tcp_nodelay(&c->client, 1);
   conn_read_client(c);
-  if (s->active >= s->cfg->max_conns || s->draining) {
-    c->decision = "overloaded";
-    return reply_error(c, 503, "overloaded_error",
-                       s->draining ? "the proxy is shutting down" : "the proxy holds its maximum number of connections");
-  }
-  c->counted = 1;
-  s->active++;
-  conn_set_deadline(c, s->cfg->handshake_ms);
+  s->conn_hooks->begin(c);
 }

@@ -13,7 +13,8 @@
 
 typedef enum { KIND_NONE, KIND_CONNECT, KIND_FORWARD, KIND_CREDENTIAL, KIND_INSPECT } conn_kind;
 /* Where a connection is: the route that holds it is its handlers (conn_handlers); the state
- * names the stage for the checks that span routes (the drain, a policy swap, the audit). */
+ * names the stage for the checks that span routes (a live policy swap, the audit). The drain
+ * asks the route itself (its seal). */
 typedef enum { ST_HEAD, ST_DIAL, ST_HELLO, ST_RELAY, ST_CREDENTIAL, ST_INSPECT, ST_ASK, ST_REPLY, ST_CLOSING } conn_state;
 
 /* What a route does with a connection's events, installed when it takes the connection over
@@ -37,7 +38,19 @@ typedef struct conn_handlers {
   /* The drain began: the route stops taking new work. NULL: it finishes what it holds (the
    * drain deadline ends it if it does not). */
   void (*seal)(proxy_conn *c);
+  /* An answer's bytes as the client must get them, for the route whose state holds the client's
+   * session (an inspected tunnel seals them into its TLS): 0 with the bytes to write in *out
+   * (malloc'd; NULL: none), -1 when they go as they are. NULL: they go as they are. */
+  int (*wrap)(proxy_conn *c, const char *data, size_t len, char **out, size_t *out_len);
 } conn_handlers;
+
+/* What the connection core calls outside itself, given by the listener (listener.c) through the
+ * server: conn.c calls no route and no other part by name, so the routes' calls into it close
+ * no cycle. */
+struct conn_hooks {
+  void (*begin)(proxy_conn *c); /* the first route takes a new, accepted connection over */
+  void (*gone)(proxy_conn *c);  /* the connection is freed next (already off the server's list) */
+};
 
 struct proxy_conn {
   proxy_server *srv;

@@ -109,4 +109,15 @@ static void head_deadline(proxy_conn *c) {
 /* Until the head names a route: its bytes, and the handshake deadline. */
 static const conn_handlers reading_head = {.client_data = head_read, .deadline = head_deadline, .seal = conn_seal_unadmitted};
 
-void head_begin(proxy_conn *c) { conn_enter(c, ST_HEAD, &reading_head); }
+void head_begin(proxy_conn *c) {
+  proxy_server *s = c->srv;
+  conn_enter(c, ST_HEAD, &reading_head);
+  if (s->active >= s->cfg->max_conns || s->draining) {
+    c->decision = "overloaded";
+    return reply_error(c, 503, "overloaded_error",
+                       s->draining ? "the proxy is shutting down" : "the proxy holds its maximum number of connections");
+  }
+  c->counted = 1;
+  s->active++;
+  conn_set_deadline(c, s->cfg->handshake_ms);
+}

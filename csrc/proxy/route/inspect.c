@@ -85,6 +85,9 @@ static void upstream_data(proxy_conn *c, char *data, size_t len);
 static void upstream_eof(proxy_conn *c);
 static void deadline(proxy_conn *c);
 static void inspect_close(proxy_conn *c);
+/* An answer (may be empty) sealed into the sandbox's TLS session, then close_notify: 0 with the
+ * ciphertext in *out (NULL when none), or -1 when c has no TLS session (its wrap). */
+static int inspect_seal(proxy_conn *c, const char *data, size_t len, char **out, size_t *out_len);
 /* TLS on both sides, each request checked; the deadline of the phase the session is in. The
  * session (both TLS ends, its buffers) is freed by its close. */
 static const conn_handlers inspecting = {.client_data = client_data,
@@ -92,7 +95,8 @@ static const conn_handlers inspecting = {.client_data = client_data,
                                          .upstream_data = upstream_data,
                                          .upstream_eof = upstream_eof,
                                          .deadline = deadline,
-                                         .close = inspect_close};
+                                         .close = inspect_close,
+                                         .wrap = inspect_seal};
 
 static void client_drained(proxy_conn *c, int status) {
   (void)status;
@@ -619,7 +623,7 @@ static void deadline(proxy_conn *c) {
   }
 }
 
-int inspect_seal(proxy_conn *c, const char *data, size_t len, char **out, size_t *out_len) {
+static int inspect_seal(proxy_conn *c, const char *data, size_t len, char **out, size_t *out_len) {
   inspect_session *s = c->owner == &inspecting ? c->route : NULL; /* another route's state is not a session */
   *out = NULL;
   *out_len = 0;
