@@ -45,4 +45,19 @@ describe("sandstack-proxy's layout", function()
     end
     assert.are.same({}, bad)
   end)
+
+  it("keeps the connection core off the routes: conn.c includes no route and no control file", function()
+    local bad = {}
+    for _, inc in ipairs(includes("csrc/proxy/conn.c")) do
+      if inc:match("^proxy/route/") or inc:match("^proxy/control/") then bad[#bad + 1] = inc end
+    end
+    assert.are.same({}, bad)
+  end)
+
+  it("keeps the largest call cycle at 3 files (spec/support/call_cycle.py over the built objects)", function()
+    local dir = os.getenv("SANDSTACK_TEST_MODE") == "asan" and "build-asan" or "build"
+    local out = lines("python3 spec/support/call_cycle.py " .. dir .. " --max 3 2>&1; echo rc=$?")
+    assert.equal("rc=0", out[#out], table.concat(out, "\n"))
+    assert.is_nil(table.concat(out, "\n"):find("conn.c", 1, true))
+  end)
 end)

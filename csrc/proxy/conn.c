@@ -1,21 +1,14 @@
-/* A client connection from accept to free: reading the request head under the handshake
- * deadline, choosing the route (CONNECT, plain-HTTP forward, credential), checking the proxy
- * token, and closing every handle exactly once. */
+/* A client connection from accept to free: accepting it, reading both streams and handing each
+ * event to the route that holds it, its one deadline, writes, the lingering close of an answer,
+ * and closing every handle exactly once (the route's close first). The request head is read by
+ * route/head.c. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "proxy/audit.h"
-#include "proxy/parse/auth.h"
 #include "proxy/conn.h"
-#include "proxy/route/cred_scan.h"
-#include "proxy/route/model_api.h"
-#include "proxy/route/forward.h"
-#include "proxy/route/inspect.h"
-#include "proxy/control/live_policy.h"
-#include "proxy/route/reply.h"
+#include "proxy/parse/cred_table.h"
 #include "proxy/server.h"
-#include "proxy/route/splice_relay.h"
-#include "proxy/route/tunnel.h"
 
 typedef struct write_req {
   uv_write_t req;
@@ -38,12 +31,11 @@ static void conn_free(proxy_conn *c) {
   if (c->next) c->next->prev = c->prev;
   if (c->counted) s->active--;
   ss_buf_free(&c->in);
-  free(c->hello_scratch);
-  inspect_free(c);
-  cred_flow_free(c);
-  policy_unpin(c);
+  creds_stream_free(&c->cred_body);
+  creds_stream_free(&c->cred_response);
+  creds_free(c->cred_kept); /* wipes the kept secrets */
+  s->conn_hooks->gone(c);
   free(c);
-  server_conn_gone(s);
 }
 
 void conn_release(proxy_conn *c) {
@@ -61,9 +53,8 @@ void conn_close(proxy_conn *c) {
   conn_enter(c, ST_CLOSING, &finishing);
   if (!c->end) c->end = "closed";
   audit_conn(c);
-  if (c->cred) credential_abort(c);
-  ask_drop(c); /* a held request whose client left, or ended by a drain: its ask goes with it */
-  splice_relay_stop(c); /* before the streams close their sockets: the dups leave epoll first */
+  /* before the streams close their sockets: a kernel relay's dups leave epoll first */
+  if (c->owner) c->owner->close(c);
   if (c->gai_pending) uv_cancel((uv_req_t *)&c->gai); /* its callback still runs and releases */
   uv_close((uv_handle_t *)&c->client, on_handle_closed);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
@@ -79,6 +70,16 @@ static void on_deadline(uv_timer_t *t) {
 void conn_enter(proxy_conn *c, conn_state state, const conn_handlers *on) {
   c->state = state;
   c->on = on;
+  if (on->close && on != c->owner) { /* the earlier route hands over: it lets go of its state */
+    const conn_handlers *was = c->owner;
+    c->owner = on;
+    if (was) was->close(c);
+  }
+}
+
+void conn_seal_unadmitted(proxy_conn *c) {
+  c->end = "draining";
+  conn_close(c);
 }
 
 void conn_set_deadline(proxy_conn *c, unsigned ms) {
@@ -162,7 +163,7 @@ void conn_reply_and_linger(proxy_conn *c, const char *data, size_t len) {
   /* inside an inspected connection the answer goes into the TLS session */
   char *sealed = NULL;
   size_t sealed_len = 0;
-  int in_tls = c->insp && inspect_seal(c, data, len, &sealed, &sealed_len) == 0;
+  int in_tls = c->owner && c->owner->wrap && c->owner->wrap(c, data, len, &sealed, &sealed_len) == 0;
   conn_enter(c, ST_REPLY, &finishing);
   if (c->upstream_open) { /* nothing more goes to the destination */
     uv_read_stop((uv_stream_t *)&c->upstream);
@@ -173,101 +174,6 @@ void conn_reply_and_linger(proxy_conn *c, const char *data, size_t len) {
   else if (sealed) conn_write_owned(c, (uv_stream_t *)&c->client, sealed, sealed_len, after_reply);
   else after_reply(c, 0);
 }
-
-/* The proxy token in Proxy-Authorization (forward and CONNECT). */
-static int proxy_authorized(proxy_conn *c) {
-  const proxy_config *cfg = c->srv->cfg;
-  int n = 0;
-  const ph_header *h = ph_find(&c->req, "proxy-authorization", &n);
-  return n == 1 && auth_proxy_value(h->value, h->value_len, cfg->token, cfg->token_len);
-}
-
-static void dispatch(proxy_conn *c) {
-  ph_request *r = &c->req;
-  memcpy(c->method, r->method, r->method_len);
-  c->method[r->method_len] = '\0';
-  char host[256];
-  const char *why = NULL;
-  if (r->method_len == 7 && memcmp(r->method, "CONNECT", 7) == 0) {
-    c->kind = KIND_CONNECT;
-    if (ph_authority(r->target, r->target_len, host, &c->port) != 0) {
-      c->decision = "bad_request";
-      return reply_error(c, 400, "invalid_request_error", "CONNECT needs host:port (no IPv6 literal, no userinfo)");
-    }
-  } else if (r->target_len > 0 && r->target[0] == '/') {
-    c->kind = KIND_CREDENTIAL;
-    return credential_begin(c);
-  } else {
-    c->kind = KIND_FORWARD;
-    const char *path;
-    size_t pl;
-    if (ph_absolute(r->target, r->target_len, host, &c->port, &path, &pl) != 0) {
-      c->decision = "bad_request";
-      return reply_error(c, 400, "invalid_request_error",
-                         "only origin-form requests, CONNECT host:port and http:// absolute URIs are served "
-                         "(https goes through CONNECT)");
-    }
-    size_t q = 0;
-    while (q < pl && path[q] != '?') q++;
-    if (q > SS_PATH_MAX) {
-      c->decision = "bad_request";
-      return reply_error(c, 414, "invalid_request_error", "the request path is too long");
-    }
-    memcpy(c->path, path, q); /* the audit line keeps the path without its query */
-    c->path[q] = '\0';
-  }
-  if (!proxy_authorized(c)) {
-    c->decision = "unauthenticated";
-    snprintf(c->host, sizeof c->host, "%.253s", host);
-    return reply_error(c, 407, "authentication_error",
-                       "proxy authentication required: send this session's token in Proxy-Authorization "
-                       "(Basic with the token as password, or Bearer)");
-  }
-  if (ss_host_normalize(host, strlen(host), c->host, &why) != 0) {
-    snprintf(c->host, sizeof c->host, "%.253s", host);
-    return reply_policy(c, "deny", "bad_host", 0, why);
-  }
-  if (c->kind == KIND_CONNECT) tunnel_begin(c);
-  else forward_begin(c);
-}
-
-static void head_data(proxy_conn *c, const char *data, size_t n) {
-  const proxy_config *cfg = c->srv->cfg;
-  size_t room = ss_buf_room(&c->in);
-  if (n > room) n = room; /* past the head limit a 431 is decided anyway */
-  if (ss_buf_append(&c->in, data, n) != SS_BUF_OK) return conn_close(c);
-  ph_limits lim = {cfg->max_line, cfg->max_head, cfg->max_headers};
-  switch (ph_parse(c->in.data, c->in.len, &lim, &c->scanned, &c->req)) {
-  case PH_INCOMPLETE: return;
-  case PH_DONE:
-    uv_read_stop((uv_stream_t *)&c->client); /* the route reads on when it is ready */
-    return dispatch(c);
-  case PH_BAD: c->decision = "bad_request"; return reply_error(c, 400, "invalid_request_error", "malformed request head");
-  case PH_LINE_TOO_LONG:
-    c->decision = "too_large";
-    return reply_error(c, 414, "invalid_request_error", "the request line is longer than the proxy accepts");
-  case PH_HEAD_TOO_LARGE:
-    c->decision = "too_large";
-    return reply_error(c, 431, "invalid_request_error", "the request headers are larger than the proxy accepts");
-  case PH_BAD_VERSION:
-    c->decision = "bad_request";
-    return reply_error(c, 505, "invalid_request_error", "only HTTP/1.0 and HTTP/1.1 are served");
-  }
-}
-
-static void head_read(proxy_conn *c, char *base, size_t n) {
-  head_data(c, base, n);
-  free(base);
-}
-
-static void head_deadline(proxy_conn *c) {
-  c->decision = "timeout";
-  c->end = "handshake_timeout";
-  reply_error(c, 408, "timeout_error", "the request head did not arrive in time");
-}
-
-/* Until the head names a route: its bytes, and the handshake deadline. */
-static const conn_handlers reading_head = {.client_data = head_read, .deadline = head_deadline};
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)h;
@@ -319,7 +225,7 @@ void conn_accept(proxy_server *s, uv_stream_t *listener) {
   c->srv = s;
   c->id = ++s->next_id;
   c->up_left = UINT64_MAX;
-  conn_enter(c, ST_HEAD, &reading_head);
+  c->on = &finishing; /* until the first route takes it over, below */
   ss_buf_init(&c->in, s->cfg->max_head + CONN_READ_CHUNK);
   c->started_ms = uv_now(s->loop);
   uv_tcp_init(s->loop, &c->client);
@@ -343,12 +249,5 @@ void conn_accept(proxy_server *s, uv_stream_t *listener) {
   }
   uv_tcp_nodelay(&c->client, 1);
   conn_read_client(c);
-  if (s->active >= s->cfg->max_conns || s->draining) {
-    c->decision = "overloaded";
-    return reply_error(c, 503, "overloaded_error",
-                       s->draining ? "the proxy is shutting down" : "the proxy holds its maximum number of connections");
-  }
-  c->counted = 1;
-  s->active++;
-  conn_set_deadline(c, s->cfg->handshake_ms);
+  s->conn_hooks->begin(c);
 }

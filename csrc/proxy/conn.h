@@ -11,13 +11,10 @@
 #include "proxy/server.h"
 #include "util/buf.h"
 
-typedef struct cred_req cred_req;
-typedef struct inspect_session inspect_session;
-typedef struct splice_relay splice_relay;
-
 typedef enum { KIND_NONE, KIND_CONNECT, KIND_FORWARD, KIND_CREDENTIAL, KIND_INSPECT } conn_kind;
 /* Where a connection is: the route that holds it is its handlers (conn_handlers); the state
- * names the stage for the checks that span routes (the drain, a policy swap, the audit). */
+ * names the stage for the checks that span routes (a live policy swap, the audit). The drain
+ * asks the route itself (its seal). */
 typedef enum { ST_HEAD, ST_DIAL, ST_HELLO, ST_RELAY, ST_CREDENTIAL, ST_INSPECT, ST_ASK, ST_REPLY, ST_CLOSING } conn_state;
 
 /* What a route does with a connection's events, installed when it takes the connection over
@@ -33,11 +30,35 @@ typedef struct conn_handlers {
   void (*upstream_data)(proxy_conn *c, char *base, size_t len);
   void (*upstream_eof)(proxy_conn *c);
   void (*deadline)(proxy_conn *c); /* the timer of conn_set_deadline fired */
+  /* A route that keeps state of its own on the connection (a TLS session, a transfer, a held
+   * ask, a kernel relay) ends and frees it here. Called once: by conn_close, for the last route
+   * that entered with a close (an answer's lingering does not take its place), or when another
+   * route with a close takes the connection over. Nothing of the route runs after it. */
+  void (*close)(proxy_conn *c);
+  /* The drain began: the route stops taking new work. NULL: it finishes what it holds (the
+   * drain deadline ends it if it does not). */
+  void (*seal)(proxy_conn *c);
+  /* An answer's bytes as the client must get them, for the route whose state holds the client's
+   * session (an inspected tunnel seals them into its TLS): 0 with the bytes to write in *out
+   * (malloc'd; NULL: none), -1 when they go as they are. NULL: they go as they are. */
+  int (*wrap)(proxy_conn *c, const char *data, size_t len, char **out, size_t *out_len);
 } conn_handlers;
+
+/* What the connection core calls outside itself, given by the listener (listener.c) through the
+ * server: conn.c calls no route and no other part by name, so the routes' calls into it close
+ * no cycle. */
+struct conn_hooks {
+  void (*begin)(proxy_conn *c); /* the first route takes a new, accepted connection over */
+  void (*gone)(proxy_conn *c);  /* the connection is freed next (already off the server's list) */
+};
 
 struct proxy_conn {
   proxy_server *srv;
-  const conn_handlers *on; /* the route holding the connection (conn_enter) */
+  const conn_handlers *on;    /* the route holding the connection (conn_enter) */
+  const conn_handlers *owner; /* the last route entered with state of its own (its close), or NULL */
+  /* that route's state, which only it reads (a TLS session, a transfer, a held ask, a kernel
+   * relay, the ClientHello scratch); set after its conn_enter, cleared by it once freed */
+  void *route;
   proxy_conn *prev, *next;
   uint64_t id;
   int refs;
@@ -65,21 +86,17 @@ struct proxy_conn {
   /* relaying */
   uint64_t up_left; /* request body bytes still to pass upstream (forward); UINT64_MAX: unbounded */
   int client_eof, upstream_eof, client_paused, upstream_paused, shutdowns;
-  uint8_t *hello_scratch;
   uv_getaddrinfo_t gai;
   uv_connect_t connect_req;
   struct sockaddr_storage dest;
-  splice_relay *splice; /* a raw tunnel the kernel relays (splice_relay.c), or NULL */
-  const char *relay;    /* how a tunnel was relayed: "splice" or "uv" (the audit line) */
+  const char *relay; /* how a tunnel was relayed: "splice" or "uv" (the audit line) */
 
   void (*on_connected)(proxy_conn *c);
   int counted, gai_pending;
   char sni[256];
   const char *end; /* why the connection ended, for the audit line */
 
-  cred_req *cred;
-  inspect_session *insp; /* an inspected CONNECT (inspect.c) */
-  const char *leaf;      /* its leaf certificate: "cached" or "fresh" (the audit line) */
+  const char *leaf; /* an inspected CONNECT's leaf certificate: "cached" or "fresh" (the audit line) */
   /* the policy that admitted it, for the checks after the resolve (dial.c); judged_by pins it
    * unless it is the start policy, which lives as long as the process */
   const ss_policy *judged_rules;
@@ -92,9 +109,7 @@ struct proxy_conn {
    * retired it; wiped and freed with the connection */
   proxy_creds *cred_kept;
 
-  /* the ask hook (ask.c): the pending ask holding this connection, or NULL; whether the host
-   * allowed it; who answered (the audit line) */
-  ask_entry *ask;
+  /* the ask hook (ask.c): whether the host allowed it; who answered (the audit line) */
   int ask_granted;
   char ask_by[ASK_BY_MAX + 1];
 };
@@ -106,6 +121,8 @@ void conn_accept(proxy_server *s, uv_stream_t *listener);
 /* A route takes the connection over: its stage and the handlers of its events from now on. */
 void conn_enter(proxy_conn *c, conn_state state, const conn_handlers *on);
 void conn_close(proxy_conn *c);
+/* A seal for a connection not admitted yet (its head, or a held ask): the drain ends it. */
+void conn_seal_unadmitted(proxy_conn *c);
 void conn_hold(proxy_conn *c);
 void conn_release(proxy_conn *c);
 void conn_set_deadline(proxy_conn *c, unsigned ms);

@@ -9,7 +9,6 @@ struct curl_loop {
   uv_loop_t *loop;
   CURLM *multi;
   uv_timer_t timer;
-  void (*done)(CURL *easy, CURLcode rc);
 };
 
 typedef struct {
@@ -21,8 +20,14 @@ typedef struct {
 static void check_done(curl_loop *cl) {
   CURLMsg *m;
   int left;
-  while ((m = curl_multi_info_read(cl->multi, &left)))
-    if (m->msg == CURLMSG_DONE) cl->done(m->easy_handle, m->data.result);
+  while ((m = curl_multi_info_read(cl->multi, &left))) {
+    if (m->msg != CURLMSG_DONE) continue;
+    CURL *easy = m->easy_handle; /* m is not to be read once the handle is removed */
+    CURLcode rc = m->data.result;
+    curl_loop_transfer *t = NULL;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&t);
+    if (t && t->done) t->done(t, easy, rc);
+  }
 }
 
 static void on_poll(uv_poll_t *p, int status, int events) {
@@ -84,11 +89,10 @@ static int on_timeout(CURLM *multi, long ms, void *userp) {
   return 0;
 }
 
-curl_loop *curl_loop_new(uv_loop_t *loop, void (*done)(CURL *, CURLcode)) {
+curl_loop *curl_loop_new(uv_loop_t *loop) {
   curl_loop *cl = calloc(1, sizeof *cl);
   if (!cl) return NULL;
   cl->loop = loop;
-  cl->done = done;
   cl->multi = curl_multi_init();
   if (!cl->multi) {
     free(cl);

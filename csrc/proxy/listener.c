@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "proxy/conn.h"
-#include "proxy/route/model_api.h"
 #include "proxy/curl_loop.h"
 #include "proxy/control/live_policy.h"
+#include "proxy/route/head.h"
 #include "proxy/server.h"
 
 static void on_handle_closed(uv_handle_t *h) { (void)h; }
@@ -30,9 +30,14 @@ static void server_stop(proxy_server *s) {
   fflush(stdout);
 }
 
-void server_conn_gone(proxy_server *s) {
+/* A connection is freed: the policy it was judged by is let go, and a drain ends with the last. */
+static void conn_gone(proxy_conn *c) {
+  proxy_server *s = c->srv;
+  policy_unpin(c);
   if (s->draining && !s->conns) server_stop(s);
 }
+
+static const struct conn_hooks hooks = {.begin = head_begin, .gone = conn_gone};
 
 static void on_drain_deadline(uv_timer_t *t) {
   proxy_server *s = t->data;
@@ -51,12 +56,8 @@ static void on_signal(uv_signal_t *h, int signum) {
   size_t open = 0;
   for (proxy_conn *c = s->conns, *next; c; c = next) {
     next = c->next;
-    if (c->state == ST_HEAD || c->state == ST_ASK) { /* not admitted yet: nothing to finish */
-      c->end = "draining";
-      conn_close(c);
-    } else if (c->state != ST_CLOSING) {
-      open++;
-    }
+    if (c->state != ST_CLOSING && c->on->seal) c->on->seal(c); /* a route not admitted yet ends here */
+    if (c->state != ST_CLOSING) open++;
   }
   printf("{\"event\":\"draining\",\"signal\":%d,\"open\":%zu,\"deadline_ms\":%u}\n", signum, open, s->cfg->drain_ms);
   fflush(stdout);
@@ -95,7 +96,8 @@ int server_start(proxy_server *s, uv_loop_t *loop, const proxy_config *cfg) {
     fprintf(stderr, "sandstack-proxy: SANDSTACK_CREDENTIALS: %s\n", why);
     return -1;
   }
-  s->curl = curl_loop_new(loop, credential_done);
+  s->conn_hooks = &hooks;
+  s->curl = curl_loop_new(loop);
   if (!s->curl) {
     creds_free(s->creds);
     s->creds = NULL;

@@ -31,6 +31,7 @@ typedef struct proxy_server {
   uv_timer_t drain_timer;
   int draining, stopped;
   size_t active;    /* connections counted against the cap */
+  const struct conn_hooks *conn_hooks; /* conn.h: the first route, and what a freed connection ends */
   uint64_t next_id;
   proxy_conn *conns; /* every live connection (the drain walks it) */
   curl_loop *curl;
@@ -56,6 +57,5 @@ typedef struct proxy_server {
 /* listener.c */
 int server_start(proxy_server *s, uv_loop_t *loop, const proxy_config *cfg);
 int server_port(proxy_server *s); /* the bound port (for --port 0) */
-void server_conn_gone(proxy_server *s); /* a connection was freed: finish a drain when it was the last */
 
 #endif

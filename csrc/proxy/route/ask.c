@@ -38,18 +38,19 @@ static double now_unix(void) {
 static const char *service(const proxy_conn *c) { return c->kind == KIND_CONNECT ? "https" : "http"; }
 
 static void unlink_entry(proxy_conn *c) {
-  ask_entry *e = c->ask;
+  ask_entry *e = c->route;
   ask_table *t = &c->srv->asks;
   if (e->prev) e->prev->next = e->next;
   else t->head = e->next;
   if (e->next) e->next->prev = e->prev;
   t->n--;
-  c->ask = NULL;
+  c->route = NULL;
   free(e);
 }
 
-void ask_drop(proxy_conn *c) {
-  if (c->ask) unlink_entry(c);
+/* A held request's ask goes when its connection ends (its client left, a drain, the deadline). */
+static void ask_drop(proxy_conn *c) {
+  if (c->route) unlink_entry(c);
 }
 
 /* One audit line per ask event (route "ask"): held, allow, deny or timeout, with who answered. */
@@ -91,7 +92,7 @@ static void held_data(proxy_conn *c, char *base, size_t n) {
 }
 
 static void held_timeout(proxy_conn *c) {
-  uint64_t id = c->ask->id;
+  uint64_t id = ((ask_entry *)c->route)->id;
   unlink_entry(c);
   snprintf(c->ask_by, sizeof c->ask_by, "timeout");
   audit_ask(c, id, "deny", "timeout", NULL, NULL);
@@ -101,11 +102,12 @@ static void held_timeout(proxy_conn *c) {
   reply_policy(c, "deny", "ask_timeout", 0, msg);
 }
 
-static const conn_handlers held = {.client_data = held_data, .deadline = held_timeout};
+static const conn_handlers held = {
+    .client_data = held_data, .deadline = held_timeout, .close = ask_drop, .seal = conn_seal_unadmitted};
 
 int ask_hold(proxy_conn *c, const ss_policy *p, const ss_policy_verdict *v) {
   proxy_server *s = c->srv;
-  if (!p->ask || v->reason != SS_DENY_HOST || c->ask_granted || c->ask || s->draining) return 0;
+  if (!p->ask || v->reason != SS_DENY_HOST || c->ask_granted || (c->on == &held && c->route) || s->draining) return 0;
   if (s->asks.n >= ASK_MAX_PENDING) return 0;
   ask_entry *e = calloc(1, sizeof *e);
   if (!e) return 0;
@@ -116,9 +118,9 @@ int ask_hold(proxy_conn *c, const ss_policy *p, const ss_policy_verdict *v) {
   if (e->next) e->next->prev = e;
   s->asks.head = e;
   s->asks.n++;
-  c->ask = e;
   c->decision = "ask";
   conn_enter(c, ST_ASK, &held);
+  c->route = e;
   conn_set_deadline(c, (unsigned)p->ask_timeout * 1000u);
   conn_read_client(c); /* to see the client leave */
   audit_ask(c, e->id, "ask", NULL, NULL, NULL);
@@ -180,7 +182,7 @@ static int remember(proxy_server *s, const proxy_conn *c) {
 }
 
 /* The route goes on as if the head had just been read, with the handshake deadline again. */
-static const conn_handlers resuming = {0};
+static const conn_handlers resuming = {.seal = conn_seal_unadmitted};
 
 static void resume(proxy_conn *c) {
   uv_read_stop((uv_stream_t *)&c->client);

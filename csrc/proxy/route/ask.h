@@ -20,8 +20,6 @@ void ask_grant(const proxy_conn *c, ss_policy_verdict *v);
 /* Holds c when p asks and v refuses only for want of a rule; 1 when held (the route is done with
  * it until the answer), 0 when the caller refuses as it would without asking. */
 int ask_hold(proxy_conn *c, const ss_policy *p, const ss_policy_verdict *v);
-/* Unlinks and frees c's pending ask, if it has one (conn_close calls it: exactly once). */
-void ask_drop(proxy_conn *c);
 /* The pending asks: [{id, host, port, method, path, service, at}] (at: Unix seconds). */
 cJSON *ask_list(const proxy_server *s);
 /* Answers ask id. remember_session: an allow also becomes a rule of the policy in force. by and

@@ -83,9 +83,3 @@ int cred_flow_response(proxy_conn *c, creds_stream *st, const char *data, size_t
                  what);
 }
 
-void cred_flow_free(proxy_conn *c) {
-  creds_stream_free(&c->cred_body);
-  creds_stream_free(&c->cred_response);
-  creds_free(c->cred_kept); /* wipes the kept secrets */
-  c->cred_kept = NULL;
-}

@@ -25,6 +25,5 @@ int cred_flow_body(proxy_conn *c, const char *data, size_t n, int final, char **
  * final the held tail is let go (the response ended). -1: out of memory (the connection closed). */
 int cred_flow_response(proxy_conn *c, creds_stream *st, const char *data, size_t n, int final, char **out,
                        size_t *out_len);
-void cred_flow_free(proxy_conn *c);
 
 #endif

@@ -45,6 +45,7 @@ typedef enum {
   IN_BODY,        /* the request went out; body up, response down (until the response ends) */
 } in_phase;
 
+typedef struct inspect_session inspect_session;
 struct inspect_session {
   tls_end client, origin;
   in_phase phase;
@@ -83,23 +84,30 @@ static void client_eof(proxy_conn *c);
 static void upstream_data(proxy_conn *c, char *data, size_t len);
 static void upstream_eof(proxy_conn *c);
 static void deadline(proxy_conn *c);
-/* TLS on both sides, each request checked; the deadline of the phase the session is in. */
+static void inspect_close(proxy_conn *c);
+/* An answer (may be empty) sealed into the sandbox's TLS session, then close_notify: 0 with the
+ * ciphertext in *out (NULL when none), or -1 when c has no TLS session (its wrap). */
+static int inspect_seal(proxy_conn *c, const char *data, size_t len, char **out, size_t *out_len);
+/* TLS on both sides, each request checked; the deadline of the phase the session is in. The
+ * session (both TLS ends, its buffers) is freed by its close. */
 static const conn_handlers inspecting = {.client_data = client_data,
                                          .client_eof = client_eof,
                                          .upstream_data = upstream_data,
                                          .upstream_eof = upstream_eof,
-                                         .deadline = deadline};
+                                         .deadline = deadline,
+                                         .close = inspect_close,
+                                         .wrap = inspect_seal};
 
 static void client_drained(proxy_conn *c, int status) {
   (void)status;
   if (live(c) && c->upstream_paused && queued(&c->client) <= c->srv->cfg->buffer_bytes / 2) {
     c->upstream_paused = 0;
-    if (c->insp->origin_state >= 0) conn_read_upstream(c);
+    if (((inspect_session *)c->route)->origin_state >= 0) conn_read_upstream(c);
   }
 }
 
 static int wants_client(proxy_conn *c) {
-  in_phase p = c->insp->phase;
+  in_phase p = ((inspect_session *)c->route)->phase;
   return p == IN_HANDSHAKE || p == IN_HEAD || (p == IN_BODY && c->up_left > 0);
 }
 
@@ -128,10 +136,10 @@ static void flush(proxy_conn *c, tls_end *e, uv_tcp_t *to, uv_tcp_t *other, int 
 }
 
 static void flush_client(proxy_conn *c) {
-  flush(c, &c->insp->client, &c->client, &c->upstream, &c->upstream_paused, client_drained);
+  flush(c, &((inspect_session *)c->route)->client, &c->client, &c->upstream, &c->upstream_paused, client_drained);
 }
 static void flush_origin(proxy_conn *c) {
-  flush(c, &c->insp->origin, &c->upstream, &c->client, &c->client_paused, origin_drained);
+  flush(c, &((inspect_session *)c->route)->origin, &c->upstream, &c->client, &c->client_paused, origin_drained);
 }
 
 static int seal_to(tls_end *e, const char *data, size_t len) {
@@ -141,7 +149,7 @@ static int seal_to(tls_end *e, const char *data, size_t len) {
 
 /* A certificate (or handshake) the proxy will not accept from the origin: JSON 502. */
 static void origin_refused(proxy_conn *c) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   char msg[700];
   snprintf(msg, sizeof msg,
            "the TLS connection to %s:%d was refused (%s: %s), so the request was not sent; the proxy trusts the "
@@ -152,7 +160,7 @@ static void origin_refused(proxy_conn *c) {
 }
 
 static void origin_failed(proxy_conn *c, const char *reason, const char *detail) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   s->origin_state = -1;
   s->origin_reason = reason;
   snprintf(s->origin_detail, sizeof s->origin_detail, "%s", detail);
@@ -164,7 +172,7 @@ static void origin_failed(proxy_conn *c, const char *reason, const char *detail)
  * Content-Length, or up to the end of the chunked coding. up_left becomes 0 when the body has
  * ended (a chunked body keeps UINT64_MAX until then). -1: the chunked framing is malformed. */
 static int body_part(proxy_conn *c, const char *data, size_t n, size_t *k) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   *k = 0;
   if (!c->up_left) return 0;
   if (!s->body_chunked) {
@@ -181,7 +189,7 @@ static int body_part(proxy_conn *c, const char *data, size_t n, size_t *k) {
 /* A chunked body the proxy cannot frame exactly: 400, and nothing more goes to the origin. */
 static void bad_body(proxy_conn *c) {
   char msg[200];
-  snprintf(msg, sizeof msg, "malformed chunked request body: %s", c->insp->body_chunks.why);
+  snprintf(msg, sizeof msg, "malformed chunked request body: %s", ((inspect_session *)c->route)->body_chunks.why);
   c->decision = "bad_request";
   reply_error(c, 400, "invalid_request_error", msg);
 }
@@ -196,7 +204,7 @@ static void drop_sent(inspect_session *s, size_t k) {
  * so a placeholder split across chunks is found, and goes on in chunks of its own. -1: the
  * request was refused or the connection closed. */
 static int body_out(proxy_conn *c, const char *data, size_t k, int final, char **out, size_t *on) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   if (!s->rechunk) return cred_flow_body(c, data, k, final, out, on);
   if (s->rechunk_ended) return 0; /* k is 0: the next request's bytes, held */
   char *plain = k ? malloc(k) : NULL, *pass = NULL;
@@ -219,7 +227,7 @@ static int body_out(proxy_conn *c, const char *data, size_t k, int final, char *
 }
 
 static void send_request(proxy_conn *c) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   const proxy_config *cfg = c->srv->cfg;
   size_t early;
   if (body_part(c, s->early.data, s->early.len, &early) != 0) return bad_body(c); /* before anything went out */
@@ -255,7 +263,7 @@ static void send_request(proxy_conn *c) {
 
 /* The head is complete: method and path against the policy, as on the plain-HTTP route. */
 static void decide(proxy_conn *c) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   const ir_request *r = &s->req;
   memcpy(c->method, r->head.method, r->head.method_len);
   c->method[r->head.method_len] = '\0';
@@ -297,11 +305,11 @@ static void decide(proxy_conn *c) {
  * while they wait, so they are a few reads at most; past the bound the connection closes
  * rather than drop any. */
 static int keep_early(proxy_conn *c, const char *data, size_t n) {
-  return ss_buf_append(&c->insp->early, data, n) == SS_BUF_OK ? 0 : -1;
+  return ss_buf_append(&((inspect_session *)c->route)->early, data, n) == SS_BUF_OK ? 0 : -1;
 }
 
 static void head_bytes(proxy_conn *c, const char *data, size_t n) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   const proxy_config *cfg = c->srv->cfg;
   /* past max_head the parser answers 431 anyway; a little more keeps body bytes of a full head */
   size_t room = ss_buf_room(&s->plain);
@@ -328,7 +336,7 @@ static void head_bytes(proxy_conn *c, const char *data, size_t n) {
 }
 
 static void client_plain(proxy_conn *c, const char *data, size_t n) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   switch (s->phase) {
   case IN_HEAD: return head_bytes(c, data, n);
   case IN_WAIT_ORIGIN: /* body bytes decrypted before reading stopped: kept apart from the head */
@@ -358,7 +366,7 @@ static void client_plain(proxy_conn *c, const char *data, size_t n) {
 }
 
 static void client_progress(proxy_conn *c) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   SSL *ssl = s->client.ssl;
   if (s->phase == IN_HANDSHAKE) {
     ERR_clear_error();
@@ -395,7 +403,7 @@ static void client_progress(proxy_conn *c) {
 
 /* Scrubbed answer bytes toward the sandbox (inspect_scrub.h's emit). */
 static int to_client(proxy_conn *c, const char *data, size_t n) {
-  if (seal_to(&c->insp->client, data, n) == 0) return 0;
+  if (seal_to(&((inspect_session *)c->route)->client, data, n) == 0) return 0;
   c->end = "client_tls_error";
   conn_close(c);
   return -1;
@@ -406,7 +414,7 @@ static void response_bytes(proxy_conn *c, const char *data, size_t n, int final)
   char *clean; /* every secret of this host replaced by its placeholder, same length */
   size_t cn;
   if (cred_flow_response(c, &c->cred_response, data, n, final, &clean, &cn) != 0) return;
-  int sealed = seal_to(&c->insp->client, clean, cn);
+  int sealed = seal_to(&((inspect_session *)c->route)->client, clean, cn);
   free(clean);
   if (sealed != 0) {
     c->end = "client_tls_error";
@@ -430,7 +438,7 @@ static void request_audited(proxy_conn *c) {
  * Either the connection ends here (close_notify; conn_close writes the audit line), or the
  * held bytes are the next request, read and checked as the first was. */
 static void response_ended(proxy_conn *c, size_t extra) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   s->requests++;
   if (!s->resp.keep_alive || !s->client_keep_alive || c->up_left || extra || c->client_eof) {
     flush_client(c);
@@ -452,7 +460,7 @@ static void response_ended(proxy_conn *c, size_t extra) {
 
 /* Plaintext from the origin: the response to the request in flight, up to its end. */
 static void origin_plain(proxy_conn *c, const char *data, size_t n) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   if (s->phase != IN_BODY) { /* before the first request: nothing to answer, dropped */
     if (!s->requests) return;
     c->end = "origin_spoke_unasked"; /* between requests: it would be read as the next answer */
@@ -475,7 +483,7 @@ static void origin_plain(proxy_conn *c, const char *data, size_t n) {
 }
 
 static void origin_progress(proxy_conn *c) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   SSL *ssl = s->origin.ssl;
   if (s->origin_state == 0) {
     ERR_clear_error();
@@ -517,7 +525,8 @@ static void origin_progress(proxy_conn *c) {
 void inspect_start(proxy_conn *c) {
   inspect_session *s = calloc(1, sizeof *s);
   if (!s) return conn_close(c);
-  c->insp = s;
+  conn_enter(c, ST_INSPECT, &inspecting); /* from here the session is the route's to free */
+  c->route = s;
   ss_buf_init(&s->plain, c->srv->cfg->max_head + PLAIN_CHUNK);
   ss_buf_init(&s->early, c->srv->cfg->max_head + HOLD_EXTRA);
   int fresh = 0;
@@ -526,10 +535,7 @@ void inspect_start(proxy_conn *c) {
     return conn_close(c);
   }
   c->leaf = fresh ? "fresh" : "cached";
-  conn_enter(c, ST_INSPECT, &inspecting);
   c->status = 0; /* the audit line's status is the inner answer's (response_bytes), not the CONNECT's 200 */
-  free(c->hello_scratch);
-  c->hello_scratch = NULL;
   int fed = tls_end_feed(&s->client, c->in.data, c->in.len); /* the ClientHello tunnel.c read */
   ss_buf_free(&c->in);
   if (fed != 0) return conn_close(c);
@@ -542,14 +548,14 @@ void inspect_start(proxy_conn *c) {
 }
 
 static void client_data(proxy_conn *c, char *data, size_t len) {
-  int fed = tls_end_feed(&c->insp->client, data, len);
+  int fed = tls_end_feed(&((inspect_session *)c->route)->client, data, len);
   free(data);
   if (fed != 0) return conn_close(c);
   client_progress(c);
 }
 
 static void upstream_data(proxy_conn *c, char *data, size_t len) {
-  int fed = tls_end_feed(&c->insp->origin, data, len);
+  int fed = tls_end_feed(&((inspect_session *)c->route)->origin, data, len);
   free(data);
   if (fed != 0) return conn_close(c);
   origin_progress(c);
@@ -565,7 +571,7 @@ static int early_body_whole(inspect_session *s) {
 }
 
 static void client_eof(proxy_conn *c) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   c->client_eof = 1;
   /* the request is whole: the response may still come */
   if (s->phase == IN_BODY && c->up_left == 0) return;
@@ -575,7 +581,7 @@ static void client_eof(proxy_conn *c) {
 }
 
 static void upstream_eof(proxy_conn *c) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   c->upstream_eof = 1;
   if (s->phase == IN_BODY) { /* the response ended (or was cut): close_notify toward the sandbox, then close */
     if (s->resp.phase != HR_UNTIL_CLOSE) c->end = "origin_closed";
@@ -593,7 +599,7 @@ static void upstream_eof(proxy_conn *c) {
 }
 
 static void deadline(proxy_conn *c) {
-  inspect_session *s = c->insp;
+  inspect_session *s = c->route;
   switch (s->phase) {
   case IN_HANDSHAKE:
     c->end = "handshake_timeout";
@@ -617,8 +623,8 @@ static void deadline(proxy_conn *c) {
   }
 }
 
-int inspect_seal(proxy_conn *c, const char *data, size_t len, char **out, size_t *out_len) {
-  inspect_session *s = c->insp;
+static int inspect_seal(proxy_conn *c, const char *data, size_t len, char **out, size_t *out_len) {
+  inspect_session *s = c->owner == &inspecting ? c->route : NULL; /* another route's state is not a session */
   *out = NULL;
   *out_len = 0;
   if (!s || s->phase == IN_HANDSHAKE) { /* no session to write into: only what the handshake produced */
@@ -630,8 +636,8 @@ int inspect_seal(proxy_conn *c, const char *data, size_t len, char **out, size_t
   return 0;
 }
 
-void inspect_free(proxy_conn *c) {
-  inspect_session *s = c->insp;
+static void inspect_close(proxy_conn *c) {
+  inspect_session *s = c->route;
   if (!s) return;
   if (s->client.ssl) tls_end_free(&s->client);
   if (s->origin.ssl) tls_end_free(&s->origin);
@@ -640,5 +646,5 @@ void inspect_free(proxy_conn *c) {
   hr_free(&s->resp);
   resp_scrub_free(&s->scrub);
   free(s);
-  c->insp = NULL;
+  c->route = NULL;
 }

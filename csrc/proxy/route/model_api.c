@@ -21,7 +21,9 @@
 
 #define MAX_RESPONSE_HEAD (256 * 1024)
 
+typedef struct cred_req cred_req;
 struct cred_req {
+  curl_loop_transfer transfer; /* first: curl_loop calls transfer_done through the easy's private */
   proxy_conn *c;
   CURL *easy;
   struct curl_slist *headers;
@@ -59,7 +61,7 @@ static void free_req(cred_req *r) {
   ss_buf_free(&r->resp);
   creds_stream_free(&r->scrub_head);
   free(r);
-  c->cred = NULL;
+  c->route = NULL;
   conn_release(c);
 }
 
@@ -97,7 +99,7 @@ static size_t on_read_body(char *dst, size_t size, size_t n, void *ud) {
 }
 
 static void body_bytes(proxy_conn *c, const char *data, size_t len) {
-  cred_req *r = c->cred;
+  cred_req *r = c->route;
   if (!r || len == 0) return;
   if (len > r->body_left) len = (size_t)r->body_left; /* bytes past the body are not a request we checked */
   if (len == 0) return;
@@ -106,7 +108,7 @@ static void body_bytes(proxy_conn *c, const char *data, size_t len) {
   char *pass = NULL; /* what the credential scan lets go (a placeholder: refused, the transfer ends) */
   if (cred_flow_body(c, data, len, r->body_left == 0, &pass, &len) != 0) {
     if (!r->added) r->finished = 1; /* not in curl's multi yet */
-    if (c->cred) credential_abort(c);
+    if (c->route) credential_abort(c);
     return;
   }
   data = pass;
@@ -128,7 +130,7 @@ static void body_bytes(proxy_conn *c, const char *data, size_t len) {
 }
 
 static void client_eof(proxy_conn *c) {
-  cred_req *r = c->cred;
+  cred_req *r = c->route;
   if (r && r->body_left > 0) { /* the client left before its body was complete */
     c->end = "client_closed";
     conn_close(c);
@@ -143,7 +145,7 @@ static void client_data(proxy_conn *c, char *base, size_t len) {
 
 /* The request body to curl, a client's early close; curl's own timeouts govern (the deadline timer
  * is stopped), and the response comes through curl's callbacks. */
-static const conn_handlers answering = {.client_data = client_data, .client_eof = client_eof};
+static const conn_handlers answering = {.client_data = client_data, .client_eof = client_eof, .close = credential_abort};
 
 /* ---- the response, curl -> client ---- */
 
@@ -210,7 +212,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *ud) {
     if (len >= 18 && strncasecmp(line, "transfer-encoding:", 18) == 0) r->has_te = 1;
     if (len >= 15 && strncasecmp(line, "content-length:", 15) == 0) r->has_cl = 1;
     if (encoded(line, len)) {
-      r->encoded = 1; /* the transfer fails before the head goes on: credential_done answers 502 */
+      r->encoded = 1; /* the transfer fails before the head goes on: transfer_done answers 502 */
       r->in_callback--;
       return 0;
     }
@@ -238,7 +240,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *ud) {
 }
 
 void credential_client_drained(proxy_conn *c) {
-  cred_req *r = c->cred;
+  cred_req *r = c->route;
   if (r && r->recv_paused && queued(c) <= c->srv->cfg->buffer_bytes / 2) {
     r->recv_paused = 0;
     update_pause(r);
@@ -286,9 +288,9 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
   return ok && !r->aborted ? len : 0;
 }
 
-void credential_done(CURL *easy, CURLcode rc) {
-  cred_req *r = NULL;
-  curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
+/* The transfer ended (curl_loop): the answer's end, or an error before or after its head. */
+static void transfer_done(curl_loop_transfer *t, CURL *easy, CURLcode rc) {
+  cred_req *r = (cred_req *)t;
   proxy_conn *c = r->c;
   curl_multi_remove_handle(curl_loop_multi(c->srv->curl), easy);
   r->finished = 1;
@@ -326,9 +328,9 @@ void credential_done(CURL *easy, CURLcode rc) {
 }
 
 void credential_abort(proxy_conn *c) {
-  cred_req *r = c->cred;
+  cred_req *r = c->route;
   if (!r) return;
-  if (r->in_callback) { /* curl is on the stack: fail the transfer; credential_done frees */
+  if (r->in_callback) { /* curl is on the stack: fail the transfer; transfer_done frees */
     r->aborted = 1;
     return;
   }
@@ -411,7 +413,8 @@ static int setup_easy(cred_req *r, carrier how, unsigned long long body) {
   if (build_headers(r, how) != 0) return -1;
   CURL *e = r->easy;
   curl_easy_setopt(e, CURLOPT_URL, r->url);
-  curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+  r->transfer.done = transfer_done;
+  curl_easy_setopt(e, CURLOPT_PRIVATE, &r->transfer);
   curl_easy_setopt(e, CURLOPT_PROXY, ""); /* the proxy's own environment never routes the upstream */
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -487,17 +490,17 @@ void credential_begin(proxy_conn *c) {
   c->rule = v.rule;
   cred_req *r = calloc(1, sizeof *r);
   if (!r) return conn_close(c);
+  conn_enter(c, ST_CREDENTIAL, &answering); /* from here the transfer is the route's to end */
   r->c = c;
   ss_buf_init(&r->body, body_limit(c->srv->cfg));
   ss_buf_init(&r->resp, MAX_RESPONSE_HEAD);
-  c->cred = r;
+  c->route = r;
   conn_hold(c); /* the transfer keeps the connection's memory alive until curl lets go */
   r->body_left = body;
   if (setup_easy(r, how, body) != 0) {
     free_req(r);
     return reply_error(c, 500, "api_error", "cannot set up the upstream request");
   }
-  conn_enter(c, ST_CREDENTIAL, &answering);
   uv_timer_stop(&c->timer); /* curl's own timeouts govern from here */
   size_t early = c->in.len - req->head_len;
   if (early) body_bytes(c, c->in.data + req->head_len, early);

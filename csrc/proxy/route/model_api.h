@@ -10,6 +10,5 @@ typedef struct proxy_conn proxy_conn;
 void credential_begin(proxy_conn *c);
 void credential_client_drained(proxy_conn *c);
 void credential_abort(proxy_conn *c);
-void credential_done(CURL *easy, CURLcode rc); /* curl_loop: a transfer ended */
 
 #endif

@@ -125,7 +125,8 @@ static const conn_handlers relaying = {.client_data = client_data,
                                        .client_eof = client_eof,
                                        .upstream_data = upstream_data,
                                        .upstream_eof = upstream_eof,
-                                       .deadline = idle_deadline};
+                                       .deadline = idle_deadline,
+                                       .close = splice_relay_stop}; /* a kernel relay's pipes and dups */
 
 void relay_start(proxy_conn *c) {
   conn_enter(c, ST_RELAY, &relaying);

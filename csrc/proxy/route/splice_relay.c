@@ -72,6 +72,7 @@ typedef struct {
   uint64_t swept;   /* total at the last sweep: unchanged means idle */
 } splice_dir;
 
+typedef struct splice_relay splice_relay;
 struct splice_relay {
   uv_poll_t poll[2]; /* on fd[SIDE_CLIENT] and fd[SIDE_UPSTREAM] */
   int fd[2];         /* dups of the streams' sockets */
@@ -86,9 +87,9 @@ static uv_tcp_t *stream_of(proxy_conn *c, int side) { return side == SIDE_CLIENT
 
 static void on_poll_closed(uv_handle_t *h) {
   proxy_conn *c = h->data;
-  if (--c->splice->handles == 0) {
-    free(c->splice);
-    c->splice = NULL;
+  if (--((splice_relay *)c->route)->handles == 0) {
+    free(c->route);
+    c->route = NULL;
   }
   conn_release(c);
 }
@@ -99,7 +100,7 @@ static void pipe_given_back(proxy_server *s) {
 }
 
 static void release(proxy_conn *c) {
-  splice_relay *sr = c->splice;
+  splice_relay *sr = c->route;
   int handles = sr->handles;
   sr->live = 0;
   for (int side = 0; side < 2; side++) {
@@ -114,7 +115,7 @@ static void release(proxy_conn *c) {
   }
   if (handles == 0) {
     free(sr);
-    c->splice = NULL;
+    c->route = NULL;
   }
 }
 
@@ -128,7 +129,7 @@ static int leaves_fds_free(int highest) {
 /* The fds: two pipes and two dups; -1 when one cannot be made or they crowd the fd table (what was
  * made is closed by the caller's release). */
 static int make_fds(proxy_conn *c) {
-  splice_relay *sr = c->splice;
+  splice_relay *sr = c->route;
   int highest = 0;
   for (int side = 0; side < 2; side++) {
     int p[2];
@@ -182,9 +183,9 @@ static int grow(proxy_server *s, splice_dir *d) {
 static void sweep(uv_timer_t *t) {
   proxy_server *s = t->data;
   for (proxy_conn *c = s->conns; c && s->pipes_grown; c = c->next) {
-    if (!c->splice) continue;
+    if (!c->route) continue;
     for (int side = 0; side < 2; side++) {
-      splice_dir *d = &c->splice->dir[side];
+      splice_dir *d = &((splice_relay *)c->route)->dir[side];
       int idle = d->total == d->swept;
       d->swept = d->total;
       if (!d->big || !idle || d->in_pipe || d->pipe_w < 0) continue;
@@ -201,7 +202,7 @@ static void sweep(uv_timer_t *t) {
 /* The source ended and its pipe is empty: FIN toward the destination, as relay.c's uv_shutdown
  * does once its write queue has drained (its status is ignored there too). */
 static void pass_eof(proxy_conn *c, int from) {
-  splice_relay *sr = c->splice;
+  splice_relay *sr = c->route;
   sr->dir[from].ended = 1;
   shutdown(sr->fd[!from], SHUT_WR);
   if (from == SIDE_CLIENT) c->client_eof = 1;
@@ -212,7 +213,7 @@ static void pass_eof(proxy_conn *c, int from) {
 /* Out of the pipe into the destination: 0 when it would block or the pipe is empty, -1 when the
  * tunnel ended. */
 static ssize_t splice_out(proxy_conn *c, int from) {
-  splice_relay *sr = c->splice;
+  splice_relay *sr = c->route;
   splice_dir *d = &sr->dir[from];
   if (d->in_pipe == 0) return 0;
   ssize_t n = splice(d->pipe_r, NULL, sr->fd[!from], NULL, d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -226,7 +227,7 @@ static ssize_t splice_out(proxy_conn *c, int from) {
 /* From the source into the pipe: the bytes read (counted and resetting the idle deadline), 0 when
  * nothing can be read now, -1 when the tunnel ended. Sets eof and full. */
 static ssize_t splice_in(proxy_conn *c, int from) {
-  splice_relay *sr = c->splice;
+  splice_relay *sr = c->route;
   splice_dir *d = &sr->dir[from];
   if (d->eof || d->full) return 0;
   if (d->in_pipe >= d->pipe_size && !grow(c->srv, d)) {
@@ -257,7 +258,7 @@ static ssize_t splice_in(proxy_conn *c, int from) {
 /* Moves what it can from side `from` to the other side, in at most ROUNDS in/out pairs; returns
  * the bytes moved either way, or -1 when the tunnel ended (c may be closing: touch nothing). */
 static ssize_t pump(proxy_conn *c, int from) {
-  splice_dir *d = &c->splice->dir[from];
+  splice_dir *d = &((splice_relay *)c->route)->dir[from];
   ssize_t moved = 0;
   for (int round = 0; round < ROUNDS; round++) {
     ssize_t out = splice_out(c, from);
@@ -286,7 +287,7 @@ static int wanted(const splice_relay *sr, int side) {
 static void on_poll(uv_poll_t *h, int status, int events);
 
 static void rearm(proxy_conn *c) {
-  splice_relay *sr = c->splice;
+  splice_relay *sr = c->route;
   for (int side = 0; side < 2; side++) {
     int ev = wanted(sr, side);
     if (ev == sr->events[side]) continue;
@@ -298,7 +299,7 @@ static void rearm(proxy_conn *c) {
 
 static void on_poll(uv_poll_t *h, int status, int events) {
   proxy_conn *c = h->data;
-  splice_relay *sr = c->splice;
+  splice_relay *sr = c->route;
   if (c->state != ST_RELAY || !sr->live) return;
   int side = h == &sr->poll[SIDE_CLIENT] ? SIDE_CLIENT : SIDE_UPSTREAM;
   if (status < 0) {
@@ -322,23 +323,23 @@ static void on_poll(uv_poll_t *h, int status, int events) {
 }
 
 static void start_splicing(proxy_conn *c) {
-  splice_relay *sr = c->splice;
+  splice_relay *sr = c->route;
   for (int side = 0; side < 2; side++) sr->events[side] = 0;
   rearm(c);
 }
 
 static void flushed(proxy_conn *c, int status) {
   (void)status;
-  splice_relay *sr = c->splice;
+  splice_relay *sr = c->route;
   if (sr && sr->live && --sr->flushes == 0 && c->state == ST_RELAY) start_splicing(c);
 }
 
 int splice_relay_start(proxy_conn *c) {
-  if (c->kind != KIND_CONNECT || c->splice) return -1;
+  if (c->kind != KIND_CONNECT || c->route) return -1;
   splice_relay *sr = calloc(1, sizeof *sr);
   if (!sr) return -1;
   for (int side = 0; side < 2; side++) sr->fd[side] = sr->dir[side].pipe_r = sr->dir[side].pipe_w = -1;
-  c->splice = sr;
+  c->route = sr;
   if (make_fds(c) != 0) return release(c), -1;
   for (int side = 0; side < 2; side++) {
     if (uv_poll_init_socket(c->srv->loop, &sr->poll[side], sr->fd[side]) != 0) return release(c), -1;
@@ -365,7 +366,8 @@ int splice_relay_start(proxy_conn *c) {
 }
 
 void splice_relay_stop(proxy_conn *c) {
-  if (c->splice && c->splice->live) release(c);
+  splice_relay *sr = c->route;
+  if (sr && sr->live) release(c);
 }
 
 #else /* no splice(2): relay.c's libuv path relays every tunnel */

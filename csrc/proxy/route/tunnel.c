@@ -44,8 +44,6 @@ static void refuse_tls(proxy_conn *c, const char *decision, unsigned char alert)
 
 static void admit(proxy_conn *c) {
   if (c->kind == KIND_INSPECT) return inspect_start(c); /* the hello is the start of its TLS */
-  free(c->hello_scratch);
-  c->hello_scratch = NULL;
   if (c->in.len && conn_write(c, (uv_stream_t *)&c->upstream, c->in.data, c->in.len, NULL) != 0) return;
   c->bytes_up += c->in.len;
   ss_buf_free(&c->in); /* an idle tunnel keeps no head buffer */
@@ -66,7 +64,7 @@ static void refuse_not_tls(proxy_conn *c) {
 }
 
 static void check_hello(proxy_conn *c) {
-  ch_status st = ch_parse((const uint8_t *)c->in.data, c->in.len, c->hello_scratch, c->sni);
+  ch_status st = ch_parse((const uint8_t *)c->in.data, c->in.len, c->route, c->sni);
   if (st != CH_SNI && st != CH_ECH && st != CH_ESNI) c->sni[0] = '\0';
   switch (st) {
   case CH_NEED_MORE:
@@ -106,7 +104,12 @@ static void hello_deadline(proxy_conn *c) {
 /* Waiting for the ClientHello. The destination is read only once the tunnel is admitted (or from
  * the start of a raw one), so it cannot speak while the hello is checked: a server that speaks
  * first (SMTP, SSH, MySQL) is reached only through a raw rule. */
-static const conn_handlers awaiting_hello = {.client_data = hello_bytes, .deadline = hello_deadline};
+static void hello_close(proxy_conn *c) {
+  free(c->route);
+  c->route = NULL;
+}
+
+static const conn_handlers awaiting_hello = {.client_data = hello_bytes, .deadline = hello_deadline, .close = hello_close};
 
 static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
@@ -119,10 +122,11 @@ static void keep_early_bytes(proxy_conn *c) {
 }
 
 static void connected(proxy_conn *c) {
-  c->hello_scratch = malloc(CH_MAX_HELLO);
-  if (!c->hello_scratch) return conn_close(c);
+  uint8_t *scratch = malloc(CH_MAX_HELLO);
+  if (!scratch) return conn_close(c);
   c->status = 200;
   conn_enter(c, ST_HELLO, &awaiting_hello);
+  c->route = scratch; /* the ClientHello parser's scratch, freed by hello_close */
   if (conn_write(c, (uv_stream_t *)&c->client, established, sizeof established - 1, NULL) != 0) return;
   conn_set_deadline(c, c->srv->cfg->handshake_ms);
   keep_early_bytes(c);
