@@ -148,6 +148,11 @@ function G.cleanup(prefix)
   if #o.containers > 0 then h.sh("docker rm -fv " .. table.concat(o.containers, " ")) end
   if #o.networks > 0 then h.sh("docker network rm " .. table.concat(o.networks, " ")) end
   if #o.volumes > 0 then h.sh("docker volume rm " .. table.concat(o.volumes, " ")) end
+  -- the stacks' control directories (docker/control.lua), which the engine's objects do not
+  -- carry: a stack removed here rather than by destroy leaves its directory behind otherwise
+  if type(prefix) == "string" and prefix:match("^[%w][%w._-]*$") then
+    h.sh("rm -rf /run/sandstack/" .. prefix .. "*")
+  end
 end
 
 -- wait_until(fn, seconds) -> fn's last truthy value, or nil after `seconds`.
