@@ -35,7 +35,7 @@ packages=(
   perl luajit2 libluajit2-5.1-dev lua-busted luarocks
   nginx libnginx-mod-http-lua libnginx-mod-http-ndk lua-resty-core lua-resty-lrucache docker-compose
   git debootstrap shellcheck strace clang libclang-rt-14-dev llvm
-  nodejs npm chromium
+  chromium
 )
 
 missing() { # missing PACKAGE...: those not installed, one a line
@@ -72,6 +72,9 @@ build_pid=$!
 trap '[ -z "${build_pid:-}" ] || kill "$build_pid" 2>/dev/null || true' EXIT
 build_start=$SECONDS
 install "packages" "${packages[@]}"
+# The console's browser test and its vendoring need node and npm: Debian's, unless the machine
+# has them already (NodeSource's nodejs bundles npm and conflicts with Debian's npm package).
+if [ "$with_test" = 1 ] && ! command -v npm >/dev/null; then install "node" nodejs npm; fi
 
 # gVisor's runsc for `runtime = "runsc"` (issue 18), tests only: installed from
 # bookworm-backports and registered in /etc/docker/daemon.json before the engine starts.
