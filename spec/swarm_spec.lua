@@ -168,9 +168,13 @@ describe("sandstack.swarm plan (no cluster)", function()
       header = "Authorization", format = "Bearer %s", secret = GH } }, egress_policy = { allow = { "gh.test" } } }, FIXED))
     local by = by_name(s.services, "service")
     local function env(svc) return table.concat(by[svc].body.TaskTemplate.ContainerSpec.Env or {}, "\n") end
-    assert.truthy(env("proxy"):find(GH, 1, true), "the proxy's service holds the secret")
+    -- the shown plan marks the secret's place in the proxy's credentials (the start puts it
+    -- there); no service's body shows the secret itself
+    assert.truthy(env("proxy"):find("SANDSTACK_CREDENTIALS=", 1, true), "the proxy's service has the credentials")
+    assert.truthy(env("proxy"):find("(secret not shown)", 1, true), "the proxy's service has the secret's place")
+    for svc in pairs(by) do assert.is_nil(env(svc):find(GH, 1, true), svc .. " shows the secret") end
     for svc in pairs(by) do
-      if svc ~= "proxy" then assert.is_nil(env(svc):find(GH, 1, true), svc .. " holds the secret") end
+      if svc ~= "proxy" then assert.is_nil(env(svc):find("SANDSTACK_CREDENTIALS", 1, true), svc) end
     end
     assert.matches("GH_TOKEN=%w+", env("sandbox"))
     local function ca(svc)

@@ -386,7 +386,8 @@ function M.start(session_key, opts)
   return stack
 end
 
--- The Swarm bodies a start would send, without a cluster (for inspection and tests).
+-- The Swarm bodies a start would send, without a cluster (for inspection and tests), a
+-- credential's secret never shown (as sandstack.docker.plan: a marker in its place).
 function M.plan(session_key, opts, ctx)
   local clean, _, sw = split(session_key, opts)
   local ok, err = refusals(clean)
@@ -395,7 +396,7 @@ function M.plan(session_key, opts, ctx)
   E.check_keys(ctx, { api_version = true, now = true, token = true, run = true }, "sandstack.swarm.plan")
   local model; model, err = core.stack_model(clean, session_key, { now = ctx.now, token = ctx.token, run = ctx.run })
   if not model then return nil, err end
-  local plan; plan, err = model:plan { api_version = ctx.api_version }
+  local plan; plan, err = model:plan { api_version = ctx.api_version, redact = true }
   model:close()
   if not plan then return nil, err end
   local shape; shape, err = spec.translate(plan, { constraints = sw.constraints })
