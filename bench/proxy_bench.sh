@@ -104,12 +104,12 @@ for _ in range(reps):
     rounds["proxy"].append(pull(tunnel("198.51.100.30:9004")))
     proxy_cpu += cpu_seconds(pid) - c0
     rounds["socat"].append(pull(socket.create_connection(("198.51.100.1", 4004))))
-    loads.append(load())
+    loads.append(load().split()[0])
 direct, viaproxy, viasocat = (max(rounds[k]) for k in ("direct", "proxy", "socat"))
 print("CONNECT throughput, %d MiB, %d interleaved runs (the proxy's relay: %s):" % (mib, reps, relay_of_last_tunnel()))
 for i in range(reps):
     d, p, s = rounds["direct"][i], rounds["proxy"][i], rounds["socat"][i]
-    print("  run %d, load %s: direct %.0f, proxy %.0f, socat %.0f MB/s; proxy/direct %.2f"
+    print("  run %d (load %s): direct %.0f, proxy %.0f, socat %.0f MB/s; proxy/direct %.2f"
           % (i + 1, loads[i], d, p, s, p / d))
 print("  best of %d: direct %.0f, proxy %.0f, socat %.0f MB/s; proxy/direct %.2f, socat/direct %.2f, proxy/socat %.2f"
       % (reps, direct, viaproxy, viasocat, viaproxy / direct, viasocat / direct, viaproxy / viasocat))
@@ -204,7 +204,7 @@ print("RSS per idle tunnel: %.1f KiB (500 tunnels, %d -> %d KiB); fds per idle t
       % (per, before, after, (fds_after - fds_before) / 500, relay_of_last_tunnel()))
 print("  goal %s: idle-tunnel memory %.1f KiB (goal <= 12 KiB)" % ("met" if per <= 12 else "NOT met", per))
 PY
-BENCH_SECTION=connect bench_results_end proxy "CONNECT throughput" '^(CONNECT|  run|  cpu|  goal .*CONNECT)' 
+BENCH_SECTION=connect bench_results_end proxy "CONNECT throughput" '^(  run|  cpu|  goal .*CONNECT)' 
 # The keep-alive request rate through an inspected tunnel against a plain one, with its
 # own namespaces, proxy and origin: bench/proxy_keepalive_bench.sh.
 [ "${KEEPALIVE:-1}" = 0 ] || bash "$top/bench/proxy_keepalive_bench.sh" "$build"
