@@ -3,13 +3,15 @@
 # result; absolute numbers depend on the machine). Two network namespaces joined by a veth pair,
 # as in spec/proxy_core_spec.lua; the outside runs spec/support/proxy_standin.py.
 #   bash bench/proxy_bench.sh [BUILD_DIR] [MIB]     (root; BUILD_DIR default build, MIB default 1024)
-# Prints: CONNECT throughput (proxy/direct, socat/direct, proxy/socat; best of REPS interleaved
-# rounds, default 3, with the load average, the relay the proxy used and a goal line:
+# Prints: CONNECT throughput (each of REPS interleaved runs, default 3, with its load average and
+# ratios proxy/direct and socat/direct, then the best of each path, the relay the proxy used and a goal line:
 # proxy/direct >= 0.8), time to first byte and per-request latency p50/p99 for small plain-HTTP
 # requests (proxy vs direct vs socat), the same against the nginx example proxy
 # (examples/egress-proxy; needs Debian's nginx and its Lua module and a LuaJIT core.so,
 # SANDSTACK_CORE_SO, default build-luajit's), RSS and fds per idle tunnel (a goal line: <= 12 KiB).
-#   SMALL_N (default 2000): requests per path in the nginx comparison; BENCH_NS: namespace prefix
+#   SMALL_N (default 2000): requests per path in the nginx comparison; BENCH_NS: namespace prefix;
+#   KEEPALIVE=0 leaves out bench/proxy_keepalive_bench.sh, which runs last otherwise
+# The runs and the goal lines become the "connect" section of docs/results/proxy.md.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
@@ -57,7 +59,7 @@ sleep 0.3
 pid=$(pgrep -f -n "^$proxy --listen 198.51.100.1 --port 3128" || true)
 ip netns exec "$P" env SMALL_N="${SMALL_N:-2000}" REPS="${REPS:-3}" PROXY_OUT="$work/proxy.out" PYTHONPATH="$top/bench" PYTHONDONTWRITEBYTECODE=1 python3 - "$mib" "$token" "$pid" "$nginx_port" <<'PY'
 import json, os, socket, statistics, sys, time
-from proxy_bench_common import open_tunnel, proxy_auth, read_to_close
+from proxy_bench_common import cpu_seconds, open_tunnel, proxy_auth, read_to_close
 mib, token, pid, nginx_port = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 auth = proxy_auth(token)
 N = mib * 1024 * 1024
@@ -94,18 +96,26 @@ def relay_of_last_tunnel():
 # (on a loaded machine a single round says more about the neighbours than about the relay).
 reps = int(os.environ.get("REPS", "3"))
 rounds = {"direct": [], "proxy": [], "socat": []}
-load_before = load()
+loads = []
+proxy_cpu = 0.0  # the proxy's CPU time relaying, which the neighbours do not change as they do the rates
 for _ in range(reps):
     rounds["direct"].append(pull(socket.create_connection(("198.51.100.30", 9004))))
+    c0 = cpu_seconds(pid)
     rounds["proxy"].append(pull(tunnel("198.51.100.30:9004")))
+    proxy_cpu += cpu_seconds(pid) - c0
     rounds["socat"].append(pull(socket.create_connection(("198.51.100.1", 4004))))
+    loads.append(load().split()[0])
 direct, viaproxy, viasocat = (max(rounds[k]) for k in ("direct", "proxy", "socat"))
-print("CONNECT throughput, %d MiB, best of %d interleaved rounds (load average %s -> %s; the proxy's relay: %s):"
-      % (mib, reps, load_before, load(), relay_of_last_tunnel()))
-print("  direct %.0f MB/s, proxy %.0f MB/s, socat %.0f MB/s (rounds: %s)" % (direct, viaproxy, viasocat, "; ".join(
-    "%s %s" % (k, " ".join("%.0f" % x for x in v)) for k, v in rounds.items())))
-print("  ratio proxy/direct %.2f   socat/direct %.2f   proxy/socat %.2f" % (viaproxy / direct, viasocat / direct, viaproxy / viasocat))
-print("  goal %s: CONNECT throughput proxy/direct %.2f (goal >= 0.80)" % ("met" if viaproxy / direct >= 0.8 else "NOT met", viaproxy / direct))
+print("CONNECT throughput, %d MiB, %d interleaved runs (the proxy's relay: %s):" % (mib, reps, relay_of_last_tunnel()))
+for i in range(reps):
+    d, p, s = rounds["direct"][i], rounds["proxy"][i], rounds["socat"][i]
+    print("  run %d (load %s): direct %.0f, proxy %.0f, socat %.0f MB/s; proxy/direct %.2f"
+          % (i + 1, loads[i], d, p, s, p / d))
+print("  best of %d: direct %.0f, proxy %.0f, socat %.0f MB/s; proxy/direct %.2f, socat/direct %.2f, proxy/socat %.2f"
+      % (reps, direct, viaproxy, viasocat, viaproxy / direct, viasocat / direct, viaproxy / viasocat))
+print("  cpu: the proxy %.2f s per GiB relayed" % (proxy_cpu / (reps * mib / 1024.0)))
+print("  goal %s: CONNECT throughput proxy/direct %.3f, best of %d (goal >= 0.80)"
+      % ("met" if viaproxy / direct >= 0.8 else "NOT met", viaproxy / direct, reps))
 
 def small(host, port, target, extra=""):
     t0 = time.time()
@@ -194,7 +204,7 @@ print("RSS per idle tunnel: %.1f KiB (500 tunnels, %d -> %d KiB); fds per idle t
       % (per, before, after, (fds_after - fds_before) / 500, relay_of_last_tunnel()))
 print("  goal %s: idle-tunnel memory %.1f KiB (goal <= 12 KiB)" % ("met" if per <= 12 else "NOT met", per))
 PY
-bench_results_end proxy "Results: sandstack-proxy against a direct connection and socat"
+BENCH_SECTION=connect bench_results_end proxy "CONNECT throughput" '^(  run|  cpu|  goal .*CONNECT)' 
 # The keep-alive request rate through an inspected tunnel against a plain one, with its
 # own namespaces, proxy and origin: bench/proxy_keepalive_bench.sh.
-bash "$top/bench/proxy_keepalive_bench.sh" "$build"
+[ "${KEEPALIVE:-1}" = 0 ] || bash "$top/bench/proxy_keepalive_bench.sh" "$build"

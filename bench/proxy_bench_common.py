@@ -1,6 +1,7 @@
 """Client pieces the proxy benches' Python share (bench/proxy_bench.sh, proxy_inspect_bench.sh
 put this directory on PYTHONPATH)."""
 import base64
+import os
 
 
 def proxy_auth(token):
@@ -26,3 +27,9 @@ def open_tunnel(sock, target, auth):
     while not head.endswith(b"\r\n\r\n"):
         head += sock.recv(1)
     assert b" 200 " in head, head
+
+
+def cpu_seconds(pid):
+    """The CPU time (user + system, seconds) process pid has used so far, from /proc."""
+    fields = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -48,15 +48,17 @@ bench_results_begin() {
   results_tee=$!
 }
 
-# bench_results_end NAME TITLE: stops the copy and makes it docs/results/NAME.md through
-# bench/write_results.lua (the Lua benches' writer): date, machine, load before and after, commit,
-# command line. These benches run on network namespaces of this host, no engine.
+# bench_results_end NAME TITLE [LINES]: stops the copy and makes it docs/results/NAME.md (or,
+# with BENCH_SECTION set, that section of it) through bench/write_results.lua (the Lua benches'
+# writer): date, machine, load before and after, commit, command line. LINES (an extended regular
+# expression) keeps only the lines it matches on the page: the runs and the goals, since docs/
+# has a size budget. These benches run on network namespaces of this host, no engine.
 bench_results_end() {
   exec 1>&3 3>&-
   # the tee ends once every writer of its pipe has closed it; a stand-in holding it is not waited for
   for _ in $(seq 50); do kill -0 "$results_tee" 2>/dev/null || break; sleep 0.1; done
-  (cd "$top" && BENCH_LOAD_BEFORE=$results_load BENCH_COMMAND=$results_command \
+  (cd "$top" && { grep -E "${3:-^}" "$results_out" || true; } | BENCH_LOAD_BEFORE=$results_load BENCH_COMMAND=$results_command \
     BENCH_ENGINE="no engine: network namespaces, kernel $(uname -r)" \
-    lua5.4 bench/write_results.lua "$1" "$2" <"$results_out")
+    lua5.4 bench/write_results.lua "$1" "$2")
   rm -f "$results_out"
 }

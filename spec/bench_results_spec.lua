@@ -114,4 +114,17 @@ describe("bench/results.lua", function()
     assert.not_matches("\nbefore\n", page)
     assert.not_matches("\nafter\n", page)
   end)
+
+  it("keeps only the lines a shell bench names, in the section BENCH_SECTION names", function()
+    local script = 'set -euo pipefail; top=$PWD; . bench/proxy_bench_common.sh; bench_results_begin 64;'
+      .. ' echo "CONNECT 3 runs"; echo "  run 1 0.9"; echo "  noise"; echo "  goal met";'
+      .. ' BENCH_SECTION=connect bench_results_end proxy "CONNECT" "^(CONNECT|  run|  goal)"'
+    h.must("cd bench/.. && SANDSTACK_RESULTS_DIR=" .. h.q(dir) .. " bash -c " .. h.q(script) .. " bench/proxy_bench.sh")
+    h.must("cd bench/.. && SANDSTACK_RESULTS_DIR=" .. h.q(dir) .. " bash -c "
+      .. h.q(script:gsub("connect", "keepalive"):gsub('"CONNECT"', '"Keep-alive"')) .. " bench/proxy_keepalive_bench.sh")
+    local page = h.read_file(dir .. "/proxy.md")
+    assert.matches("<!%-%- results: connect %-%->\n## CONNECT\n.-```\nCONNECT 3 runs\n  run 1 0%.9\n  goal met\n```", page)
+    assert.matches("<!%-%- results: keepalive %-%->\n## Keep%-alive\n", page)
+    assert.not_matches("noise", page)
+  end)
 end)

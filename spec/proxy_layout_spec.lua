@@ -46,10 +46,12 @@ describe("sandstack-proxy's layout", function()
     assert.are.same({}, bad)
   end)
 
-  it("keeps the connection core off the routes: conn.c includes no route and no control file", function()
+  it("keeps the connection core off the routes: conn.c and conn.h include no route and no control file", function()
     local bad = {}
-    for _, inc in ipairs(includes("csrc/proxy/conn.c")) do
-      if inc:match("^proxy/route/") or inc:match("^proxy/control/") then bad[#bad + 1] = inc end
+    for _, f in ipairs { "csrc/proxy/conn.c", "csrc/proxy/conn.h" } do
+      for _, inc in ipairs(includes(f)) do
+        if inc:match("^proxy/route/") or inc:match("^proxy/control/") then bad[#bad + 1] = f .. " includes " .. inc end
+      end
     end
     assert.are.same({}, bad)
   end)

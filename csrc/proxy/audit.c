@@ -34,7 +34,11 @@ cJSON *audit_line_start(const proxy_server *s, const char *route, const char *de
   gettimeofday(&tv, NULL);
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
-  cJSON_AddNumberToObject(o, "ts", (double)tv.tv_sec + tv.tv_usec / 1e6);
+  /* seconds and microseconds as integers: cJSON prints a fractional double with %1.15g and then
+   * sscanf()s it back to check the round trip, a few microseconds on every line */
+  char ts[48];
+  snprintf(ts, sizeof ts, "%lld.%06ld", (long long)tv.tv_sec, (long)tv.tv_usec);
+  cJSON_AddRawToObject(o, "ts", ts);
   cJSON_AddStringToObject(o, "session", s->cfg->session);
   cJSON_AddStringToObject(o, "route", route);
   static const char *const nullable[] = {"host", "port", "method", "path", "rule", "security_event"};

@@ -77,9 +77,11 @@ void conn_enter(proxy_conn *c, conn_state state, const conn_handlers *on) {
   }
 }
 
-void conn_seal_unadmitted(proxy_conn *c) {
+int conn_seal_unadmitted(proxy_conn *c, const ss_policy *next) {
+  if (next) return 0;
   c->end = "draining";
   conn_close(c);
+  return 1;
 }
 
 void conn_set_deadline(proxy_conn *c, unsigned ms) {

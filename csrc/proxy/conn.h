@@ -5,11 +5,14 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "proxy/route/ask.h"
 #include "proxy/parse/cred_table.h"
 #include "proxy/parse/http_head.h"
 #include "proxy/server.h"
 #include "util/buf.h"
+
+/* The longest name of who answered a held request that a connection keeps (its audit line); the
+ * control channel refuses a longer one. */
+#define ASK_BY_MAX 64
 
 typedef enum { KIND_NONE, KIND_CONNECT, KIND_FORWARD, KIND_CREDENTIAL, KIND_INSPECT } conn_kind;
 /* Where a connection is: the route that holds it is its handlers (conn_handlers); the state
@@ -35,9 +38,12 @@ typedef struct conn_handlers {
    * that entered with a close (an answer's lingering does not take its place), or when another
    * route with a close takes the connection over. Nothing of the route runs after it. */
   void (*close)(proxy_conn *c);
-  /* The drain began: the route stops taking new work. NULL: it finishes what it holds (the
-   * drain deadline ends it if it does not). */
-  void (*seal)(proxy_conn *c);
+  /* What the connection holds stops being admitted as it was: the drain began (next NULL: the
+   * route stops taking new work), or a live policy swap put next in force (the route ends what
+   * the new policy no longer admits; a request already judged wholly by the old one finishes).
+   * 1 when it ended the connection. NULL: it finishes what it holds (the drain deadline ends it
+   * if it does not). */
+  int (*seal)(proxy_conn *c, const ss_policy *next);
   /* An answer's bytes as the client must get them, for the route whose state holds the client's
    * session (an inspected tunnel seals them into its TLS): 0 with the bytes to write in *out
    * (malloc'd; NULL: none), -1 when they go as they are. NULL: they go as they are. */
@@ -121,8 +127,9 @@ void conn_accept(proxy_server *s, uv_stream_t *listener);
 /* A route takes the connection over: its stage and the handlers of its events from now on. */
 void conn_enter(proxy_conn *c, conn_state state, const conn_handlers *on);
 void conn_close(proxy_conn *c);
-/* A seal for a connection not admitted yet (its head, or a held ask): the drain ends it. */
-void conn_seal_unadmitted(proxy_conn *c);
+/* A seal for a connection not admitted yet (its head, or a held ask): the drain ends it; a new
+ * policy does not, since what it holds is judged when its head is read or the host answers. */
+int conn_seal_unadmitted(proxy_conn *c, const ss_policy *next);
 void conn_hold(proxy_conn *c);
 void conn_release(proxy_conn *c);
 void conn_set_deadline(proxy_conn *c, unsigned ms);

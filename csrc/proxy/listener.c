@@ -56,7 +56,7 @@ static void on_signal(uv_signal_t *h, int signum) {
   size_t open = 0;
   for (proxy_conn *c = s->conns, *next; c; c = next) {
     next = c->next;
-    if (c->state != ST_CLOSING && c->on->seal) c->on->seal(c); /* a route not admitted yet ends here */
+    if (c->state != ST_CLOSING && c->on->seal) c->on->seal(c, NULL); /* a route not admitted yet ends here */
     if (c->state != ST_CLOSING) open++;
   }
   printf("{\"event\":\"draining\",\"signal\":%d,\"open\":%zu,\"deadline_ms\":%u}\n", signum, open, s->cfg->drain_ms);

@@ -3,8 +3,8 @@
  * wholly by the old policy or wholly by the new one. One check comes later than its decision:
  * the address exception after a CONNECT's or a forward's name is resolved (dial.c). For it, the
  * connection pins the policy that admitted it, and an old policy lives until the last connection
- * judged by it is freed. A swap then walks the connections and closes every tunnel the new policy
- * does not admit any more. */
+ * judged by it is freed. A swap then seals every connection with the new policy, as the drain
+ * seals them: each route decides what it holds (a tunnel the new policy does not admit ends). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,9 +85,13 @@ static int tunnel_still_admitted(const ss_policy *p, const proxy_conn *c) {
   return v.admitted;
 }
 
-static int is_live_tunnel(const proxy_conn *c) {
-  if (c->kind != KIND_CONNECT && c->kind != KIND_INSPECT) return 0;
-  return c->state == ST_DIAL || c->state == ST_HELLO || c->state == ST_RELAY || c->state == ST_INSPECT;
+int live_policy_seal_tunnel(proxy_conn *c, const ss_policy *next) {
+  if (!next || (c->kind != KIND_CONNECT && c->kind != KIND_INSPECT)) return 0;
+  /* a tunnel the host allowed when asked (ask.c) was admitted by that answer, not by a rule */
+  if (c->ask_granted || tunnel_still_admitted(next, c)) return 0;
+  c->end = "policy_changed";
+  conn_close(c);
+  return 1;
 }
 
 size_t live_policy_swap(proxy_server *s, ss_policy *next, char old_digest[65], char new_digest[65]) {
@@ -104,11 +108,7 @@ size_t live_policy_swap(proxy_server *s, ss_policy *next, char old_digest[65], c
   size_t closed = 0;
   for (proxy_conn *c = s->conns, *after; c; c = after) {
     after = c->next; /* conn_close never frees synchronously, but the walk does not lean on it */
-    /* a tunnel the host allowed when asked (ask.c) was admitted by that answer, not by a rule */
-    if (!is_live_tunnel(c) || c->ask_granted || tunnel_still_admitted(next, c)) continue;
-    c->end = "policy_changed";
-    conn_close(c);
-    closed++;
+    if (c->state != ST_CLOSING && c->on->seal && c->on->seal(c, next)) closed++;
   }
   return closed;
 }

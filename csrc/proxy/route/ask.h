@@ -12,7 +12,6 @@ typedef struct proxy_conn proxy_conn;
 typedef struct proxy_server proxy_server;
 
 #define ASK_MAX_PENDING 64 /* more held at once are refused as before: a flood cannot pin the proxy */
-#define ASK_BY_MAX 64
 #define ASK_REASON_MAX SS_POLICY_REASON_MAX
 
 /* A connection the host allowed: a verdict refusing only its host and port becomes an admission. */

@@ -97,7 +97,7 @@ static void dial_deadline(proxy_conn *c) {
 }
 
 /* While the name resolves and the connection is made: the client is not read, the connect deadline. */
-static const conn_handlers dialing = {.deadline = dial_deadline};
+static const conn_handlers dialing = {.deadline = dial_deadline, .seal = live_policy_seal_tunnel};
 
 void dial_start(proxy_conn *c, void (*cb)(proxy_conn *c)) {
   conn_enter(c, ST_DIAL, &dialing);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "proxy/conn.h"
+#include "proxy/route/ask.h"
 #include "proxy/route/cred_scan.h"
 #include "proxy/route/dial.h"
 #include "proxy/route/forward.h"

@@ -26,6 +26,7 @@
 
 #include "proxy/audit.h"
 #include "proxy/conn.h"
+#include "proxy/control/live_policy.h"
 #include "proxy/route/cred_scan.h"
 #include "proxy/parse/http_chunked.h"
 #include "proxy/parse/http_response.h"
@@ -96,6 +97,7 @@ static const conn_handlers inspecting = {.client_data = client_data,
                                          .upstream_eof = upstream_eof,
                                          .deadline = deadline,
                                          .close = inspect_close,
+                                         .seal = live_policy_seal_tunnel,
                                          .wrap = inspect_seal};
 
 static void client_drained(proxy_conn *c, int status) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "proxy/conn.h"
+#include "proxy/control/live_policy.h"
 #include "proxy/route/cred_scan.h"
 #include "proxy/route/relay.h"
 #include "proxy/route/splice_relay.h"
@@ -126,7 +127,8 @@ static const conn_handlers relaying = {.client_data = client_data,
                                        .upstream_data = upstream_data,
                                        .upstream_eof = upstream_eof,
                                        .deadline = idle_deadline,
-                                       .close = splice_relay_stop}; /* a kernel relay's pipes and dups */
+                                       .close = splice_relay_stop, /* a kernel relay's pipes and dups */
+                                       .seal = live_policy_seal_tunnel};
 
 void relay_start(proxy_conn *c) {
   conn_enter(c, ST_RELAY, &relaying);

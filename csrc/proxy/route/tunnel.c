@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/route/ask.h"
 #include "proxy/parse/clienthello.h"
 #include "proxy/conn.h"
 #include "proxy/route/dial.h"
@@ -109,7 +110,8 @@ static void hello_close(proxy_conn *c) {
   c->route = NULL;
 }
 
-static const conn_handlers awaiting_hello = {.client_data = hello_bytes, .deadline = hello_deadline, .close = hello_close};
+static const conn_handlers awaiting_hello = {.client_data = hello_bytes, .deadline = hello_deadline, .close = hello_close,
+                                            .seal = live_policy_seal_tunnel};
 
 static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
