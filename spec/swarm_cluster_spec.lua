@@ -398,7 +398,8 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
         "credentials: the sandbox never holds the secret (environment, service spec, record, answer)" } do
         assert.truthy(text:find("\nok %d+ %- " .. (node .. ": " .. name):gsub("%p", "%%%0") .. "\n"), node .. ": " .. name .. "\n" .. text)
       end
-      diag(("conform --backend swarm on %s: %d probes passed, none skipped"):format(node, probes))
+      diag(("conform --backend swarm on %s: %d probes passed, none skipped (%s)"):format(node, probes,
+        tostring(text:match("# node " .. node:gsub("%p", "%%%0") .. ": (the stack up in [^\n]*)"))))
       -- the stand-in left nothing in the node's namespace
       assert.is_nil(W.in_node(n.index, "ip -4 -o addr show"):find("198.51.100.", 1, true), node)
     end

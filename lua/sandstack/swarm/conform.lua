@@ -185,9 +185,11 @@ local function one_stack(t, mgr, opts, constraints)
   so.pull, so.subnet_pool, so.runtime = nil, nil, nil
   so.constraints = constraints
   if o.tls then O.credential_opts(so, o.tls, o.secret) end
+  local t0 = core.engine_clock()
   local stack, err = require("sandstack.swarm").start(o.project, so)
   t.result(stack ~= nil, "the reference stack comes up on the swarm", err)
   if not stack then return end
+  local t1 = core.engine_clock()
   local node_eng = stack.node_eng
   local _, _, ndesc = require("sandstack.docker.isolation").describe(node_eng:version() or {})
   t.diag(("node %s (%s), placed by Swarm"):format(tostring(stack.node), ndesc))
@@ -202,6 +204,7 @@ local function one_stack(t, mgr, opts, constraints)
   local okp, perr = pcall(probes, t, stack, mgr, o)
   if not okp then t.result(false, "the probes ran to the end", perr) end
   O.down(node_eng, o.outside.standin)
+  local t2 = core.engine_clock()
   local ok2, derr = stack:destroy()
   t.result(ok2, "the stack is destroyed", derr)
   -- a removed overlay stays in the manager's own list until its engine, as a node, has let go
@@ -213,6 +216,8 @@ local function one_stack(t, mgr, opts, constraints)
     left = leftovers(mgr, node_eng, o.project)
   end
   t.result(#left == 0, "nothing labelled with the project is left on the manager or the node", table.concat(left, "\n"))
+  t.diag(("node %s: the stack up in %.1f s, the probes %.1f s, its removal %.1f s"):format(tostring(stack.node),
+    t1 - t0, t2 - t1, core.engine_clock() - t2))
   stack:close()
 end
 
