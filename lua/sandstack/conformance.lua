@@ -219,7 +219,7 @@ end
 
 -- One reachability attack that cannot pass vacuously: the target must not be the prober's own
 -- address, and the control (a function) must reach it first, or the probe would prove nothing.
-local function attack(t, eng, name, prober, target, port, control, control_name)
+function M.attack(t, eng, name, prober, target, port, control, control_name)
   local own = M.own_addresses(eng, prober)
   if own[target] then
     t.result(false, name, ("the target %s is the probing container's own address"):format(target))
@@ -238,6 +238,23 @@ local function attack(t, eng, name, prober, target, port, control, control_name)
   local detail = table.concat(reach, " ")
   if #reach > 0 then detail = detail .. "\n" .. M.path_evidence(eng, prober, target, port) end
   t.result(#reach == 0, name, detail)
+end
+local attack = M.attack
+
+-- The probes of the internet stand-in, up at STANDIN_ADDR:STANDIN_PORT where the engine's NAT
+-- sends egress: the control first (the egress = allow sidecar reaches it), then each container
+-- that must not. c: { sandbox =, db =, relay =, forwarder = } (names or ids on eng).
+M.STANDIN_PROBES = { "egress = allow sidecar", "sandbox", "egress = none sidecar", "forwarder" }
+function M.standin_probes(t, eng, c)
+  local sa, sp = M.STANDIN_ADDR, M.STANDIN_PORT
+  local relay_reaches = M.can_connect(eng, c.relay, sa, sp) == true
+  t.result(relay_reaches, "control: the egress = allow sidecar reaches the internet stand-in")
+  attack(t, eng, "sandbox: the internet stand-in is unreachable", c.sandbox, sa, sp, function() return relay_reaches end,
+    "the egress sidecar")
+  attack(t, eng, "egress = none sidecar: the internet stand-in is unreachable", c.db, sa, sp,
+    function() return relay_reaches end, "the egress sidecar")
+  local fw_reaches = M.can_connect(eng, c.forwarder, sa, sp, { tool = "socat" })
+  t.result(relay_reaches and fw_reaches == false, "forwarder: the internet stand-in is unreachable")
 end
 
 local function probes(t, eng, stack, opts)
@@ -297,19 +314,9 @@ local function probes(t, eng, stack, opts)
   t.result(#reach == 3, "sandbox: service names on the sandbox network resolve and answer", table.concat(reach, " "))
 
   if opts.standin_ok then
-    local sa, sp = M.STANDIN_ADDR, M.STANDIN_PORT
-    local relay_reaches = M.can_connect(eng, relay, sa, sp) == true
-    t.result(relay_reaches, "control: the egress = allow sidecar reaches the internet stand-in")
-    attack(t, eng, "sandbox: the internet stand-in is unreachable", sandbox, sa, sp, function() return relay_reaches end,
-      "the egress sidecar")
-    attack(t, eng, "egress = none sidecar: the internet stand-in is unreachable", db, sa, sp,
-      function() return relay_reaches end, "the egress sidecar")
-    local fw_reaches = M.can_connect(eng, fw, sa, sp, { tool = "socat" })
-    t.result(relay_reaches and fw_reaches == false, "forwarder: the internet stand-in is unreachable")
+    M.standin_probes(t, eng, { sandbox = sandbox, db = db, relay = relay, forwarder = fw })
   else
-    for _, n in ipairs { "egress = allow sidecar", "sandbox", "egress = none sidecar", "forwarder" } do
-      t.skip(n .. ": internet stand-in", opts.standin_why or "needs root and iproute2")
-    end
+    for _, n in ipairs(M.STANDIN_PROBES) do t.skip(n .. ": internet stand-in", opts.standin_why or "needs root and iproute2") end
   end
 end
 

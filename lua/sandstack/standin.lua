@@ -70,4 +70,71 @@ end
 
 function M.down(name) run("down " .. q(name)) end
 
+-- The same stand-in where this process has no shell: a node of a swarm, reached only through
+-- its Engine API. A container on the node's host network (so its veth end and its address are
+-- the node's, where the node's NAT sends a task's egress) runs this script in the forwarder's
+-- image (busybox and socat). The listener gets a network namespace of its own (unshare); its
+-- end of the veth is moved there by pid. Removing the container ends every process in it, the
+-- namespace with them, and the veth pair with its end: the node keeps nothing (node_down
+-- deletes the node's end first, so that holds at once, not when the kernel reaps the namespace). With
+-- STANDIN_CERT and STANDIN_KEY (PEM text) a TLS listener on 443 answers too: it appends each
+-- request's head to /tmp/requests.log and sends the head back, so a probe sees what arrived.
+-- /tmp/ready appears once the plain listener answers on the stand-in's address.
+M.node_script = [=[
+set -eu
+port=$1 hif=$2
+if [ -n "${STANDIN_CERT:-}" ]; then
+  printf '%s\n' "$STANDIN_CERT" >/tmp/srv.pem
+  printf '%s\n' "$STANDIN_KEY" >/tmp/srv.key
+  cat >/tmp/answer.sh <<'ANSWER'
+head=""
+while IFS= read -r l; do
+  l=$(printf '%s' "$l" | tr -d '\r')
+  [ -z "$l" ] && break
+  head="$head$l
+"
+done
+printf '%s' "$head" >>/tmp/requests.log
+printf 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' "${#head}" "$head"
+ANSWER
+fi
+unshare -n sh -c '
+  ip link set lo up
+  if [ -f /tmp/srv.pem ]; then
+    socat OPENSSL-LISTEN:443,cert=/tmp/srv.pem,key=/tmp/srv.key,verify=0,fork,reuseaddr SYSTEM:"sh /tmp/answer.sh" &
+  fi
+  exec socat TCP-LISTEN:'"$port"',fork,reuseaddr SYSTEM:"echo inet-standin"' &
+ns=$!
+while [ "$(readlink /proc/$ns/ns/net)" = "$(readlink /proc/self/ns/net)" ]; do sleep 0.05; done
+ip link add "$hif" type veth peer name "${hif}p"
+echo "$hif" >/tmp/hif
+peer=$(ip -o link show "$hif" | sed -n 's/^[0-9]*: [^@]*@\([^:]*\):.*/\1/p')
+ip link set "$peer" netns "$ns"
+ip addr add 198.51.100.1/30 dev "$hif"
+ip link set "$hif" up
+nsenter -t "$ns" -n sh -c "ip link set $peer name inet0 && ip addr add 198.51.100.2/30 dev inet0 && ip link set inet0 up"
+for _ in $(seq 1 100); do
+  if [ "$(nsenter -t "$ns" -n sh -c "nc 198.51.100.2 $port </dev/null" 2>/dev/null)" = inet-standin ]; then
+    echo ready >/tmp/ready
+    break
+  fi
+  sleep 0.1
+done
+wait "$ns"
+]=]
+
+-- The body of the stand-in's container on a node (the engine's create): labels given by the
+-- caller (the run's project, so its leftover check counts it), the few capabilities it needs
+-- and nothing else. tls: { cert =, key = } PEM text, or nil.
+function M.node_body(image, port, ifname, labels, tls)
+  local env = {}
+  if tls then env = { "STANDIN_CERT=" .. tls.cert, "STANDIN_KEY=" .. tls.key } end
+  return { Image = image, Entrypoint = { "sh", "-c", M.node_script, "sandstack-standin" },
+    Cmd = { tostring(port), ifname }, Env = env, Labels = labels,
+    HostConfig = { NetworkMode = "host", CapDrop = { "ALL" },
+      -- the veth and its addresses; unshare and nsenter of a network namespace; 443 in it
+      CapAdd = { "NET_ADMIN", "SYS_ADMIN", "NET_BIND_SERVICE" },
+      SecurityOpt = { "no-new-privileges" }, RestartPolicy = { Name = "no" } } }
+end
+
 return M

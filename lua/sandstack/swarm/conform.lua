@@ -1,20 +1,25 @@
 -- `sandstack conform --backend swarm`: the isolation probes of sandstack.conformance, on a swarm.
--- The reference stack is started through the manager (sandstack.swarm.start: Swarm places it);
--- every probe then runs on the node that holds it, through that node's own Engine API, so it
--- works from any machine that reaches the manager and the nodes:
+-- One reference stack per node that takes tasks (ready and active), pinned there by the node's
+-- id, one node after another; with `constraints`, one stack where Swarm places it among the
+-- nodes they admit. Every probe runs on the node that holds the stack, through that node's own
+-- Engine API, so it works from any machine that reaches the manager and the nodes' engines:
 --   - the node's listener: a container on the node's host network (socat on 0.0.0.0:PORT), which
 --     is what "the node" is for a connect from a container there;
 --   - the node's addresses: read in that container (/proc/net/fib_trie);
 --   - each attack from the sandbox after a control that connects (the egress sidecar, the
---     node itself), as on one engine.
--- The internet stand-in needs root in the node's namespace: those probes are skipped, by name.
+--     node itself), as on one engine;
+--   - the internet stand-in and the credentials probe in the node's own network namespace
+--     (sandstack.swarm.conform_outside): a task egresses from its node.
+-- A stand-in the node's engine refuses is a skip naming why (standin_refused, standin_failed;
+-- no_openssl for the credentials probe's certificate), as is `standin = false`.
 --   require("sandstack.swarm.conform").run{ docker_host =, image =, forwarder_image =,
---     constraints =, project_prefix =, out = io.stdout } -> ok, results
+--     constraints =, project_prefix =, standin =, out = io.stdout } -> ok, results
 local core = require "sandstack.core"
 local C = require "sandstack.conformance"
 local cluster = require "sandstack.swarm.cluster"
 local ready = require "sandstack.swarm.ready"
 local inventory = require "sandstack.swarm.inventory"
+local O = require "sandstack.swarm.conform_outside"
 
 local M = {}
 
@@ -134,8 +139,19 @@ local function probes(t, stack, mgr, opts)
   end
   local names = C.reached(eng, ids.sandbox, { { "db", 5432 }, { "relay", 3128 }, { "forwarder", 8080 } }) or {}
   t.result(#names == 3, "sandbox: service names on the sandbox overlay resolve and answer", table.concat(names, " "))
-  for _, n in ipairs { "egress = allow sidecar", "sandbox", "egress = none sidecar", "forwarder" } do
-    t.skip(n .. ": internet stand-in", "the stand-in needs root in the node's network namespace")
+
+  -- the outside, in the node's own network namespace (where this node's NAT sends egress)
+  local out = opts.outside
+  if not out.standin then
+    for _, n in ipairs(C.STANDIN_PROBES) do t.skip(n .. ": internet stand-in", out.why) end
+    t.skip("credentials: the stand-in on the node receives the secret", out.why)
+    return
+  end
+  C.standin_probes(t, eng, { sandbox = ids.sandbox, db = ids.db, relay = ids.relay, forwarder = fw })
+  if opts.tls then
+    O.credentials(t, eng, mgr, stack, ids, out.standin, opts.forwarder_image, opts.secret)
+  else
+    t.skip("credentials: the stand-in on the node receives the secret", opts.tls_why)
   end
 end
 
@@ -159,6 +175,58 @@ local function leftovers(mgr, node_eng, project)
   return left
 end
 
+-- One node's run: the reference stack placed by constraints (a node's id, or the caller's), the
+-- stand-in on the node Swarm chose, the probes, then the destroy and the leftover check.
+local function one_stack(t, mgr, opts, constraints)
+  local o = { project = (opts.project_prefix or "sandstack-conform-") .. core.random_hex(4), image = opts.image,
+    forwarder_image = opts.forwarder_image or "sandstack-test/socat:local", docker_host = opts.docker_host,
+    tls = opts.tls, tls_why = opts.tls_why, secret = "cf_" .. core.random_hex(20) }
+  local so = C.stack_opts(o)
+  so.pull, so.subnet_pool, so.runtime = nil, nil, nil
+  so.constraints = constraints
+  if o.tls then O.credential_opts(so, o.tls, o.secret) end
+  local t0 = core.engine_clock()
+  local stack, err = require("sandstack.swarm").start(o.project, so)
+  t.result(stack ~= nil, "the reference stack comes up on the swarm", err)
+  if not stack then return end
+  local t1 = core.engine_clock()
+  local node_eng = stack.node_eng
+  local _, _, ndesc = require("sandstack.docker.isolation").describe(node_eng:version() or {})
+  t.diag(("node %s (%s), placed by Swarm"):format(tostring(stack.node), ndesc))
+  o.outside = {}
+  if opts.standin == false then
+    o.outside.why = "standin = false: the caller asked for no stand-in"
+  else
+    local code, why
+    o.outside.standin, code, why = O.up(node_eng, o.project, o.forwarder_image, o.tls)
+    if not o.outside.standin then o.outside.why = code .. ": " .. why end
+  end
+  local okp, perr = pcall(probes, t, stack, mgr, o)
+  if not okp then t.result(false, "the probes ran to the end", perr) end
+  O.down(node_eng, o.outside.standin)
+  local t2 = core.engine_clock()
+  local ok2, derr = stack:destroy()
+  t.result(ok2, "the stack is destroyed", derr)
+  -- a removed overlay stays in the manager's own list until its engine, as a node, has let go
+  -- of its local copy: a few seconds at most
+  local left = leftovers(mgr, node_eng, o.project)
+  for _ = 1, 50 do
+    if #left == 0 then break end
+    core.sleep(0.2)
+    left = leftovers(mgr, node_eng, o.project)
+  end
+  t.result(#left == 0, "nothing labelled with the project is left on the manager or the node", table.concat(left, "\n"))
+  t.diag(("node %s: the stack up in %.1f s, the probes %.1f s, its removal %.1f s"):format(tostring(stack.node),
+    t1 - t0, t2 - t1, core.engine_clock() - t2))
+  stack:close()
+end
+
+-- Each result's name carries the node it ran on, when the run covers several.
+local function for_node(t, label)
+  return { result = function(ok, name, d) return t.result(ok, label .. name, d) end,
+    skip = function(name, why) return t.skip(label .. name, why) end, diag = t.diag }
+end
+
 function M.run(opts)
   opts = opts or {}
   local t = C.tap(opts.out or io.stdout)
@@ -169,34 +237,25 @@ function M.run(opts)
   end
   local _, _, desc = require("sandstack.docker.isolation").describe(mgr:version() or {})
   t.diag(("swarm manager %s, negotiated API %s"):format(desc, tostring(mgr.api_version)))
-  local o = { project = (opts.project_prefix or "sandstack-conform-") .. core.random_hex(4), image = opts.image,
-    forwarder_image = opts.forwarder_image or "sandstack-test/socat:local", docker_host = opts.docker_host }
-  local so = C.stack_opts(o)
-  so.pull, so.subnet_pool, so.runtime = nil, nil, nil
-  so.constraints = opts.constraints
-  local stack
-  stack, err = require("sandstack.swarm").start(o.project, so)
-  t.result(stack ~= nil, "the reference stack comes up on the swarm", err)
-  local node_eng
-  if stack then
-    node_eng = stack.node_eng
-    local nv = node_eng:version() or {}
-    local _, _, ndesc = require("sandstack.docker.isolation").describe(nv)
-    t.diag(("node %s (%s), placed by Swarm"):format(tostring(stack.node), ndesc))
-    local okp, perr = pcall(probes, t, stack, mgr, o)
-    if not okp then t.result(false, "the probes ran to the end", perr) end
-    local ok2, derr = stack:destroy()
-    t.result(ok2, "the stack is destroyed", derr)
-    -- a removed overlay stays in the manager's own list until its engine, as a node, has let go
-    -- of its local copy: a few seconds at most
-    local left = leftovers(mgr, node_eng, o.project)
-    for _ = 1, 50 do
-      if #left == 0 then break end
-      core.sleep(0.2)
-      left = leftovers(mgr, node_eng, o.project)
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  if opts.standin ~= false then o.tls, o.tls_why = O.certs() end
+  o.tls_why = o.tls_why and "no_openssl: " .. o.tls_why
+  if opts.constraints then
+    one_stack(t, mgr, o, opts.constraints) -- where Swarm places it among the nodes they admit
+  else
+    -- every node that takes tasks, one after another, each pinned by its id
+    local nodes; nodes, err = cluster.nodes(mgr)
+    local active = {}
+    for _, n in ipairs(nodes or {}) do
+      if n.state == "ready" and n.availability == "active" then active[#active + 1] = n end
     end
-    t.result(#left == 0, "nothing labelled with the project is left on the manager or the node", table.concat(left, "\n"))
-    stack:close()
+    table.sort(active, function(a, b) return tostring(a.hostname) < tostring(b.hostname) end)
+    t.result(#active > 0, "the swarm has a ready, active node", err or "none is ready and active")
+    for _, n in ipairs(active) do
+      t.diag(("node %s: the reference stack pinned there (node.id==%s)"):format(tostring(n.hostname), n.id))
+      one_stack(#active > 1 and for_node(t, n.hostname .. ": ") or t, mgr, o, { "node.id==" .. n.id })
+    end
   end
   mgr:close()
   return t.finish()
