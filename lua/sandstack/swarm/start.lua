@@ -1,6 +1,7 @@
--- The start pipeline of sandstack.swarm (internal). The same model and plan as
--- sandstack.docker.start (core.stack_model validates the options, mints the token and the run
--- label); swarm/spec.lua re-expresses the plan for Swarm. Then:
+-- The start pipeline of sandstack.swarm (internal). The same model as sandstack.docker.start
+-- (core.stack_model validates the options, mints the token and the run label); its Swarm plan
+-- (model:swarm_plan, csrc/stack/swarm_plan.c) holds every create finished, and this file only
+-- sends them, in the shared step loop (stack/steps.lua). Then:
 --   1. the overlays, on the manager;
 --   2. the first service in dependency order, with the whole session's reservation and no
 --      constraint of sandstack's: Swarm's scheduler chooses the node (a drained, paused or full
@@ -9,16 +10,17 @@
 --      publishing on the node's 127.0.0.1, joined to the session's (attachable) overlay once
 --      the first task has brought the overlay to the node; with it, the node's promises,
 --      checked on the node (swarm/verify.lua);
---   4. the other services in dependency order, each pinned to that node (node.id==...), each
---      wave once its dependencies run (and pass their ready test, run by exec on the node);
+--   4. the other services in dependency order, each pinned to that node (node.id==..., planned
+--      again by C once the node is known), each wave once its dependencies run (and pass their
+--      ready test, run by exec on the node);
 --   5. readiness through the forwarder (swarm/ready.lua).
 -- Any failure removes what this run made (by its run label, on the manager and the node).
-local core = require "sandstack.core"
 local E = require "sandstack.error"
 local batch = require "sandstack.docker.batch"
 local run_ctx = require "sandstack.docker.run"
 local readiness = require "sandstack.docker.readiness"
 local spec = require "sandstack.swarm.spec"
+local steps = require "sandstack.stack.steps"
 local cluster = require "sandstack.swarm.cluster"
 local verify = require "sandstack.swarm.verify"
 local ready = require "sandstack.swarm.ready"
@@ -26,48 +28,16 @@ local inventory = require "sandstack.swarm.inventory"
 local handle = require "sandstack.swarm.handle"
 
 local M = {}
+local core_model = require("sandstack.core").stack_model
 local now, pause, emit = run_ctx.now, run_ctx.pause, run_ctx.emit
 
 -- Options of sandstack.swarm only; every other key is the stack's and goes to the C model.
 local SWARM_KEYS = { constraints = true, placement_timeout = true, task_timeout = true }
 
--- What Swarm cannot give, refused before anything is made.
-local function refusals(clean)
-  if clean.runtime ~= nil then
-    return E.fail("compose", "invalid_option", "runtime: a Swarm service cannot choose an engine runtime; "
-      .. "make it the nodes' default-runtime instead", { option = "runtime" })
-  end
-  if clean.subnet_pool ~= nil then
-    return E.fail("compose", "invalid_option", "subnet_pool: overlay subnets come from the swarm's own pool "
-      .. "(docker swarm init --default-addr-pool)", { option = "subnet_pool" })
-  end
-  if clean.pull ~= nil and clean.pull ~= "missing" then
-    return E.fail("compose", "invalid_option", "pull: on a swarm the node's agent pulls a task's image itself "
-      .. "when it is absent; only \"missing\" can be kept", { option = "pull" })
-  end
-  local net = clean.network
-  if type(net) == "table" and ((net.driver and net.driver ~= "bridge" and net.driver ~= "overlay")
-      or (type(net.options) == "table" and next(net.options))) then
-    return E.fail("compose", "invalid_option", "network: on a swarm the sandbox network is an overlay; "
-      .. "a driver or driver options of the bridge have no meaning there", { option = "network" })
-  end
-  return true
-end
-
+-- What Swarm cannot give is refused by the C plan (csrc/stack/swarm_plan.c), before anything is
+-- made; the shapes of sandstack.swarm's own keys are checked here, as programming errors.
 local function split(session_key, opts)
-  if type(session_key) ~= "string" then error("sandstack.swarm.start: session_key must be a string", 3) end
-  if type(opts) ~= "table" then error("sandstack.swarm.start: options must be a table", 3) end
-  local clean, hooks, sw = {}, {}, {}
-  for k, v in pairs(opts) do
-    if k == "on_event" or k == "req_adapter" then
-      if type(v) ~= "function" then error("sandstack.swarm.start: " .. k .. " must be a function", 3) end
-      hooks[k] = v
-    elseif SWARM_KEYS[k] then
-      sw[k] = v
-    else
-      clean[k] = v
-    end
-  end
+  local clean, hooks, sw = steps.split("sandstack.swarm.start", session_key, opts, SWARM_KEYS, 3)
   if sw.constraints ~= nil then
     if type(sw.constraints) ~= "table" then error("sandstack.swarm.start: constraints must be a list of strings", 3) end
     for _, c in ipairs(sw.constraints) do
@@ -92,8 +62,8 @@ local function task_error(c, t)
   if tostring(msg):find("No such image", 1, true) then
     return E.new("engine", "image_missing", ("image %s is not on node %s and could not be pulled: load it on "
       .. "every node (docker save | docker load) or make its registry reachable"):format(
-        tostring(c.body.TaskTemplate.ContainerSpec.Image), tostring(t.NodeID)),
-      { image = c.body.TaskTemplate.ContainerSpec.Image, service = c.service, node_id = t.NodeID })
+        tostring(c.image), tostring(t.NodeID)),
+      { image = c.image, service = c.service, node_id = t.NodeID })
   end
   if (st.State == "failed" or st.State == "complete") and cs.ExitCode then
     return E.new("exited", nil, ("service %s exited with code %s (%s)"):format(c.service, tostring(cs.ExitCode),
@@ -162,7 +132,7 @@ end
 
 local function create_services(run, wave)
   local reqs = {}
-  for i, c in ipairs(wave) do reqs[i] = cluster.requests("create_service", nil, { body = c.body })[1] end
+  for i, c in ipairs(wave) do reqs[i] = c.create end -- finished by the C plan, sent as it is
   local results = batch.run(run.mgr, reqs, 60)
   local first
   for i, r in ipairs(results) do
@@ -181,7 +151,7 @@ end
 
 local function create_overlays(run)
   local reqs = {}
-  for i, o in ipairs(run.shape.overlays) do reqs[i] = cluster.requests("create_network", nil, { body = o.body })[1] end
+  for i, o in ipairs(run.shape.overlays) do reqs[i] = o.create end
   local results = batch.run(run.mgr, reqs, 60)
   for i, r in ipairs(results) do
     if not r.ok then return nil, r.err end
@@ -272,14 +242,20 @@ local function place(run)
   return forwarder_start_and_probe(run)
 end
 
--- The other services, pinned to the node, in dependency waves.
+-- The other services, pinned to the node (their creates planned again with its id), in
+-- dependency waves.
 local function start_rest(run)
   local ready_set = { [run.shape.services[1].service] = true }
   local pending = {}
-  for i = 2, #run.shape.services do
-    local c = run.shape.services[i]
-    spec.pin(c.body, run.node.id)
-    pending[#pending + 1] = c
+  if #run.shape.services > 1 then
+    local pinned, err = spec.plan(run.model, { api_version = run.api_version, constraints = run.constraints,
+      node_id = run.node.id })
+    if not pinned then return nil, err end
+    for i = 2, #run.shape.services do
+      local c = run.shape.services[i]
+      c.create = pinned.swarm.services[i].create
+      pending[#pending + 1] = c
+    end
   end
   while #pending > 0 do
     local wave, later = {}, {}
@@ -329,24 +305,22 @@ end
 
 function M.start(session_key, opts)
   local clean, hooks, sw = split(session_key, opts)
-  local ok, err = refusals(clean)
-  if not ok then return nil, err end
-  local model; model, err = core.stack_model(clean, session_key)
+  local model, err = core_model(clean, session_key)
   if not model then return nil, err end
   local mgr; mgr, err = cluster.manager(clean)
   if not mgr then model:close(); return nil, err end
-  local plan; plan, err = model:plan { api_version = mgr.api_version }
-  model:close()
-  if not plan then mgr:close(); return nil, err end
-  ok, err = absent(mgr, plan)
-  if not ok then mgr:close(); return nil, err end
-  local shape; shape, err = spec.translate(plan, { constraints = sw.constraints })
-  if not shape then mgr:close(); return nil, err end
-  local run = { mgr = mgr, plan = plan, shape = shape, t0 = now(), on_event = hooks.on_event,
+  local plan; plan, err = spec.plan(model, { api_version = mgr.api_version, constraints = sw.constraints })
+  local ok
+  if plan then ok, err = absent(mgr, plan) end
+  if not ok then model:close(); mgr:close(); return nil, err end
+  local shape = plan.swarm
+  plan.swarm = nil -- the handle keeps the stack's plan; the shape is this run's
+  local run = { mgr = mgr, model = model, plan = plan, shape = shape, t0 = now(), on_event = hooks.on_event,
     req_adapter = hooks.req_adapter, timeout = clean.timeout, api_version = mgr.api_version,
-    placement_timeout = sw.placement_timeout or 30, task_timeout = sw.task_timeout or 120,
-    health_timeout = plan.health_timeout, created = { overlays = {}, services = {} } }
-  local steps = {
+    constraints = sw.constraints, placement_timeout = sw.placement_timeout or 30,
+    task_timeout = sw.task_timeout or 120, health_timeout = plan.health_timeout,
+    created = { overlays = {}, services = {} } }
+  ok, err = steps.run({
     function() return create_overlays(run) end,
     function() return place(run) end,
     function() return start_rest(run) end,
@@ -363,23 +337,17 @@ function M.start(session_key, opts)
       run.check_tasks = function() return tasks_alive(run) end
       return ready.wait(run)
     end,
-  }
-  for _, step in ipairs(steps) do
-    local okstep, res, e = pcall(step)
-    if not okstep or not res then
-      local rok, rerr = inventory.remove(mgr, run.node_eng, "io.sandstack.run=" .. plan.run, run.created)
-      emit(run, "rolled_back", nil, { services = #run.created.services, overlays = #run.created.overlays,
-        error = rerr })
-      if run.node_eng then run.node_eng:close() end
-      mgr:close()
-      if not okstep then error(res, 0) end
-      if not rok and type(e) == "table" then
-        e.rollback_error = rerr
-        e.message = tostring(e.message) .. "; the rollback left " .. tostring(rerr and rerr.message)
-      end
-      return nil, e
-    end
-  end
+  }, function()
+    model:close()
+    local rok, rerr = inventory.remove(mgr, run.node_eng, "io.sandstack.run=" .. plan.run, run.created)
+    emit(run, "rolled_back", nil, { services = #run.created.services, overlays = #run.created.overlays,
+      error = rerr })
+    if run.node_eng then run.node_eng:close() end
+    mgr:close()
+    return not rok and rerr or nil
+  end)
+  if not ok then return nil, err end
+  model:close()
   local stack = handle.new(mgr, run.node_eng, run.node, plan, { hooks = hooks, docker_host = clean.docker_host,
     timeout = clean.timeout })
   handle.set_port(stack, run.port)
@@ -390,19 +358,14 @@ end
 -- credential's secret never shown (as sandstack.docker.plan: a marker in its place).
 function M.plan(session_key, opts, ctx)
   local clean, _, sw = split(session_key, opts)
-  local ok, err = refusals(clean)
-  if not ok then return nil, err end
   ctx = ctx or {}
   E.check_keys(ctx, { api_version = true, now = true, token = true, run = true }, "sandstack.swarm.plan")
-  local model; model, err = core.stack_model(clean, session_key, { now = ctx.now, token = ctx.token, run = ctx.run })
+  local model, err = core_model(clean, session_key, { now = ctx.now, token = ctx.token, run = ctx.run })
   if not model then return nil, err end
-  local plan; plan, err = model:plan { api_version = ctx.api_version, redact = true }
+  local plan; plan, err = spec.plan(model, { api_version = ctx.api_version, constraints = sw.constraints, redact = true })
   model:close()
   if not plan then return nil, err end
-  local shape; shape, err = spec.translate(plan, { constraints = sw.constraints })
-  if not shape then return nil, err end
-  shape.project = plan.project
-  return shape
+  return plan.swarm
 end
 
 return M
