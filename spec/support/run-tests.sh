@@ -65,12 +65,16 @@ for mode in $modes; do
   beside_pid=
   if [ ${#beside[@]} -gt 0 ]; then
     echo "=== beside the others: ${beside[*]} (its output follows theirs)"
-    prove --exec "spec/support/tap-runner $mode" "${beside[@]}" >"$beside_log" 2>&1 &
+    prove --timer --exec "spec/support/tap-runner $mode" "${beside[@]}" >"$beside_log" 2>&1 &
     beside_pid=$!
   fi
   if [ ${#sel[@]} -gt 0 ]; then
-    prove --exec "spec/support/tap-runner $mode" "${sel[@]}" 2>&1 | tee "$log"
+    prove --timer --exec "spec/support/tap-runner $mode" "${sel[@]}" 2>&1 | tee "$log"
     count "$log"
+    # where a mode's time goes (prove --timer's per-file wall time): the ten slowest files
+    echo "=== mode $mode: slowest files"
+    sed -n 's/^\[[0-9:]*\] \(spec\/[^ ]*\) .* \([0-9][0-9]*\) ms .*/\2 \1/p' "$log" | sort -rn | head -10 |
+      awk '{printf "  %6.1f s  %s\n", $1 / 1000, $2}'
   fi
   if [ -n "$beside_pid" ]; then
     wait "$beside_pid"
@@ -79,7 +83,7 @@ for mode in $modes; do
     count "$beside_log"
   fi
   if [ ${#last[@]} -gt 0 ]; then
-    prove --exec "spec/support/tap-runner $mode" "${last[@]}" 2>&1 | tee "$log"
+    prove --timer --exec "spec/support/tap-runner $mode" "${last[@]}" 2>&1 | tee "$log"
     count "$log"
   fi
 done
