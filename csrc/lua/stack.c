@@ -8,7 +8,7 @@
  *       Every create as a finished request {method, path, body_json}; the same model gives the
  *       same token, label, names and credential placeholders to every plan (a retry with new
  *       subnets plans again). redact = true: a plan to show, with no credential's secret in it.
- *   model:swarm_plan{api_version=, redact=, constraints={...}, node_id=} -> plan | nil, err
+ *   model:swarm_plan{api_version=, redact=, constraints={...}, node_id=, pool=} -> plan | nil, err
  *       The same plan with its Swarm shape as plan.swarm (csrc/stack/swarm.h): every service and
  *       overlay create finished; node_id pins every service after the first to that node.
  *   model:close()
@@ -283,13 +283,14 @@ static int m_swarm_plan(lua_State *L) {
   cJSON *constraints = NULL;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
-    static const char *const keys[] = {"api_version", "redact", "constraints", "node_id", NULL};
+    static const char *const keys[] = {"api_version", "redact", "constraints", "node_id", "pool", NULL};
     ss_check_keys(L, 2, keys, "model:swarm_plan");
     lua_getfield(L, 2, "redact");
     ctx.redact_secrets = lua_toboolean(L, -1);
     lua_pop(L, 1);
     ctx.api_version = ss_opt_string(L, 2, "api_version", NULL);
     sw.node_id = ss_opt_string(L, 2, "node_id", NULL);
+    ctx.pool = ss_opt_string(L, 2, "pool", NULL);
     lua_getfield(L, 2, "constraints");
     if (!lua_isnil(L, -1)) {
       luaL_checktype(L, -1, LUA_TTABLE);

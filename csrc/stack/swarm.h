@@ -25,9 +25,12 @@ int ss_swarm_check_options(const cJSON *opts, ss_error *err);
 /* The finished stack plan with its Swarm shape as member "swarm":
  *   {project, overlays = [{key, name, create}], services = [{service, name, role, depends_on,
  *    check?, check_timeout?, healthcheck, create}], local_networks = [the plan's pub network],
- *    forwarder = <the plan's forwarder container>, node_check = {name, create, start} (the probe
- *    of the node's promises, made on the node), volumes = [names], nnp, reservation}
- * where each create is a finished request {method, path, body_json}. NULL with err set. */
+ *    forwarder = <the plan's forwarder container>, node_check = {name, create, start, remove} (the
+ *    probe of the node's promises, made on the node), reads = {info, existing, node?} (the
+ *    manager's: /info, the project's services, the pinned node), volumes = [names], nnp,
+ *    reservation}
+ * where each create is a finished request {method, path, body_json}, and each service has its
+ * tasks and inspect requests (by its name). NULL with err set. */
 cJSON *ss_swarm_plan(const ss_stack_model *m, const ss_stack_ctx *ctx, const ss_swarm_ctx *sw, ss_error *err);
 
 /* swarm_service.c: one drafted container (its "body" an object) as a Swarm service spec, or

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "stack/requests.h"
+#include "stack/session_requests.h"
 #include "stack/swarm.h"
 
 
@@ -77,7 +79,33 @@ static double host_number(const cJSON *c, const char *k) {
   return cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble : 0;
 }
 
-/* A service's entry: what the executor orders and waits by, and its finished create. */
+/* One request of the manager's table (session_requests.c) for one name; args as that table's. */
+static cJSON *manager_request(const char *action, const char *name, cJSON *args) {
+  const char *why = NULL;
+  cJSON *names = NULL;
+  if (name) {
+    names = cJSON_CreateArray();
+    cJSON_AddItemToArray(names, cJSON_CreateString(name));
+  }
+  cJSON *list = ss_session_requests(action, names, args, &why);
+  cJSON_Delete(names);
+  cJSON_Delete(args);
+  cJSON *r = list ? cJSON_DetachItemFromArray(list, 0) : NULL;
+  cJSON_Delete(list);
+  return r ? r : cJSON_CreateObject();
+}
+
+/* The tasks of one service, by its name (the manager resolves it): each service's own list, so
+ * that one batch reads every service a wait is for. */
+static cJSON *tasks_request(const char *service_name) {
+  cJSON *args = cJSON_CreateObject();
+  const char *one[] = {service_name};
+  cJSON_AddItemToObject(args, "services", cJSON_CreateStringArray(one, 1));
+  return manager_request("list_tasks", NULL, args);
+}
+
+/* A service's entry: what the executor orders and waits by, its finished create and the reads
+ * of its tasks and of the spec the manager kept. */
 static cJSON *service_entry(const cJSON *c, const cJSON *spec) {
   cJSON *e = cJSON_CreateObject();
   static const char *const copied[] = {"service", "name", "role", "image", "depends_on", "check", "check_timeout", "healthcheck"};
@@ -86,6 +114,9 @@ static cJSON *service_entry(const cJSON *c, const cJSON *spec) {
     if (v) cJSON_AddItemToObject(e, copied[i], cJSON_Duplicate(v, 1));
   }
   cJSON_AddItemToObject(e, "create", create("/services/create", spec));
+  const char *name = get(c, "name")->valuestring;
+  cJSON_AddItemToObject(e, "tasks", tasks_request(name));
+  cJSON_AddItemToObject(e, "inspect", manager_request("inspect_service", name, NULL));
   return e;
 }
 
@@ -184,6 +215,26 @@ static void add_node_check(cJSON *shape, const cJSON *plan, const ss_stack_model
   cJSON_AddStringToObject(start, "method", "POST");
   cJSON_AddStringToObject(start, "path", path);
   cJSON_AddItemToArray(cJSON_AddArrayToObject(start, "ok"), cJSON_CreateNumber(304));
+  /* removed as every container of a stack is (requests.c): forced, 404 done */
+  cJSON *names = cJSON_CreateArray();
+  cJSON_AddItemToArray(names, cJSON_CreateString(name));
+  cJSON *rm = ss_stack_removals(names, NULL, NULL);
+  cJSON_Delete(names);
+  cJSON_AddItemToObject(chk, "remove", cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(rm, "containers"), 0));
+  cJSON_Delete(rm);
+}
+
+/* The manager's reads a start begins with: that it is a manager (/info), and whether the
+ * project has services already (a live key's); with a node id, that node's inspect. */
+static void add_reads(cJSON *shape, const ss_stack_model *m, const char *node_id) {
+  cJSON *reads = cJSON_AddObjectToObject(shape, "reads");
+  cJSON_AddItemToObject(reads, "info", manager_request("info", NULL, NULL));
+  char label[160];
+  snprintf(label, sizeof label, "io.sandstack.project=%s", m->project);
+  cJSON *args = cJSON_CreateObject();
+  cJSON_AddStringToObject(args, "label", label);
+  cJSON_AddItemToObject(reads, "existing", manager_request("list_services", NULL, args));
+  if (node_id) cJSON_AddItemToObject(reads, "node", manager_request("inspect_node", node_id, NULL));
 }
 
 /* A node id goes into a constraint: the manager's ids are letters and digits. */
@@ -216,6 +267,7 @@ cJSON *ss_swarm_plan(const ss_stack_model *m, const ss_stack_ctx *ctx, const ss_
   ss_stack_plan_finish(plan);
   add_node_objects(shape, plan);
   add_node_check(shape, plan, m);
+  add_reads(shape, m, sw->node_id);
   cJSON_AddItemToObject(plan, "swarm", shape);
   return plan;
 }

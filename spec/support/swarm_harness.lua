@@ -9,7 +9,7 @@ local h = require "helpers"
 local W = {}
 
 W.root = h.must("pwd"):match("[^\n]+")
-W.prefix = "sstest-sw-" .. core.random_hex(2):lower() .. "-"
+W.prefix = os.getenv("SSTEST_SWARM_PREFIX") or ("sstest-sw-" .. core.random_hex(2):lower() .. "-")
 W.lua_cpath = package.cpath
 W.lua_path = package.path
 local CLUSTER = "bash " .. h.q(W.root .. "/spec/support/swarm-cluster.sh")

@@ -49,12 +49,21 @@ function M.new(opts)
       self.services[sid] = core.json_decode(body_json)
       return 201, { ID = sid }
     end
-    if method == "GET" and path:match("^/services/") then
-      return 200, { ID = path:match("[^/]+$"), Spec = self.services[path:match("[^/]+$")] }
+    if method == "GET" and path:match("^/services/") then -- by id or name
+      local ref = path:match("[^/]+$")
+      for id, spec in pairs(self.services) do
+        if id == ref or spec.Name == ref then return 200, { ID = id, Spec = spec } end
+      end
+      return 404, { message = "service " .. ref .. " not found" }
     end
-    if path == "/tasks" then
+    if path == "/tasks" then -- by service id or name, as the manager resolves them
       local out = {}
-      for _, sid in ipairs(core.json_decode(query.filters).service) do out[#out + 1] = task(sid) end
+      for _, ref in ipairs(core.json_decode(query.filters).service) do
+        local sid = self.services[ref] and ref
+        for id, spec in pairs(self.services) do if spec.Name == ref then sid = id end end
+        if not sid then return 404, { message = "service " .. ref .. " not found" } end
+        out[#out + 1] = task(sid)
+      end
       return 200, out
     end
     if path == "/nodes/" .. NODE then
@@ -86,6 +95,7 @@ function M.new(opts)
       for w, list in ipairs(waves) do
         local out, all = {}, true
         for i, q in ipairs(list) do out[i] = one(q); all = all and out[i].ok end
+        out.at = core.engine_clock()
         outs[w] = out
         if not all then break end
       end

@@ -35,7 +35,7 @@ function M.probe_request(run)
   local _, _, key = wants(run)
   if verified[key] then return nil end
   local nc = run.shape.node_check
-  return { name = nc.name, create = nc.create, start = nc.start }
+  return { name = nc.name, create = nc.create, start = nc.start, remove = nc.remove }
 end
 
 -- Reads the two files in the started probe, removes it, and answers. run as above, with
@@ -44,7 +44,7 @@ function M.check(run, probe)
   local want_route, want_nnp, key = wants(run)
   local eng, name = run.node_eng, probe.name
   local function cleanup()
-    batch.remove(eng, { containers = { name } })
+    batch.remove_requests(eng, { probe.remove })
   end
   local function read(path)
     local res, e = eng:exec(name, { "socat", "-u", "OPEN:" .. path, "STDOUT" }, { timeout = 20, max_bytes = 65536 })
