@@ -6,6 +6,10 @@
 -- against the count of the first version (below). The count does not depend on timing but for
 -- the loops that poll (health, the forwarder's port, readiness): it varies by a few.
 -- box:exec runs against the sbx simulator (spec/support/sbx-sim), set up as the sbx specs do.
+-- A sandstack.swarm start runs against a scripted swarm (spec/support/swarm_scripted.lua: a
+-- manager and a node whose tasks run at once): each call of its clients' methods, and of the
+-- client constructor, counts as the one crossing the real client's C method is, and nothing
+-- inside them counts.
 --   lua5.4 bench/crossings_bench.lua     (from the repository root; needs the engine)
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.path = "./bench/?.lua;" .. package.path
@@ -50,24 +54,35 @@ local function core_functions()
 end
 
 local by_name = {}
-local function counted(fn)
+-- stand_in: Lua functions (func -> name) that stand for C ones: a call of one counts as one
+-- crossing, and what it calls counts not at all.
+local function counted(fn, stand_in)
   by_name = {}
   local set = core_functions()
-  local into_c, back_to_lua, depth_in_c = 0, 0, 0
+  stand_in = stand_in or {}
+  local into_c, back_to_lua, depth_in_c, inside_stand_in = 0, 0, 0, 0
   local stack = {}
   debug.sethook(function(ev)
     local info = debug.getinfo(2, "fS")
     if ev == "call" or ev == "tail call" then
-      local is_core = info and set[info.func] or false
+      if inside_stand_in > 0 then
+        if ev == "call" then stack[#stack + 1] = "inner" end
+        return
+      end
+      local fake = info and stand_in[info.func]
+      local is_core = info and (set[info.func] or fake) or false
       if is_core then
         into_c = into_c + 1; depth_in_c = depth_in_c + 1
         by_name[is_core] = (by_name[is_core] or 0) + 1
       end
-      if info and info.what == "Lua" and depth_in_c > 0 and stack[#stack] then back_to_lua = back_to_lua + 1 end
-      if ev == "call" then stack[#stack + 1] = is_core end
+      if fake then inside_stand_in = inside_stand_in + 1 end
+      if info and info.what == "Lua" and not fake and depth_in_c > 0 and stack[#stack] then back_to_lua = back_to_lua + 1 end
+      if ev == "call" then stack[#stack + 1] = fake and "fake" or is_core
+      elseif fake then stack[#stack] = "fake" end -- a tail call: its return ends the frame it replaced
     else
       local was = table.remove(stack)
-      if was then depth_in_c = depth_in_c - 1 end
+      if was == "fake" then inside_stand_in = inside_stand_in - 1 end
+      if was and was ~= "inner" then depth_in_c = depth_in_c - 1 end
     end
   end, "cr")
   local ok, a, b = pcall(fn)
@@ -81,7 +96,7 @@ local function counted(fn)
 end
 
 -- The goals ("One C call per step"), each printed beside its count.
-local GOALS = { first_start = 20, later_start = 12, exec = 4, box_exec = 4 }
+local GOALS = { first_start = 20, later_start = 12, exec = 4, box_exec = 4, swarm_start = 20 }
 local function line(what, n, goal, extra)
   local verdict = goal and ((n <= goal and "goal met" or "goal NOT met") .. (" (<= %d)"):format(goal)) or ""
   print(("crossings per %-22s %4d  %s%s"):format(what .. ":", n, verdict, extra or ""))
@@ -131,7 +146,27 @@ box:dispose()
 backend:close()
 H.teardown(senv)
 
+-- A sandstack.swarm start of the same stack, against the scripted swarm.
+local scripted = require "spec.support.swarm_scripted"
+local sw = scripted.new()
+local stand_in = {}
+local make_client = sw.client
+sw.client = function(host)
+  local c = make_client(host)
+  for k, f in pairs(c) do if type(f) == "function" then stand_in[f] = "swarm client:" .. k end end
+  return c
+end
+local undo = scripted.install(sw)
+stand_in[sandstack.engine] = "sandstack.engine (client constructor)"
+local sopts = opts("s-xing")
+sopts.subnet_pool, sopts.pull, sopts.docker_host = nil, nil, "tcp://manager.scripted:2376" -- the swarm refuses both
+local n_swarm, sstack, serr = counted(function() return sandstack.swarm.start("xing", sopts) end, stand_in)
+undo()
+assert(sstack, serr and serr.message)
+sstack:close()
+
 line("first start", n_first, GOALS.first_start, ratio(n_first, BASELINE.start))
+line("swarm start (scripted)", n_swarm, GOALS.swarm_start)
 line("later start", n_later, GOALS.later_start)
 line("destroy", n_destroy, nil, ratio(n_destroy, BASELINE.destroy))
 line("eng:exec", n_exec, GOALS.exec)

@@ -1,12 +1,11 @@
--- sandstack.swarm without a cluster (issue 27): the Swarm bodies are the docker plan re-expressed,
--- never a second plan. For the same options, run label, clock and token, every service carries
+-- sandstack.swarm without a cluster: the Swarm bodies are the docker plan re-expressed by the C
+-- core (csrc/stack/swarm_plan.c), never a second plan, each create finished there. For the same options, run label, clock and token, every service carries
 -- the docker container's own image, command, env, labels, limits and healthcheck; the forwarder
 -- and its publish network are the docker plan's bodies byte for byte; whatever Swarm cannot
 -- express is refused by name. The readiness probe's argv is checked against the bytes it sends.
 local sandstack = require "sandstack"
 local core = sandstack.core
 local swarm = require "sandstack.swarm"
-local spec = require "sandstack.swarm.spec"
 local ready = require "sandstack.swarm.ready"
 
 local FIXED = { now = 1700000000, token = ("swarm-token-"):rep(3), run = "0123456789abcdef" }
@@ -27,6 +26,9 @@ local function opts(extra)
   for k, v in pairs(extra or {}) do o[k] = v end
   return o
 end
+
+-- A finished create's body, as the manager receives it.
+local function B(entry) return core.json_decode(entry.create.body_json) end
 
 local function by_name(list, key)
   local out = {}
@@ -56,29 +58,29 @@ describe("sandstack.swarm plan (no cluster)", function()
     local containers = by_name(dplan.containers, "service")
     for _, s in ipairs(shape.services) do
       local c = core.json_decode(containers[s.service].body_json)
-      local cs = s.body.TaskTemplate.ContainerSpec
+      local cs = B(s).TaskTemplate.ContainerSpec
       assert.equal(c.Image, cs.Image)
       assert.same(c.Entrypoint, cs.Command)
       assert.same(c.Cmd, cs.Args)
       assert.same(c.Env and #c.Env > 0 and c.Env or nil, cs.Env)
       assert.same(c.Labels, cs.Labels)
-      assert.same(c.Labels, s.body.Labels)
+      assert.same(c.Labels, B(s).Labels)
       assert.same(c.Healthcheck, cs.HealthCheck)
       assert.same(c.HostConfig.CapDrop, cs.CapabilityDrop)
       assert.equal(c.Name, nil)
-      assert.equal(containers[s.service].name, s.body.Name)
-      local lim = s.body.TaskTemplate.Resources.Limits
+      assert.equal(containers[s.service].name, B(s).Name)
+      local lim = B(s).TaskTemplate.Resources.Limits
       assert.equal(c.HostConfig.NanoCpus, lim.NanoCPUs)
       assert.equal(c.HostConfig.Memory, lim.MemoryBytes)
       assert.equal(c.HostConfig.PidsLimit, lim.Pids)
       assert.same({ NoNewPrivileges = true }, cs.Privileges)
-      assert.equal("dnsrr", s.body.EndpointSpec.Mode)
-      assert.same({ Condition = "none", MaxAttempts = 0 }, s.body.TaskTemplate.RestartPolicy)
-      assert.same({ Replicated = { Replicas = 1 } }, s.body.Mode)
+      assert.equal("dnsrr", B(s).EndpointSpec.Mode)
+      assert.same({ Condition = "none", MaxAttempts = 0 }, B(s).TaskTemplate.RestartPolicy)
+      assert.same({ Replicated = { Replicas = 1 } }, B(s).Mode)
       assert.same(c.HostConfig.Dns and { Nameservers = c.HostConfig.Dns } or nil, cs.DNSConfig)
     end
     -- the session token reached the services exactly as the docker plan put it
-    local sb = by_name(shape.services, "service").sandbox.body.TaskTemplate.ContainerSpec
+    local sb = B(by_name(shape.services, "service").sandbox).TaskTemplate.ContainerSpec
     local found = false
     for _, e in ipairs(sb.Env) do if e == "ANTHROPIC_API_KEY=" .. FIXED.token then found = true end end
     assert.is_true(found)
@@ -87,13 +89,23 @@ describe("sandstack.swarm plan (no cluster)", function()
   it("puts the whole session's reservation on the first service Swarm places, and none on the others", function()
     local n = #dplan.containers -- the forwarder counts: it runs on the node Swarm chose
     assert.same({ NanoCPUs = n * 0.5e9, MemoryBytes = n * 256 * 2 ^ 20 }, shape.reservation)
-    assert.same(shape.reservation, shape.services[1].body.TaskTemplate.Resources.Reservations)
+    assert.same(shape.reservation, B(shape.services[1]).TaskTemplate.Resources.Reservations)
     for i = 2, #shape.services do
-      assert.is_nil(shape.services[i].body.TaskTemplate.Resources.Reservations)
-      assert.is_nil(shape.services[i].body.TaskTemplate.Placement.Constraints)
+      assert.is_nil(B(shape.services[i]).TaskTemplate.Resources.Reservations)
+      assert.is_nil(B(shape.services[i]).TaskTemplate.Placement.Constraints)
     end
-    local pinned = spec.pin(shape.services[2].body, "node-abc")
-    assert.same({ "node.id==node-abc" }, pinned.TaskTemplate.Placement.Constraints)
+    -- once Swarm has placed the first, C plans the others again, pinned to its node
+    local model = assert(core.stack_model(opts(), "s1", FIXED))
+    local pinned = assert(model:swarm_plan { node_id = "nodeabc1", constraints = { "node.role==worker" } }).swarm
+    assert.same({ "node.role==worker" }, B(pinned.services[1]).TaskTemplate.Placement.Constraints)
+    for i = 2, #pinned.services do
+      assert.same({ "node.role==worker", "node.id==nodeabc1" }, B(pinned.services[i]).TaskTemplate.Placement.Constraints)
+      assert.equal(shape.services[i].name, pinned.services[i].name)
+    end
+    local bad, err = model:swarm_plan { node_id = "x\"y" }
+    model:close()
+    assert.is_nil(bad)
+    assert.equal("bad_answer", err.reason)
   end)
 
   it("makes the sandbox network an internal attachable overlay and the egress network a plain one", function()
@@ -104,21 +116,21 @@ describe("sandstack.swarm plan (no cluster)", function()
       table.sort(k)
       return k
     end)())
-    assert.equal("overlay", nets.sbx.body.Driver)
-    assert.is_true(nets.sbx.body.Internal)
-    assert.is_true(nets.sbx.body.Attachable)
-    assert.is_false(nets.egress.body.Internal)
-    assert.is_false(nets.egress.body.Attachable)
-    assert.is_nil(nets.sbx.body.Options) -- no bridge option leaks into an overlay
+    assert.equal("overlay", B(nets.sbx).Driver)
+    assert.is_true(B(nets.sbx).Internal)
+    assert.is_true(B(nets.sbx).Attachable)
+    assert.is_false(B(nets.egress).Internal)
+    assert.is_false(B(nets.egress).Attachable)
+    assert.is_nil(B(nets.sbx).Options) -- no bridge option leaks into an overlay
   end)
 
   it("attaches the sandbox to its overlay only, and egress sidecars to both, under their names", function()
     local s = by_name(shape.services, "service")
-    assert.same({ { Target = "sandstack-s1-sbx", Aliases = { "sandbox" } } }, s.sandbox.body.TaskTemplate.Networks)
-    assert.same({ { Target = "sandstack-s1-sbx", Aliases = { "db" } } }, s.db.body.TaskTemplate.Networks)
+    assert.same({ { Target = "sandstack-s1-sbx", Aliases = { "sandbox" } } }, B(s.sandbox).TaskTemplate.Networks)
+    assert.same({ { Target = "sandstack-s1-sbx", Aliases = { "db" } } }, B(s.db).TaskTemplate.Networks)
     assert.same({ { Target = "sandstack-s1-sbx", Aliases = { "web" } }, { Target = "sandstack-s1-egress" } },
-      s.web.body.TaskTemplate.Networks)
-    assert.same({ "10.0.0.1 a.test" }, s.web.body.TaskTemplate.ContainerSpec.Hosts)
+      B(s.web).TaskTemplate.Networks)
+    assert.same({ "10.0.0.1 a.test" }, B(s.web).TaskTemplate.ContainerSpec.Hosts)
   end)
 
   it("keeps the forwarder and its publish network as the docker plan made them", function()
@@ -131,7 +143,7 @@ describe("sandstack.swarm plan (no cluster)", function()
 
   it("turns volumes and tmpfs into Swarm mounts, labelled like the stack's volumes", function()
     local s = by_name(shape.services, "service")
-    local mounts = s.sandbox.body.TaskTemplate.ContainerSpec.Mounts
+    local mounts = B(s.sandbox).TaskTemplate.ContainerSpec.Mounts
     assert.equal("volume", mounts[1].Type)
     assert.equal("sandstack-s1-work", mounts[1].Source)
     assert.equal("sandstack-s1", mounts[1].VolumeOptions.Labels["io.sandstack.project"])
@@ -158,8 +170,8 @@ describe("sandstack.swarm plan (no cluster)", function()
     -- loosening typed out is kept as typed: no no-new-privileges, no capability drop
     local loose = assert(swarm.plan("s1", opts { security_opt = {}, cap_drop = {} }))
     assert.is_false(loose.nnp)
-    assert.is_nil(loose.services[1].body.TaskTemplate.ContainerSpec.Privileges)
-    assert.is_nil(loose.services[1].body.TaskTemplate.ContainerSpec.CapabilityDrop)
+    assert.is_nil(B(loose.services[1]).TaskTemplate.ContainerSpec.Privileges)
+    assert.is_nil(B(loose.services[1]).TaskTemplate.ContainerSpec.CapabilityDrop)
   end)
 
   it("gives the credentials to the proxy's service alone, the CA volume shared on the node", function()
@@ -167,7 +179,7 @@ describe("sandstack.swarm plan (no cluster)", function()
     local s = assert(swarm.plan("s1", opts { credentials = { { name = "GH_TOKEN", host = "gh.test",
       header = "Authorization", format = "Bearer %s", secret = GH } }, egress_policy = { allow = { "gh.test" } } }, FIXED))
     local by = by_name(s.services, "service")
-    local function env(svc) return table.concat(by[svc].body.TaskTemplate.ContainerSpec.Env or {}, "\n") end
+    local function env(svc) return table.concat(B(by[svc]).TaskTemplate.ContainerSpec.Env or {}, "\n") end
     -- the shown plan marks the secret's place in the proxy's credentials (the start puts it
     -- there); no service's body shows the secret itself
     assert.truthy(env("proxy"):find("SANDSTACK_CREDENTIALS=", 1, true), "the proxy's service has the credentials")
@@ -178,7 +190,7 @@ describe("sandstack.swarm plan (no cluster)", function()
     end
     assert.matches("GH_TOKEN=%w+", env("sandbox"))
     local function ca(svc)
-      for _, m in ipairs(by[svc].body.TaskTemplate.ContainerSpec.Mounts or {}) do
+      for _, m in ipairs(B(by[svc]).TaskTemplate.ContainerSpec.Mounts or {}) do
         if m.Source == "sandstack-s1-ca" then return m end
       end
     end
@@ -211,7 +223,74 @@ describe("sandstack.swarm plan (no cluster)", function()
     assert.has_error(function() swarm.plan("s1", opts { constraints = { "node.role worker" } }) end)
     assert.has_error(function() swarm.plan("s1", opts { placement_timeout = -1 }) end)
     local s = assert(swarm.plan("s1", opts { constraints = { "node.labels.sandstack==yes" } }))
-    assert.same({ "node.labels.sandstack==yes" }, s.services[1].body.TaskTemplate.Placement.Constraints)
+    assert.same({ "node.labels.sandstack==yes" }, B(s.services[1]).TaskTemplate.Placement.Constraints)
+  end)
+end)
+
+describe("sandstack.swarm start (a scripted swarm)", function()
+  local scripted = require "spec.support.swarm_scripted"
+  local function start(sw, extra)
+    local undo = scripted.install(sw)
+    local o = opts { docker_host = "tcp://manager.scripted:2376" }
+    for k, v in pairs(extra or {}) do o[k] = v end
+    local events = {}
+    o.on_event = function(e) events[#events + 1] = e.phase end
+    local ok, st, err = pcall(swarm.start, "s1", o)
+    undo()
+    assert(ok, st)
+    return st, err, events
+  end
+  local function sent(sw, method, path)
+    local out = {}
+    for _, l in ipairs(sw.log) do
+      if l.method == method and l.path:find(path, 1, true) == 1 then out[#out + 1] = l end
+    end
+    return out
+  end
+
+  it("sends the C plan's creates as they are: the first service free, the others pinned to its node", function()
+    local sw = scripted.new()
+    local st, err, events = start(sw)
+    assert.is_nil(err)
+    assert.equal("ready", events[#events])
+    local shape = assert(swarm.plan("s1", opts()))
+    local creates = sent(sw, "POST", "/services/create")
+    assert.equal(#shape.services, #creates)
+    local run = core.json_decode(creates[1].body_json).Labels["io.sandstack.run"]
+    for i, c in ipairs(creates) do
+      local body = core.json_decode(c.body_json)
+      assert.equal(shape.services[i].name, body.Name)
+      assert.equal(run, body.Labels["io.sandstack.run"]) -- one start's plan: the pinned ones planned again
+      local cons = body.TaskTemplate.Placement.Constraints
+      if i == 1 then
+        assert.is_nil(cons)
+        assert.truthy(body.TaskTemplate.Resources.Reservations)
+      else
+        assert.same({ "node.id==node1" }, cons)
+      end
+    end
+    local on = { manager = 0, node = 0 }
+    for _, l in ipairs(sent(sw, "POST", "/networks/create")) do
+      local where = l.host == "tcp://n1.scripted:2376" and "node" or "manager"
+      on[where] = on[where] + 1
+    end
+    assert.same({ manager = #shape.overlays, node = 1 }, on) -- the overlays; the forwarder's publish network
+    for _, l in ipairs(sent(sw, "POST", "/containers/create")) do assert.equal("tcp://n1.scripted:2376", l.host) end
+    st:close()
+  end)
+
+  it("removes what it made when a task fails, and says which service", function()
+    local sw = scripted.new { fail = "db" }
+    local st, err, events = start(sw)
+    assert.is_nil(st)
+    assert.equal("exited", err.kind)
+    assert.equal("db", err.service)
+    assert.equal(3, err.exit_code)
+    assert.equal("rolled_back", events[#events])
+    local made = #sent(sw, "POST", "/services/create")
+    assert.truthy(made >= 1)
+    assert.equal(made, #sent(sw, "DELETE", "/services/"))
+    assert.equal(2, #sent(sw, "DELETE", "/networks/"))
   end)
 end)
 
@@ -250,6 +329,13 @@ describe("sandstack.swarm's boundary", function()
       end
     end
     assert.same({}, found)
+    -- the bodies come finished from C: the start and the plan decode and encode none of them
+    for _, f in ipairs { "lua/sandstack/swarm/spec.lua", "lua/sandstack/swarm/start.lua" } do
+      local text = assert(io.open(f)):read("a")
+      assert.is_nil(text:find("json_decode", 1, true), f)
+      assert.is_nil(text:find("json_encode", 1, true), f)
+      assert.is_nil(text:find("body =", 1, true), f)
+    end
     local R = core.session_requests
     assert.same({ { method = "GET", path = "/tasks", query = { filters = '{"service":["a","b"]}' } } },
       R("list_tasks", nil, { services = { "a", "b" } }))

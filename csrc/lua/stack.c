@@ -8,6 +8,9 @@
  *       Every create as a finished request {method, path, body_json}; the same model gives the
  *       same token, label, names and credential placeholders to every plan (a retry with new
  *       subnets plans again). redact = true: a plan to show, with no credential's secret in it.
+ *   model:swarm_plan{api_version=, redact=, constraints={...}, node_id=, pool=} -> plan | nil, err
+ *       The same plan with its Swarm shape as plan.swarm (csrc/stack/swarm.h): every service and
+ *       overlay create finished; node_id pins every service after the first to that node.
  *   model:close()
  *   core.stack_pick_subnet(pool, used, seed|nil[, prefix[, count]]) -> "a.b.c.d/28" | {count of them} | nil, err
  *     (seed nil: drawn from the CSPRNG)
@@ -20,6 +23,7 @@
 
 #include "lua/binding.h"
 #include "stack/model.h"
+#include "stack/swarm.h"
 #include "util/random.h"
 
 #define STACK_MODEL_MT "sandstack.stack.model"
@@ -216,6 +220,15 @@ static int pick_all(lua_State *L, ss_stack_ctx *ctx) {
   return lua_gettop(L);
 }
 
+/* What the model fixed once for all its plans: the key, the clock, the token, the policy, the run. */
+static void model_values(const model_ud *u, ss_stack_ctx *ctx) {
+  ctx->session_key = u->session_key;
+  ctx->now = u->now;
+  ctx->token = u->token[0] ? u->token : NULL;
+  ctx->egress_policy_json = u->policy_json;
+  ctx->run_label = u->run_label;
+}
+
 static int m_plan(lua_State *L) {
   model_ud *u = luaL_checkudata(L, 1, STACK_MODEL_MT);
   if (!u->model) return luaL_error(L, "the stack model is closed");
@@ -248,11 +261,7 @@ static int m_plan(lua_State *L) {
     lua_pop(L, 1);
     if ((picked = pick_all(L, &ctx)) < 0) return 2; /* nil, err */
   }
-  ctx.session_key = u->session_key;
-  ctx.now = u->now;
-  ctx.token = u->token[0] ? u->token : NULL;
-  ctx.egress_policy_json = u->policy_json;
-  ctx.run_label = u->run_label;
+  model_values(u, &ctx);
   ss_error err;
   ss_error_init(&err);
   cJSON *plan = ss_stack_plan_model(u->model, &ctx, &err);
@@ -263,6 +272,48 @@ static int m_plan(lua_State *L) {
     lua_pushvalue(L, picked);
     lua_setfield(L, -2, "subnets");
   }
+  return 1;
+}
+
+static int m_swarm_plan(lua_State *L) {
+  model_ud *u = luaL_checkudata(L, 1, STACK_MODEL_MT);
+  if (!u->model) return luaL_error(L, "the stack model is closed");
+  ss_stack_ctx ctx = {0};
+  ss_swarm_ctx sw = {0};
+  cJSON *constraints = NULL;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    static const char *const keys[] = {"api_version", "redact", "constraints", "node_id", "pool", NULL};
+    ss_check_keys(L, 2, keys, "model:swarm_plan");
+    lua_getfield(L, 2, "redact");
+    ctx.redact_secrets = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    ctx.api_version = ss_opt_string(L, 2, "api_version", NULL);
+    sw.node_id = ss_opt_string(L, 2, "node_id", NULL);
+    ctx.pool = ss_opt_string(L, 2, "pool", NULL);
+    lua_getfield(L, 2, "constraints");
+    if (!lua_isnil(L, -1)) {
+      luaL_checktype(L, -1, LUA_TTABLE);
+      ss_error jerr;
+      ss_error_init(&jerr);
+      constraints = ss_lua_to_json(L, lua_gettop(L), 1, &jerr);
+      if (!constraints) {
+        lua_pushfstring(L, "model:swarm_plan constraints: %s", jerr.message);
+        ss_error_clear(&jerr);
+        return lua_error(L);
+      }
+    }
+    lua_pop(L, 1);
+  }
+  sw.constraints = constraints;
+  model_values(u, &ctx);
+  ss_error err;
+  ss_error_init(&err);
+  cJSON *plan = ss_swarm_plan(u->model, &ctx, &sw, &err);
+  cJSON_Delete(constraints);
+  if (!plan) return fail(L, &err);
+  ss_json_to_lua(L, plan);
+  cJSON_Delete(plan);
   return 1;
 }
 
@@ -298,7 +349,7 @@ static int l_stack_option_keys(lua_State *L) {
 }
 
 void sandstack_open_stack(lua_State *L) {
-  static const luaL_Reg methods[] = {{"plan", m_plan}, {"close", m_close}, {NULL, NULL}};
+  static const luaL_Reg methods[] = {{"plan", m_plan}, {"swarm_plan", m_swarm_plan}, {"close", m_close}, {NULL, NULL}};
   ss_define_class(L, STACK_MODEL_MT, methods, m_close);
   static const luaL_Reg fns[] = {{"stack_model", l_stack_model},
                                  {"stack_pick_subnet", l_stack_pick_subnet},

@@ -106,6 +106,11 @@ ss_policy *ss_stack_compile_policy(const cJSON *opts, ss_error *err);
 /* Builds the plan of a model built by ss_stack_model_build (no second validation). NULL with err
  * set on failure. Caller owns the result. */
 cJSON *ss_stack_plan_model(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_error *err);
+/* The same in two halves, for a plan re-expressed for another engine (swarm_plan.c): the draft
+ * holds every create's body as an object under "body"; finishing turns each into a request
+ * (method, path, body_json) and adds the bodiless requests (requests.c). */
+cJSON *ss_stack_plan_draft(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_error *err);
+void ss_stack_plan_finish(cJSON *plan);
 
 int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_model *m,
                          ss_error *err);

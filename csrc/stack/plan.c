@@ -720,7 +720,7 @@ cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err) 
   return plan;
 }
 
-cJSON *ss_stack_plan_model(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_error *err) {
+cJSON *ss_stack_plan_draft(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_error *err) {
   const cJSON *opts = m->opts;
   plan_ctx p = {.m = m, .ctx = ctx};
   p.api = ctx->api_version ? ss_stack_api_number(ctx->api_version) : 141;
@@ -817,6 +817,13 @@ cJSON *ss_stack_plan_model(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_
   cJSON *networks = cJSON_GetObjectItemCaseSensitive(plan, "networks");
   add_isolation_check(plan, &p, cJSON_GetArrayItem(networks, 0), hard);
   cJSON_AddItemToObject(plan, "hardening", hard);
+  cJSON_free(p.creds_json);
+  return plan;
+}
+
+void ss_stack_plan_finish(cJSON *plan) {
+  cJSON *cs = cJSON_GetObjectItemCaseSensitive(plan, "containers");
+  cJSON *networks = cJSON_GetObjectItemCaseSensitive(plan, "networks");
   finish_connects(cs);
   finish_requests(cs, "/containers/create", 1);
   finish_requests(networks, "/networks/create", 0);
@@ -831,6 +838,10 @@ cJSON *ss_stack_plan_model(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_
     finish_request(cJSON_GetObjectItemCaseSensitive(chk, "container"), "/containers/create", 1);
   }
   ss_stack_add_requests(plan);
-  cJSON_free(p.creds_json);
+}
+
+cJSON *ss_stack_plan_model(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_error *err) {
+  cJSON *plan = ss_stack_plan_draft(m, ctx, err);
+  if (plan) ss_stack_plan_finish(plan);
   return plan;
 }

@@ -3,7 +3,7 @@
 -- scheduler places each session (sandstack counts nothing and spreads nothing), all of a
 -- session's containers stay on the node Swarm chose, and the manager's labels are the only
 -- state: list, reap and reconnect work from any process that reaches the manager.
---   swarm/spec.lua       the plan re-expressed as service specs and overlays (pure data)
+--   swarm/spec.lua       the Swarm plan, made by the C core (csrc/stack/swarm_plan.c)
 --   swarm/cluster.lua    the manager (services, tasks, nodes) and each node's own Engine API
 --   swarm/start.lua      the start pipeline
 --   swarm/verify.lua     the promises a node must keep, checked on the node

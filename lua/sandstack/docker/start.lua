@@ -8,6 +8,7 @@ local A = require "sandstack.docker.apply"
 local isolation = require "sandstack.docker.isolation"
 local handle = require "sandstack.docker.handle"
 local control = require "sandstack.docker.control"
+local steps = require "sandstack.stack.steps"
 
 local M = {}
 
@@ -18,18 +19,8 @@ local function engine(opts)
 end
 
 local function split_hooks(session_key, opts)
-  if type(session_key) ~= "string" then error("sandstack.docker.start: session_key must be a string", 3) end
-  if type(opts) ~= "table" then error("sandstack.docker.start: options must be a table", 3) end
-  local clean, hooks = {}, {}
-  for k, v in pairs(opts) do
-    if k == "on_event" or k == "req_adapter" then
-      if type(v) ~= "function" then error("sandstack.docker.start: " .. k .. " must be a function", 3) end
-      hooks[k] = v
-    else
-      clean[k] = v
-    end
-  end
-  return clean, hooks
+  local clean, hooks = steps.split("sandstack.docker.start", session_key, opts, nil, 3) -- not a tail call: the
+  return clean, hooks                                                                    -- level counts this frame
 end
 
 -- pool (a warm pool's name, or nil) labels every object io.sandstack.pool.
@@ -55,7 +46,7 @@ local function start_with(session_key, clean, hooks, pool)
     plan.proxy.control = run.control_dir and "socket" or "exec"
   end
   local stack = handle.new(eng, plan, hooks)
-  local steps = {
+  local ok; ok, err = steps.run({
     function() return A.preflight(run) end, -- reads only: images, the self-check's identity, /info
     function() return require("sandstack.docker.runtime").check(eng, plan.runtime, run.info) end, -- before any pull or create
     function() return A.ensure_images(run) end,
@@ -75,24 +66,16 @@ local function start_with(session_key, clean, hooks, pool)
       end
       return true
     end,
-  }
-  for _, step in ipairs(steps) do
-    local okstep, res, e = pcall(step)
-    if not okstep or not res then
-      if okstep then A.emit(run, "failed", nil, { error = e }) end -- said before the rollback's time
-      model:close()
-      local left = A.rollback(run)
-      if run.control_dir then control.remove(project) end
-      handle.set_port(stack, nil)
-      eng:close()
-      if not okstep then error(res, 0) end -- a programming error: re-raise after cleaning up
-      if left and type(e) == "table" then -- what the rollback could not remove, by name
-        e.rollback_error = left
-        e.message = tostring(e.message) .. "; the rollback left " .. tostring(left.message)
-      end
-      return nil, e
-    end
-  end
+  }, function(e, raised)
+    if not raised then A.emit(run, "failed", nil, { error = e }) end -- said before the rollback's time
+    model:close()
+    local left = A.rollback(run)
+    if run.control_dir then control.remove(project) end
+    handle.set_port(stack, nil)
+    eng:close()
+    return left
+  end)
+  if not ok then return nil, err end
   model:close()
   return stack
 end

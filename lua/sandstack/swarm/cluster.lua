@@ -24,19 +24,28 @@ local function engine(host, opts)
   return sandstack.engine { host = host, timeout = opts.timeout, api_version = opts.api_version }
 end
 
--- The manager's client, refused unless that engine is an active manager of a swarm.
-function M.manager(opts)
-  local eng, err = engine(opts.docker_host, opts)
-  if not eng then return nil, err end
-  local info; info, err = M.op(eng, "info")
-  if not info then eng:close(); return nil, err end
-  local sw = type(info) == "table" and info.Swarm or {}
+-- The client of docker_host, not yet checked (check_manager).
+function M.client(opts) return engine(opts.docker_host, opts) end
+
+-- true, or the refusal, from eng's answer r to /info ({ok =, body =, err =}): sandstack.swarm
+-- needs an active manager of a swarm.
+function M.check_manager(eng, r)
+  if not r.ok then return nil, r.err end
+  local sw = type(r.body) == "table" and r.body.Swarm or {}
   if sw.LocalNodeState ~= "active" or sw.ControlAvailable ~= true then
-    eng:close()
     return E.fail("engine", "not_a_manager", ("%s is not a manager of an active swarm (LocalNodeState %s): "
       .. "sandstack.swarm needs docker_host to be a swarm manager's Engine API"):format(
         eng.host or "the engine", tostring(sw.LocalNodeState)), { host = eng.host })
   end
+  return true
+end
+
+-- The manager's client, refused unless that engine is an active manager of a swarm.
+function M.manager(opts)
+  local eng, err = M.client(opts)
+  if not eng then return nil, err end
+  local ok; ok, err = M.check_manager(eng, eng:perform(core.session_requests("info"))[1])
+  if not ok then eng:close(); return nil, err end
   return eng
 end
 
@@ -70,15 +79,19 @@ local function node_view(n)
     labels = spec.Labels or {} }
 end
 
-function M.node(mgr, id)
-  local n, err = M.op(mgr, "inspect_node", id)
-  if not n then
-    if err and err.status == 404 then
+-- The node from the answer r to its inspect ({ok =, body =, err =}).
+function M.node_answer(r, id)
+  if not r.ok then
+    if r.err and r.err.status == 404 then
       return E.fail("engine", "node_gone", "node " .. id .. " is no longer in the swarm", { node_id = id })
     end
-    return nil, err
+    return nil, r.err
   end
-  return node_view(n)
+  return node_view(r.body)
+end
+
+function M.node(mgr, id)
+  return M.node_answer(mgr:perform(core.session_requests("inspect_node", { id }))[1], id)
 end
 
 function M.nodes(mgr)

@@ -11,7 +11,6 @@
 local E = require "sandstack.error"
 local isolation = require "sandstack.docker.isolation"
 local batch = require "sandstack.docker.batch"
-local cluster = require "sandstack.swarm.cluster"
 
 local M = {}
 
@@ -28,23 +27,15 @@ local function wants(run)
   return want_route, want_nnp, run.node.id .. "|" .. (want_route and "r" or "") .. (want_nnp and "n" or "")
 end
 
--- The probe container's create request, or nil when this node passed the same check before.
--- It is made together with the forwarder's own requests (swarm/start.lua), so that its network
--- attachment and start overlap theirs. run: { node =, plan =, shape =, nnp_from_node = }
+-- The probe container's requests (planned by C: the Swarm plan's node_check), or nil when this
+-- node passed the same check before. They are sent together with the forwarder's own requests
+-- (swarm/start.lua), so that its network attachment and start overlap theirs.
+-- run: { node =, plan =, shape =, nnp_from_node = }
 function M.probe_request(run)
   local _, _, key = wants(run)
   if verified[key] then return nil end
-  local plan = run.plan
-  local name = plan.project .. "-nodecheck"
-  local sbx
-  for _, o in ipairs(run.shape.overlays) do if o.key == "sbx" then sbx = o.name end end
-  local labels = {}
-  for k, v in pairs(plan.labels) do labels[k] = v end
-  labels["io.sandstack.role"] = "node-check"
-  local body = { Image = run.shape.forwarder.image, Entrypoint = { "socat", "-u", "STDIN", "STDOUT" }, OpenStdin = true,
-    Labels = labels, HostConfig = { CapDrop = { "ALL" }, NetworkMode = sbx, RestartPolicy = { Name = "no" } } }
-  return { name = name, create = cluster.requests("create_container", { name }, { body = body })[1],
-    start = cluster.requests("start", { name })[1] }
+  local nc = run.shape.node_check
+  return { name = nc.name, create = nc.create, start = nc.start, remove = nc.remove }
 end
 
 -- Reads the two files in the started probe, removes it, and answers. run as above, with
@@ -53,7 +44,7 @@ function M.check(run, probe)
   local want_route, want_nnp, key = wants(run)
   local eng, name = run.node_eng, probe.name
   local function cleanup()
-    batch.remove(eng, { containers = { name } })
+    batch.remove_requests(eng, { probe.remove })
   end
   local function read(path)
     local res, e = eng:exec(name, { "socat", "-u", "OPEN:" .. path, "STDOUT" }, { timeout = 20, max_bytes = 65536 })
