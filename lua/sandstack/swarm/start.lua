@@ -24,6 +24,7 @@ local verify = require "sandstack.swarm.verify"
 local ready = require "sandstack.swarm.ready"
 local inventory = require "sandstack.swarm.inventory"
 local handle = require "sandstack.swarm.handle"
+local names = require "sandstack.swarm.names"
 
 local M = {}
 local now, pause, emit = run_ctx.now, run_ctx.pause, run_ctx.emit
@@ -327,7 +328,8 @@ local function absent(mgr, plan)
     plan.project), { project = plan.project, session_key = plan.session_key, services = #svcs })
 end
 
-function M.start(session_key, opts)
+-- pool: a warm pool's name (sandstack.swarm.pool), labelling every object io.sandstack.pool.
+function M.start(session_key, opts, pool)
   local clean, hooks, sw = split(session_key, opts)
   local ok, err = refusals(clean)
   if not ok then return nil, err end
@@ -335,7 +337,7 @@ function M.start(session_key, opts)
   if not model then return nil, err end
   local mgr; mgr, err = cluster.manager(clean)
   if not mgr then model:close(); return nil, err end
-  local plan; plan, err = model:plan { api_version = mgr.api_version }
+  local plan; plan, err = model:plan { api_version = mgr.api_version, pool = pool }
   model:close()
   if not plan then mgr:close(); return nil, err end
   ok, err = absent(mgr, plan)
@@ -363,6 +365,7 @@ function M.start(session_key, opts)
       run.check_tasks = function() return tasks_alive(run) end
       return ready.wait(run)
     end,
+    function() return names.wait(run) end, -- the names a health check holds back (swarm/names.lua)
   }
   for _, step in ipairs(steps) do
     local okstep, res, e = pcall(step)
