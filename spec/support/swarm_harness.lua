@@ -9,7 +9,8 @@ local h = require "helpers"
 local W = {}
 
 W.root = h.must("pwd"):match("[^\n]+")
-W.prefix = "sstest-sw-" .. core.random_hex(2):lower() .. "-"
+-- SANDSTACK_SWARM_NAME: whose run it is, in the names (several runs share one engine)
+W.prefix = "sstest-" .. (os.getenv("SANDSTACK_SWARM_NAME") or "sw") .. "-" .. core.random_hex(2):lower() .. "-"
 W.lua_cpath = package.cpath
 W.lua_path = package.path
 local CLUSTER = "bash " .. h.q(W.root .. "/spec/support/swarm-cluster.sh")

@@ -61,6 +61,12 @@ function M.new(opts)
   local prepared, err = slots.prepare(stack) -- credential slots, as the Docker pool's
   if err then return nil, err end
   local model_key = slots.throwaway_model_key(stack)
+  for _, c in ipairs(stack.services or {}) do
+    if type(c) == "table" and (c.name == "ready" or c.name == "claim") then
+      return E.fail("compose", "invalid_option", "pool: a service may not be named '" .. c.name
+        .. "' (the pool's marks)", { option = "services" })
+    end
+  end
   local placeholder = "pool." .. opts.name
   local probe = {}
   for k, v in pairs(stack) do if type(v) ~= "function" then probe[k] = v end end
@@ -76,10 +82,6 @@ function M.new(opts)
   local names, image, sandbox = {}, nil, nil
   for _, c in ipairs(shape.services) do
     names[#names + 1] = c.service
-    if c.service == "ready" or c.service == "claim" then
-      return E.fail("compose", "invalid_option", "pool: a service may not be named '" .. c.service
-        .. "' (the pool's marks)", { option = "services" })
-    end
     if c.role == "sandbox" or not sandbox then
       sandbox, image = c.service, c.body.TaskTemplate.ContainerSpec.Image
     end
