@@ -855,6 +855,7 @@ s:close()
         h.q(work .. "/echo.log"))):match("%d+"))
       W.track(pid)
       h.must(("docker save %s | DOCKER_HOST=%s docker load -q"):format(CLIENT, h.q(n.host)))
+      local t0
       opts = {
         docker_host = cluster.manager, agent_port = 8080, cpus = 0.1, memory = "64m", ready_timeout = 90,
         constraints = { "node.hostname==" .. n.name },
@@ -865,12 +866,20 @@ s:close()
         credentials = { { name = "GH_TOKEN", host = "gh.test", header = "Authorization", format = "Bearer %s",
           length = #GH } },
       }
-      local light_on = {}
-      for k, v in pairs(light) do light_on[k] = v end
-      light_on.constraints = { "node.hostname==" .. n.name }
-      other = assert(swarm.start(KEYP .. "nopool", light_on))
+      -- a session of no pool on the same node, whose sidecar has a health check: Swarm gives the
+      -- sidecar its name once it saw it healthy (one interval after its start), and the start
+      -- waits for that, so the sandbox resolves it right after start() returns
+      local o = {}
+      for k, v in pairs(full) do o[k] = v end
+      o.constraints = { "node.hostname==" .. n.name }
+      o.ready = { out = { test = { "agent", "connect", "127.0.0.1", "8080", "500" }, interval = 20 } }
+      t0 = core.engine_clock()
+      other = assert(swarm.start(KEYP .. "nopool", o))
+      local named = assert(other:exec("nslookup out >/dev/null 2>&1 && echo named", { timeout = 30 }))
+      assert.equal("named\n", named.stdout, "the sandbox does not resolve its sidecar right after the start")
+      diag(("a start whose sidecar has a 20 s health check: %.1f s"):format(core.engine_clock() - t0))
       pool = assert(swarm.pool { name = POOL, size = 2, stack = opts })
-      local t0 = core.engine_clock()
+      t0 = core.engine_clock()
       assert.equal(2, pool:fill())
       diag(("a swarm pool of 2 filled on worker %d in %.1f s"):format(NODE, core.engine_clock() - t0))
       assert.same({ ready = 2, starting = 0, in_use = 0, failed = 0 }, pool:status())
@@ -953,6 +962,7 @@ s:close()
 
     it("close removes the pool's idle stacks only; destroy removes a claimed one; a session of no pool stays", function()
       assert(pool, "no pool")
+      pool = assert(swarm.pool { name = POOL, size = 1, max = 4, stack = opts }) -- the same pool, from its name
       assert.equal(1, pool:fill()) -- one idle again
       local ok, removed = pool:close()
       assert.is_true(ok)
