@@ -35,6 +35,6 @@ M.reconnect = handle.reconnect
 M.list, M.reap = inventory.list, inventory.reap
 
 -- Warm pools on the swarm: the same calls as sandstack.docker.pool (swarm/pool.lua).
-function M.pool(opts) return require("sandstack.swarm.pool").new(opts) end
+M.pool = require("sandstack.swarm.pool").new
 
 return M

@@ -366,46 +366,8 @@ function Pool:acquire(session_key, overrides)
   return self:_cold(session_key, hooks)
 end
 
--- A burst: acquires for every key of `keys` at once. Idle stacks are claimed first, one list
--- for the whole burst; the other sessions start cold, in parallel, up to the pool's concurrency
--- (the fill's own scheduler). Returns {[i] = {stack =, err =, seconds =}} in the order of keys;
--- seconds counts from the call.
-function Pool:acquire_many(keys, overrides)
-  if type(keys) ~= "table" then error("pool:acquire_many: keys must be a list", 2) end
-  for _, key in ipairs(keys) do
-    local ok, err = check_session_key(key)
-    if not ok then return nil, err end
-  end
-  local hooks, err = check_overrides(self, overrides)
-  if not hooks then return nil, err end
-  local t0 = A.now()
-  local eng; eng, err = self:_engine()
-  if not eng then return nil, err end
-  local view; view, err = self:_survey(eng)
-  if not view then return nil, err end
-  local out, cold, next_idle = {}, {}, 1
-  for i, key in ipairs(keys) do
-    while not out[i] and next_idle <= #view.idle do
-      local idle = view.idle[next_idle]
-      next_idle = next_idle + 1
-      local stack, cerr, lost = self:_claim(eng, idle, key, hooks, {})
-      if stack then
-        emit(self, "pool_acquired", { project = idle.project, session_key = key })
-        out[i] = { stack = stack, seconds = A.now() - t0 }
-      elseif not lost then
-        out[i] = { err = cerr, seconds = A.now() - t0 }
-      end
-    end
-    if not out[i] then cold[#cold + 1] = i end
-  end
-  local done, crash = run_bounded(self.concurrency, #cold, function(k) return self:_cold(keys[cold[k]], hooks) end)
-  if crash then error(crash, 0) end
-  for k, i in ipairs(cold) do
-    local r = done[k]
-    out[i] = { stack = r.value or nil, err = r.err, seconds = r.done - t0 }
-  end
-  return out
-end
+-- A burst: acquires for every key of `keys` at once (pool_kit.lua, shared with the swarm's pool).
+Pool.acquire_many = kit.acquire_many
 
 -- Keeping the pool full: pool:serve{ target_idle =, max =, interval =, concurrency = }
 -- returns the pool's server. One tick is one pass: the pool's list, the stacks failing their
@@ -499,19 +461,9 @@ function Pool:_answer_asks(eng, projects, on_ask)
   return n
 end
 
--- Ticks every `interval` seconds for `seconds` (forever when nil) or until the pool is closed.
--- An error is reported as a pool_serve_error event and the next tick tries again.
-function Server:run(seconds)
-  local stop = seconds and A.now() + seconds or math.huge
-  while not self.closed and A.now() < stop do
-    local t0 = A.now()
-    local ok, err = self:tick()
-    if not ok and not self.closed then emit(self.pool, "pool_serve_error", { reason = err and err.message }) end
-    local rest = math.min(self.interval - (A.now() - t0), stop - A.now())
-    if rest > 0 and not self.closed then A.sleep(rest) end
-  end
-  return self.counts
-end
+-- Ticks every `interval` seconds for `seconds` (forever when nil) or until the pool is closed
+-- (pool_kit.lua).
+Server.run = kit.server_run
 
 function Pool:_plan_opts(project)
   local o = {}

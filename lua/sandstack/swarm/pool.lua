@@ -92,7 +92,7 @@ function M.new(opts)
     grace = (stack.ready_timeout or 60) + (stack.health_timeout or 60) + (stack.task_timeout or 120) + 60 }, Pool)
 end
 
-function Pool:_manager()
+function Pool:_engine() -- the manager's client (the name pool_kit.lua calls)
   if not self.mgr then
     local err
     self.mgr, err = cluster.manager { docker_host = self.stack.docker_host, timeout = self.stack.timeout }
@@ -117,7 +117,7 @@ end
 
 -- { ready =, starting =, in_use =, failed = }, from the manager (true across processes).
 function Pool:status()
-  local mgr, err = self:_manager()
+  local mgr, err = self:_engine()
   if not mgr then return nil, err end
   local view; view, err = self:_survey(mgr)
   if not view then return nil, err end
@@ -288,7 +288,7 @@ function Pool:acquire(session_key, overrides)
   if not hooks then return nil, err end
   local t = { t0 = A.now() }
   self.last_acquire = t
-  local mgr; mgr, err = self:_manager()
+  local mgr; mgr, err = self:_engine()
   if not mgr then return nil, err end
   local view; view, err = self:_survey(mgr)
   t.list = A.now() - t.t0
@@ -324,42 +324,7 @@ function Pool:_cold(session_key, hooks)
 end
 
 -- A burst: idle stacks claimed first, from one list; the rest start cold, side by side.
-function Pool:acquire_many(keys, overrides)
-  if type(keys) ~= "table" then error("pool:acquire_many: keys must be a list", 2) end
-  for _, key in ipairs(keys) do
-    local ok, err = kit.check_session_key(key)
-    if not ok then return nil, err end
-  end
-  local hooks, err = kit.check_overrides(self, overrides)
-  if not hooks then return nil, err end
-  local t0 = A.now()
-  local mgr; mgr, err = self:_manager()
-  if not mgr then return nil, err end
-  local view; view, err = self:_survey(mgr)
-  if not view then return nil, err end
-  local out, cold, next_idle = {}, {}, 1
-  for i, key in ipairs(keys) do
-    while not out[i] and next_idle <= #view.idle do
-      local idle = view.idle[next_idle]
-      next_idle = next_idle + 1
-      local stack, cerr, lost = self:_claim(mgr, idle, key, hooks, {})
-      if stack then
-        emit(self, "pool_acquired", { project = idle.project, session_key = key, node = stack.node })
-        out[i] = { stack = stack, seconds = A.now() - t0 }
-      elseif not lost then
-        out[i] = { err = cerr, seconds = A.now() - t0 }
-      end
-    end
-    if not out[i] then cold[#cold + 1] = i end
-  end
-  local done, crash = kit.run_bounded(self.concurrency, #cold, function(k) return self:_cold(keys[cold[k]], hooks) end)
-  if crash then error(crash, 0) end
-  for k, i in ipairs(cold) do
-    local r = done[k]
-    out[i] = { stack = r.value or nil, err = r.err, seconds = r.done - t0 }
-  end
-  return out
-end
+Pool.acquire_many = kit.acquire_many
 
 -- Keeping the pool full, as the Docker pool's server: tick() is one pass (the list, the stacks
 -- failing their re-check and the half-made ones replaced, then starts up to target_idle).
@@ -395,7 +360,7 @@ end
 function Server:tick()
   local pool = self.pool
   if self.closed then return E.fail("compose", "closed", "pool:serve: the pool is closed") end
-  local mgr, err = pool:_manager()
+  local mgr, err = pool:_engine()
   if not mgr then return nil, err end
   local view; view, err = pool:_survey(mgr)
   if not view then return nil, err end
@@ -415,23 +380,13 @@ function Server:tick()
   return self.counts
 end
 
-function Server:run(seconds)
-  local stop = seconds and A.now() + seconds or math.huge
-  while not self.closed and A.now() < stop do
-    local t0 = A.now()
-    local ok, err = self:tick()
-    if not ok and not self.closed then emit(self.pool, "pool_serve_error", { reason = err and err.message }) end
-    local rest = math.min(self.interval - (A.now() - t0), stop - A.now())
-    if rest > 0 and not self.closed then A.sleep(rest) end
-  end
-  return self.counts
-end
+Server.run = kit.server_run
 
 -- Removes the pool's idle stacks (and those failing their re-check), each claimed first;
 -- stacks held by sessions stay theirs. Returns true, the projects removed. Idempotent.
 function Pool:close()
   if self.server then self.server.closed = true end
-  local mgr, err = self:_manager()
+  local mgr, err = self:_engine()
   if not mgr then return nil, err end
   local view; view, err = self:_survey(mgr)
   local removed = {}
