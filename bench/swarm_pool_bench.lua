@@ -12,6 +12,7 @@ local core = sandstack.core
 local N = tonumber(arg[1]) or 6
 local PREFIX = "sstest-swpoolb-" .. core.random_hex(2):lower() .. "-"
 local CLUSTER = "bash spec/support/swarm-cluster.sh"
+local up
 
 local function sh(cmd)
   local p = assert(io.popen(cmd))
@@ -25,21 +26,32 @@ local function pct(xs, p)
   return #t > 0 and t[math.max(1, math.ceil(#t * p))] or 0
 end
 
-local up, ok = sh(CLUSTER .. " up " .. PREFIX .. " 2>/dev/null")
-if not ok then
-  sh(CLUSTER .. " down " .. PREFIX .. " >/dev/null 2>&1")
-  error("swarm-cluster.sh up failed")
+-- SANDSTACK_BENCH_CLUSTER=PREFIX: a cluster of swarm-cluster.sh already up (left up afterwards)
+local given = os.getenv("SANDSTACK_BENCH_CLUSTER")
+if given then
+  PREFIX = given
+  local dir = (os.getenv("SANDSTACK_NESTED_DIR") or "/var/lib/sandstack-nested") .. "/"
+  CLUSTER = "true"
+  up = ("MANAGER_SOCK=%s%sn1/run/docker.sock\nNODE2_NAME=%sn2\n"):format(dir, given, given)
+end
+local ok
+if not given then
+  up, ok = sh(CLUSTER .. " up " .. PREFIX .. " 2>/dev/null")
+  if not ok then
+    sh(CLUSTER .. " down " .. PREFIX .. " >/dev/null 2>&1")
+    error("swarm-cluster.sh up failed")
+  end
 end
 local manager = "unix://" .. up:match("MANAGER_SOCK=([^\n]+)")
 local worker = up:match("NODE2_NAME=([^\n]+)")
-local stack = { docker_host = manager, agent_port = 8080, cpus = 0.1, memory = "64m", ready_timeout = 90,
+local stack = { docker_host = manager, agent_port = 8080, ready_timeout = 90, -- no reservation: the pool and the cold starts share one node
   constraints = { "node.hostname==" .. worker },
   services = { { name = "sandbox", image = "sandstack-test/agent:local", command = { "agent" } } },
   egress_policy = { allow = {} }, api_key = "sk-bench-operator-" .. core.random_hex(8) }
 
 local results = require("results")
 local run = results.begin("swarm-claim", { section = "swarm_pool", argv = arg, markdown = true,
-  title = "# Results: a warm-pool claim on a swarm",
+  title = "## A swarm pool's acquire",
   intro = "bench/swarm_pool_bench.lua: a pool's acquire on a worker of a three-node swarm of nested engines, "
     .. "the session's policy and model key handed over; the baseline is a cold start of the same stack." })
 

@@ -925,16 +925,22 @@ s:close()
       local keys = {}
       for _, s in ipairs(assert(swarm.list { docker_host = cluster.manager })) do keys[s.project] = s.session_key end
       assert.equal(KEYP .. "pooled1", keys[claimed[1].project])
-      -- one winner per claim: two creates of one claim at once, the manager lets one through
+      -- one winner per claim: two creates of one claim sent at once, the manager lets one through;
+      -- a claimed stack's claim, none
       local marks = require "sandstack.swarm.pool_marks"
-      local reqs = {}
-      for i = 1, 2 do
-        reqs[i] = core.session_requests("create_service", nil, { body = marks.body(claimed[1].project, POOL, "claim",
-          CLIENT, { ["io.sandstack.session"] = "x" .. i }) })[1]
+      local function race(project)
+        local reqs = {}
+        for i = 1, 2 do
+          reqs[i] = core.session_requests("create_service", nil, { body = marks.body(project, POOL, "claim", CLIENT,
+            { ["io.sandstack.session"] = "x" .. i }) })[1]
+        end
+        local won = 0
+        for _, r in ipairs(mgr:perform(reqs)) do if r.ok then won = won + 1 else assert.equal(409, r.status) end end
+        return won
       end
-      local won = 0
-      for _, r in ipairs(mgr:perform(reqs)) do if r.ok then won = won + 1 else assert.equal(409, r.status) end end
-      assert.equal(0, won) -- that stack is claimed already: both lose
+      assert.equal(1, race(POOL .. "-race"))
+      assert(mgr:perform(core.session_requests("remove_service", { POOL .. "-race-claim" }))[1].ok)
+      assert.equal(0, race(claimed[1].project))
     end)
 
     it("the claimed session answers on its node and holds the session's credentials, not the pool's", function()
