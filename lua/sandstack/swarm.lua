@@ -8,6 +8,7 @@
 --   swarm/start.lua      the start pipeline
 --   swarm/verify.lua     the promises a node must keep, checked on the node
 --   swarm/ready.lua      readiness through the forwarder, by exec on the node
+--   swarm/names.lua      the wait for the names a health check holds back on the overlays
 --   swarm/handle.lua     the handle: status, exec, capture, destroy, record, reconnect
 --   swarm/inventory.lua  removal, list and reap by label
 --   swarm/pool.lua       warm pools, a claim the manager arbitrates (swarm/pool_marks.lua)
