@@ -463,15 +463,10 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
       stack, err = swarm.start(KEYP .. "cred", opts)
       assert(stack, tostring(err))
       assert.equal(n.name, stack.node)
-      -- the sandbox learns the proxy's name from the node's embedded DNS some seconds after its
-      -- task runs (Swarm's service records; a single engine has them at the start)
-      local t0, r = core.engine_clock(), nil
-      repeat
-        r = stack:exec("nslookup proxy >/dev/null 2>&1", { timeout = 15 })
-      until (r and r.code == 0) or core.engine_clock() - t0 > 30
-      assert.equal(0, r and r.code, "the sandbox does not resolve its proxy")
-      diag(("credentials on a worker: the sandbox resolved its proxy %.1f s after the start returned"):format(
-        core.engine_clock() - t0))
+      -- the sandbox resolves its proxy as soon as start() returns: Swarm gives the proxy's name
+      -- only once it saw the proxy healthy, and the start waits for that (swarm/names.lua)
+      local r = stack:exec("nslookup proxy >/dev/null 2>&1", { timeout = 15 })
+      assert.equal(0, r and r.exit_code, "the sandbox does not resolve its proxy right after the start")
     end)
 
     it("puts the credential into the sandbox's request on the node, and the sandbox never holds the secret", function()
@@ -826,6 +821,199 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
     end
     GW.stop()
     assert.same({}, GW.leftovers())
+  end)
+
+  -- A warm pool on the swarm, claimed on a worker node: the pool's stacks wait on worker 3 with
+  -- throwaway credentials; two processes acquire at once and get one stack each; the claimed
+  -- session answers and holds the session's credentials, model key and egress, handed over
+  -- through the node's engine (the outside: a TLS stand-in in worker 3's own namespace, as in
+  -- "credentials on a worker node"); close and destroy remove only what the pool made.
+  describe("a warm pool on a worker node", function()
+    local CLIENT = "sandstack-test/client:local"
+    local GH = "ghp_" .. core.random_hex(18)
+    local KEY = "sk-swp-" .. core.random_hex(16)
+    local OUTSIDE = "203.0.113.78"
+    local NODE = 3
+    local POOL = "swp" .. core.random_hex(2):lower()
+    local work, pool, opts
+    local claimed = {} -- records of the acquired sessions
+    local other -- a session of no pool, on the same node: nothing of the pool's calls may touch it
+
+    local function arrived(path)
+      for line in (h.read_file(work .. "/requests.jsonl") or ""):gmatch("[^\n]+") do
+        local r = assert(core.json_decode(line))
+        if r.path == path then return r end
+      end
+    end
+
+    -- an acquire in a child process (the pool's options from a file): prints the record and the steps' times
+    local CHILD = [[
+local core = require("sandstack").core
+local o = core.json_decode(io.open(arg[1]):read("a"))
+local pool = assert(require("sandstack").swarm.pool { name = o.name, size = 2, stack = o.stack })
+while io.open(arg[3]) == nil do core.sleep(0.01) end -- the start line: both children go at once
+local s, err = pool:acquire(arg[2], o.acquire)
+if not s then io.write(core.json_encode({ err = err.message }), "\n") os.exit(1) end
+io.write(core.json_encode({ record = s:record(), t = pool.last_acquire }), "\n")
+s:close()
+]]
+
+    it("fills a pool on a worker; two processes acquiring at once get one stack each, one winner per claim", function()
+      local n = cluster.nodes[NODE]
+      work = W.workdir() .. "/pool"
+      h.must("mkdir -p " .. h.q(work))
+      require("proxy_harness").make_certs(work, "sstest-swp-ca", "gh.test", { "gh.test", "model.test" })
+      W.in_node(NODE, "ip addr add " .. OUTSIDE .. "/32 dev lo")
+      local pid = tonumber(W.in_node(NODE, ("python3 %s %s %s %s </dev/null >%s 2>&1 & echo $!"):format(
+        h.q(W.root .. "/spec/support/tls_echo.py"), h.q(work .. "/srv.pem"), h.q(work .. "/srv.key"), h.q(work),
+        h.q(work .. "/echo.log"))):match("%d+"))
+      W.track(pid)
+      h.must(("docker save %s | DOCKER_HOST=%s docker load -q"):format(CLIENT, h.q(n.host)))
+      local t0
+      opts = {
+        docker_host = cluster.manager, agent_port = 8080, cpus = 0.1, memory = "64m", ready_timeout = 90,
+        constraints = { "node.hostname==" .. n.name },
+        services = { { name = "sandbox", image = CLIENT, command = "exec agent" } },
+        api_key = "sk-operator-" .. core.random_hex(16), egress_policy = { allow = { "model.test" } },
+        proxy_hosts = { ["gh.test"] = OUTSIDE, ["model.test"] = OUTSIDE }, proxy_upstream = "https://model.test",
+        proxy_upstream_ca = h.read_file(work .. "/ca.pem"),
+        credentials = { { name = "GH_TOKEN", host = "gh.test", header = "Authorization", format = "Bearer %s",
+          length = #GH } },
+      }
+      -- a session of no pool on the same node, whose sidecar has a health check: Swarm gives the
+      -- sidecar its name once it saw it healthy (one interval after its start), and the start
+      -- waits for that, so the sandbox resolves it right after start() returns
+      local o = {}
+      for k, v in pairs(full) do o[k] = v end
+      o.constraints = { "node.hostname==" .. n.name }
+      o.ready = { out = { test = { "agent", "connect", "127.0.0.1", "8080", "500" }, interval = 20 } }
+      t0 = core.engine_clock()
+      other = assert(swarm.start(KEYP .. "nopool", o))
+      local named = assert(other:exec("nslookup out >/dev/null 2>&1 && echo named", { timeout = 30 }))
+      assert.equal("named\n", named.stdout, "the sandbox does not resolve its sidecar right after the start")
+      diag(("a start whose sidecar has a 20 s health check: %.1f s"):format(core.engine_clock() - t0))
+      pool = assert(swarm.pool { name = POOL, size = 2, stack = opts })
+      t0 = core.engine_clock()
+      assert.equal(2, pool:fill())
+      diag(("a swarm pool of 2 filled on worker %d in %.1f s"):format(NODE, core.engine_clock() - t0))
+      assert.same({ ready = 2, starting = 0, in_use = 0, failed = 0 }, pool:status())
+      for _, s in ipairs(assert(swarm.list { docker_host = cluster.manager })) do
+        if s.project:sub(1, #POOL) == POOL then assert.equal(n.name, s.node) end
+      end
+      -- both children claim at once, from the same list: one create per stack wins
+      local of = work .. "/pool.json"
+      h.write_file(of, core.json_encode({ name = POOL, stack = (function()
+        local o = {}
+        for k, v in pairs(opts) do o[k] = v end
+        return o
+      end)(), acquire = { credentials = { { name = "GH_TOKEN", secret = GH } }, api_key = KEY,
+        egress_policy = { allow = { "gh.test", "model.test" } } } }))
+      h.write_file(work .. "/child.lua", CHILD)
+      local go = work .. "/go"
+      local pids = {}
+      for i = 1, 2 do
+        pids[i] = tonumber(h.must(("cd %s && LUA_PATH=%s LUA_CPATH=%s lua5.4 %s %s %s %s > %s 2>&1 & echo $!"):format(
+          h.q(W.root), h.q(W.lua_path), h.q(W.lua_cpath), h.q(work .. "/child.lua"), h.q(of), KEYP .. "pooled" .. i,
+          h.q(go), h.q(work .. "/acq" .. i .. ".out"))):match("%d+"))
+        W.track(pids[i])
+      end
+      h.write_file(go, "go")
+      for _, p in ipairs(pids) do
+        while os.execute("kill -0 " .. p .. " 2>/dev/null") do core.sleep(0.1) end
+      end
+      local projects = {}
+      for i = 1, 2 do
+        local out = h.read_file(work .. "/acq" .. i .. ".out") or ""
+        local r = core.json_decode(out:match("{[^\n]*}") or "null")
+        assert.truthy(r and r.record, out)
+        claimed[i] = r.record
+        projects[r.record.project] = true
+        assert.equal(KEYP .. "pooled" .. i, r.record.session_key)
+        assert.equal(n.name, r.record.node)
+        diag(("swarm pool acquire %d: %.1f ms (list %.1f, claim %.1f, node %.1f, hand-over %.1f; %d tries)"):format(i,
+          1000 * r.t.total, 1000 * r.t.list, 1000 * r.t.claim, 1000 * r.t.node, 1000 * (r.t.egress or 0), r.t.tries))
+      end
+      assert.is_true(projects[claimed[1].project] and projects[claimed[2].project] and claimed[1].project ~= claimed[2].project)
+      assert.same({ ready = 0, starting = 0, in_use = 2, failed = 0 }, pool:status())
+      -- the list names each pooled session by its claim
+      local keys = {}
+      for _, s in ipairs(assert(swarm.list { docker_host = cluster.manager })) do keys[s.project] = s.session_key end
+      assert.equal(KEYP .. "pooled1", keys[claimed[1].project])
+      -- one winner per claim: two creates of one claim sent at once, the manager lets one through;
+      -- a claimed stack's claim, none
+      local marks = require "sandstack.swarm.pool_marks"
+      local function race(project)
+        local reqs = {}
+        for i = 1, 2 do
+          reqs[i] = core.session_requests("create_service", nil, { body = marks.body(project, POOL, "claim", CLIENT,
+            { ["io.sandstack.session"] = "x" .. i }) })[1]
+        end
+        local won = 0
+        for _, r in ipairs(mgr:perform(reqs)) do if r.ok then won = won + 1 else assert.equal(409, r.status) end end
+        return won
+      end
+      assert.equal(1, race(POOL .. "-race"))
+      assert(mgr:perform(core.session_requests("remove_service", { POOL .. "-race-claim" }))[1].ok)
+      assert.equal(0, race(claimed[1].project))
+    end)
+
+    it("the claimed session answers on its node and holds the session's credentials, not the pool's", function()
+      assert(claimed[1], "no claimed session")
+      local stack = assert(swarm.reconnect(claimed[1]))
+      local r = assert(stack:exec("echo hel''lo"))
+      assert.equal("hello\n", r.stdout)
+      local ph = stack:credentials().GH_TOKEN
+      assert.equal(#GH, #ph)
+      local env = assert(stack:exec("env")).stdout
+      assert.truthy(env:find("GH_TOKEN=" .. ph .. "\n", 1, true), env)
+      r = assert(stack:exec("curl -sS -m 20 -o /tmp/body -w '%{http_code}' -H 'Authorization: Bearer '\"$GH_TOKEN\" "
+        .. "https://gh.test/pooled 2>&1; echo; curl -sS -m 20 -o /dev/null -w '%{http_code}' -H \"x-api-key: "
+        .. "$ANTHROPIC_API_KEY\" -d '{}' \"$ANTHROPIC_BASE_URL/v1/messages?pool=1\" 2>&1", { timeout = 60 }))
+      assert.truthy(r.stdout:match("^200\n200"), r.stdout)
+      assert.same({ "Bearer " .. GH }, assert(arrived("/pooled"), "nothing reached gh.test").headers.authorization)
+      assert.same({ KEY }, assert(arrived("/v1/messages?pool=1")).headers["x-api-key"])
+      local spec = core.json_encode(assert(mgr:call("GET", "/services/" .. stack.project .. "-sandbox")))
+      for _, s in ipairs { GH, KEY } do
+        assert.is_nil(env:find(s, 1, true))
+        assert.is_nil(spec:find(s, 1, true))
+      end
+      stack:close()
+    end)
+
+    it("close removes the pool's idle stacks only; destroy removes a claimed one; a session of no pool stays", function()
+      assert(pool, "no pool")
+      pool = assert(swarm.pool { name = POOL, size = 1, max = 4, stack = opts }) -- the same pool, from its name
+      assert.equal(1, pool:fill()) -- one idle again
+      local ok, removed = pool:close()
+      assert.is_true(ok)
+      assert.equal(1, #removed)
+      for _, rec in ipairs(claimed) do
+        local s = assert(swarm.reconnect(rec)) -- held by their sessions: still there
+        assert(s:destroy())
+        s:close()
+      end
+      local left = {}
+      for _, s in ipairs(assert(swarm.list { docker_host = cluster.manager })) do
+        if s.project:sub(1, #POOL) == POOL then left[#left + 1] = s.project end
+      end
+      assert.same({}, left)
+      assert.same({}, assert(mgr:call("GET", "/services", nil,
+        { query = { filters = { label = { "io.sandstack.pool=" .. POOL } } } })))
+      assert.truthy(W.node_projects(NODE).any[other.project], "the session of no pool was touched")
+      assert(other:destroy())
+      other:close()
+      other = nil
+      pool = nil
+    end)
+
+    teardown(function()
+      if pool then pool:close() end
+      for _, rec in ipairs(claimed) do
+        local s = swarm.reconnect(rec)
+        if s then s:destroy(); s:close() end
+      end
+      if other then other:destroy(); other:close() end
+    end)
   end)
 
   it("leaves nothing on the host", function()

@@ -8,8 +8,10 @@
 --   swarm/start.lua      the start pipeline
 --   swarm/verify.lua     the promises a node must keep, checked on the node
 --   swarm/ready.lua      readiness through the forwarder, by exec on the node
+--   swarm/names.lua      the wait for the names a health check holds back on the overlays
 --   swarm/handle.lua     the handle: status, exec, capture, destroy, record, reconnect
 --   swarm/inventory.lua  removal, list and reap by label
+--   swarm/pool.lua       warm pools, a claim the manager arbitrates (swarm/pool_marks.lua)
 local S = require "sandstack.swarm.start"
 local handle = require "sandstack.swarm.handle"
 local inventory = require "sandstack.swarm.inventory"
@@ -32,5 +34,8 @@ M.plan = S.plan
 M.reconnect = handle.reconnect
 
 M.list, M.reap = inventory.list, inventory.reap
+
+-- Warm pools on the swarm: the same calls as sandstack.docker.pool (swarm/pool.lua).
+M.pool = require("sandstack.swarm.pool").new
 
 return M

@@ -9,8 +9,10 @@ local h = require "helpers"
 local W = {}
 
 W.root = h.must("pwd"):match("[^\n]+")
--- SSTEST_SWARM_PREFIX: a run's own prefix (sstest-sw-NAME-), beside others' clusters
-W.prefix = os.getenv("SSTEST_SWARM_PREFIX") or ("sstest-sw-" .. core.random_hex(2):lower() .. "-")
+-- SSTEST_SWARM_PREFIX: a run's own prefix; else SANDSTACK_SWARM_NAME (whose run it is) goes into
+-- the names (several runs share one engine)
+W.prefix = os.getenv("SSTEST_SWARM_PREFIX")
+  or ("sstest-" .. (os.getenv("SANDSTACK_SWARM_NAME") or "sw") .. "-" .. core.random_hex(2):lower() .. "-")
 W.lua_cpath = package.cpath
 W.lua_path = package.path
 local CLUSTER = "bash " .. h.q(W.root .. "/spec/support/swarm-cluster.sh")

@@ -141,11 +141,14 @@ function M.list_with(mgr, project)
   if not nodes then return nil, err end
   local node_by = {}
   for _, n in ipairs(nodes) do node_by[n.id] = n end
-  local by = {}
+  local by, claims = {}, {}
   for _, s in ipairs(services) do
     local l = s.Spec and s.Spec.Labels or {}
     local p = l[LABEL]
-    if type(p) == "string" then
+    local mark = l["io.sandstack.mark"] -- a warm pool's (swarm/pool_marks.lua): no task, no service of the stack
+    if type(p) == "string" and mark then
+      if mark == "claim" then claims[p] = l["io.sandstack.session"] end
+    elseif type(p) == "string" then
       local e = by[p]
       if not e then
         e = { project = p, session_key = l["io.sandstack.session"], created = tonumber(l["io.sandstack.created"]),
@@ -163,7 +166,10 @@ function M.list_with(mgr, project)
     end
   end
   local out = {}
-  for _, e in pairs(by) do out[#out + 1] = e end
+  for _, e in pairs(by) do
+    e.session_key = claims[e.project] or e.session_key -- a pooled session's key is its claim's
+    out[#out + 1] = e
+  end
   table.sort(out, function(a, b) return a.project < b.project end)
   return out, nil, nodes
 end

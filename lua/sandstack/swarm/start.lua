@@ -26,6 +26,7 @@ local verify = require "sandstack.swarm.verify"
 local ready = require "sandstack.swarm.ready"
 local inventory = require "sandstack.swarm.inventory"
 local handle = require "sandstack.swarm.handle"
+local names = require "sandstack.swarm.names"
 
 local M = {}
 local core_model = require("sandstack.core").stack_model
@@ -370,6 +371,7 @@ function M.start(session_key, opts, pool)
       run.check_tasks = function() return tasks_alive(run) end
       return ready.wait(run)
     end,
+    function() return names.wait(run) end, -- the names a health check holds back (swarm/names.lua)
   }, function()
     model:close()
     local rok, rerr = inventory.remove(mgr, run.node_eng, "io.sandstack.run=" .. plan.run, run.created)
