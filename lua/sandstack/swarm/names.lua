@@ -18,7 +18,7 @@ local now, pause, emit = run_ctx.now, run_ctx.pause, run_ctx.emit
 function M.pending(shape)
   local out = {}
   for _, c in ipairs(shape.services) do
-    if c.healthcheck or (c.body and c.body.TaskTemplate.ContainerSpec.HealthCheck) then out[#out + 1] = c end
+    if c.healthcheck then out[#out + 1] = c end -- C plans it: the service carries a HealthCheck
   end
   return out
 end

@@ -83,7 +83,7 @@ function M.new(opts)
   for _, c in ipairs(shape.services) do
     names[#names + 1] = c.service
     if c.role == "sandbox" or not sandbox then
-      sandbox, image = c.service, c.body.TaskTemplate.ContainerSpec.Image
+      sandbox, image = c.service, c.image
     end
   end
   return setmetatable({ name = opts.name, size = size, max = max, stack = stack, on_event = opts.on_event,
