@@ -9,7 +9,9 @@ local h = require "helpers"
 local W = {}
 
 W.root = h.must("pwd"):match("[^\n]+")
-W.prefix = "sstest-sw-" .. core.random_hex(2):lower() .. "-"
+-- SANDSTACK_SWARM_PREFIX (sstest-sw-<name>-): a run named by its runner, on a shared machine
+W.prefix = os.getenv("SANDSTACK_SWARM_PREFIX") or "sstest-sw-" .. core.random_hex(2):lower() .. "-"
+assert(W.prefix:match("^sstest%-sw%-[a-z0-9-]*%-$"), "SANDSTACK_SWARM_PREFIX must be sstest-sw-[a-z0-9-]*-")
 W.lua_cpath = package.cpath
 W.lua_path = package.path
 local CLUSTER = "bash " .. h.q(W.root .. "/spec/support/swarm-cluster.sh")

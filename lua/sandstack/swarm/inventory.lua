@@ -149,12 +149,14 @@ function M.list_with(mgr, project)
       local e = by[p]
       if not e then
         e = { project = p, session_key = l["io.sandstack.session"], created = tonumber(l["io.sandstack.created"]),
-          version = l["io.sandstack.version"], services = {}, service_ids = {} }
+          version = l["io.sandstack.version"], services = {}, service_ids = {}, hibernated = {} }
         by[p] = e
       end
       local t = cluster.current_task(tasks, s.ID)
       local svc = l["io.sandstack.service"] or s.Spec.Name
       e.services[svc] = t and t.Status and t.Status.State or "none"
+      local mode = s.Spec.Mode and s.Spec.Mode.Replicated
+      if mode and mode.Replicas == 0 then e.hibernated[svc] = true end -- scaled to 0 by hibernate
       e.service_ids[#e.service_ids + 1] = s.ID
       if t and t.NodeID and t.NodeID ~= "" then
         local n = node_by[t.NodeID] or { id = t.NodeID, state = "gone" }
