@@ -114,7 +114,7 @@ function M.hibernate_project(mgr, node_eng, project, node_id, opts)
   for _, c in ipairs(type(r.body) == "table" and r.body or {}) do
     if (c.Labels or {})["io.sandstack.role"] == "forwarder" and c.State ~= "exited" then fw[#fw + 1] = c.Id end
   end
-  err = batch.first_error(batch.run(node_eng, R("stop", fw, { t = 1 }), 60))
+  err = batch.first_error(batch.run(node_eng, R("stop", fw, { t = 0 }), 60))
   if err then return nil, err end
   return true
 end
