@@ -645,6 +645,46 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
     assert.equal(200, (front("DELETE", "/sessions/" .. KEYP .. "b1", { token = TOKEN_BOB, secret = doc1.secret, timeout = 120 })))
   end)
 
+  it("hibernates and wakes a gateway session twice through the front, and PATCH sets its ttl", function()
+    local key -- a session of node 1 (the manager: never drained nor lost below), else of node 3
+    for k, g in pairs(gws) do if g.node == 1 or (not key and g.node ~= 2) then key = k end end
+    assert.truthy(key, "no gateway session outside node 2")
+    local g = gws[key]
+    local function call(verb, method, data)
+      return front(method or "POST", "/sessions/" .. key .. (verb and ("/" .. verb) or ""),
+        { token = TOKEN, secret = g.secret, timeout = 180, data = data })
+    end
+    for cycle = 1, 2 do
+      local t0 = core.engine_clock()
+      local st, doc, body = call("hibernate")
+      assert.equal(200, st, body)
+      assert.equal("hibernated", doc.state)
+      local slept = core.engine_clock() - t0
+      local st503, _, b503 = talk(key, "/echo/hi")
+      assert.equal(503, st503, b503)
+      st, doc = front("GET", "/sessions/" .. key, { token = TOKEN, secret = g.secret })
+      assert.same({ 200, "hibernated" }, { st, doc.state })
+      assert.equal(409, (call("hibernate")))
+      t0 = core.engine_clock()
+      st, doc, body = call("wake")
+      assert.equal(200, st, body)
+      assert.equal("ready", doc.state)
+      diag(("through the front: hibernate %.1f s, wake %.1f s (cycle %d)"):format(slept, core.engine_clock() - t0, cycle))
+      for _ = 1, 3 do -- each gateway in turn: a port cached before the wake is read again
+        st, _, body = talk(key, "/echo/hi")
+        assert.equal(200, st, body)
+      end
+    end
+    assert.equal(409, (call("wake")))
+    local st, doc, body = call(nil, "PATCH", '{"ttl": 600}')
+    assert.equal(200, st, body)
+    assert.truthy(doc.expires.remaining > 500, body)
+    assert.equal(400, (call(nil, "PATCH", '{"ttl": -1}')))
+    st, doc, body = call("snapshot")
+    assert.equal(501, st, body)
+    assert.equal("unsupported", doc.error.kind)
+  end)
+
   it("gives a drained node no new session, and its sessions a typed answer", function()
     local drained = 3
     set_availability(drained, "drain")

@@ -122,6 +122,9 @@ local function manager(conflicts)
       return 200, {}
     end
     if m == "GET" and path == "/tasks" then return 200, {} end
+    if m == "GET" and path == "/nodes" then
+      return 200, { { ID = "n1", Description = { Hostname = "host-1" }, Status = { State = "ready" }, Spec = {} } }
+    end
     if m == "GET" and path == "/containers/json" then
       return 200, { { Id = "fw1", State = "running", Labels = { ["io.sandstack.role"] = "forwarder" } } }
     end
@@ -179,6 +182,15 @@ describe("a swarm session's expiry and hibernation (scripted manager)", function
     assert.same({ "node.id==n1" }, mgr.svcs["id-sbx"].Spec.TaskTemplate.Placement.Constraints) -- not twice
     assert.equal(1, mgr.svcs["id-proxy"].Spec.Mode.Replicated.Replicas)
     assert.same({ "GET /containers/json", "POST /containers/fw1/stop" }, node.sent)
+  end)
+
+  it("lists a hibernated session (no task left) on the node its pin names", function()
+    local mgr = manager(0)
+    mgr.svcs["id-proxy"].Spec.TaskTemplate.Placement.Constraints = { "node.id==n1" }
+    mgr.svcs["id-sbx"].Spec.Mode.Replicated.Replicas = 0
+    local s = assert(require("sandstack.swarm.inventory").list_with(mgr, "p"))[1]
+    assert.same({ "n1", "host-1", "ready" }, { s.node_id, s.node, s.node_state })
+    assert.same({ sandbox = true }, s.hibernated)
   end)
 
   it("pins an unpinned first service to the session's node when it scales it", function()
