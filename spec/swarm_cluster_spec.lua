@@ -257,7 +257,7 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
     assert.is_true(m.memUsed > 0 and m.pids >= 1)
   end)
 
-  it("keeps a session over time: pause and resume twice with files kept, upload and download, the rest typed unsupported", function()
+  it("keeps a session over time: pause and resume twice with files kept, upload and download", function()
     local key, s = next(sessions)
     local st = s.stack
     local sbx = assert(st:container("sandbox"))
@@ -287,12 +287,6 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
     assert(st:download("/tmp/uploaded.bin", dir .. "/downloaded.bin"))
     assert.equal(data, h.read_file(dir .. "/downloaded.bin"))
     assert(st:remove("/tmp/uploaded.bin"))
-    -- a stopped task is replaced by the manager: hibernate, its wake and expiry are not offered
-    for _, m in ipairs { { "hibernate" }, { "wake" }, { "set_timeout", 60 }, { "expires" } } do
-      local ok, err = st[m[1]](st, m[2])
-      assert.is_nil(ok, m[1])
-      assert.same({ "unsupported", "swarm", m[1] }, { err.kind, err.backend, err.method })
-    end
     -- a second start of the live key is refused before anything is made, as docker's is
     local again, cerr = swarm.start(key, s.full and full or light)
     assert.is_nil(again)
@@ -660,6 +654,46 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
     assert.equal(200, (front("DELETE", "/sessions/" .. KEYP .. "b1", { token = TOKEN_BOB, secret = doc1.secret, timeout = 120 })))
   end)
 
+  it("hibernates and wakes a gateway session twice through the front, and PATCH sets its ttl", function()
+    local key -- a session of node 1 (the manager: never drained nor lost below), else of node 3
+    for k, g in pairs(gws) do if g.node == 1 or (not key and g.node ~= 2) then key = k end end
+    assert.truthy(key, "no gateway session outside node 2")
+    local g = gws[key]
+    local function call(verb, method, data)
+      return front(method or "POST", "/sessions/" .. key .. (verb and ("/" .. verb) or ""),
+        { token = TOKEN, secret = g.secret, timeout = 180, data = data })
+    end
+    for cycle = 1, 2 do
+      local t0 = core.engine_clock()
+      local st, doc, body = call("hibernate")
+      assert.equal(200, st, body)
+      assert.equal("hibernated", doc.state)
+      local slept = core.engine_clock() - t0
+      local st503, _, b503 = talk(key, "/echo/hi")
+      assert.equal(503, st503, b503)
+      st, doc = front("GET", "/sessions/" .. key, { token = TOKEN, secret = g.secret })
+      assert.same({ 200, "hibernated" }, { st, doc.state })
+      assert.equal(409, (call("hibernate")))
+      t0 = core.engine_clock()
+      st, doc, body = call("wake")
+      assert.equal(200, st, body)
+      assert.equal("ready", doc.state)
+      diag(("through the front: hibernate %.1f s, wake %.1f s (cycle %d)"):format(slept, core.engine_clock() - t0, cycle))
+      for _ = 1, 3 do -- each gateway in turn: a port cached before the wake is read again
+        st, _, body = talk(key, "/echo/hi")
+        assert.equal(200, st, body)
+      end
+    end
+    assert.equal(409, (call("wake")))
+    local st, doc, body = call(nil, "PATCH", '{"ttl": 600}')
+    assert.equal(200, st, body)
+    assert.truthy(doc.expires.remaining > 500, body)
+    assert.equal(400, (call(nil, "PATCH", '{"ttl": -1}')))
+    st, doc, body = call("snapshot")
+    assert.equal(501, st, body)
+    assert.equal("unsupported", doc.error.kind)
+  end)
+
   it("gives a drained node no new session, and its sessions a typed answer", function()
     local drained = 3
     set_availability(drained, "drain")
@@ -1013,6 +1047,125 @@ s:close()
         if s then s:destroy(); s:close() end
       end
       if other then other:destroy(); other:close() end
+    end)
+  end)
+
+  -- Hibernate, wake and expiry on the swarm: the services scaled to 0 and back, pinned to the
+  -- session's node; the proxy (the live policy and credentials) kept running; the expiry on the
+  -- sandbox service's labels, acted on by reap{expired = true} from this process.
+  describe("hibernate, wake and expiry", function()
+    local stack, key
+    local GH = "ghp_" .. core.random_hex(18)
+    local function answer(st)
+      return (W.in_node(node_index(st.node), ("curl -s -m 10 http://127.0.0.1:%d/echo/%s"):format(st.port, key)))
+    end
+    local function sandbox_task(st)
+      local f = { query = { filters = { service = { st.project .. "-sandbox" }, ["desired-state"] = { "running" } } } }
+      local running = {}
+      for _, t in ipairs(assert(mgr:call("GET", "/tasks", nil, f))) do
+        if t.Status.State == "running" then running[#running + 1] = t end
+      end
+      return running
+    end
+
+    it("hibernates and wakes one session twice: its volume's files kept, the agent answering, the live policy and placeholders kept", function()
+      key = KEYP .. "hib"
+      local err
+      stack, err = swarm.start(key, {
+        docker_host = cluster.manager, agent_port = 8080, cpus = 0.1, memory = "64m", ready_timeout = 90,
+        volumes = { { name = "workspace" } },
+        services = { { name = "sandbox", image = AGENT, command = { "agent" },
+          volumes = { { name = "workspace", target = "/workspace" } } } },
+        egress_policy = { allow = { "a.test" } },
+        credentials = { { name = "GH_TOKEN", host = "a.test", header = "Authorization", format = "Bearer %s", secret = GH } },
+      })
+      assert(stack, tostring(err))
+      assert(stack:set_egress { allow = { "a.test", "b.test" } }) -- live only: the proxy holds it
+      local _, digest = assert(stack:egress())
+      local ph = stack:credentials().GH_TOKEN
+      local record, node = stack:record(), stack.node
+      for cycle = 1, 2 do
+        assert.is_true(stack:write("/workspace/cycle-" .. cycle, "before hibernate " .. cycle))
+        assert.is_true(stack:write("/tmp/layer-" .. cycle, "in the container's layer"))
+        local t0 = core.engine_clock()
+        assert.is_true(assert(stack:hibernate()))
+        local slept = core.engine_clock() - t0
+        assert.same({}, sandbox_task(stack)) -- no sandbox task runs: its memory is freed
+        local st = assert(stack:status())
+        -- the proxy's task is not scaled down (its live state: the egress digest after the wake)
+        assert.truthy(st.services.proxy.state == "running" or st.services.proxy.state == "starting", st.services.proxy.state)
+        assert.is_nil(stack.port)
+        assert.is_true(assert(stack:hibernate())) -- a hibernated session is left as it is
+        t0 = core.engine_clock()
+        if cycle == 1 then
+          assert.is_true(assert(stack:wake()))
+        else -- by its record, in a handle of its own
+          stack:close()
+          stack, err = swarm.wake(record)
+          assert(stack, tostring(err))
+        end
+        local woke = core.engine_clock() - t0
+        assert.equal(node, stack.node)
+        assert.equal(1, #sandbox_task(stack))
+        assert.truthy(answer(stack):find(key, 1, true), "no answer after wake " .. cycle)
+        for c = 1, cycle do assert.equal("before hibernate " .. c, stack:read("/workspace/cycle-" .. c)) end
+        assert.is_nil(stack:read("/tmp/layer-" .. cycle)) -- the task is a new container
+        local p, d2 = assert(stack:egress())
+        assert.equal(digest, d2)
+        assert.truthy(p:render():find("b.test", 1, true))
+        assert.equal(ph, stack:credentials().GH_TOKEN)
+        local env = assert(stack:exec("tr '\\0' '\\n' < /proc/1/environ")).stdout -- the new task's
+        assert.truthy(env:find("GH_TOKEN=" .. ph .. "\n", 1, true), env)
+        diag(("hibernate %.1f s, wake %.1f s (cycle %d, on %s)"):format(slept, woke, cycle, node))
+      end
+      local _, merr = stack:hibernate { memory = true }
+      assert.same({ "engine", "checkpoint_unsupported" }, { merr.kind, merr.reason })
+      for _, m in ipairs { "snapshot", "fork", "changes" } do
+        local ok, uerr = stack[m](stack)
+        assert.is_nil(ok)
+        assert.same({ "unsupported", "swarm", m }, { uerr.kind, uerr.backend, uerr.method })
+      end
+    end)
+
+    it("expires a session at its ttl by reap{expired = true}, and spares one whose ttl set_timeout extended", function()
+      assert(stack, "no session")
+      local opts = {}
+      for k, v in pairs(light) do opts[k] = v end
+      opts.ttl = 2
+      local short = assert(swarm.start(KEYP .. "ttl", opts))
+      local due = assert(short:expires())
+      assert.truthy(due.at and due.remaining <= 2, core.json_encode(due))
+      -- the long-lived one: a ttl as short, then extended before it passes (a label update: the
+      -- task is not restarted)
+      local task = sandbox_task(stack)[1].ID
+      assert(stack:set_timeout(2))
+      assert(stack:set_timeout(600))
+      assert.equal(task, sandbox_task(stack)[1].ID)
+      assert.truthy(assert(stack:expires()).remaining > 500)
+      local sv = assert(mgr:call("GET", "/services/" .. stack.project .. "-sandbox"))
+      assert.truthy(tonumber(sv.Spec.Labels["io.sandstack.expires"]))
+      while os.time() < due.at do core.sleep(0.2) end
+      local project = short.project
+      short:close()
+      local done = assert(swarm.reap { docker_host = cluster.manager, prefix = PROJECT_PREFIX, expired = true })
+      assert.same({ { project = project, reason = "ttl", action = "destroy" } }, done)
+      for i = 1, 3 do assert.is_nil(W.node_projects(i).any[project], "node " .. i) end
+      assert.truthy(answer(stack):find(key, 1, true), "the extended session no longer answers")
+      assert.same({}, assert(swarm.reap { docker_host = cluster.manager, prefix = PROJECT_PREFIX, expired = true }))
+    end)
+
+    it("destroys the hibernated session's stack, leaving nothing on its node", function()
+      assert(stack, "no session")
+      assert(stack:hibernate())
+      local project = stack.project
+      assert(stack:destroy())
+      stack:close()
+      stack = nil
+      for i = 1, 3 do assert.is_nil(W.node_projects(i).any[project], "node " .. i) end
+    end)
+
+    teardown(function()
+      if stack then stack:destroy(); stack:close() end
     end)
   end)
 

@@ -29,7 +29,8 @@ enum {
   Q_SERVICES = 1u << 9,  /* ?filters={"service":[names...]}: one request for every name */
   B_BODY = 1u << 10,     /* body args.body (a Swarm service's or an overlay's spec) */
   B_CHECKPOINT = 1u << 11, /* body {CheckpointID = CHECKPOINT_ID, Exit = true} */
-  Q_CHECKPOINT = 1u << 12  /* ?checkpoint=CHECKPOINT_ID */
+  Q_CHECKPOINT = 1u << 12, /* ?checkpoint=CHECKPOINT_ID */
+  Q_VERSION = 1u << 13     /* ?version=<args.version>: a Swarm object's update at the version read */
 };
 
 /* The one checkpoint a hibernation with memory leaves on each container: a fixed name, so a
@@ -68,6 +69,8 @@ static const action_def ACTIONS[] = {
     {"list_services", "GET", "/services", 0, 0, Q_LABEL},
     {"inspect_service", "GET", "/services/%s", 0, 0, NAMED},
     {"create_service", "POST", "/services/create", 0, 0, B_BODY},
+    /* a label or replica change: refused by the manager when the service changed since it was read */
+    {"update_service", "POST", "/services/%s/update", 0, 0, NAMED | B_BODY | Q_VERSION},
     {"remove_service", "DELETE", "/services/%s", 404, 0, NAMED},
     {"list_tasks", "GET", "/tasks", 0, 0, Q_SERVICES},
     {"list_nodes", "GET", "/nodes", 0, 0, 0},
@@ -115,8 +118,20 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
     if (d->ok2) cJSON_AddItemToArray(ok, cJSON_CreateNumber(d->ok2));
   }
   cJSON *q = NULL;
-  if (d->flags & (Q_STOP_T | Q_COMMIT | Q_FORCE | Q_LABEL | Q_CREATE | Q_CONDITION | Q_SERVICES | Q_CHECKPOINT))
+  if (d->flags & (Q_STOP_T | Q_COMMIT | Q_FORCE | Q_LABEL | Q_CREATE | Q_CONDITION | Q_SERVICES | Q_CHECKPOINT |
+                  Q_VERSION))
     q = cJSON_AddObjectToObject(r, "query");
+  if (d->flags & Q_VERSION) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "version");
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0) {
+      *why = "an update needs args.version (the object's version index)";
+      cJSON_Delete(r);
+      return NULL;
+    }
+    char num[32];
+    snprintf(num, sizeof num, "%.0f", v->valuedouble);
+    cJSON_AddStringToObject(q, "version", num);
+  }
   if (d->flags & Q_CHECKPOINT) cJSON_AddStringToObject(q, "checkpoint", CHECKPOINT_ID);
   if (d->flags & B_CHECKPOINT) {
     cJSON *body = cJSON_CreateObject();

@@ -281,14 +281,22 @@ function M.api()
   return G.backend.api(G, method, tenant, key)
 end
 
--- PATCH /sessions/<key> {"ttl": seconds} on the docker backend: the session's expiry.
-function DOCKER.patch(_, tenant, key)
+-- The ttl of a PATCH /sessions/<key> body {"ttl": seconds}, or nil once the 400 is sent.
+local function patch_ttl()
   ngx.req.read_body()
   local body = core.json_decode(ngx.req.get_body_data() or "")
   local ttl = type(body) == "table" and body.ttl
   if type(ttl) ~= "number" or ttl <= 0 or ttl ~= ttl or ttl == math.huge then
-    return fail(400, "invalid", 'PATCH takes {"ttl": seconds > 0}')
+    fail(400, "invalid", 'PATCH takes {"ttl": seconds > 0}')
+    return nil
   end
+  return ttl
+end
+
+-- PATCH /sessions/<key> {"ttl": seconds} on the docker backend: the session's expiry.
+function DOCKER.patch(_, tenant, key)
+  local ttl = patch_ttl()
+  if not ttl then return end
   return lifecycle(tenant, key, "set_timeout", ttl)
 end
 
@@ -454,6 +462,7 @@ end
 G.reply, G.fail, G.failure_status, G.sid, G.stack_options, G.upstream_uri =
   reply, fail, failure_status, S.sid, stack_options, upstream_uri
 G.create, G.tenant_of_request, G.valid_key = create, tenant_of_request, valid_key
+G.patch_ttl = patch_ttl
 
 BACKENDS.docker, BACKENDS.swarm = DOCKER, require "sandstack.gateway.swarm"
 

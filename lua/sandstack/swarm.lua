@@ -12,6 +12,8 @@
 --   swarm/handle.lua     the handle: status, exec, capture, destroy, record, reconnect
 --   swarm/inventory.lua  removal, list and reap by label
 --   swarm/pool.lua       warm pools, a claim the manager arbitrates (swarm/pool_marks.lua)
+
+--   swarm/lifecycle.lua  pause, resume, hibernate and wake; swarm/expiry.lua the expiry
 local S = require "sandstack.swarm.start"
 local handle = require "sandstack.swarm.handle"
 local inventory = require "sandstack.swarm.inventory"
@@ -23,8 +25,10 @@ local M = {}
 -- constraints (the operator's placement constraints, on every service), placement_timeout
 -- (seconds Swarm may take to place the session, default 30), task_timeout (seconds a placed
 -- task may take to start, image pull included, default 120).
+-- ttl, idle_timeout and on_expiry: swarm/expiry.lua (the mark on the sandbox service's labels).
+local expiry = require "sandstack.swarm.expiry"
 function M.start(session_key, opts)
-  return S.start(session_key, opts)
+  return expiry.start(session_key, opts, S.start)
 end
 
 -- The Swarm bodies a start would send, without a cluster.
@@ -33,7 +37,14 @@ M.plan = S.plan
 -- Rebuilds a handle from stack:record(), from any process that reaches the manager.
 M.reconnect = handle.reconnect
 
-M.list, M.reap = inventory.list, inventory.reap
+-- sandstack.swarm.wake(record, opts): a hibernated session started again, by its record.
+function M.wake(record, opts)
+  return require("sandstack.docker.session_methods").wake(handle.reconnect, record, opts)
+end
+
+M.list = inventory.list
+-- reap{expired = true} acts on the sessions whose ttl or idle timeout is due (swarm/expiry.lua)
+function M.reap(opts) return expiry.reap_entry(opts, inventory.reap) end
 
 -- Warm pools on the swarm: the same calls as sandstack.docker.pool (swarm/pool.lua).
 M.pool = require("sandstack.swarm.pool").new

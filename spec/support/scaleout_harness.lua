@@ -63,6 +63,9 @@ function S.curl(url, method, opts)
   if opts.token then args[#args + 1] = "-H"; args[#args + 1] = "Authorization: Bearer " .. opts.token end
   if opts.secret then args[#args + 1] = "-H"; args[#args + 1] = "X-Sandstack-Session-Secret: " .. opts.secret end
   if opts.unix then args[#args + 1] = "--unix-socket"; args[#args + 1] = opts.unix end
+  if opts.data then -- a JSON body (PATCH)
+    for _, a in ipairs { "-H", "Content-Type: application/json", "--data-binary", opts.data } do args[#args + 1] = a end
+  end
   args[#args + 1] = url
   for i, a in ipairs(args) do args[i] = q(a) end
   os.remove(body_file)

@@ -9,10 +9,11 @@ local h = require "helpers"
 local W = {}
 
 W.root = h.must("pwd"):match("[^\n]+")
--- SSTEST_SWARM_PREFIX: a run's own prefix; else SANDSTACK_SWARM_NAME (whose run it is) goes into
--- the names (several runs share one engine)
-W.prefix = os.getenv("SSTEST_SWARM_PREFIX")
+-- SSTEST_SWARM_PREFIX or SANDSTACK_SWARM_PREFIX: a run's own prefix (sstest-...-); else
+-- SANDSTACK_SWARM_NAME (whose run it is) goes into the names: several runs share one engine
+W.prefix = os.getenv("SSTEST_SWARM_PREFIX") or os.getenv("SANDSTACK_SWARM_PREFIX")
   or ("sstest-" .. (os.getenv("SANDSTACK_SWARM_NAME") or "sw") .. "-" .. core.random_hex(2):lower() .. "-")
+assert(W.prefix:match("^sstest%-[a-z0-9-]*%-$"), "a swarm run's prefix must be sstest-[a-z0-9-]*-")
 W.lua_cpath = package.cpath
 W.lua_path = package.path
 local CLUSTER = "bash " .. h.q(W.root .. "/spec/support/swarm-cluster.sh")

@@ -26,22 +26,13 @@ function M.start(session_key, opts, plain)
   if opts.from_snapshot ~= nil then
     return snapshot.start_from(session_key, opts, function(k, o) return M.start(k, o, plain) end)
   end
-  local clean = {}
-  for k, v in pairs(opts) do
-    if not M.START_KEYS[k] then clean[k] = v end
-  end
-  local stack, err = plain(session_key, clean)
-  if not stack then return nil, err end
-  stack.spec = snapshot.spec_of(clean)
-  local ok; ok, err = M.keep_record(stack)
-  -- on_expiry alone is kept too: a later set_timeout acts by it
-  if ok and (ttl or idle or on_expiry) then ok, err = expiry.arm(stack, ttl, idle, on_expiry) end
-  if not ok then
-    stack:destroy()
-    stack:close()
-    return nil, err
-  end
-  return stack
+  return require("sandstack.expiry").start(session_key, opts, M.START_KEYS, plain, function(stack, clean)
+    stack.spec = snapshot.spec_of(clean)
+    local ok, err = M.keep_record(stack)
+    -- on_expiry alone is kept too: a later set_timeout acts by it
+    if ok and (ttl or idle or on_expiry) then ok, err = expiry.arm(stack, ttl, idle, on_expiry) end
+    return ok, err
+  end)
 end
 
 -- The stack's record on the engine, so any process knows it by its project name alone
@@ -127,18 +118,10 @@ end
 -- reap{expired = true, ...}: the expiry's pass (docker/expiry.lua); reap{snapshots = true}: the
 -- snapshots; any other reap is the inventory's.
 function M.reap(opts, plain)
-  if type(opts) == "table" and opts.expired then
-    return expiry.reap(E.check_keys(opts, REAP_EXPIRED, "sandstack.docker.reap"))
-  end
-  if type(opts) == "table" and opts.snapshots then
+  if type(opts) == "table" and opts.snapshots and not opts.expired then
     return reap_snapshots(E.check_keys(opts, REAP_SNAPSHOTS, "sandstack.docker.reap"))
   end
-  if type(opts) == "table" and opts.expired == false then
-    local o = {}
-    for k, v in pairs(opts) do if k ~= "expired" then o[k] = v end end
-    opts = o
-  end
-  return plain(opts)
+  return require("sandstack.expiry").route(opts, REAP_EXPIRED, "sandstack.docker.reap", expiry.reap, plain)
 end
 
 return M

@@ -6,12 +6,17 @@ local W = require "sandstack.gateway.worker"
 local M = {}
 
 local function docker() return require("sandstack").docker end
+-- the backend of a record: a swarm session's says so (kind), a docker stack's is docker's
+local function backend(record)
+  return type(record) == "table" and record.kind == "sandstack.swarm" and require("sandstack").swarm or docker()
+end
 
 -- call(record, verb, arg) -> true, {record = fresh record, snapshot = {id =, name =} | nil,
--- expires = {...} | nil}. verb: pause, resume, hibernate, wake, snapshot, set_timeout.
+-- expires = {...} | nil}. verb: pause, resume, hibernate, wake, snapshot, set_timeout (and on a
+-- swarm fork, which answers unsupported).
 function M.call(record, verb, arg)
   return W.guarded(function()
-    local stack, err = docker().reconnect(record)
+    local stack, err = backend(record).reconnect(record)
     if not stack then return nil, err end
     local out = {}
     local ok

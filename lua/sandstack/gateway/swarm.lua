@@ -47,8 +47,12 @@ end
 
 local function drop(G, digest) G.dict:delete("c:" .. digest) end
 
--- The answer for an entry that is not live: 502 node_down, 410 session_ended.
+-- The answer for an entry that is not live: 503 hibernated, 502 node_down, 410 session_ended.
 local function not_live(G, e, key)
+  if e.state == "hibernated" then
+    ngx.header["Retry-After"] = "1"
+    return G.fail(503, "unavailable", "session is hibernated: wake it first", { key = key })
+  end
   metrics.failure(G.metrics, e.state)
   if e.state == "node_down" then
     return G.fail(502, "node_down", "the node holding this session is down: " .. tostring(e.detail),
@@ -123,12 +127,53 @@ function M.api(G, method, tenant, key)
   return G.reply(200, { key = key, destroyed = true, deferred = #(res.deferred or {}) > 0 or nil })
 end
 
+-- POST /sessions/<key>/<verb> (pause, resume, hibernate, wake; snapshot and fork answer
+-- unsupported) and PATCH's set_timeout on a swarm, with the tenant's token and the session's
+-- secret: the calls reach the manager and the session's node from any gateway
+-- (gateway/lifecycle_worker.lua, the record's backend).
+local function lifecycle(G, tenant, key, verb, arg)
+  local ok, res = G.run_in(WORKER, "find", conn(G, { key = key, tenant = tenant.name }))
+  if not ok then return failed(G, res) end
+  local e = res.entry
+  if not e then return G.fail(404, "not_found", "no such session", { key = key }) end
+  if not auth.session_ok(e, ngx.var.http_x_sandstack_session_secret) then
+    return G.fail(401, "unauthorized", "wrong or missing " .. auth.SECRET_HEADER)
+  end
+  if e.state == "node_down" or e.state == "ended" then return not_live(G, e, key) end
+  local want = verb == "wake" and "hibernated" or "running"
+  if e.state ~= want and not (verb == "set_timeout" and e.state == "hibernated") then
+    local name = { running = "ready" }
+    return G.fail(409, "conflict", ("session is %s: %s needs it %s"):format(name[e.state] or e.state, verb,
+      name[want] or want), { key = key })
+  end
+  local done; done, res = G.run_in("sandstack.gateway.lifecycle_worker", "call", e.record, verb, arg)
+  drop(G, e.digest)
+  if not done and res.kind == "unsupported" then return G.fail(501, "unsupported", res.message, { key = key }) end
+  if not done then return failed(G, res) end
+  local state = verb == "hibernate" and "hibernated" or (verb == "set_timeout" and e.state == "hibernated")
+    and "hibernated" or "ready"
+  return G.reply(200, { key = key, state = state, expires = res.expires })
+end
+
+-- PATCH /sessions/<key> {"ttl": seconds} on a swarm: the session's expiry (swarm/expiry.lua).
+function M.patch(G, tenant, key)
+  local ttl = G.patch_ttl()
+  if not ttl then return end
+  return lifecycle(G, tenant, key, "set_timeout", ttl)
+end
+
 -- access of /sessions/<key>/... on a swarm: $sandstack_upstream, $sandstack_uri and the two
 -- headers of the next hop set, or an answer sent. again: nginx could not reach the upstream
 -- the first pass chose (the named location): the manager is asked afresh, and a session still
 -- placed where it could not be reached is answered node_down.
 function M.route(G, again)
   local key = ngx.var.sandstack_key
+  local verb = not again and ngx.req.get_method() == "POST"
+    and require("sandstack.gateway.lifecycle").verb(ngx.var.sandstack_path)
+  local tenant = verb and G.tenant_of_request()
+  if tenant then -- the gateway's, never the agent's (a tenant's token is never sent on)
+    return lifecycle(G, tenant, key, verb, verb == "hibernate" and tonumber(ngx.var.arg_timeout) or nil)
+  end
   local secret = ngx.var.http_x_sandstack_session_secret
   if type(secret) ~= "string" or secret == "" then
     return G.fail(401, "unauthorized", "missing " .. auth.SECRET_HEADER)
@@ -176,7 +221,8 @@ function M.route(G, again)
 end
 
 -- Worker 0's timers: none. The manager holds the sessions, so there is nothing to adopt
--- (docs/gateway.md), and no PATCH (no expiry on a swarm).
+-- (docs/gateway.md); a session's expiry is on its service's labels, acted on by any process's
+-- sandstack.swarm.reap{expired = true}.
 function M.start_worker() end
 
 return M

@@ -119,7 +119,7 @@ end
 -- session of the key) and/or digest (the proxied routes: the session this secret opens),
 -- prefix, node (this gateway's node hostname), docker_host, timeout.
 -- entry: {project, key, tenant, digest, created, node, gateway (the node's gateway, host:port),
--- state = "running" | "node_down" | "ended", port (the forwarder's, on this node only), detail}.
+-- state = "running" | "hibernated" | "node_down" | "ended", port (the forwarder's, on this node only), detail}.
 function M.find(a)
   return guarded(function()
     local mgr, err = manager(a)
@@ -145,8 +145,12 @@ function M.find(a)
       hit.state, hit.detail = "node_down", "node " .. tostring(s.node) .. " is " .. tostring(s.node_state)
     else
       for svc, st in pairs(s.services) do
-        if st ~= "running" then hit.state, hit.detail = "ended", ("its service %s is %s"):format(svc, tostring(st)) end
+        if st ~= "running" and not s.hibernated[svc] then
+          hit.state, hit.detail = "ended", ("its service %s is %s"):format(svc, tostring(st))
+        end
       end
+      -- scaled to 0 by a hibernation: its wake brings it back
+      if hit.state == "running" and next(s.hibernated) then hit.state, hit.detail = "hibernated", "it is hibernated" end
     end
     if hit.state == "running" and a.node == s.node and hit.record then
       local stack, rerr = swarm().reconnect(hit.record)

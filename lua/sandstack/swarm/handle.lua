@@ -22,9 +22,11 @@ end
 
 local function slim(plan)
   local cs = {}
-  for i, c in ipairs(plan.containers) do cs[i] = { service = c.service, name = c.name, role = c.role } end
+  for i, c in ipairs(plan.containers) do -- the ready test: a wake waits for it, as the start does
+    cs[i] = { service = c.service, name = c.name, role = c.role, check = c.check, check_timeout = c.check_timeout }
+  end
   return { project = plan.project, session_key = plan.session_key, agent_port = plan.agent_port,
-    ready_path = plan.ready_path, capture_path = plan.capture_path, sandbox = plan.sandbox,
+    ready_path = plan.ready_path, ready_timeout = plan.ready_timeout, capture_path = plan.capture_path, sandbox = plan.sandbox,
     forwarder = plan.forwarder, containers = cs, docker_host = plan.docker_host, timeout = plan.timeout,
     credentials = store.credentials(plan.credentials), proxy = added_proxy(plan.proxy) }
 end
@@ -227,7 +229,7 @@ for _, m in ipairs { "stop", "start", "restart" } do
   Stack[m] = session.stub("swarm", m, "a session there is started once and destroyed: a task that "
     .. "stops is not started again on the same node (pause and resume are offered)")
 end
-require("sandstack.swarm.lifecycle").mix(Stack) -- pause, resume; the rest typed unsupported
+require("sandstack.swarm.lifecycle").mix(Stack) -- pause, resume, hibernate, wake, expiry; snapshots unsupported
 
 function Stack:close()
   if self.node_eng then self.node_eng:close() end
@@ -263,7 +265,7 @@ function M.reconnect(record, opts)
   -- a task that ended is not started again (restart condition none): the session is over
   -- (its node was drained, or a container exited); reap removes what is left
   for svc, state in pairs(s.services) do
-    if state ~= "running" then
+    if state ~= "running" and not s.hibernated[svc] then -- a hibernated service: wake starts it
       mgr:close()
       return E.fail("engine", "session_ended", ("stack %s has ended: its service %s is %s on node %s"):format(
         record.project, svc, tostring(state), tostring(node.hostname)),

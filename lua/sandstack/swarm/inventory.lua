@@ -152,15 +152,24 @@ function M.list_with(mgr, project)
       local e = by[p]
       if not e then
         e = { project = p, session_key = l["io.sandstack.session"], created = tonumber(l["io.sandstack.created"]),
-          version = l["io.sandstack.version"], services = {}, service_ids = {} }
+          version = l["io.sandstack.version"], services = {}, service_ids = {}, hibernated = {} }
         by[p] = e
       end
       local t = cluster.current_task(tasks, s.ID)
       local svc = l["io.sandstack.service"] or s.Spec.Name
       e.services[svc] = t and t.Status and t.Status.State or "none"
+      local mode = s.Spec.Mode and s.Spec.Mode.Replicated
+      if mode and mode.Replicas == 0 then e.hibernated[svc] = true end -- scaled to 0 by hibernate
       e.service_ids[#e.service_ids + 1] = s.ID
-      if t and t.NodeID and t.NodeID ~= "" then
-        local n = node_by[t.NodeID] or { id = t.NodeID, state = "gone" }
+      -- the task's node; with no task (a hibernated service at 0 replicas: the manager removes
+      -- its tasks), the node its pin names (hibernate pins every service)
+      local at = t and t.NodeID ~= "" and t.NodeID or nil
+      if not at and not e.node_id then
+        local p = s.Spec.TaskTemplate and s.Spec.TaskTemplate.Placement or {}
+        for _, c in ipairs(p.Constraints or {}) do at = at or c:match("^node%.id%s*==%s*(%S+)$") end
+      end
+      if at then
+        local n = node_by[at] or { id = at, state = "gone" }
         e.node_id, e.node, e.node_state = n.id, n.hostname, n.state
       end
     end
