@@ -100,10 +100,27 @@ end
 -- open connections. The forwarder keeps running: a client's connection is relayed to the frozen
 -- sandbox, whose kernel queues it until resume. A stack already paused is left as it is. true,
 -- or nil, err.
+-- runc gives up freezing a cgroup whose tasks do not stop in time (a busy host: "unable to
+-- freeze") and thaws it again; such a container is asked again, a few times (the delays before
+-- each new try, in seconds).
+M.FREEZE_RETRIES = { 0.05, 0.2, 0.5 }
+local function unable_to_freeze(r)
+  return not r.ok and r.status == 500 and tostring(r.err and r.err.message or ""):find("unable to freeze", 1, true)
+end
+
 function M.pause(self)
   check_open(self)
   local list = service_names(self)
   local results = batch.run(self.eng, R("pause", list), 60)
+  for _, delay in ipairs(M.FREEZE_RETRIES) do
+    local again, idx = {}, {}
+    for i, r in ipairs(results) do
+      if unable_to_freeze(r) then again[#again + 1], idx[#idx + 1] = list[i], i end
+    end
+    if #again == 0 then break end
+    core.sleep(delay)
+    for k, r in ipairs(batch.run(self.eng, R("pause", again), 60)) do results[idx[k]] = r end
+  end
   local ok, err = settle(results, list, "pause")
   if ok then return true end
   local undo = {} -- only what this call froze is thawed again
