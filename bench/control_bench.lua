@@ -121,7 +121,7 @@ print("   what runs in each millisecond (p50 of each step; socket, exec):")
 local steps = {
   { function(r) return r.find end, "find: this host's store read and one idle stack's file locked (no engine call)" },
   { function(r) return r.list end, "list: the pool's container list, only when the store has no idle stack" },
-  { function(r) return r.plan end, "plan: the stack's plan in C, with the rename and the session's record submitted" },
+  { function(r) return r.plan end, "plan: the stack's plan in C, the rename and the session's record already sent (a poll sends them)" },
   { function(r) return r.handle end, "handle: the stack handle (a new engine client, the control socket looked up)" },
   { function(r) return r.egress end, "hand-over: policy compiled, credentials checked, one round to the proxy (socket)"
     .. " or an exec per command, with the rename and the record in flight" },

@@ -442,10 +442,15 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
     ids.record = eng:submit(rq[1], rq[2], rq[3], rq[4])
   end
   if held then submit_record() end
+  -- curl sends a submitted request on a poll: one now, so the engine works while this process
+  -- plans and hands over; answers that come back meanwhile wait in `early`
+  local answers, early = {}, {}
+  local function kick() for _, r in ipairs(eng:poll(0)) do early[r.id] = r end end
+  kick()
   local plan, err = docker().plan(session_key, self:_plan_opts(idle.project), { token = "x" })
+  kick()
   t.plan = A.now() - t0
   t.tries = (t.tries or 0) + 1
-  local answers, early = {}, {}
   local function wait(which)
     local t1 = A.now()
     local need = {}
@@ -468,6 +473,7 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
     if lost then return nil, nil, true end
     if not won then return nil, rerr end
     submit_record()
+    kick()
   elseif ids.inspect then
     wait { "inspect" }
   end
