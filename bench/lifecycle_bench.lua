@@ -41,6 +41,7 @@ local function start(tag, extra)
   local k = key(tag)
   local o = anchor(extra)
   o.project_name = k
+  o.subnet_pool = o.subnet_pool or "10.218.0.0/16" -- its own addresses: the engine's default pools may be full
   return assert(docker.start(k, o))
 end
 

@@ -108,10 +108,9 @@ local function unable_to_freeze(r)
   return not r.ok and r.status == 500 and tostring(r.err and r.err.message or ""):find("unable to freeze", 1, true)
 end
 
-function M.pause(self)
-  check_open(self)
-  local list = service_names(self)
-  local results = batch.run(self.eng, R("pause", list), 60)
+-- The engine's pause of each container of list, in one round (and the retries): the results.
+function M.freeze(eng, list)
+  local results = batch.run(eng, R("pause", list), 60)
   for _, delay in ipairs(M.FREEZE_RETRIES) do
     local again, idx = {}, {}
     for i, r in ipairs(results) do
@@ -119,8 +118,15 @@ function M.pause(self)
     end
     if #again == 0 then break end
     core.sleep(delay)
-    for k, r in ipairs(batch.run(self.eng, R("pause", again), 60)) do results[idx[k]] = r end
+    for k, r in ipairs(batch.run(eng, R("pause", again), 60)) do results[idx[k]] = r end
   end
+  return results
+end
+
+function M.pause(self)
+  check_open(self)
+  local list = service_names(self)
+  local results = M.freeze(self.eng, list)
   local ok, err = settle(results, list, "pause")
   if ok then return true end
   local undo = {} -- only what this call froze is thawed again
