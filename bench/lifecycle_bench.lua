@@ -41,10 +41,12 @@ local function start(tag, extra)
   local k = key(tag)
   local o = anchor(extra)
   o.project_name = k
+  o.subnet_pool = o.subnet_pool or "10.218.0.0/16" -- its own addresses: the engine's default pools may be full
   return assert(docker.start(k, o))
 end
 
-local results, snaps = {}, {}
+local results, snaps, frozen = {}, {}, 0
+local load0 = io.open("/proc/loadavg"):read("*l"):match("^(%S+ %S+ %S+)")
 local ok, err = pcall(function()
   -- cold starts: the baseline
   local cold = {}
@@ -57,12 +59,18 @@ local ok, err = pcall(function()
   local stack = start("main")
   local sbx = stack.project .. "-sandbox"
   assert(os.execute(("docker exec %s sh -c 'head -c 104857600 /dev/urandom > /workspace/big'"):format(sbx)))
-  local pause, resume, cli_resume = {}, {}, {}
-  local names = {}
-  for _, c in ipairs(stack.plan.containers) do names[#names + 1] = c.name end
+  local pause, resume, cli_resume, thaw, answer = {}, {}, {}, {}, {}
+  -- what a pause freezes: the services (the forwarder and an added proxy keep running)
+  local names = require("sandstack.docker.lifecycle").service_names(stack)
+  frozen = #names
   for i = 1, ROUNDS * 4 do
     pause[i] = timed(function() assert(stack:pause()) end)
-    resume[i] = timed(function() assert(stack:resume()); answers(stack) end)
+    local t0 = now()
+    assert(stack:resume())
+    thaw[i] = now() - t0
+    answers(stack)
+    resume[i] = now() - t0
+    answer[i] = resume[i] - thaw[i]
     -- the baseline: the docker CLI's unpause of the same containers, to the agent's answer
     assert(stack:pause())
     cli_resume[i] = timed(function()
@@ -100,6 +108,8 @@ local ok, err = pcall(function()
     { "cold start (anchor)", cold, nil },
     { "pause", pause, nil },
     { "resume to the agent's answer", resume, "goal p50 <= 25 ms" },
+    { "  its part: resume(), one round of unpauses", thaw, "" },
+    { "  its part: the agent's answer after it", answer, "" },
     { "baseline: `docker unpause` of the same containers to the answer", cli_resume, nil },
     { "hibernate (stop grace 1 s)", hib, nil },
     { "wake to ready", wake, "goal <= 1.0x cold" },
@@ -118,7 +128,9 @@ local eng = assert(sandstack.engine {})
 local v = assert(eng:version())
 eng:close()
 local lines = {
-  ("sandstack %s, %d rounds."):format(core.VERSION, ROUNDS),
+  ("sandstack %s, %d rounds; load average %s at the start, %s at the end. A pause freezes the %d services"
+    .. " (the forwarder keeps running)."):format(core.VERSION, ROUNDS, load0,
+    io.open("/proc/loadavg"):read("*l"):match("^(%S+ %S+ %S+)"), frozen),
   "",
   "| step | n | p50 ms | max ms | p50 / cold p50 | note |",
   "|---|---|---|---|---|---|",

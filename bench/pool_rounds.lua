@@ -43,7 +43,7 @@ end
 -- o = { name =, rounds =, procs =, stack = the pool's stack options, between = function(round)
 -- run after each round, acquire = the acquire's overrides (a table), prelude = Lua source the
 -- children run first }. Each child prints "R <round> <total> <list> <claim> <plan> <handle>
--- <record> <tries> <kind> <egress>" per round and closes (never destroys) its handle. Returns
+-- <record> <tries> <kind> <egress> <find>" per round and closes (never destroys) its handle. Returns
 -- the lines of all rounds.
 function M.rounds(o)
   local dir = io.popen("mktemp -d /tmp/ssbench-pool.XXXXXX"):read("*l")
@@ -62,8 +62,8 @@ function M.rounds(o)
       local s = assert(pool:acquire("b" .. me .. "-" .. round, over))
       local total = core.engine_clock() - t0
       local t = pool.last_acquire
-      print(("R %%d %%.6f %%.6f %%.6f %%.6f %%.6f %%.6f %%d %%s %%.6f"):format(round, total, t.list or 0, t.claim or 0,
-        t.plan or 0, t.handle or 0, t.record or 0, t.tries or 0, t.claim and "warm" or "cold", t.egress or 0))
+      print(("R %%d %%.6f %%.6f %%.6f %%.6f %%.6f %%.6f %%d %%s %%.6f %%.6f"):format(round, total, t.list or 0, t.claim or 0,
+        t.plan or 0, t.handle or 0, t.record or 0, t.tries or 0, t.claim and "warm" or "cold", t.egress or 0, t.find or 0))
       io.stdout:flush()
       s:close()
     end
@@ -93,8 +93,8 @@ function M.rounds(o)
   return lines
 end
 
--- Every stack the pool has claimed goes back to idle: the claim renamed back to the ready mark
--- and the record removed (what acquire measures is the same on a recycled stack; no new stacks
+-- Every stack the pool has claimed goes back to idle: the claim renamed back to the ready mark,
+-- the record removed and its file in this host's store made idle again (what acquire measures is the same on a recycled stack; no new stacks
 -- needed for every round).
 function M.recycle(name)
   local eng = assert(sandstack.engine {})
@@ -106,6 +106,7 @@ function M.recycle(name)
     if inventory.mark_role(c) == "claim" then
       reqs[#reqs + 1] = { "POST", "/containers/" .. p .. "-claim/rename", nil, { query = { name = p .. "-ready" } } }
       vols[#vols + 1] = p .. "-claim"
+      require("sandstack.docker.pool_store").unclaim(p)
     end
   end
   assert(not batch.first_error(batch.run(eng, reqs, 30)))
@@ -118,7 +119,8 @@ function M.drain(name)
   for _, s in ipairs(assert(sandstack.docker.list { pool = name })) do assert(sandstack.docker.down(s.project)) end
 end
 
-local FIELDS = { total = 3, list = 4, claim = 5, plan = 6, handle = 7, record = 8, tries = 9, kind = 10, egress = 11 }
+local FIELDS = { total = 3, list = 4, claim = 5, plan = 6, handle = 7, record = 8, tries = 9, kind = 10, egress = 11,
+  find = 12 }
 -- The rounds' lines as records { total =, list =, ... }, the warm ones only when warm_only.
 function M.parse(lines, warm_only)
   local out = {}

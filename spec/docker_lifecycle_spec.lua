@@ -114,9 +114,12 @@ describe("a stack over time #docker", function()
       assert(sh_in(sbx, "echo c" .. cycle .. " > /workspace/pause-" .. cycle .. "; echo r" .. cycle .. " > /root-pause-" .. cycle))
       assert.is_true(assert(s:pause()))
       assert.is_true(inspect(sbx).State.Paused)
-      assert.is_true(inspect(P .. "-forwarder").State.Paused)
+      -- the forwarder and the added proxy keep running: they hold nothing of the session's work
+      assert.is_false(inspect(P .. "-forwarder").State.Paused)
+      assert.is_false(inspect(P .. "-proxy").State.Paused)
+      assert.truthy(s:egress()) -- the host's control calls answer while the stack is paused
       local r = get(s, 0.5)
-      assert.is_nil(r, "a paused agent answered") -- the connect waits on the frozen forwarder
+      assert.is_nil(r, "a paused agent answered") -- the request waits in the frozen sandbox's socket
       assert.is_true(assert(s:pause())) -- a paused stack is left as it is
       assert.is_true(assert(s:resume()))
       assert.is_false(inspect(sbx).State.Paused)
@@ -128,17 +131,17 @@ describe("a stack over time #docker", function()
     end
   end)
 
-  it("refuses to pause a stack with a stopped container, and thaws what it froze", function()
+  it("refuses to pause a stack with a stopped service", function()
     local s = ready()
-    local fwd = P .. "-forwarder"
-    assert(eng:call("POST", "/containers/" .. fwd .. "/stop", nil, { query = { t = "0" }, ok = { [304] = true } }))
+    local sbx = P .. "-sandbox"
+    assert(eng:call("POST", "/containers/" .. sbx .. "/stop", nil, { query = { t = "0" }, ok = { [304] = true } }))
     local ok, err = s:pause()
     assert.is_nil(ok)
     assert.equal("invalid", err.kind)
     assert.equal("not_running", err.reason)
-    assert.equal(fwd, err.container)
-    assert.is_false(inspect(P .. "-sandbox").State.Paused) -- the rollback thawed it
+    assert.equal(sbx, err.container)
     assert.is_false(inspect(P .. "-proxy").State.Paused)
+    assert.is_false(inspect(P .. "-forwarder").State.Paused)
     assert(s:start())
     assert.equal(200, assert(get(s)).status)
   end)

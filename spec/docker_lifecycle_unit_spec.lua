@@ -127,3 +127,53 @@ describe("the same methods on every backend", function()
     for _, m in ipairs(methods) do assert.is_function(stack[m], m) end
   end)
 end)
+
+describe("pause against a scripted engine (no engine)", function()
+  local scripted = require "spec.support.scripted_engine"
+  local L = require "sandstack.docker.lifecycle"
+  local delays = L.FREEZE_RETRIES
+  before_each(function() L.FREEZE_RETRIES = { 0, 0, 0 } end)
+  after_each(function() L.FREEZE_RETRIES = delays end)
+
+  -- a stack of a sandbox, a sidecar, the added proxy and the forwarder; `answer(path, n)` gives
+  -- each request's status and body (n: how many times that path was asked)
+  local function stack_with(answer)
+    local eng = { log = {}, seen = {} }
+    function eng:request(m, p)
+      self.log[#self.log + 1] = m .. " " .. p
+      self.seen[p] = (self.seen[p] or 0) + 1
+      return answer(p, self.seen[p])
+    end
+    local plan = { project = "p", forwarder = "forwarder", proxy = { added = true, service = "proxy" }, containers = {
+      { name = "p-db", service = "db" }, { name = "p-sandbox", service = "sandbox" },
+      { name = "p-proxy", service = "proxy" }, { name = "p-forwarder", service = "forwarder" } } }
+    return { eng = scripted.with(eng), plan = plan }, eng
+  end
+
+  it("freezes the services only, and asks again for one that runc could not freeze in time", function()
+    local s, eng = stack_with(function(p, n)
+      if p == "/containers/p-db/pause" and n < 3 then
+        return 500, { message = "Cannot pause container p-db: OCI runtime pause failed: unable to freeze: unknown" }
+      end
+      return 204, nil
+    end)
+    assert.is_true(L.pause(s))
+    assert.same({ "POST /containers/p-db/pause", "POST /containers/p-sandbox/pause", "POST /containers/p-db/pause",
+      "POST /containers/p-db/pause" }, eng.log)
+    eng.log = {}
+    assert.is_true(L.resume(s))
+    assert.same({ "POST /containers/p-db/unpause", "POST /containers/p-sandbox/unpause" }, eng.log)
+  end)
+
+  it("gives up after its retries and thaws what it froze", function()
+    local s, eng = stack_with(function(p)
+      if p == "/containers/p-db/pause" then return 500, { message = "OCI runtime pause failed: unable to freeze: unknown" } end
+      return 204, nil
+    end)
+    local ok, err = L.pause(s)
+    assert.is_nil(ok)
+    assert.truthy(err.message:find("unable to freeze", 1, true))
+    assert.equal(4, eng.seen["/containers/p-db/pause"])
+    assert.equal(1, eng.seen["/containers/p-sandbox/unpause"])
+  end)
+end)

@@ -41,9 +41,16 @@ describe("gateway: a session over time #nginx #docker", function()
   it("pauses and resumes with the tenant's token; without one the path is the agent's", function()
     local st, doc, body = call("pause")
     assert.equal(200, st, body)
-    assert.equal("ready", doc.state)
+    assert.equal("paused", doc.state)
+    -- the session table says so (GET, as the console's list), and proxied routes wait for a resume
+    st, doc = node:api("GET", "/sessions/lt", { token = TOKENS.alice, secret = s.secret })
+    assert.equal("paused", doc.state)
+    assert.equal(503, (talk()))
+    st = call("wake")
+    assert.equal(409, st) -- a paused session is not hibernated
     st, doc = call("resume")
     assert.equal(200, st)
+    assert.equal("ready", doc.state)
     assert.equal(200, (talk()))
     -- the secret alone: proxied to the agent (which has no such route), nothing paused
     st, _, body = node:api("POST", "/sessions/lt/pause", { secret = s.secret })

@@ -207,6 +207,36 @@ describe("gateway expiry rule", function()
   end)
 end)
 
+describe("gateway session table over time", function()
+  -- the lifecycle handler with the engine's side stubbed: what the table says after each verb
+  it("keeps a paused session as paused (its view, the counts and expiry), and a resumed one as ready", function()
+    local S = require "sandstack.gateway.sessions"
+    local lifecycle = require "sandstack.gateway.lifecycle"
+    local d = dict()
+    d:set("seen:k1.a", 1000)
+    assert(S.ready(d, "k1.a", { tenant = "a", key = "k1", digest = "dg", created = 1000, record = { project = "p", port = 1 } }))
+    local verbs, last = {}, nil
+    local G = { dict = d, run_in = function(_, _, record, verb) verbs[#verbs + 1] = verb; return true, { record = record } end }
+    local h = { reply = function(st, doc) last = { st, doc } end, fail = function(st, kind) last = { st, { kind = kind } } end,
+      failure_status = function() return 500 end }
+    lifecycle.handle(G, h, "k1.a", S.get(d, "k1.a"), "pause")
+    assert.same({ 200, "paused" }, { last[1], last[2].state })
+    assert.equal("paused", S.get(d, "k1.a").state)
+    assert.equal("paused", S.view("k1", S.get(d, "k1.a")).state) -- GET /sessions/<key>, and the console's list
+    assert.same({ starting = 0, ready = 0, paused = 1, hibernated = 0, stopping = 0 }, S.states(d))
+    assert.truthy(metrics.render(dict(), S.states(d)):find('sandstack_gateway_sessions{state="paused"} 1\n', 1, true))
+    lifecycle.handle(G, h, "k1.a", S.get(d, "k1.a"), "wake") -- a paused session is not hibernated
+    assert.same({ 409, "conflict" }, { last[1], last[2].kind })
+    assert.equal("max_ttl", expiry.why(S.get(d, "k1.a"), 1100, 1099, 0, { idle_ttl = 10, max_ttl = 100 }))
+    lifecycle.handle(G, h, "k1.a", S.get(d, "k1.a"), "resume")
+    assert.same({ 200, "ready" }, { last[1], last[2].state })
+    assert.equal("ready", S.get(d, "k1.a").state)
+    lifecycle.handle(G, h, "k1.a", S.get(d, "k1.a"), "resume") -- a running session resumes as it is
+    assert.equal(200, last[1])
+    assert.same({ "pause", "resume", "resume" }, verbs)
+  end)
+end)
+
 describe("gateway metrics text", function()
   it("renders counters and cumulative histograms", function()
     local d = dict()

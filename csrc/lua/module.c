@@ -14,6 +14,7 @@ int luaopen_sandstack_core(lua_State *L) {
   sandstack_open_sleep(L);
   sandstack_open_digest(L);
   sandstack_open_hostfs(L);
+  sandstack_open_hostclaim(L);
   sandstack_open_control(L);
   sandstack_open_engine(L);
   sandstack_open_engine_target(L);

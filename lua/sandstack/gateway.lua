@@ -305,7 +305,7 @@ function DOCKER.api(_, method, tenant, key)
   local sid, entry = authorized(tenant, key)
   if not sid then return entry end -- the answer was sent
   if method == "GET" then return reply(200, S.view(key, entry)) end
-  if entry.state ~= "ready" and entry.state ~= "hibernated" then
+  if entry.state ~= "ready" and entry.state ~= "hibernated" and entry.state ~= "paused" then
     return fail(409, "conflict", "session is " .. tostring(entry.state), { key = key })
   end
   local ok, err = G.destroy(sid, entry, "deleted")

@@ -162,7 +162,9 @@ function M.acquire_many(self, keys, overrides)
     while not out[i] and next_idle <= #view.idle do
       local idle = view.idle[next_idle]
       next_idle = next_idle + 1
-      local stack, cerr, lost = self:_claim(eng, idle, key, hooks, {})
+      -- the Docker pool first takes the stack's file in this host's store (_claim_listed)
+      local claim = self._claim_listed or self._claim
+      local stack, cerr, lost = claim(self, eng, idle, key, hooks, {})
       if stack then
         M.emit(self, "pool_acquired", { project = idle.project, session_key = key })
         out[i] = { stack = stack, seconds = A.now() - t0 }

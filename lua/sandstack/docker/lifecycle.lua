@@ -42,6 +42,23 @@ local function all_ok(results, what)
   return true
 end
 
+-- The stack's services (the sandbox and its sidecars): what a pause freezes and a hibernation
+-- with memory keeps. Not the proxy sandstack added nor the forwarder: they hold nothing of the
+-- session's work (the proxy's live policy and credentials are in its memory either way, the
+-- forwarder is a relay whose port changes at every wake), so a pause leaves them running. A
+-- resume then thaws only the services, one Engine request fewer per container left out, and the
+-- host's control calls (set_egress, asks) still answer while the stack is paused.
+local function service_names(self)
+  local fw = self.plan.forwarder and (self.plan.project .. "-" .. self.plan.forwarder)
+  local px = added_proxy(self)
+  local out = {}
+  for _, c in ipairs(self.plan.containers) do
+    if c.service ~= px and c.name ~= fw then out[#out + 1] = c.name end
+  end
+  return out
+end
+M.service_names = service_names
+
 -- Each container's state: { [name] = {status =, paused =, running =} } (a missing one: nil).
 function M.states(self)
   local list = names(self)
@@ -79,13 +96,37 @@ local function settle(results, list, what)
   return true
 end
 
--- Freezes every container of the stack at once, in one round: processes keep their memory and
--- open connections; the forwarder's port stays published (a client's connect waits until
--- resume). A stack already paused is left as it is. true, or nil, err.
+-- Freezes every service of the stack at once, in one round: processes keep their memory and
+-- open connections. The forwarder keeps running: a client's connection is relayed to the frozen
+-- sandbox, whose kernel queues it until resume. A stack already paused is left as it is. true,
+-- or nil, err.
+-- runc gives up freezing a cgroup whose tasks do not stop in time (a busy host: "unable to
+-- freeze") and thaws it again; such a container is asked again, a few times (the delays before
+-- each new try, in seconds).
+M.FREEZE_RETRIES = { 0.05, 0.2, 0.5 }
+local function unable_to_freeze(r)
+  return not r.ok and r.status == 500 and tostring(r.err and r.err.message or ""):find("unable to freeze", 1, true)
+end
+
+-- The engine's pause of each container of list, in one round (and the retries): the results.
+function M.freeze(eng, list)
+  local results = batch.run(eng, R("pause", list), 60)
+  for _, delay in ipairs(M.FREEZE_RETRIES) do
+    local again, idx = {}, {}
+    for i, r in ipairs(results) do
+      if unable_to_freeze(r) then again[#again + 1], idx[#idx + 1] = list[i], i end
+    end
+    if #again == 0 then break end
+    core.sleep(delay)
+    for k, r in ipairs(batch.run(eng, R("pause", again), 60)) do results[idx[k]] = r end
+  end
+  return results
+end
+
 function M.pause(self)
   check_open(self)
-  local list = names(self)
-  local results = batch.run(self.eng, R("pause", list), 60)
+  local list = service_names(self)
+  local results = M.freeze(self.eng, list)
   local ok, err = settle(results, list, "pause")
   if ok then return true end
   local undo = {} -- only what this call froze is thawed again
@@ -94,11 +135,11 @@ function M.pause(self)
   return nil, err
 end
 
--- Thaws every container at once, in one round. A running stack is left as it is. true, or
+-- Thaws every service at once, in one round. A running stack is left as it is. true, or
 -- nil, err.
 function M.resume(self)
   check_open(self)
-  local list = names(self)
+  local list = service_names(self)
   return settle(batch.run(self.eng, R("unpause", list), 60), list, "resume")
 end
 
@@ -129,24 +170,11 @@ local function checkpoint_refused(info)
     .. "or pause to keep the processes", { engine = info.ServerVersion })
 end
 
--- The containers whose processes a hibernation with memory keeps: every one but the proxy
--- sandstack added (it keeps running) and the forwarder (it holds nothing of the session, and
--- its published port is a new one at every wake).
-local function memory_names(self)
-  local fw = self.plan.forwarder and (self.plan.project .. "-" .. self.plan.forwarder)
-  local px = added_proxy(self)
-  local out = {}
-  for _, c in ipairs(self.plan.containers) do
-    if c.service ~= px and c.name ~= fw then out[#out + 1] = c.name end
-  end
-  return out
-end
-
 -- Checkpoints every memory container at once (each stops when its dump is written). On a
 -- failure the ones that were dumped are restored from their dumps and the dumps removed, so
 -- the stack runs as before. true, or nil, err.
 local function checkpoint(self, info)
-  local list = memory_names(self)
+  local list = service_names(self)
   local results = batch.run(self.eng, R("checkpoint", list, { timeout = 300 }), 360)
   local done, first = {}, nil
   for i, r in ipairs(results) do
@@ -198,7 +226,7 @@ function M.hibernate(self, opts)
     ok, err = checkpoint(self, info)
     if not ok then return nil, err end
     local dumped = {}
-    for _, n in ipairs(memory_names(self)) do dumped[n] = true end
+    for _, n in ipairs(service_names(self)) do dumped[n] = true end
     local rest = {}
     for _, n in ipairs(to_stop) do if not dumped[n] then rest[#rest + 1] = n end end
     to_stop = rest
@@ -221,7 +249,7 @@ end
 -- processes, with their memory, go on. The checkpoint is removed once the stack is ready; a
 -- restore that fails keeps it and says so.
 local function checkpointed(self)
-  local list = memory_names(self)
+  local list = service_names(self)
   local results = batch.run(self.eng, R("list_checkpoints", list), 60)
   local out = {}
   for i, r in ipairs(results) do

@@ -8,6 +8,8 @@
 --                    engine lets exactly one rename to this name succeed, whatever process it runs
 --                    in), with a volume <project>-claim naming the session; or, for a cold start
 --                    and for reap, a container created under that name (a second create is 409)
+-- On this host an acquire finds idle stacks in the store (pool_store.lua: a file per ready stack
+-- in its control directory, claimed by a lock) before the engine's list.
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local A = require "sandstack.docker.apply"
@@ -164,6 +166,7 @@ function Pool:_fill_one()
   local narrow = self.slots and function(s) return s:set_egress(self.slots.baseline) end
   local stack, project = start_marked(self, self.placeholder, nil, "ready", narrow)
   if not stack then return nil, project end
+  require("sandstack.docker.pool_store").publish(self.name, stack) -- else found by the container list
   stack:close()
   emit(self, "pool_filled", { project = project })
   return project
@@ -256,66 +259,176 @@ function Pool:_survey(eng)
   return view
 end
 
--- Waits for one submitted request (the claim's record) while the caller did other work.
-local function settle_submitted(eng, id, deadline)
-  while A.now() < deadline do
+-- Waits for submitted requests while the caller did other work: their answers by id, each
+-- { ok = false } with a transport error when the engine did not answer by the deadline. An
+-- answer to another request submitted on eng arrives meanwhile too: it is kept in `early` (by
+-- id) for the wait that wants it.
+local function settle_submitted(eng, ids, deadline, what, early)
+  early = early or {}
+  local got, left = {}, 0
+  for _, id in pairs(ids) do
+    if early[id] then got[id], early[id] = early[id], nil else left = left + 1 end
+  end
+  while left > 0 and A.now() < deadline do
     for _, r in ipairs(eng:poll(0.05)) do
-      if r.id == id then return r end
+      local wanted = false
+      for _, id in pairs(ids) do if id == r.id then wanted = true end end
+      if wanted and not got[r.id] then got[r.id], left = r, left - 1 else early[r.id] = r end
     end
   end
-  return { ok = false, err = E.new("transport", nil, "the engine did not answer the claim's record in time") }
+  for _, id in pairs(ids) do
+    got[id] = got[id] or { ok = false, err = E.new("transport", nil, "the engine did not answer the " .. what .. " in time") }
+  end
+  return got
 end
 
--- Claims one idle stack for session_key: the rename (one round trip; the engine arbitrates;
--- with credential slots, the sandbox's inspect rides in the same batch, for the placeholders it
--- holds), then the record naming the session, submitted and left in flight while the handle is
--- made (the plan in C and the handle cost no engine call) and the session's policy and
--- credentials, if it has any, are handed over. Returns the handle; nil, nil, true when another claimant won; nil,
--- err on an error (a claimed stack that cannot be handed over is removed).
-function Pool:_claim(eng, idle, session_key, hooks, t)
-  local t0 = A.now()
-  local reqs = { inventory().claim_request(idle.project) }
-  if self.slots then reqs[2] = { "GET", "/containers/" .. idle.project .. "-" .. self.shape.sandbox .. "/json" } end
-  local rs = batch.run(eng, reqs, 30)
-  local r = rs[1]
-  t.claim, t.tries = (t.claim or 0) + (A.now() - t0), (t.tries or 0) + 1
-  if not r.ok then
-    if inventory().claim_lost(r) then return nil, nil, true end
-    return nil, r.err
+-- The placeholders a stack's sandbox holds, put into its plan: from the host's store (idle.placeholders)
+-- or from the sandbox's inspect. true, or nil, err.
+local function adopt_placeholders(plan, idle, inspect)
+  local slots = require "sandstack.docker.pool_slots"
+  if idle.placeholders then
+    local env = {}
+    for k, v in pairs(idle.placeholders) do env[#env + 1] = k .. "=" .. tostring(v) end
+    return slots.adopt_placeholders(plan, { Config = { Env = env } })
   end
-  t0 = A.now()
-  local q = inventory().claim_record_request(idle.project, self.name, session_key)
-  local id = eng:submit(q[1], q[2], q[3], q[4])
+  if not inspect.ok then return nil, inspect.err end
+  return slots.adopt_placeholders(plan, inspect.body)
+end
+
+-- Claims one idle stack for session_key. idle = { project =, port =, placeholders = } (the
+-- placeholders from this host's store, pool_store.lua; else, with credential slots, the
+-- sandbox's inspect rides beside the rename). The rename (the engine arbitrates) is in flight
+-- while the stack is planned in C and its handle made. Two orders:
+--   held (this process holds the stack's lock in the host's store, so no claimant on this host
+--     can hand it over): the session's record is submitted with the rename, and the session's
+--     policy, credentials and model key are handed over while both are in flight. A rename lost
+--     even so (to a process on another host, or to a reap) after the hand-over has begun takes
+--     the stack down: it holds this session's secrets and must serve no other.
+--   otherwise: the hand-over waits for the rename to win, with the record in flight.
+-- Returns the handle; nil, nil, true when another claimant won; nil, err on an error (a claimed
+-- stack that cannot be handed over is removed). `renamed(done)` is called once the rename is
+-- answered (done: won or lost). t: the time of each step (pool.last_acquire).
+function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
+  local t0 = A.now()
+  local q = inventory().claim_request(idle.project)
+  local ids = { rename = eng:submit(q[1], q[2], q[3], q[4]) }
+  if self.slots and not idle.placeholders then
+    ids.inspect = eng:submit("GET", "/containers/" .. idle.project .. "-" .. self.shape.sandbox .. "/json")
+  end
+  local function submit_record()
+    local rq = inventory().claim_record_request(idle.project, self.name, session_key)
+    ids.record = eng:submit(rq[1], rq[2], rq[3], rq[4])
+  end
+  if held then submit_record() end
+  -- curl sends a submitted request on a poll: one now, so the engine works while this process
+  -- plans and hands over; answers that come back meanwhile wait in `early`
+  local answers, early = {}, {}
+  local function kick() for _, r in ipairs(eng:poll(0)) do early[r.id] = r end end
+  kick()
   local plan, err = docker().plan(session_key, self:_plan_opts(idle.project), { token = "x" })
+  kick()
+  t.plan = A.now() - t0
+  t.tries = (t.tries or 0) + 1
+  local function wait(which)
+    local t1 = A.now()
+    local need = {}
+    for _, k in ipairs(which) do if ids[k] and not answers[k] then need[#need + 1] = ids[k] end end
+    if #need > 0 then
+      local got = settle_submitted(eng, need, t1 + 30, "claim", early)
+      for _, k in ipairs(which) do if ids[k] and not answers[k] then answers[k] = got[ids[k]] end end
+    end
+    return A.now() - t1
+  end
+  local function rename_outcome()
+    local r = answers.rename
+    local lost = not r.ok and inventory().claim_lost(r)
+    if renamed then renamed(r.ok or lost) end
+    return r.ok, lost, r.err
+  end
+  if not held then -- the rename's answer first: nothing is handed over before it wins
+    t.claim = (t.claim or 0) + wait { "rename", "inspect" }
+    local won, lost, rerr = rename_outcome()
+    if lost then return nil, nil, true end
+    if not won then return nil, rerr end
+    submit_record()
+    kick()
+  elseif ids.inspect then
+    wait { "inspect" }
+  end
+  local t1 = A.now()
   if plan and self.slots then
-    local ok; ok, err = true, nil
-    if rs[2].ok then ok, err = require("sandstack.docker.pool_slots").adopt_placeholders(plan, rs[2].body)
-    else ok, err = false, rs[2].err end
+    local ok; ok, err = adopt_placeholders(plan, idle, answers.inspect)
     if not ok then plan = nil end
   end
-  t.plan = A.now() - t0
   local stack
   if plan then
     stack, err = require("sandstack.docker.handle").adopt(plan, idle.port, { docker_host = self.stack.docker_host,
       timeout = self.stack.timeout, api_version = eng.api_version, on_event = hooks.on_event or self.on_event,
       req_adapter = hooks.req_adapter })
   end
-  t.handle = A.now() - t0 - t.plan
-  -- the session's egress while the record is in flight: the stack is this claim's already (the
-  -- rename won), and a failure of either removes it below
+  t.handle = A.now() - t1
   if plan and stack then
     local ok; ok, err = kit.hand_over(self, stack, hooks, false, t)
     if not ok then stack:close(); stack = nil end
   end
-  local rec = settle_submitted(eng, id, A.now() + 30)
-  t.record = A.now() - t0
-  if not (plan and stack and rec.ok) then
+  local down = function()
     if stack then stack:close() end
     docker().down(idle.project, { docker_host = self.stack.docker_host, timeout = self.stack.timeout })
+  end
+  if held then
+    t.claim = (t.claim or 0) + wait { "rename" }
+    local won, lost, rerr = rename_outcome()
+    if not won then -- the session's secrets may be in its proxy: the stack serves nobody else
+      wait { "record" }
+      down()
+      emit(self, "pool_claim_conflict", { project = idle.project, session_key = session_key })
+      if lost then return nil, nil, true end
+      return nil, rerr
+    end
+  end
+  t.record = wait { "record" }
+  local rec = answers.record
+  if not (plan and stack and rec.ok) then
+    down()
     return nil, (not rec.ok and rec.err) or err
   end
   stack.pool = self.name
   return stack
+end
+
+-- Claims a stack from this host's store (pool_store.lua): each file claimed by its lock, then by
+-- the engine's rename. Returns the handle and its project; nil when the store has no idle stack
+-- left; nil, err on an error.
+function Pool:_claim_stored(eng, session_key, hooks, t)
+  local store = require "sandstack.docker.pool_store"
+  if require("sandstack.docker.control").choose(eng) ~= "socket" then return nil end
+  while true do
+    local t0 = A.now()
+    local entry = store.take(self.name)
+    t.find = (t.find or 0) + (A.now() - t0)
+    if not entry then return nil end
+    local stack, err, lost = self:_claim(eng, entry, session_key, hooks, t, function(done) store.settle(entry, done) end,
+      true)
+    store.settle(entry, false) -- a claim that ended before the rename's answer
+    if stack then return stack, entry.project end
+    if not lost then return nil, err end
+  end
+end
+
+-- Claims a stack the container list shows idle. On this host its file in the store is claimed
+-- first: one another process here holds is skipped (that process may be handing the stack over
+-- already), one this process takes is claimed as the store's are. Returns as Pool:_claim.
+function Pool:_claim_listed(eng, idle, session_key, hooks, t)
+  local store = require "sandstack.docker.pool_store"
+  local entry, why = store.take_project(self.name, idle.project)
+  if why == "held" then return nil, nil, true end
+  if entry then
+    local stack, err, lost = self:_claim(eng, entry, session_key, hooks, t, function(done) store.settle(entry, done) end,
+      true)
+    store.settle(entry, false)
+    return stack, err, lost
+  end
+  return self:_claim(eng, idle, session_key, hooks, t)
 end
 
 -- Stacks failing their re-check (a ready mark, a service not running or no published port) are
@@ -333,13 +446,15 @@ function Pool:_remove_dead(eng, dead)
   return n
 end
 
--- Hands out an idle stack to session_key in three engine round trips, each one request: the
--- pool's container list (the re-check is in it), the claim (a rename the engine arbitrates), and
--- the session's record (in flight while the handle is made). A stack whose rename another
--- claimant won is skipped for the next. With no healthy idle stack left, those failing their
--- re-check are removed (event pool_dead) and the session starts cold: the normal start, labelled
--- with the pool and claimed at once (event pool_empty). pool.last_acquire holds the time of each
--- step of the last acquire, in seconds.
+-- Hands out an idle stack to session_key. On this host: a stack's file claimed in the store (no
+-- engine call), then the rename and the session's record in flight together while the handle is
+-- made and the session's egress handed over. Else, or when the store has no free stack: the
+-- pool's container list (the re-check is in it), then the claim (a rename the engine
+-- arbitrates) and the record. A stack whose rename another claimant won is skipped for the next.
+-- With no healthy idle stack left, those failing their re-check are removed (event pool_dead)
+-- and the session starts cold: the normal start, labelled with the pool and claimed at once
+-- (event pool_empty). pool.last_acquire holds the time of each step of the last acquire, in
+-- seconds (find: the store; list: the container list, when it was read).
 function Pool:acquire(session_key, overrides)
   local ok, err = check_session_key(session_key)
   if not ok then return nil, err end
@@ -349,11 +464,19 @@ function Pool:acquire(session_key, overrides)
   self.last_acquire = t
   local eng; eng, err = self:_engine()
   if not eng then return nil, err end
+  local stored, project_or_err = self:_claim_stored(eng, session_key, hooks, t)
+  if stored then
+    t.total = A.now() - t.t0
+    emit(self, "pool_acquired", { project = project_or_err, session_key = session_key })
+    return stored
+  end
+  if project_or_err then return nil, project_or_err end -- the store's claim failed: an error, not an empty store
+  local t0 = A.now()
   local view; view, err = self:_survey(eng)
-  t.list = A.now() - t.t0
+  t.list = A.now() - t0
   if not view then return nil, err end
   for _, idle in ipairs(view.idle) do
-    local stack, cerr, lost = self:_claim(eng, idle, session_key, hooks, t)
+    local stack, cerr, lost = self:_claim_listed(eng, idle, session_key, hooks, t)
     if stack then
       t.total = A.now() - t.t0
       emit(self, "pool_acquired", { project = idle.project, session_key = session_key })

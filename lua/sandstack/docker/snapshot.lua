@@ -170,7 +170,7 @@ function M.snapshot(self, opts)
   for _, n in ipairs(L.names(self)) do
     if st[n] and st[n].running and not st[n].paused then froze[#froze + 1] = n end
   end
-  err = failed(batch.run(eng, R("pause", froze), 60))
+  err = failed(L.freeze(eng, froze))
   local now = os.time()
   local labels = { [M.LABEL] = id, ["io.sandstack.snapshot.name"] = opts.name or id,
     ["io.sandstack.snapshot.source"] = self.project, ["io.sandstack.session"] = self.session_key,

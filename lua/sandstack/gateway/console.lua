@@ -86,9 +86,7 @@ local function view(G, sid, e)
   local seen = G.dict:get("seen:" .. sid) or e.created
   local c = G.conf
   local expires = math.min((e.created or 0) + c.max_ttl, seen + c.idle_ttl)
-  local state = e.state
-  if state == "ready" and G.dict:get("paused:" .. sid) then state = "paused" end
-  return { key = e.key, state = state, created = e.created, expires = math.floor(expires),
+  return { key = e.key, state = e.state, created = e.created, expires = math.floor(expires),
     forked = e.record and e.record.fork_snapshot and true or nil }
 end
 
@@ -224,7 +222,7 @@ local function audit_stream(G, sid, key)
   while now() < deadline do
     local e = S.get(G.dict, sid)
     if not e or e.key ~= key then ngx.print("event: gone\ndata: {}\n\n"); ngx.flush(true); return end
-    if e.state == "ready" and not G.dict:get("paused:" .. sid) then
+    if e.state == "ready" then
       local ok, lines = G.run_in(WORKER, "audit", e.record, sent)
       if ok then
         for _, line in ipairs(lines.lines) do ngx.print("event: audit\ndata: ", line, "\n\n") end
@@ -259,20 +257,17 @@ function M.api(G)
   local sid, e = own(G, tenant, key)
   if not sid then return G.fail(404, "not_found", "no such session", { key = key }) end
   if rest == "" and method == "DELETE" then
-    if e.state ~= "ready" and e.state ~= "hibernated" then
+    if e.state ~= "ready" and e.state ~= "hibernated" and e.state ~= "paused" then
       return G.fail(409, "conflict", "session is " .. tostring(e.state), { key = key })
     end
     local ok, err = G.destroy(sid, e, "deleted")
-    G.dict:delete("paused:" .. sid)
     if not ok then return G.fail(G.failure_status(err), err.kind or "gateway", err.message or "destroy failed") end
     return G.reply(200, { key = key, destroyed = true })
   end
-  if rest == "stats" and method == "GET" then
-    if G.dict:get("paused:" .. sid) then return G.reply(200, { key = key, state = "paused" }) end
-    return stats(G, e)
+  if rest == "stats" and method == "GET" then return stats(G, e)
   end
   if rest == "ticket" and method == "POST" then
-    if e.state ~= "ready" or G.dict:get("paused:" .. sid) then
+    if e.state ~= "ready" then
       return G.fail(409, "conflict", "the session is not running: resume or wake it first")
     end
     return ticket(G, sid)
@@ -289,15 +284,7 @@ function M.api(G)
       if e.state ~= "ready" then return G.fail(409, "conflict", "session is " .. tostring(e.state)) end
       return G.create(tenant, nil, e.record, true)
     end
-    -- the table keeps a paused session "ready" (its record does not change): the console
-    -- remembers the pause itself, so that the page can offer Resume
-    local function answer(status, doc)
-      if status == 200 and verb == "pause" then G.dict:safe_set("paused:" .. sid, true, G.conf.max_ttl) end
-      if status == 200 and (verb == "resume" or verb == "hibernate") then G.dict:delete("paused:" .. sid) end
-      if type(doc) == "table" and doc.state == "ready" and G.dict:get("paused:" .. sid) then doc.state = "paused" end
-      return G.reply(status, doc)
-    end
-    return require("sandstack.gateway.lifecycle").handle(G, { reply = answer, fail = G.fail,
+    return require("sandstack.gateway.lifecycle").handle(G, { reply = G.reply, fail = G.fail,
       failure_status = G.failure_status }, sid, e, verb,
       verb == "hibernate" and tonumber(ngx.var.arg_timeout) or verb == "snapshot" and ngx.var.arg_name or nil)
   end

@@ -1,6 +1,6 @@
 -- sandstack.gateway.expiry: sessions do not live forever. A timer in one nginx worker scans the
 -- session table every expiry_interval seconds and destroys (through the thread pool, like every
--- Engine call) each ready session
+-- Engine call) each ready or paused session
 --   - idle for idle_ttl: no proxied request has begun or ended for that long, and none is open
 --     (an SSE stream, a long chunked answer or a WebSocket held open counts as activity for as
 --     long as it is open, however long that is);
@@ -11,7 +11,7 @@ local M = {}
 
 -- why(entry, now, seen, open, conf) -> "idle" | "max_ttl" | nil
 function M.why(entry, now, seen, open, conf)
-  if entry.state ~= "ready" then return nil end
+  if entry.state ~= "ready" and entry.state ~= "paused" then return nil end
   if entry.created and now - entry.created >= conf.max_ttl then return "max_ttl" end
   if (open or 0) > 0 then return nil end
   if now - (seen or entry.created or now) >= conf.idle_ttl then return "idle" end

@@ -7,7 +7,7 @@
 -- goes on to the agent); without one it is the agent's own route, proxied as any other. The
 -- session is looked up in the tenant's own key space, as GET and DELETE do. A hibernated
 -- session is kept in the table with state "hibernated" (its proxied routes answer 503 until a
--- wake). The expiry timer's pass (scan) also runs sandstack.docker.reap{expired = true} over
+-- wake), a paused one with state "paused" (503 until a resume). The expiry timer's pass (scan) also runs sandstack.docker.reap{expired = true} over
 -- this gateway's stacks, and drops or marks the sessions it destroyed or hibernated.
 local S = require "sandstack.gateway.sessions"
 local limits = require "sandstack.gateway.limits"
@@ -20,10 +20,18 @@ local WORKER = "sandstack.gateway.lifecycle_worker"
 -- The verb of a proxied path, or nil.
 function M.verb(path) local v = path:match("^/([a-z]+)/?$"); return v and M.VERBS[v] and v or nil end
 
+-- The table's states each verb accepts (a paused session is "paused" in the table, so GET, the
+-- console and the proxied routes see it), and the state a success leaves.
+local ACCEPTS = { wake = { hibernated = true }, resume = { paused = true, ready = true },
+  set_timeout = { ready = true, paused = true, hibernated = true } }
+local RUNNING = { ready = true, paused = true }
+local LEAVES = { pause = "paused", resume = "ready", hibernate = "hibernated", wake = "ready" }
+
 -- handle(G, h, sid, entry, verb, arg): h = {reply =, fail =, failure_status =}; the answer is sent.
 function M.handle(G, h, sid, entry, verb, arg)
-  local want = verb == "wake" and "hibernated" or "ready"
-  if entry.state ~= want and not (verb == "set_timeout" and entry.state == "hibernated") then
+  local accepts = ACCEPTS[verb] or RUNNING
+  if not accepts[entry.state] then
+    local want = verb == "wake" and "hibernated" or verb == "resume" and "paused" or "running"
     return h.fail(409, "conflict", "session is " .. tostring(entry.state) .. ": " .. verb .. " needs it " .. want,
       { key = entry.key })
   end
@@ -32,9 +40,8 @@ function M.handle(G, h, sid, entry, verb, arg)
     return h.fail(h.failure_status(res), res.kind or "gateway", res.message or (verb .. " failed"), { reason = res.reason })
   end
   entry.record = res.record
-  if verb == "hibernate" then S.keep(G.dict, sid, entry, "hibernated")
-  elseif verb == "wake" then S.ready(G.dict, sid, entry)
-  else S.keep(G.dict, sid, entry, entry.state) end
+  local state = LEAVES[verb] or entry.state
+  if state == "ready" then S.ready(G.dict, sid, entry) else S.keep(G.dict, sid, entry, state) end
   return h.reply(200, { key = entry.key, state = entry.state, snapshot = res.snapshot, expires = res.expires })
 end
 

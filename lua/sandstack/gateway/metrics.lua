@@ -51,7 +51,7 @@ local function family(series)
   return (series:match("^([%w_]+)"):gsub("_bucket$", ""):gsub("_count$", ""):gsub("_sum$", ""))
 end
 
--- render(metrics_dict, states, pool) -> text. states: {starting=, ready=, stopping=};
+-- render(metrics_dict, states, pool) -> text. states: {starting=, ready=, paused=, hibernated=, stopping=};
 -- pool: {ready=, starting=, in_use=, failed=} or nil.
 function M.render(dict, states, pool)
   local lines = {}
@@ -63,7 +63,7 @@ function M.render(dict, states, pool)
     lines[#lines + 1] = "# TYPE " .. name .. " " .. typ
   end
   head("sandstack_gateway_sessions")
-  for _, s in ipairs { "starting", "ready", "stopping" } do
+  for _, s in ipairs { "starting", "ready", "paused", "hibernated", "stopping" } do
     lines[#lines + 1] = ('sandstack_gateway_sessions{state="%s"} %d'):format(s, states[s] or 0)
   end
   if pool then

@@ -2,7 +2,8 @@
 -- Every tenant has its own key space: a session is named by its sid, "<key>.<tenant>" (a key
 -- holds no "."), so two tenants' sessions of one key are two sessions, and nothing a tenant
 -- does with a key ever looks at another tenant's.
---   s:<sid>     JSON {state = "starting"|"ready"|"stopping", tenant, key, digest, created, record}
+--   s:<sid>     JSON {state = "starting"|"ready"|"paused"|"hibernated"|"stopping", tenant, key, digest,
+--               created, record}
 --               digest: SHA-256 of the session secret; the secret itself is never stored
 --   d:<digest>  the sid whose secret has this digest: the proxied routes find a session by the
 --               secret they are given, never by trying the key in other tenants' spaces
@@ -102,9 +103,9 @@ function M.keys(dict)
   return out
 end
 
--- states(dict) -> {starting =, ready =, stopping =}
+-- states(dict) -> {starting =, ready =, paused =, hibernated =, stopping =}
 function M.states(dict)
-  local n = { starting = 0, ready = 0, stopping = 0 }
+  local n = { starting = 0, ready = 0, paused = 0, hibernated = 0, stopping = 0 }
   for _, key in ipairs(M.keys(dict)) do
     local e = M.get(dict, key)
     if e and n[e.state] then n[e.state] = n[e.state] + 1 end
