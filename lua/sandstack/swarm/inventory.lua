@@ -113,8 +113,8 @@ end
 
 -- The sessions on the swarm: { {project =, session_key =, created =, node =, node_id =,
 -- node_state =, services = {name = task state}} }, sorted by project. From the manager only.
--- The options of sandstack.docker's list and reap, less the warm pool's (a swarm has none): one
--- set of names for both backends.
+-- The options of sandstack.docker's list and reap, less its warm pool filters (a swarm pool's
+-- sessions are listed by their claim): one set of names for both backends.
 local function docker_keys(keys)
   local out = {}
   for k in pairs(keys) do if k ~= "pool" and k ~= "idle_only" then out[k] = true end end
