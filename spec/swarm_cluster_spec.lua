@@ -521,6 +521,53 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
       assert.truthy(arrived("/open"))
     end)
 
+    -- The ask hook through the node's engine: a request no rule admits waits in the proxy until
+    -- the host answers; an allow lets it through, a deny reaches the sandbox with its reason.
+    it("holds a request no rule admits until the host answers it (the ask hook, through the node's engine)", function()
+      assert(stack, "no session")
+      local function held(name, url) -- a request from the sandbox, left running; its output in a file
+        assert(stack:exec(("setsid sh -c 'curl -sS -i -m 30 %s >/tmp/%s 2>&1' </dev/null >/dev/null 2>&1 &")
+          :format(url, name), { timeout = 30 }))
+        return function() return assert(stack:exec("cat /tmp/" .. name .. " 2>/dev/null", { timeout = 30 })).stdout end
+      end
+      local function ask_for(host)
+        for _ = 1, 200 do
+          for _, a in ipairs(assert(stack:egress_asks())) do if a.host == host then return a end end
+          core.sleep(0.05)
+        end
+        error("no ask for " .. host)
+      end
+      local function until_has(out, text)
+        for _ = 1, 200 do
+          local t = out()
+          if t:find(text, 1, true) then return t end
+          core.sleep(0.05)
+        end
+        return out()
+      end
+      assert(stack:set_egress { allow = { "model.test" }, ask = true, ask_timeout = 25 })
+      local out = held("asked", "https://gh.test/asked")
+      local a = ask_for("gh.test")
+      assert.same({ "gh.test", 443, "CONNECT" }, { a.host, a.port, a.method })
+      assert.equal("", out()) -- still waiting for the answer
+      assert(stack:answer(a.id, "allow", { remember = "once", by = "spec" }))
+      -- the tunnel's "200 Connection established", then the stand-in's own answer
+      for _ = 1, 200 do
+        if arrived("/asked") then break end
+        core.sleep(0.05)
+      end
+      assert.truthy(arrived("/asked"), "the allowed request did not reach the stand-in: " .. out())
+      local denied = held("denied", "http://gh.test/denied")
+      a = ask_for("gh.test")
+      assert(stack:answer(a.id, "deny", { reason = "not on this node" }))
+      local text = until_has(denied, "not on this node")
+      assert.matches("ask_denied", text, 1, true)
+      assert.matches("not on this node", text, 1, true)
+      assert.is_nil(arrived("/denied"), "a denied request was sent")
+      assert.same({}, assert(stack:egress_asks()))
+      assert(stack:set_egress { allow = { "gh.test", "model.test" } })
+    end)
+
     it("destroys the session, leaving nothing on its node", function()
       assert(stack, "no session")
       local project = stack.project

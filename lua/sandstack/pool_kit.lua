@@ -197,4 +197,34 @@ function M.server_run(self, seconds)
   return self.counts
 end
 
+-- Starts n stacks into a pool (self:_fill_one() each), up to width at once. Returns the number
+-- started, or nil, the first error and that number.
+function M.start_many(self, n, width)
+  if n <= 0 then return 0 end
+  local out, crash = M.run_bounded(width, n, function() return self:_fill_one() end, true)
+  if crash then error(crash, 0) end
+  local started, first_err = 0, nil
+  for i = 1, n do
+    local r = out[i]
+    if r and r.ok then started = started + 1 elseif r then first_err = first_err or r.err end
+  end
+  if first_err then return nil, first_err, started end
+  return started
+end
+
+-- pool:fill{ concurrency = }: starts stacks until `size` are ready or starting (counted across
+-- processes, by self:status()), never more than `max` in the pool (in use included), up to
+-- `concurrency` at once (default: the pool's, 4; at most 16). After the first error no new start
+-- begins; the ones running finish. Returns the number started, or nil, the first error and it.
+local FILL_KEYS = { concurrency = true }
+function M.fill(self, opts)
+  opts = E.check_keys(opts, FILL_KEYS, "pool:fill")
+  local width = opts.concurrency or self.concurrency
+  M.check_width(width, "pool:fill")
+  local st, err = self:status()
+  if not st then return nil, err end
+  local live = st.ready + st.starting + st.in_use
+  return M.start_many(self, math.min(self.size - st.ready - st.starting, self.max - live), width)
+end
+
 return M

@@ -24,7 +24,7 @@ local DEFAULT_CONCURRENCY, MAX_CONCURRENCY = 4, 16
 local MARK_NAMES = { claim = true, ready = true }
 -- what the Swarm pool shares with this one (lua/sandstack/pool_kit.lua)
 local kit = require "sandstack.pool_kit"
-local emit, run_bounded, check_width = kit.emit, kit.run_bounded, kit.check_width
+local emit, check_width = kit.emit, kit.check_width
 local check_session_key, check_overrides = kit.check_session_key, kit.check_overrides
 
 local function docker() return require "sandstack.docker" end
@@ -172,35 +172,8 @@ function Pool:_fill_one()
   return project
 end
 
--- Starts n stacks into the pool, up to width at once. Returns the number started, or nil, the
--- first error and that number.
-function Pool:_start_many(n, width)
-  if n <= 0 then return 0 end
-  local out, crash = run_bounded(width, n, function() return self:_fill_one() end, true)
-  if crash then error(crash, 0) end
-  local started, first_err = 0, nil
-  for i = 1, n do
-    local r = out[i]
-    if r and r.ok then started = started + 1 elseif r then first_err = first_err or r.err end
-  end
-  if first_err then return nil, first_err, started end
-  return started
-end
-
--- Starts stacks until `size` are ready or starting (counted across processes), never more than
--- `max` in the pool (in use included), up to `concurrency` at once (default: the pool's, 4; at
--- most 16). After the first error no new start begins; the ones running finish. Returns the
--- number of stacks started, or nil, the first error and that number.
-local FILL_KEYS = { concurrency = true }
-function Pool:fill(opts)
-  opts = E.check_keys(opts, FILL_KEYS, "pool:fill")
-  local width = opts.concurrency or self.concurrency
-  check_width(width, "pool:fill")
-  local st, err = self:status()
-  if not st then return nil, err end
-  local live = st.ready + st.starting + st.in_use
-  return self:_start_many(math.min(self.size - st.ready - st.starting, self.max - live), width)
-end
+-- Starting stacks into the pool, and pool:fill (pool_kit.lua, shared with the swarm's pool).
+Pool._start_many, Pool.fill = kit.start_many, kit.fill
 
 -- The pool as one container list shows it: the list and the re-check in one answer. The list
 -- carries each container's state, labels, name and published ports, so a stack is idle and

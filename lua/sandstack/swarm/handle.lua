@@ -224,6 +224,20 @@ for _, name in ipairs { "set_egress", "egress", "set_credentials", "set_model_ke
   end
 end
 
+-- The ask hook: the requests the proxy holds and the host's answer, by the same control calls.
+function Stack:egress_asks()
+  check_open(self)
+  return live.asks(self)
+end
+function Stack:answer(id, decision, opts)
+  check_open(self)
+  return live.answer(self, id, decision, opts)
+end
+function Stack:serve(seconds, opts)
+  check_open(self)
+  return require("sandstack.ask_serve").serve(self, seconds, opts)
+end
+
 -- stop, start and restart: typed unsupported (sandstack.session), as what else Swarm cannot do.
 for _, m in ipairs { "stop", "start", "restart" } do
   Stack[m] = session.stub("swarm", m, "a session there is started once and destroyed: a task that "

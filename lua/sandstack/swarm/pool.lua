@@ -170,30 +170,8 @@ function Pool:_fill_one()
   return project
 end
 
-function Pool:_start_many(n, width)
-  if n <= 0 then return 0 end
-  local out, crash = kit.run_bounded(width, n, function() return self:_fill_one() end, true)
-  if crash then error(crash, 0) end
-  local started, first_err = 0, nil
-  for i = 1, n do
-    local r = out[i]
-    if r and r.ok then started = started + 1 elseif r then first_err = first_err or r.err end
-  end
-  if first_err then return nil, first_err, started end
-  return started
-end
-
--- Starts stacks until `size` are ready or starting, never more than `max` in the pool.
-local FILL_KEYS = { concurrency = true }
-function Pool:fill(opts)
-  opts = E.check_keys(opts, FILL_KEYS, "pool:fill")
-  local width = opts.concurrency or self.concurrency
-  kit.check_width(width, "pool:fill")
-  local st, err = self:status()
-  if not st then return nil, err end
-  local live = st.ready + st.starting + st.in_use
-  return self:_start_many(math.min(self.size - st.ready - st.starting, self.max - live), width)
-end
+-- Starting stacks into the pool, and pool:fill (pool_kit.lua, shared with the Docker pool).
+Pool._start_many, Pool.fill = kit.start_many, kit.fill
 
 -- The session's plan for a pooled project (no engine call): names, placeholders' places, the
 -- added proxy; planned again under the session's key, as the Docker pool's claim does.
@@ -328,7 +306,8 @@ Pool.acquire_many = kit.acquire_many
 
 -- Keeping the pool full, as the Docker pool's server: tick() is one pass (the list, the stacks
 -- failing their re-check and the half-made ones replaced, then starts up to target_idle).
--- Egress asks are not served on a swarm (on_ask: unsupported, as a swarm handle's serve).
+-- The server answers no egress asks on a swarm (on_ask: unsupported); a session's handle
+-- answers its own (h:egress_asks, h:answer, h:serve, through the node's engine).
 local SERVE_KEYS = { target_idle = true, max = true, interval = true, concurrency = true, on_ask = true }
 local Server = {}
 Server.__index = Server
