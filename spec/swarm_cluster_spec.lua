@@ -550,13 +550,17 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
       local a = ask_for("gh.test")
       assert.same({ "gh.test", 443, "CONNECT" }, { a.host, a.port, a.method })
       assert.equal("", out()) -- still waiting for the answer
-      assert(stack:answer(a.id, "allow", { remember = "once", by = "spec" }))
+      -- "session": gh.test is inspected (it has a credential), so its requests are judged by
+      -- the policy inside the tunnel too; the remembered answer adds the host to it
+      assert(stack:answer(a.id, "allow", { remember = "session", by = "spec" }))
       -- the tunnel's "200 Connection established", then the stand-in's own answer
       for _ = 1, 200 do
         if arrived("/asked") then break end
         core.sleep(0.05)
       end
       assert.truthy(arrived("/asked"), "the allowed request did not reach the stand-in: " .. out())
+      assert.is_true((stack:egress():admits("gh.test", nil, nil, 443)))
+      assert(stack:set_egress { allow = { "model.test" }, ask = true, ask_timeout = 25 })
       local denied = held("denied", "http://gh.test/denied")
       a = ask_for("gh.test")
       assert(stack:answer(a.id, "deny", { reason = "not on this node" }))
