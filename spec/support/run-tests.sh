@@ -73,8 +73,8 @@ for mode in $modes; do
     count "$log"
     # where a mode's time goes (prove --timer's per-file wall time): the ten slowest files
     echo "=== mode $mode: slowest files"
-    sed -n 's/^\[[0-9:]*\] \(spec\/[^ ]*\) .* \([0-9][0-9]*\) ms .*/\2 \1/p' "$log" | sort -rn | head -10 |
-      awk '{printf "  %6.1f s  %s\n", $1 / 1000, $2}'
+    sed -n 's/^\[[0-9:]*\] \(spec\/[^ ]*\) .* \([0-9][0-9]*\) ms .*/\2 \1/p' "$log" | sort -rn |
+      awk 'NR <= 10 {printf "  %6.1f s  %s\n", $1 / 1000, $2}'
   fi
   if [ -n "$beside_pid" ]; then
     wait "$beside_pid"
