@@ -217,25 +217,15 @@ Stack.credentials = dhandle.Stack.credentials
 -- The egress and the credentials of the running session, changed live through its added proxy
 -- on the node: the same control calls as sandstack.docker's (docker/egress_live.lua), which
 -- reach the proxy's task container through the node's engine.
-for _, name in ipairs { "set_egress", "egress", "set_credentials", "set_model_key" } do
+-- The ask hook too: the requests the proxy holds, the host's answer, and the loop that answers.
+local LIVE = { set_egress = live.set_egress, egress = live.egress, set_credentials = live.set_credentials,
+  set_model_key = live.set_model_key, egress_asks = live.asks, answer = live.answer,
+  serve = function(self, ...) return require("sandstack.ask_serve").serve(self, ...) end }
+for name, call in pairs(LIVE) do
   Stack[name] = function(self, ...)
     check_open(self)
-    return live[name](self, ...)
+    return call(self, ...)
   end
-end
-
--- The ask hook: the requests the proxy holds and the host's answer, by the same control calls.
-function Stack:egress_asks()
-  check_open(self)
-  return live.asks(self)
-end
-function Stack:answer(id, decision, opts)
-  check_open(self)
-  return live.answer(self, id, decision, opts)
-end
-function Stack:serve(seconds, opts)
-  check_open(self)
-  return require("sandstack.ask_serve").serve(self, seconds, opts)
 end
 
 -- stop, start and restart: typed unsupported (sandstack.session), as what else Swarm cannot do.
