@@ -190,7 +190,13 @@ describe("gateway: authentication, limits and proxying #nginx #docker", function
     assert.equal(429, stb)
     assert.matches("gateway session limit", docb.error.message)
     assert.truthy(tonumber(hb["retry-after"]))
-    assert.equal(0, gh.count(PREFIX .. "a3") + gh.count(PREFIX .. "b2"))
+    local left = gh.count(PREFIX .. "a3") + gh.count(PREFIX .. "b2")
+    if left > 0 then -- say what was there (seen once in a loaded CI run, not reproduced)
+      io.stderr:write(require("helpers").sh("docker ps -a --format '{{.Names}} {{.Status}} {{.Label \"io.sandstack.project\"}}'"
+        .. " --filter label=io.sandstack.project"))
+      io.stderr:write(node:error_log():sub(-4000), "\n")
+    end
+    assert.equal(0, left)
   end)
 
   it("caps request bodies (client_max_body_size)", function()

@@ -112,7 +112,10 @@ describe("gateway: a tenant's own key space #nginx #docker", function()
       local path = "/sessions/k1/echo/route-" .. who
       local rst, _, rbody = node:api("GET", path, { secret = secret })
       assert.equal(200, rst, rbody)
-      local port = node:access_log():match('"GET ' .. path:gsub("%-", "%%-") .. '" 200 %d+ upstream=127%.0%.0%.1:(%d+)')
+      -- nginx writes the line in its log phase, after the answer went out: wait for it
+      local port = gh.wait_until(function()
+        return node:access_log():match('"GET ' .. path:gsub("%-", "%%-") .. '" 200 %d+ upstream=127%.0%.0%.1:(%d+)')
+      end, 5)
       local want = who == "alice" and ea.record.port or eb.record.port
       assert.equal(tostring(want), port, who .. ": " .. node:access_log())
     end
