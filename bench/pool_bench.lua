@@ -17,7 +17,7 @@ local run = require("results").begin("pool", {
 package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath -- SANDSTACK_BUILD: another build dir
 local sandstack = require "sandstack"
 local core = require "sandstack.core" -- its monotonic clock and sleep
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 local inventory = require "sandstack.docker.inventory"
 
 local ROUNDS = tonumber(arg[1]) or 12

@@ -4,7 +4,7 @@
 -- as one line; and the pool's stacks recycled between rounds.
 local sandstack = require "sandstack"
 local core = require "sandstack.core"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 local inventory = require "sandstack.docker.inventory"
 
 local M = {}

@@ -18,7 +18,7 @@ package.path = tree .. "/lua/?.lua;" .. tree .. "/lua/?/init.lua;" .. package.pa
 package.cpath = tree .. "/" .. build .. "/?.so;" .. package.cpath
 local sandstack = require "sandstack"
 local core = sandstack.core
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 local http = require "sandstack.docker.http"
 local apply = require "sandstack.docker.apply"
 

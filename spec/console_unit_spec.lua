@@ -29,7 +29,12 @@ describe("console locations", function()
 
   it("is off with console = false, on a swarm, and takes console_root as given", function()
     assert.equal("", console.nginx(assert(conf { console = false })))
-    assert.equal("", console.nginx { backend = "swarm", console = true })
+    local nginx_conf = require "sandstack.gateway.nginx_conf"
+    local paths = { config = "/x/gateway.json", lua_path = ";;", lua_cpath = ";;" }
+    local swarm = assert(conf { backend = "swarm", swarm = { node = "n" },
+      stack = { agent_port = 8080, docker_host = "tcp://manager.test:2376" } })
+    assert.is_nil(nginx_conf.render(swarm, paths):find("location /console/", 1, true)) -- the swarm backend serves none
+    assert.truthy(nginx_conf.render(assert(conf()), paths):find("location /console/", 1, true))
     local c = assert(conf { console_root = "/opt/console" })
     assert.equal("/opt/console", console.root(c))
   end)

@@ -5,7 +5,7 @@
 local sandstack = require "sandstack"
 local docker = sandstack.docker
 local inventory = require "sandstack.docker.inventory"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 local h = require "helpers"
 
 local SUBNETS = "10.213.0.0/16"
@@ -58,7 +58,7 @@ describe("sandstack.docker.pool claims #docker", function()
         local sandstack = require "sandstack"
         local inventory = require "sandstack.docker.inventory"
         local eng = assert(sandstack.engine {})
-        local r = require("sandstack.docker.batch").run(eng, { inventory.claim_request(%q) }, 30)[1]
+        local r = require("sandstack.stack.batch").run(eng, { inventory.claim_request(%q) }, 30)[1]
         print(r.ok and "WON" or ((inventory.claim_lost(r) and "LOST " or "ERROR ") .. tostring(r.status)))
       ]]):format(project))
       local won, lost = 0, 0

@@ -9,7 +9,7 @@
 local sandstack = require "sandstack"
 local core = sandstack.core
 local docker = sandstack.docker
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 local inventory = require "sandstack.docker.inventory"
 local control = require "sandstack.docker.control"
 local h = require "helpers"

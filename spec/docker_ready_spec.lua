@@ -100,6 +100,17 @@ describe("readiness probe against hostile agents", function()
       assert.is_true(dt < 2 + 1.5, ("took %.2fs"):format(dt))
     end)
 
+    it("a service that ends meanwhile ends the wait with the backend's own error (stack/readiness.lua)", function()
+      local readiness = require "sandstack.stack.readiness"
+      local gone, checks = { kind = "exited", service = "db" }, 0
+      local exited = function() checks = checks + 1; return checks >= 2 and gone or nil end
+      local dt, ok, err = timed(readiness.wait_ready, fake_run(10), srv.ports.redirect, exited)
+      assert.is_nil(ok)
+      assert.equal(gone, err)
+      assert.is_true(dt < 3, ("took %.2fs with ready_timeout = 10"):format(dt))
+      assert.has_error(function() readiness.wait_ready(fake_run(1), srv.ports.ok) end)
+    end)
+
     it("a user req_adapter is still used, and each attempt gets at most the time left", function()
       local calls = {}
       local t0 = clock()

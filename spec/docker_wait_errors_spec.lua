@@ -20,7 +20,7 @@ end
 local function key() return "sstest-safety-wait-" .. core.random_hex(3) end
 
 describe("the readiness wait #docker", function()
-  local clock = require("sandstack.docker.run").now
+  local clock = require("sandstack.stack.run").now
 
   it("reports a sandbox that exits at once as exited, within a second of the wait's start", function()
     local at = {}

@@ -415,7 +415,7 @@ end)
 -- Issue 13: container removal in destroy and in rollback against the engine's transient
 -- answers, as real HTTP answers from the scripted fake engine (see its header).
 describe("sandstack.docker container removal against a scripted engine", function()
-  local batch = require "sandstack.docker.batch"
+  local batch = require "sandstack.stack.batch"
   local A = require "sandstack.docker.apply"
   local docker = require "sandstack.docker"
   local dir, sock, pid, eng

@@ -294,6 +294,18 @@ describe("sandstack.swarm start (a scripted swarm)", function()
     assert.equal(made, #sent(sw, "DELETE", "/services/"))
     assert.equal(2, #sent(sw, "DELETE", "/networks/"))
   end)
+
+  it("ends a req_adapter's readiness wait when a task ends meanwhile, by the swarm's task check", function()
+    local sw = scripted.new()
+    local adapter = function() sw.fail = "sandbox"; return { status = 503 } end -- the sandbox's task ends now
+    local t0 = core.engine_clock()
+    local st, err, events = start(sw, { ready_timeout = 20, req_adapter = adapter })
+    assert.is_nil(st)
+    assert.equal("exited", err.kind, tostring(err and err.message))
+    assert.equal("sandbox", err.service)
+    assert.equal("rolled_back", events[#events])
+    assert.is_true(core.engine_clock() - t0 < 5) -- seen at the first exit check, not at ready_timeout
+  end)
 end)
 
 describe("sandstack.swarm list and reap options", function()

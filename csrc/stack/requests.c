@@ -49,7 +49,7 @@ static cJSON *named(cJSON *r, const char *kind, const char *name) {
 
 /* A container goes with its anonymous volumes, forced (a running one is killed first); 404 is
  * done; 409 and 500 (a removal in progress, a mount still busy) are asked again by the executor
- * (docker/batch.lua), whatever the ok list says. */
+ * (stack/batch.lua), whatever the ok list says. */
 static cJSON *remove_container(const char *name) {
   cJSON *r = request("DELETE", "/containers/%s", name);
   return named(accepting(query1(r, "force", "1", "v", "1"), 404, 0), "container", name);

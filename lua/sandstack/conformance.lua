@@ -321,7 +321,7 @@ local function probes(t, eng, stack, opts)
 end
 
 local function leftovers(eng, project)
-  local batch = require "sandstack.docker.batch"
+  local batch = require "sandstack.stack.batch"
   local r = batch.run(eng, batch.list_requests("io.sandstack.project=" .. project), 60)
   local n = 0
   for _, x in ipairs(r) do

@@ -14,7 +14,7 @@
 -- new mark (idle_seen = now); one that finds it unchanged for idle_timeout seconds since
 -- idle_seen acts. So idle is known to the resolution of the passes.
 local core = require "sandstack.core"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 
 local M = {}
 local R = core.session_requests

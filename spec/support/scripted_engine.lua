@@ -1,6 +1,6 @@
 -- Test support: a scripted stand-in for the engine client. A spec writes only
 -- request(method, path, body, opts) -> status, body | nil, err (its script); with(e) gives it the
--- perform() that sandstack.docker.batch calls, answering the batch one request at a time in
+-- perform() that sandstack.stack.batch calls, answering the batch one request at a time in
 -- order and settling each answer as the client's perform does (a status in the request's `ok`
 -- table, or 2xx, is success; any other carries the client's engine error). Test-only: the
 -- library's batch runner knows only the real client.

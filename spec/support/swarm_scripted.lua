@@ -3,7 +3,8 @@
 -- sandstack.engine{} return its clients (cluster.lua opens every client through it) until
 -- uninstall(). Every request and exec is logged in order as {host, method, path, body_json|argv}.
 -- Each task runs at once, on node1, and the agent answers 200: the start's own path, without
--- waits; with opts.fail = "<service>", that service's task fails (exit code 3) instead.
+-- waits; with opts.fail = "<service>", that service's task fails (exit code 3) instead (set
+-- sw.fail the same way to end it later, during the start).
 -- Test-only: the library knows only the real client.
 local core = require "sandstack.core"
 local engine_error = require("sandstack.engine").engine_error
@@ -32,7 +33,8 @@ function M.new(opts)
   end
   local function task(sid)
     local spec = self.services[sid] or {}
-    local failed = opts.fail and spec.Name and spec.Name:sub(-#opts.fail - 1) == "-" .. opts.fail
+    local fail = self.fail or opts.fail -- self.fail: a task that ends later, set while the start runs
+    local failed = fail and spec.Name and spec.Name:sub(-#fail - 1) == "-" .. fail
     return { ID = "t" .. sid, ServiceID = sid, NodeID = NODE, DesiredState = "running", CreatedAt = "1",
       Status = { State = failed and "failed" or "running", Err = failed and "task: non-zero exit (3)" or nil,
         ContainerStatus = { ContainerID = "c" .. sid, ExitCode = failed and 3 or 0 } } }

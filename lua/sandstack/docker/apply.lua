@@ -1,13 +1,13 @@
 -- The executor: applies a plan (csrc/stack, pure data) to an engine. Sends the finished requests
 -- the plan holds (it never edits a body), in parallel where nothing depends on anything, and on
 -- any failure removes exactly what this run created (every object carries the plan's run
--- label). Starting services, health and readiness are docker/readiness.lua's.
+-- label). Starting services and health are docker/services.lua's, readiness stack/readiness.lua's.
 local E = require "sandstack.error"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 
 local A = {}
 
-local run_ctx = require "sandstack.docker.run"
+local run_ctx = require "sandstack.stack.run"
 local core = require "sandstack.core"
 A.now, A.sleep, A.cooperate, A.emit = run_ctx.now, run_ctx.sleep, run_ctx.cooperate, run_ctx.emit
 
@@ -308,9 +308,11 @@ function A.rollback(run)
   return first
 end
 
--- The readiness half, under the executor's name for its callers.
-local readiness = require "sandstack.docker.readiness"
-A.inspect, A.start_services, A.read_port, A.wait_ready =
-  readiness.inspect, readiness.start_services, readiness.read_port, readiness.wait_ready
+-- The services' start (docker/services.lua) and the shared readiness half (stack/readiness.lua),
+-- under the executor's name for its callers; a container that exits ends the readiness wait.
+local readiness = require "sandstack.stack.readiness"
+local services = require "sandstack.docker.services"
+A.inspect, A.start_services, A.read_port = readiness.inspect, services.start_services, readiness.read_port
+function A.wait_ready(run, port) return readiness.wait_ready(run, port, services.exited) end
 
 return A

@@ -6,7 +6,7 @@
 -- and the older marks are removed after it; the newest set wins. It carries the project label,
 -- so the stack's destroy removes it with the rest.
 local core = require "sandstack.core"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 
 local M = {}
 local R = core.session_requests

@@ -5,10 +5,12 @@ local core = require "sandstack.core"
 local E = require "sandstack.error"
 local store = require "sandstack.store"
 local A = require "sandstack.docker.apply"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 local inventory = require "sandstack.docker.inventory"
 local live = require "sandstack.docker.egress_live"
 local session = require "sandstack.session"
+local capture = require "sandstack.stack.capture"
+local files = require "sandstack.docker.handle_files"
 
 local M = {}
 local Stack = {}
@@ -183,55 +185,14 @@ function Stack:status()
   return out
 end
 
--- Copies capture_path out of the sandbox into dir, a directory it makes fresh (0700): the
--- engine's tar is downloaded into dir and unpacked by the C core's safe extractor
--- (csrc/capture), which writes regular files and directories only and reports the rest.
--- Returns true and the list of skipped members ({ name =, type =, reason = }), or nil, err;
--- on failure dir is removed again.
-local CAPTURE_KEYS = { max_bytes = true, max_entries = true, timeout = true }
--- The argument checks of capture (raised at the caller of the capture method); shared with
--- sandstack.swarm's handle.
-function M.capture_args(dir, opts)
-  if type(dir) ~= "string" or dir == "" then error("capture: dir must be a non-empty string", 3) end
-  opts = E.check_keys(opts, CAPTURE_KEYS, "capture")
-  for k, v in pairs(opts) do
-    if type(v) ~= "number" or v < 0 or (k ~= "timeout" and v ~= math.floor(v)) then
-      error("capture: option '" .. k .. "' must be a number >= 0" .. (k ~= "timeout" and " (whole)" or ""), 3)
-    end
-  end
-  return opts
-end
-
+-- Copies capture_path out of the sandbox into dir (stack/capture.lua), from the container's
+-- archive on this engine.
 function Stack:capture(dir, opts)
   check_open(self)
-  opts = M.capture_args(dir, opts)
+  opts = capture.args(dir, opts)
   local path = self.plan.capture_path
   if not path then return E.fail("invalid", "no_capture_path", "this stack has no capture_path") end
-  return M.capture_container(self.eng, self.plan.project .. "-" .. self.plan.sandbox, path, dir, opts)
-end
-
--- The capture itself, from any container on any engine (sandstack.swarm captures from a task
--- container on its node's engine): opts as checked by Stack:capture.
-function M.capture_container(eng, name, path, dir, opts)
-  local max_bytes = opts.max_bytes or 1024 * 1024 * 1024
-  local max_entries = opts.max_entries or 100000
-  local ok, err = core.capture_mkdir(dir)
-  if not ok then return nil, err end
-  -- The archive is bounded too: contents plus, per member, a header, padding and room for a
-  -- pax or long-name header; the extractor's own caps are the exact ones.
-  local tarname = ".sandstack-capture-" .. core.random_hex(8) .. ".tar"
-  ok, err = eng:download("/containers/" .. name .. "/archive", dir .. "/" .. tarname, {
-    query = { path = path }, timeout = opts.timeout,
-    max_bytes = max_bytes + (max_entries + 2) * 8192,
-  })
-  if not ok then
-    core.capture_remove(dir)
-    return nil, err
-  end
-  local report
-  report, err = core.capture_extract(dir, tarname, { max_bytes = max_bytes, max_entries = max_entries })
-  if not report then return nil, err end
-  return true, report.skipped
+  return capture.take(self.eng, files.archive_path(self.plan.project .. "-" .. self.plan.sandbox), path, dir, opts)
 end
 
 -- Removes containers, networks and volumes of this project; calling it again is harmless.

@@ -17,6 +17,7 @@ M.DEFAULT_READ_MAX = 64 * 1024 * 1024          -- h:read's budget
 M.DEFAULT_TRANSFER_MAX = 16 * 1024 * 1024 * 1024 -- h:download's and h:list's archive budget
 
 local function archive_path(container) return "/containers/" .. core.urlencode(container) .. "/archive" end
+M.archive_path = archive_path -- where a container's files are read and written (capture too)
 
 local function check_path(path, what)
   if type(path) ~= "string" or path:sub(1, 1) ~= "/" or path:find("%z") then

@@ -2,7 +2,7 @@
 -- pools (internal to sandstack.docker; the public functions are re-exported there).
 local core = require "sandstack.core"
 local E = require "sandstack.error"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 
 local M = {}
 

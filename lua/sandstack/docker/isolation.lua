@@ -24,8 +24,8 @@
 -- cheap check that guards every start.
 local E = require "sandstack.error"
 local core = require "sandstack.core"
-local batch = require "sandstack.docker.batch"
-local run_ctx = require "sandstack.docker.run"
+local batch = require "sandstack.stack.batch"
+local run_ctx = require "sandstack.stack.run"
 
 local M = {}
 

@@ -5,7 +5,7 @@
 -- (core.session_requests); this file orders them.
 local core = require "sandstack.core"
 local E = require "sandstack.error"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 
 local M = {}
 local R = core.session_requests

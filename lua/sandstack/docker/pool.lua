@@ -13,7 +13,7 @@
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local A = require "sandstack.docker.apply"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 
 local M = {}
 local Pool = {}

@@ -42,7 +42,7 @@ end
 local RECORD = "io.sandstack.record"
 function M.keep_record(stack)
   local core = require "sandstack.core"
-  local batch = require "sandstack.docker.batch"
+  local batch = require "sandstack.stack.batch"
   local r = batch.run(stack.eng, core.session_requests("create_volume", { stack.project .. "-record" }, { labels = {
     ["io.sandstack.project"] = stack.project, ["io.sandstack.session"] = stack.session_key,
     ["io.sandstack.role"] = "record", [RECORD] = core.json_encode(stack:record()) } }), 60)[1]
@@ -55,7 +55,7 @@ end
 function M.open(reconnect, project, opts)
   if type(project) ~= "string" then error("sandstack.docker.open: project must be a string", 3) end
   local core = require "sandstack.core"
-  local batch = require "sandstack.docker.batch"
+  local batch = require "sandstack.stack.batch"
   local eng, err = require("sandstack").engine { host = opts and opts.docker_host, timeout = opts and opts.timeout }
   if not eng then return nil, err end
   local r = batch.run(eng, core.session_requests("list_volumes", nil, { label = "io.sandstack.project=" .. project }), 60)[1]

@@ -11,7 +11,7 @@
 -- image (`cp -a`, as root, with no network), so the sandbox's image needs a `cp` on its PATH.
 local core = require "sandstack.core"
 local E = require "sandstack.error"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 local store = require "sandstack.store"
 local L = require "sandstack.docker.lifecycle"
 

@@ -52,9 +52,10 @@ function M.root(c)
   return nil
 end
 
--- nginx(c) -> the console's locations for nginx.conf ("" when it is off or has no files).
+-- nginx(c) -> the console's locations for nginx.conf ("" when it is off or has no files); only
+-- a backend that serves the console asks (gateway/nginx_conf.lua).
 function M.nginx(c)
-  if c.console == false or c.backend == "swarm" then return "" end
+  if c.console == false then return "" end
   local root = M.root(c)
   if not root then return "" end
   local add = {}

@@ -139,11 +139,11 @@ local SWARM_ROUTES = [[
 ]]
 
 -- Proxy settings of both proxied locations. The session secret is the gateway's business:
--- stripped here (an empty value drops the header), so the agent sees the client's own
--- Authorization and nothing else of ours but the session key.
+-- its headers are the backend's (BACKENDS: an empty value drops the header), so the agent sees
+-- the client's own Authorization and nothing else of ours but the session key.
 local PROXY = [[
       proxy_http_version 1.1;
-      proxy_set_header X-Sandstack-Session-Secret "";
+{{secret_headers}}
       proxy_set_header X-Sandstack-Session $sandstack_key;
       proxy_set_header Upgrade $http_upgrade;
       proxy_set_header Connection $sandstack_connection;
@@ -153,6 +153,17 @@ local PROXY = [[
       proxy_connect_timeout {{proxy_connect_timeout}}s;
       proxy_read_timeout {{proxy_read_timeout}}s;
       proxy_send_timeout {{proxy_send_timeout}}s;]]
+
+-- What the rendered file takes from the backend, picked once: its proxied routes, the secret
+-- headers of PROXY (docker: stripped; swarm: the variables the route sets, "" for this node's
+-- own forwarder, so the secret goes on only to the next gateway) and whether the console is served.
+local BACKENDS = {
+  docker = { routes = DOCKER_ROUTES, console = true,
+    secret_headers = '      proxy_set_header X-Sandstack-Session-Secret "";' },
+  swarm = { routes = SWARM_ROUTES, console = false,
+    secret_headers = "      proxy_set_header X-Sandstack-Session-Secret $sandstack_fwd_secret;\n"
+      .. "      proxy_set_header X-Sandstack-Forwarded $sandstack_forwarded;" },
+}
 
 local function fill(template, values)
   return (template:gsub("{{([%w_]+)}}", function(name)
@@ -174,15 +185,11 @@ function M.render(c, paths)
   v.extra_http = extra.http or ""
   v.extra_server = extra.server or ""
   v.extra_metrics = extra.metrics or ""
-  local proxy = PROXY
-  if c.backend == "swarm" then
-    proxy = proxy:gsub('proxy_set_header X%-Sandstack%-Session%-Secret "";',
-      "proxy_set_header X-Sandstack-Session-Secret $sandstack_fwd_secret;\n"
-      .. "      proxy_set_header X-Sandstack-Forwarded $sandstack_forwarded;")
-  end
-  v.proxy = fill(proxy, v)
-  v.session_routes = fill(c.backend == "swarm" and SWARM_ROUTES or DOCKER_ROUTES, v)
-  v.console_routes = require("sandstack.gateway.console").nginx(c)
+  local b = assert(BACKENDS[c.backend], "nginx_conf: unknown backend")
+  v.secret_headers = b.secret_headers
+  v.proxy = fill(PROXY, v)
+  v.session_routes = fill(b.routes, v)
+  v.console_routes = b.console and require("sandstack.gateway.console").nginx(c) or ""
   return fill(TEMPLATE, v)
 end
 

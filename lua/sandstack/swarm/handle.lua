@@ -10,6 +10,8 @@ local inventory = require "sandstack.swarm.inventory"
 local session = require "sandstack.session"
 local dexec = require "sandstack.docker.handle_exec"
 local live = require "sandstack.docker.egress_live"
+local files = require "sandstack.docker.handle_files"
+local capture = require "sandstack.stack.capture"
 
 local M = {}
 local Stack = {}
@@ -182,16 +184,15 @@ function Stack:status()
   return out
 end
 
--- Copies capture_path out of the sandbox's task container on the node (docker/handle.lua's safe
--- extractor: regular files and directories only).
+-- Copies capture_path out of the sandbox's task container on the node (stack/capture.lua).
 function Stack:capture(dir, opts)
   check_open(self)
-  opts = dhandle.capture_args(dir, opts)
+  opts = capture.args(dir, opts)
   local path = self.plan.capture_path
   if not path then return E.fail("invalid", "no_capture_path", "this stack has no capture_path") end
   local id, err = self:container(self.plan.sandbox)
   if not id then return nil, err end
-  return dhandle.capture_container(self.node_eng, id, path, dir, opts)
+  return capture.take(self.node_eng, files.archive_path(id), path, dir, opts)
 end
 
 -- Removes the session: its services and overlays on the manager, and what its node holds (when

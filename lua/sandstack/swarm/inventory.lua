@@ -3,9 +3,9 @@
 -- sessions' task containers, forwarders, publish networks and volumes. All carry the stack's
 -- labels (io.sandstack.project, .session, .created, .run): no state of sandstack's own.
 local E = require "sandstack.error"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 local cluster = require "sandstack.swarm.cluster"
-local run_ctx = require "sandstack.docker.run"
+local run_ctx = require "sandstack.stack.run"
 
 local M = {}
 

@@ -13,10 +13,10 @@
 -- Snapshots, forks and changes are typed unsupported.
 local core = require "sandstack.core"
 local E = require "sandstack.error"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 local session = require "sandstack.session"
 local cluster = require "sandstack.swarm.cluster"
-local run_ctx = require "sandstack.docker.run"
+local run_ctx = require "sandstack.stack.run"
 
 local M = {}
 local R = core.session_requests

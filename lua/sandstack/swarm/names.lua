@@ -9,7 +9,7 @@
 -- waits overlaps the rest of the start: one task list on the manager per round.
 local E = require "sandstack.error"
 local cluster = require "sandstack.swarm.cluster"
-local run_ctx = require "sandstack.docker.run"
+local run_ctx = require "sandstack.stack.run"
 
 local M = {}
 local now, pause, emit = run_ctx.now, run_ctx.pause, run_ctx.emit

@@ -9,7 +9,7 @@
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local A = require "sandstack.docker.apply"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 local kit = require "sandstack.pool_kit"
 local slots = require "sandstack.docker.pool_slots"
 local session = require "sandstack.session"

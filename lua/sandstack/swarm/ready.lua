@@ -11,7 +11,7 @@
 -- transfer after them, so an agent that drips or sends without end holds the probe for at most
 -- READ_STATUS inactivity timeouts.
 local E = require "sandstack.error"
-local run_ctx = require "sandstack.docker.run"
+local run_ctx = require "sandstack.stack.run"
 
 local M = {}
 local now, pause, emit = run_ctx.now, run_ctx.pause, run_ctx.emit

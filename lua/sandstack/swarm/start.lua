@@ -16,9 +16,9 @@
 --   5. readiness through the forwarder (swarm/ready.lua).
 -- Any failure removes what this run made (by its run label, on the manager and the node).
 local E = require "sandstack.error"
-local batch = require "sandstack.docker.batch"
-local run_ctx = require "sandstack.docker.run"
-local readiness = require "sandstack.docker.readiness"
+local batch = require "sandstack.stack.batch"
+local run_ctx = require "sandstack.stack.run"
+local readiness = require "sandstack.stack.readiness"
 local spec = require "sandstack.swarm.spec"
 local steps = require "sandstack.stack.steps"
 local cluster = require "sandstack.swarm.cluster"
@@ -365,7 +365,7 @@ function M.start(session_key, opts, pool)
     function()
       if run.req_adapter then -- the caller's own HTTP client: it must run where the node's loopback is
         return readiness.wait_ready({ eng = run.node_eng, plan = plan, t0 = run.t0, on_event = run.on_event,
-          req_adapter = run.req_adapter }, run.port)
+          req_adapter = run.req_adapter }, run.port, function() return select(2, tasks_alive(run)) end)
       end
       run.forwarder_container = shape.forwarder.name
       run.check_tasks = function() return tasks_alive(run) end

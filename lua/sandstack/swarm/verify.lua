@@ -10,7 +10,7 @@
 -- again. The refusal: { kind = "engine", reason = "isolation_unsupported", node =, missing = }.
 local E = require "sandstack.error"
 local isolation = require "sandstack.docker.isolation"
-local batch = require "sandstack.docker.batch"
+local batch = require "sandstack.stack.batch"
 
 local M = {}
 
@@ -79,7 +79,7 @@ function M.check(run, probe)
   end
   cleanup()
   verified[key] = true
-  require("sandstack.docker.run").emit(run, "node_verified", nil, { node = run.node.hostname,
+  require("sandstack.stack.run").emit(run, "node_verified", nil, { node = run.node.hostname,
     route = want_route, no_new_privileges = want_nnp and "node" or "service" })
   return true
 end

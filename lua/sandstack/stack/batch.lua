@@ -1,5 +1,6 @@
--- Independent Engine calls in parallel: one batch, every request submitted before any is waited
--- for. Starting a stack should cost its critical path, not the sum of its calls.
+-- Independent Engine calls in parallel, for both backends (the host's engine, a swarm's manager
+-- and nodes): one batch, every request submitted before any is waited for. Starting a stack
+-- should cost its critical path, not the sum of its calls.
 local E = require "sandstack.error"
 
 local M = {}

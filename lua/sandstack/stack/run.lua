@@ -1,4 +1,4 @@
--- The context a start runs in (internal to sandstack.docker): the core's monotonic clock and
+-- The context a start runs in, for both backends' executors: the core's monotonic clock and
 -- sleep, the hook calls, and the cooperative waits of a warm pool's fill.
 local core = require "sandstack.core"
 

@@ -1,0 +1,50 @@
+-- capture: copies a directory out of the sandbox into a fresh host directory (0700), for both
+-- backends' handles. The archive is downloaded into dir, bounded, and unpacked by the C core's
+-- safe extractor (csrc/capture), which writes regular files and directories only and reports
+-- the rest. Where the archive comes from is the backend's: the container's archive endpoint on
+-- the engine that runs it (the host's, or a swarm node's).
+local core = require "sandstack.core"
+local E = require "sandstack.error"
+
+local M = {}
+
+local KEYS = { max_bytes = true, max_entries = true, timeout = true }
+
+-- The argument checks (raised at the caller of the capture method).
+function M.args(dir, opts)
+  if type(dir) ~= "string" or dir == "" then error("capture: dir must be a non-empty string", 3) end
+  opts = E.check_keys(opts, KEYS, "capture")
+  for k, v in pairs(opts) do
+    if type(v) ~= "number" or v < 0 or (k ~= "timeout" and v ~= math.floor(v)) then
+      error("capture: option '" .. k .. "' must be a number >= 0" .. (k ~= "timeout" and " (whole)" or ""), 3)
+    end
+  end
+  return opts
+end
+
+-- The capture itself: eng's download of archive (the backend's endpoint) for path, opts as
+-- checked by M.args. Returns true and the list of skipped members ({ name =, type =, reason = }),
+-- or nil, err; on failure dir is removed again.
+function M.take(eng, archive, path, dir, opts)
+  local max_bytes = opts.max_bytes or 1024 * 1024 * 1024
+  local max_entries = opts.max_entries or 100000
+  local ok, err = core.capture_mkdir(dir)
+  if not ok then return nil, err end
+  -- The archive is bounded too: contents plus, per member, a header, padding and room for a
+  -- pax or long-name header; the extractor's own caps are the exact ones.
+  local tarname = ".sandstack-capture-" .. core.random_hex(8) .. ".tar"
+  ok, err = eng:download(archive, dir .. "/" .. tarname, {
+    query = { path = path }, timeout = opts.timeout,
+    max_bytes = max_bytes + (max_entries + 2) * 8192,
+  })
+  if not ok then
+    core.capture_remove(dir)
+    return nil, err
+  end
+  local report
+  report, err = core.capture_extract(dir, tarname, { max_bytes = max_bytes, max_entries = max_entries })
+  if not report then return nil, err end
+  return true, report.skipped
+end
+
+return M
