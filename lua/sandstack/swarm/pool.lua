@@ -339,7 +339,7 @@ end
 function Pool:_answer_asks(mgr, view, on_ask)
   local handle = require "sandstack.swarm.handle"
   local nodes, views = {}, {}
-  local n = kit.answer_asks(view.in_use, function(project)
+  local ok, n = pcall(kit.answer_asks, view.in_use, function(project)
     if self._proxy == nil then
       local plan = self:_session_plan(self.placeholder, project)
       self._proxy = plan and type(plan.proxy) == "table" and plan.proxy.added and { added = true,
@@ -361,6 +361,7 @@ function Pool:_answer_asks(mgr, view, on_ask)
   end, on_ask)
   for _, h in ipairs(views) do h.mgr, h.node_eng = nil, nil end -- the clients are not the view's
   for _, w in pairs(nodes) do if w then w.eng:close() end end
+  if not ok then error(n, 0) end
   return n
 end
 
