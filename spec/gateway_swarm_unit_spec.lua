@@ -1,5 +1,6 @@
 -- The gateway's swarm backend without a cluster (every mode): the configuration it accepts and
--- refuses, and the nginx.conf it renders (docs/gateway.md "On a swarm"). The backend on a real
+-- refuses, the nginx.conf it renders (docs/gateway.md "On a swarm"), and worker 0's expiry timer
+-- against a scripted swarm (spec/support/swarm_scripted.lua). The backend on a real
 -- swarm, through real gateways and the front: spec/swarm_cluster_spec.lua.
 local core = require "sandstack.core"
 local config = require "sandstack.gateway.config"
