@@ -1,5 +1,6 @@
 -- The gateway's swarm backend without a cluster (every mode): the configuration it accepts and
--- refuses, and the nginx.conf it renders (docs/gateway.md "On a swarm"). The backend on a real
+-- refuses, the nginx.conf it renders (docs/gateway.md "On a swarm"), and worker 0's expiry timer
+-- against a scripted swarm (spec/support/swarm_scripted.lua). The backend on a real
 -- swarm, through real gateways and the front: spec/swarm_cluster_spec.lua.
 local core = require "sandstack.core"
 local config = require "sandstack.gateway.config"
@@ -69,5 +70,50 @@ describe("gateway backend swarm: nginx.conf", function()
     -- the docker backend's routes are as they were
     assert.truthy(docker:find("proxy_pass http://127.0.0.1:$sandstack_port$sandstack_uri;", 1, true))
     assert.is_nil(docker:find("@sandstack_forward", 1, true))
+  end)
+end)
+
+describe("gateway backend swarm: the expiry timer (a scripted swarm)", function()
+  local swarm_scripted = require "spec.support.swarm_scripted"
+  local X = require "sandstack.expiry"
+  local dict = require "spec.support.shared_dict"
+
+  it("runs sandstack.swarm.reap{expired = true} over its prefix every expiry_interval, and forgets what it destroyed", function()
+    local timers = {}
+    local saved = _G.ngx
+    _G.ngx = { ERR = 1, NOTICE = 2, log = function() end, now = os.time, update_time = function() end,
+      timer = { every = function(t, fn) timers[#timers + 1] = { every = t, fn = fn }; return true end } }
+    local sw = swarm_scripted.new()
+    local undo = swarm_scripted.install(sw)
+    local ok, err = pcall(function()
+      local c = assert(config.check(base { backend = "swarm", swarm = { node = "n1" }, expiry_interval = 3 }))
+      local due = X.labels({ expires = os.time() - 5, on_expiry = "destroy" }, os.time() - 10)
+      for _, p in ipairs { c.project_prefix .. "k1-0a1b2c3d", "someone-else" } do
+        local l = { ["io.sandstack.project"] = p, ["io.sandstack.service"] = "sandbox" }
+        for k, v in pairs(due) do l[k] = v end
+        sw.services["svc-" .. p] = { Name = p .. "-sandbox", Labels = l }
+      end
+      local G = { conf = c, dict = dict(), metrics = dict(), backend = require "sandstack.gateway.swarm",
+        run_in = function(module, fn, ...) return require(module)[fn](...) end }
+      -- what this gateway cached of the session: its entry by the secret's digest, and its port
+      G.dict:set("c:d1", core.json_encode { project = c.project_prefix .. "k1-0a1b2c3d", key = "k1", port = 41234 })
+      G.dict:set("p:41234", "d1")
+      G.dict:set("c:d2", core.json_encode { project = c.project_prefix .. "k2-0a1b2c3d", key = "k2" })
+      G.backend.start_worker(G)
+      assert.equal(1, #timers)
+      assert.equal(3, timers[1].every)
+      timers[1].fn(false)
+      local left = {}
+      for _, spec in pairs(sw.services) do left[#left + 1] = spec.Labels["io.sandstack.project"] end
+      assert.same({ "someone-else" }, left) -- its own prefix only
+      assert.is_nil(G.dict:get("c:d1"))
+      assert.is_nil(G.dict:get("p:41234"))
+      assert.is_string(G.dict:get("c:d2"))
+      assert.equal(1, G.metrics:get('sandstack_gateway_destroyed_total{reason="ttl"}'))
+      assert.is_nil(G.dict:get("lock:expiry")) -- the pass's lock is let go
+    end)
+    undo()
+    _G.ngx = saved
+    assert(ok, err)
   end)
 end)

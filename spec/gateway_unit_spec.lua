@@ -9,17 +9,7 @@ local expiry = require "sandstack.gateway.expiry"
 local metrics = require "sandstack.gateway.metrics"
 local nginx_conf = require "sandstack.gateway.nginx_conf"
 
-local function dict()
-  local d = { t = {} }
-  function d:get(k) return self.t[k] end
-  function d:set(k, v) self.t[k] = v; return true end
-  function d:safe_set(k, v) self.t[k] = v; return true end
-  function d:safe_add(k, v) if self.t[k] ~= nil then return nil, "exists" end self.t[k] = v; return true end
-  function d:delete(k) self.t[k] = nil end
-  function d:incr(k, by, init) self.t[k] = (self.t[k] or init) + by; return self.t[k] end
-  function d:get_keys() local out = {} for k in pairs(self.t) do out[#out + 1] = k end return out end
-  return d
-end
+local dict = require "spec.support.shared_dict"
 
 local TOKEN = "tok-" .. core.random_hex(8)
 local function base(extra)

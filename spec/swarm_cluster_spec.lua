@@ -1220,6 +1220,124 @@ s:close()
     end)
   end)
 
+  -- Expiry with no process of the user's alive: the gateways' own timer acts on a session's ttl
+  -- (no reap from this process); and a swarm pool's server answers the asks of its claimed
+  -- session, through the node's engine, from the sandbox's own request to its answer.
+  describe("the gateways' expiry timer and a pool's asks on a swarm", function()
+    local CLIENT = "sandstack-test/client:local" -- on node 3 (the pool's describe loaded it)
+    local NODE = 3
+    local pool, s
+
+    it("expires a gateway session by the gateways' timer, and the gateways answer 404 for it", function()
+      local token = core.random_hex(16)
+      local prefix = PROJECT_PREFIX .. "gx-"
+      local g = GW.start(W, mgr, { project_prefix = prefix, expiry_interval = 1,
+        tenants = { { name = "alice", token_sha256 = core.sha256_hex(token), max_sessions = 2 } },
+        stack = { docker_host = cluster.manager, agent_port = 8080, cpus = 0.1, memory = "64m", ready_timeout = 90,
+          timeout = 90, services = { { name = "sandbox", image = AGENT, command = { "agent" } } } } })
+      local key = KEYP .. "ttl"
+      local function at(method, path, o) return GW.curl(g.front.url .. path, method, o) end
+      local st, doc, body = at("POST", "/sessions/" .. key, { token = token, timeout = 300 })
+      assert.equal(201, st, body)
+      local secret = doc.secret
+      local project
+      for _, x in ipairs(assert(mgr:call("GET", "/services", nil,
+        { query = { filters = { label = { "io.sandstack.gateway.session=" .. key } } } }))) do
+        if x.Spec.Labels["io.sandstack.project"]:sub(1, #prefix) == prefix then project = x.Spec.Labels["io.sandstack.project"] end
+      end
+      assert.truthy(project, "the manager has no gateway labels for " .. key)
+      for _ = 1, 3 do -- each gateway in turn: each caches the session's entry
+        st, _, body = at("GET", "/sessions/" .. key .. "/echo/hi", { secret = secret, timeout = 60 })
+        assert.equal(200, st, body)
+      end
+      local t0 = core.engine_clock()
+      st, _, body = at("PATCH", "/sessions/" .. key, { token = token, secret = secret, data = '{"ttl": 2}', timeout = 60 })
+      assert.equal(200, st, body)
+      local gone
+      for _ = 1, 300 do
+        st = at("GET", "/sessions/" .. key, { token = token, secret = secret, timeout = 30 })
+        if st == 404 then gone = core.engine_clock() - t0; break end
+        core.sleep(0.2)
+      end
+      assert.truthy(gone, "the session was not expired by the gateways' timer (last answer " .. tostring(st) .. ")")
+      diag(("a gateway session's ttl of 2 s acted on by the gateways' timer (interval 1 s) %.1f s after the PATCH"):format(gone))
+      for _ = 1, 3 do -- every gateway: 404, the cached entries dropped or looked up again
+        local st2, doc2, b2 = at("GET", "/sessions/" .. key .. "/echo/hi", { secret = secret, timeout = 60 })
+        assert.equal(404, st2, b2)
+        assert.equal("not_found", doc2.error.kind)
+      end
+      -- counted by the gateway that acted, once its pass ended (the services go first, so the
+      -- 404 above may come before the node objects and overlays are removed)
+      local destroyed = 0
+      for _ = 1, 300 do
+        destroyed = 0
+        for i = 1, 3 do
+          destroyed = destroyed + tonumber(W.in_node(i, "curl -s -m 5 http://127.0.0.1:9145/metrics")
+            :match('sandstack_gateway_destroyed_total{reason="ttl"} (%d+)') or 0)
+        end
+        if destroyed > 0 then break end
+        core.sleep(0.2)
+      end
+      assert.equal(1, destroyed, "the gateways' count of sessions destroyed by their ttl")
+      assert.same({}, assert(mgr:call("GET", "/services", nil, { query = { filters = { label = { "io.sandstack.project=" .. project } } } })))
+      for i = 1, 3 do assert.is_nil(W.node_projects(i).any[project], "node " .. i) end
+      GW.stop()
+      assert.same({}, GW.leftovers())
+    end)
+
+    it("answers an ask of a claimed session by pool:serve{on_ask}, through the node's engine", function()
+      local n = cluster.nodes[NODE]
+      pool = assert(swarm.pool { name = "swa" .. core.random_hex(2):lower(), size = 1, stack = {
+        docker_host = cluster.manager, agent_port = 8080, cpus = 0.1, memory = "64m", ready_timeout = 90,
+        constraints = { "node.hostname==" .. n.name },
+        services = { { name = "sandbox", image = CLIENT, command = "exec agent" } },
+        egress_policy = { allow = {}, ask = true, ask_timeout = 30 } } })
+      assert.equal(1, assert(pool:fill()))
+      s = assert(pool:acquire(KEYP .. "asked"))
+      assert(s:exec("setsid sh -c 'curl -sS -i -m 40 http://asked.test/x >/tmp/asked 2>&1' </dev/null >/dev/null 2>&1 &",
+        { timeout = 30 }))
+      local seen = {}
+      local server = assert(pool:serve { target_idle = 0, interval = 0.5, on_ask = function(a)
+        seen[#seen + 1] = a
+        return "deny", { reason = "the pool says no" }
+      end })
+      local answered, ticks, spent = 0, 0, 0
+      for _ = 1, 60 do
+        local t0 = core.engine_clock()
+        local st = assert(server:tick())
+        spent, ticks = spent + core.engine_clock() - t0, ticks + 1
+        answered = answered + st.answered
+        if answered > 0 then break end
+        core.sleep(0.5)
+      end
+      assert.equal(1, answered)
+      assert.same({ s.project, "asked.test" }, { seen[1].project, seen[1].host })
+      diag(("a swarm pool's server tick with one claimed session and its asks: %.2f s mean over %d ticks"):format(
+        spent / ticks, ticks))
+      local text = ""
+      for _ = 1, 100 do
+        text = assert(s:exec("cat /tmp/asked 2>/dev/null", { timeout = 30 })).stdout
+        if text:find("the pool says no", 1, true) then break end
+        core.sleep(0.1)
+      end
+      assert.matches("ask_denied", text, 1, true)
+      assert.matches("the pool says no", text, 1, true)
+      local project = s.project
+      assert(s:destroy())
+      s:close()
+      s = nil
+      assert(pool:close())
+      pool = nil
+      assert.is_nil(W.node_projects(NODE).any[project])
+    end)
+
+    teardown(function()
+      GW.stop()
+      if s then s:destroy(); s:close() end
+      if pool then pool:close() end
+    end)
+  end)
+
   it("leaves nothing on the host", function()
     local t0 = core.engine_clock()
     mgr:close()

@@ -209,6 +209,6 @@ describe("a swarm session's expiry and hibernation (scripted manager)", function
     assert.has_error(function() swarm.start("k", { ttl = 0 }) end)
     assert.has_error(function() swarm.start("k", { idle_timeout = "5m" }) end)
     assert.has_error(function() swarm.start("k", { ttl = 5, on_expiry = "stop" }) end)
-    assert.has_error(function() swarm.reap { expired = true, pool = "x" } end)
+    assert.has_error(function() swarm.reap { expired = true, older_than = 5 } end)
   end)
 end)

@@ -156,13 +156,76 @@ describe("sandstack.swarm.pool checks, before any engine", function()
     assert.equal("invalid_policy", err.reason)
   end)
 
-  it("answers unsupported for the egress asks its server cannot serve on a swarm", function()
+  it("checks its server's options as the Docker pool's", function()
     local p = assert(pool())
-    local server, err = p:serve { on_ask = function() end }
-    assert.is_nil(server)
-    assert.equal("unsupported", err.kind)
-    assert.equal("swarm", err.backend)
     assert.is_table(p:serve { target_idle = 1 })
     assert.has_error(function() p:serve { target_idle = 2, max = 1 } end)
+    assert.has_error(function() p:serve { on_ask = "allow" } end)
+  end)
+end)
+
+describe("sandstack.swarm.pool's server (a scripted swarm)", function()
+  local swarm_scripted = require "spec.support.swarm_scripted"
+  local core = sandstack.core
+  local X = require "sandstack.expiry"
+  local answered = {}
+  -- the proxy's control commands, by exec on the node: one ask pending until answered
+  local function control(_, argv, o)
+    if argv[2] ~= "--control" then return nil end
+    local verb = argv[3]
+    local out = { ok = true }
+    if verb == "egress-asks" then
+      out.asks = #answered == 0 and { { id = 7, host = "ask.test", port = 443, method = "CONNECT", service = "https",
+        at = 1 } } or {}
+    elseif verb == "egress-answer" then
+      answered[#answered + 1] = core.json_decode(o.env.SANDSTACK_CONTROL_PAYLOAD)
+      out.id, out.decision = 7, answered[#answered].decision
+    end
+    return { exit_code = 0, stdout = core.json_encode(out) .. "\n", stderr = "" }
+  end
+  local stack = { docker_host = "tcp://manager.scripted:2376", agent_port = 8080,
+    services = { { name = "sandbox", image = "x/agent", command = { "agent" } } }, egress_policy = { allow = {}, ask = true } }
+
+  it("answers the asks of its sessions in use through their nodes, and acts on their expiry", function()
+    local sw = swarm_scripted.new { exec = control }
+    local undo = swarm_scripted.install(sw)
+    local ok, err = pcall(function()
+      local p = assert(sandstack.swarm.pool { name = "swp", size = 1, stack = stack })
+      assert.equal(1, assert(p:fill()))
+      local s = assert(p:acquire("k1"))
+      local seen = {}
+      local server = assert(p:serve { target_idle = 0, on_ask = function(a)
+        seen[#seen + 1] = a
+        return "deny", { reason = "not for agents" }
+      end })
+      local st = assert(server:tick())
+      assert.equal(1, st.answered)
+      assert.equal(0, st.expired)
+      assert.equal(1, #seen)
+      assert.equal(s.project, seen[1].project) -- which session asks
+      assert.equal("ask.test", seen[1].host)
+      assert.same({ "deny", 7, "not for agents", "on_ask" }, { answered[1].decision, answered[1].id, answered[1].reason,
+        answered[1].by })
+      local on_node = 0
+      for _, l in ipairs(sw.log) do
+        if l.exec and l.host == "tcp://n1.scripted:2376" and l.argv[3] == "egress-asks" then on_node = on_node + 1 end
+      end
+      assert.equal(1, on_node)
+      assert.is_table(p.mgr) -- the pool's client stays open after the views of the pass
+      -- its ttl passed: the next tick removes the session's services (its marks with them)
+      for _, spec in pairs(sw.services) do
+        local l = spec.Labels or {}
+        if l["io.sandstack.project"] == s.project and l["io.sandstack.service"] == "sandbox" then
+          for k, v in pairs(X.labels({ expires = os.time() - 5, on_expiry = "destroy" }, os.time() - 10)) do l[k] = v end
+        end
+      end
+      st = assert(server:tick())
+      assert.equal(1, st.expired)
+      assert.equal(0, st.claimed)
+      for _, spec in pairs(sw.services) do assert.not_equal(s.project, (spec.Labels or {})["io.sandstack.project"]) end
+      s.mgr, s.node_eng = nil, nil
+    end)
+    undo()
+    assert(ok, err)
   end)
 end)

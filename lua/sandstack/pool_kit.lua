@@ -183,6 +183,28 @@ function M.acquire_many(self, keys, overrides)
   return out
 end
 
+-- A server tick's asks (pool:serve{ on_ask = }): the pending asks of each session in use, each
+-- given to on_ask with a.project saying which session asks (sandstack/ask_serve.lua). reach(project)
+-- -> a stack the egress calls take (its proxy's plan and a way to its container), false to stop
+-- (the pool's stacks have no added proxy), or nil to skip that session this tick (it may be
+-- going away). Returns the number answered.
+function M.answer_asks(projects, reach, on_ask)
+  local live, serve = require "sandstack.docker.egress_live", require "sandstack.ask_serve"
+  local n = 0
+  for _, project in ipairs(projects) do
+    local stack = reach(project)
+    if stack == false then return n end
+    if stack then
+      n = n + (serve.pass(function() return live.asks(stack) end,
+        function(id, d, o) return live.answer(stack, id, d, o) end, function(a)
+          a.project = project
+          return on_ask(a)
+        end) or 0)
+    end
+  end
+  return n
+end
+
 -- Ticks every `interval` seconds for `seconds` (forever when nil) or until the pool is closed.
 -- An error is reported as a pool_serve_error event and the next tick tries again.
 function M.server_run(self, seconds)

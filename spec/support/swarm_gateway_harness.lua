@@ -33,7 +33,8 @@ local function lit(v)
 end
 
 -- start(W, mgr, a) -> { nodes = { {url, dir, cli_pid, nginx_pid} }, front = {url, dir} }.
--- a: tenants (the config's), project_prefix, stack (the options every gateway starts sessions with).
+-- a: tenants (the config's), project_prefix, stack (the options every gateway starts sessions with),
+-- expiry_interval (nil: the default).
 function G.start(W, mgr, a)
   local out = { nodes = {} }
   local root = W.workdir() .. "/gw"
@@ -48,7 +49,7 @@ function G.start(W, mgr, a)
     local dir = root .. "/n" .. i
     h.must("mkdir -p " .. q(dir))
     local c = { name = "gw-n" .. i, listen = addr, metrics_listen = "127.0.0.1:9145", project_prefix = a.project_prefix,
-      backend = "swarm", swarm = { node = n.name, cache_ttl = 5 }, max_sessions = 40,
+      backend = "swarm", swarm = { node = n.name, cache_ttl = 5 }, max_sessions = 40, expiry_interval = a.expiry_interval,
       tenants = a.tenants,
       lua_path = W.root .. "/lua/?.lua;" .. W.root .. "/lua/?/init.lua;;",
       lua_cpath = (os.getenv("SANDSTACK_NGINX_BUILD") or (W.root .. "/build-luajit")) .. "/?.so;;",

@@ -19,7 +19,7 @@ W.lua_path = package.path
 local CLUSTER = "bash " .. h.q(W.root .. "/spec/support/swarm-cluster.sh")
 local q = h.q
 
-local run = { pids = {}, dir = nil, up = false }
+local run = { pids = {}, born = {}, dir = nil, up = false }
 
 function W.workdir()
   if not run.dir then run.dir = h.must("mktemp -d /tmp/" .. W.prefix .. "XXXXXX"):match("[^\n]+") end
@@ -68,13 +68,31 @@ end
 function W.listen(i, port)
   local pid = tonumber(h.must(("nsenter -t %d -n -- socat TCP-LISTEN:%d,fork,reuseaddr OPEN:/dev/null"
     .. " >/dev/null 2>&1 </dev/null & echo $!"):format(W.cluster.nodes[i].pid, port)):match("%d+"))
-  run.pids[#run.pids + 1] = pid
+  W.track(pid)
   return pid
 end
 
--- A process of the run's (killed at cleanup).
+-- A process's state letter and start time (in clock ticks since boot), or nil once it is gone.
+local function stat_of(pid)
+  local f = io.open("/proc/" .. pid .. "/stat")
+  if not f then return nil end
+  local rest = (f:read("a") or ""):match("^%d+ %b() (.*)$") or ""
+  f:close()
+  local fields = {}
+  for x in rest:gmatch("%S+") do fields[#fields + 1] = x end
+  return fields[1], fields[20]
+end
+
+-- A process's start time, or false once it is gone: with its pid, what tells it from a later
+-- process that got the same pid.
+function W.born(pid) return select(2, stat_of(pid)) or false end
+
+-- A process of the run's (killed at cleanup, only while it is that process).
 function W.track(pid)
-  if pid then run.pids[#run.pids + 1] = pid end
+  if pid then
+    run.pids[#run.pids + 1] = pid
+    run.born[pid] = W.born(pid)
+  end
 end
 
 -- The IPv4 addresses of node i's namespace, loopback excepted.
@@ -130,7 +148,7 @@ function W.start_many(jobs, workers)
     local cmd = ("cd %s && LUA_PATH=%s LUA_CPATH=%s lua5.4 %s %s > %s 2>&1 & echo $!"):format(q(W.root),
       q(W.lua_path), q(W.lua_cpath), q(dir .. "/child.lua"), q(jf), q(out))
     pids[g] = tonumber(h.must(cmd):match("%d+"))
-    run.pids[#run.pids + 1] = pids[g]
+    W.track(pids[g])
   end
   for _, pid in ipairs(pids) do
     while os.execute("kill -0 " .. pid .. " 2>/dev/null") do core.sleep(0.2) end
@@ -180,24 +198,26 @@ function W.node_projects(i)
   return out
 end
 
--- Whether a process of the run's is still running (a zombie waiting for its reaper is not).
+-- Whether a process of the run's is still running (a zombie waiting for its reaper is not, nor
+-- another process that got its pid again after it ended: pids wrap on a busy machine).
 local function running(pid)
-  local f = io.open("/proc/" .. pid .. "/stat")
-  if not f then return false end
-  local stat = f:read("a") or ""
-  f:close()
-  return stat:match("^%d+ %b() (%a)") ~= "Z"
+  local state, born = stat_of(pid)
+  return state ~= nil and state ~= "Z" and born == run.born[pid]
 end
 
 function W.cleanup()
-  for i = #run.pids, 1, -1 do os.execute("kill " .. run.pids[i] .. " 2>/dev/null") end
+  for i = #run.pids, 1, -1 do
+    if running(run.pids[i]) then os.execute("kill " .. run.pids[i] .. " 2>/dev/null") end
+  end
   -- a process ends some time after its TERM (nsenter waits for its child): up to 10 s, then KILL
   -- (these are the run's own processes, by pid)
   for round = 1, 100 do
     local alive = {}
     for _, pid in ipairs(run.pids) do if running(pid) then alive[#alive + 1] = pid end end
     if #alive == 0 then break end
-    if round == 50 then for _, pid in ipairs(alive) do os.execute("kill -KILL " .. pid .. " 2>/dev/null") end end
+    if round == 50 then for _, pid in ipairs(alive) do
+      if running(pid) then os.execute("kill -KILL " .. pid .. " 2>/dev/null") end
+    end end
     core.sleep(0.1)
   end
   if run.up then h.sh(CLUSTER .. " down " .. q(W.prefix)) end

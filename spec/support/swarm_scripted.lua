@@ -4,7 +4,9 @@
 -- uninstall(). Every request and exec is logged in order as {host, method, path, body_json|argv}.
 -- Each task runs at once, on node1, and the agent answers 200: the start's own path, without
 -- waits; with opts.fail = "<service>", that service's task fails (exit code 3) instead (set
--- sw.fail the same way to end it later, during the start).
+-- sw.fail the same way to end it later, during the start). The manager lists its services by
+-- label and removes them; opts.exec(name, argv, o) may answer an exec on a node (a proxy's control
+-- command) before the scripted answers do.
 -- Test-only: the library knows only the real client.
 local core = require "sandstack.core"
 local engine_error = require("sandstack.engine").engine_error
@@ -42,8 +44,29 @@ function M.new(opts)
   -- The manager's and the node's answers: (status, body).
   local function answer(method, path, body_json, query)
     if path == "/info" then return 200, { Swarm = { LocalNodeState = "active", ControlAvailable = true } } end
-    if method == "GET" and (path == "/services" or path == "/networks" or path == "/containers/json") then
-      return 200, {}
+    if method == "GET" and path == "/services" then -- by label ("k" or "k=v"), as the manager filters
+      local f = query.filters and core.json_decode(query.filters) or {}
+      local want = f.label or {}
+      if want[1] == nil then local l = {}; for k in pairs(want) do l[#l + 1] = k end; want = l end
+      local out = {}
+      for sid, spec in pairs(self.services) do
+        local labels, all = spec.Labels or {}, true
+        for _, w in ipairs(want) do
+          local k, v = w:match("^([^=]+)=(.*)$")
+          if k then all = all and labels[k] == v else all = all and labels[w] ~= nil end
+        end
+        if all then out[#out + 1] = { ID = sid, Spec = spec, Version = { Index = 1 } } end
+      end
+      table.sort(out, function(a, b) return a.ID < b.ID end)
+      return 200, out
+    end
+    if method == "GET" and (path == "/networks" or path == "/containers/json") then return 200, {} end
+    if method == "DELETE" and path:match("^/services/") then
+      local ref = path:match("[^/]+$")
+      for sid, spec in pairs(self.services) do
+        if sid == ref or spec.Name == ref then self.services[sid] = nil; return 200, "" end
+      end
+      return 404, { message = "service " .. ref .. " not found" }
     end
     if method == "GET" and path == "/volumes" then return 200, { Volumes = {} } end
     if method == "POST" and path == "/services/create" then
@@ -108,8 +131,10 @@ function M.new(opts)
       if r.ok then return r.body end
       return nil, r.err
     end
-    function c.exec(_, name, argv)
+    function c.exec(_, name, argv, o)
       self.log[#self.log + 1] = { host = host, exec = name, argv = argv }
+      local own = opts.exec and opts.exec(name, argv, o or {})
+      if own then return own end
       local line = table.concat(argv, " ")
       if line:find("OPEN:/proc/net/route", 1, true) then return { exit_code = 0, stdout = ROUTE, stderr = "" } end
       if line:find("OPEN:/proc/self/status", 1, true) then return { exit_code = 0, stdout = "x\nNoNewPrivs:\t1\n", stderr = "" } end

@@ -533,28 +533,18 @@ function Server:tick()
   return self.counts
 end
 
--- The egress asks of the sessions in use, each given to on_ask (sandstack/ask_serve.lua) through
--- its proxy's control socket; a session whose proxy cannot be read is skipped this tick (it may be
--- going away). Returns the number answered.
+-- The egress asks of the sessions in use, each given to on_ask (pool_kit.answer_asks) through
+-- its proxy's control socket. Returns the number answered.
 function Pool:_answer_asks(eng, projects, on_ask)
-  local live, serve = require "sandstack.docker.egress_live", require "sandstack.ask_serve"
-  local n = 0
-  for _, project in ipairs(projects) do
+  return kit.answer_asks(projects, function(project)
     if not self._proxy then
       local plan = docker().plan("pool-ask", self:_plan_opts(project), { token = "x" })
       self._proxy = plan and type(plan.proxy) == "table" and plan.proxy.added and { added = true,
         service = plan.proxy.service } or false
     end
-    if not self._proxy then return n end -- the pool's stacks have no proxy sandstack added
-    local stack = { eng = eng, project = project, plan = { project = project, proxy = self._proxy, containers = {} } }
-    local answered = serve.pass(function() return live.asks(stack) end,
-      function(id, d, o) return live.answer(stack, id, d, o) end, function(a)
-        a.project = project -- which session asks
-        return on_ask(a)
-      end)
-    n = n + (answered or 0)
-  end
-  return n
+    if not self._proxy then return false end -- the pool's stacks have no proxy sandstack added
+    return { eng = eng, project = project, plan = { project = project, proxy = self._proxy, containers = {} } }
+  end, on_ask)
 end
 
 -- Ticks every `interval` seconds for `seconds` (forever when nil) or until the pool is closed

@@ -39,8 +39,8 @@ function M.start(G)
     if premature then return end
     if not G.dict:add("lock:expiry", true, 600) then return end
     local ok, err = pcall(M.scan, G)
-    -- the stacks' own expiry (start's ttl, PATCH's ttl, idle_timeout): docker backend only
-    if ok and G.conf.backend ~= "swarm" then ok, err = pcall(require("sandstack.gateway.lifecycle").scan, G) end
+    -- the stacks' own expiry (start's ttl, PATCH's ttl, idle_timeout), by the backend's reap
+    if ok then ok, err = pcall(require("sandstack.gateway.lifecycle").scan, G) end
     G.dict:delete("lock:expiry")
     if not ok then ngx.log(ngx.ERR, "sandstack gateway: expiry scan: ", tostring(err)) end
   end

@@ -7,8 +7,9 @@
 -- goes on to the agent); without one it is the agent's own route, proxied as any other. The
 -- session is looked up in the tenant's own key space, as GET and DELETE do. A hibernated
 -- session is kept in the table with state "hibernated" (its proxied routes answer 503 until a
--- wake), a paused one with state "paused" (503 until a resume). The expiry timer's pass (scan) also runs sandstack.docker.reap{expired = true} over
--- this gateway's stacks, and drops or marks the sessions it destroyed or hibernated.
+-- wake), a paused one with state "paused" (503 until a resume). The expiry timer's pass (scan)
+-- also runs the backend's reap{expired = true} over this gateway's stacks, and drops or marks
+-- the sessions it destroyed or hibernated.
 local S = require "sandstack.gateway.sessions"
 local limits = require "sandstack.gateway.limits"
 
@@ -45,27 +46,38 @@ function M.handle(G, h, sid, entry, verb, arg)
   return h.reply(200, { key = entry.key, state = entry.state, snapshot = res.snapshot, expires = res.expires })
 end
 
--- The expiry pass: what sandstack.docker.reap{expired = true} destroyed leaves the table, what
--- it hibernated is marked so.
+-- The expiry pass, on either backend: its reap{expired = true} over this gateway's prefix
+-- (lifecycle_worker.reap). On docker, what it destroyed leaves the table and what it hibernated
+-- is marked so; on a swarm the manager is the table (its lookups then say not_found or
+-- hibernated) and the backend's expired(G, by) drops what this gateway cached of them.
 function M.scan(G)
-  local ok, done = G.run_in(WORKER, "reap", G.conf.project_prefix, G.conf.stack and G.conf.stack.docker_host)
+  local c = G.conf
+  local ok, done = G.run_in(WORKER, "reap", c.project_prefix, c.stack and c.stack.docker_host, c.backend,
+    c.stack and c.stack.timeout)
   if not ok then
     ngx.log(ngx.ERR, "sandstack gateway: expiry reap: ", tostring(done and done.message))
     return
   end
   if #done == 0 then return end
   local by = {}
-  for _, d in ipairs(done) do by[d.project] = d end
+  for _, d in ipairs(done) do
+    by[d.project] = d
+    if d.action == "destroy" then -- "idle" is the gateway's own idle_ttl's: the stack's is idle_timeout
+      require("sandstack.gateway.metrics").inc(G.metrics, "sandstack_gateway_destroyed_total",
+        'reason="' .. (d.reason == "idle" and "idle_timeout" or d.reason) .. '"')
+    end
+    ngx.log(ngx.NOTICE, "sandstack gateway: stack ", d.project, " ", d.action == "destroy" and "destroyed" or "hibernated",
+      " (", d.reason, ")")
+  end
+  if G.backend.expired then G.backend.expired(G, by) end
   for _, sid in ipairs(S.keys(G.dict)) do
     local entry = S.get(G.dict, sid)
     local d = entry and entry.record and by[entry.record.project]
     if d and d.action == "destroy" then
       S.remove(G.dict, sid, entry)
       limits.release(G.dict, entry.tenant)
-      ngx.log(ngx.NOTICE, "sandstack gateway: session ", sid, " destroyed (", d.reason, ")")
     elseif d then
       S.keep(G.dict, sid, entry, "hibernated")
-      ngx.log(ngx.NOTICE, "sandstack gateway: session ", sid, " hibernated (", d.reason, ")")
     end
   end
 end

@@ -37,11 +37,13 @@ function M.call(record, verb, arg)
   end)
 end
 
--- reap(prefix, docker_host) -> true, { {project =, reason =, action =}, ... }: the expiry pass
--- over this gateway's stacks (sandstack.docker.reap{expired = true}).
-function M.reap(prefix, docker_host)
+-- reap(prefix, docker_host, backend, timeout) -> true, { {project =, reason =, action =}, ... }:
+-- the expiry pass over this gateway's stacks, by the backend's reap{expired = true} (backend
+-- "swarm": sandstack.swarm's, docker_host the manager's; else sandstack.docker's).
+function M.reap(prefix, docker_host, backend, timeout)
   return W.guarded(function()
-    return docker().reap { expired = true, prefix = prefix, docker_host = docker_host }
+    local b = backend == "swarm" and require("sandstack").swarm or docker()
+    return b.reap { expired = true, prefix = prefix, docker_host = docker_host, timeout = timeout }
   end)
 end
 

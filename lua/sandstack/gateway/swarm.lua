@@ -220,9 +220,29 @@ function M.route(G, again)
   end
 end
 
--- Worker 0's timers: none. The manager holds the sessions, so there is nothing to adopt
--- (docs/gateway.md); a session's expiry is on its service's labels, acted on by any process's
--- sandstack.swarm.reap{expired = true}.
-function M.start_worker() end
+-- The expiry pass's sessions acted on (gateway/lifecycle.lua's scan; by: { [project] = {action
+-- =, reason =} }): their cached entries go, so the next request asks the manager (not_found for
+-- a destroyed one, hibernated for a hibernated one). Other gateways' caches keep theirs up to
+-- swarm.cache_ttl; a request sent there meanwhile finds no forwarder and is looked up again.
+function M.expired(G, by)
+  for _, k in ipairs(G.dict:get_keys(0)) do
+    local digest = k:match("^c:(.+)$")
+    local e = digest and cached(G.dict, digest)
+    if e and by[e.project] then
+      drop(G, digest)
+      if e.port and G.dict:get("p:" .. e.port) == digest then G.dict:delete("p:" .. e.port) end
+    end
+  end
+end
+
+-- Worker 0's timer: the expiry pass (gateway/expiry.lua's, the docker backend's timer, every
+-- expiry_interval seconds) with sandstack.swarm.reap{expired = true} over this gateway's
+-- project prefix. The manager holds the sessions, so there is nothing to adopt
+-- (docs/gateway.md). Every gateway of the cluster runs the pass over the same prefix: what one
+-- destroyed the next no longer lists, what one hibernated has lost its ttl (swarm/expiry.lua);
+-- two passes at the same instant may both act, and the later one logs the error it meets.
+function M.start_worker(G)
+  require("sandstack.gateway.expiry").start(G)
+end
 
 return M

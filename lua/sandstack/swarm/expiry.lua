@@ -79,7 +79,7 @@ function M.expires(stack)
   return X.view(m or nil, X.now())
 end
 
--- reap{expired = true, prefix =, project =}: acts on every session whose mark is due, as its
+-- reap{expired = true, prefix =, project =, pool =}: acts on every session whose mark is due, as its
 -- on_expiry says (lifecycle.hibernate_project or the inventory's removal). Returns X.pass's.
 function M.reap(opts)
   local mgr, err = cluster.manager(opts)
@@ -145,7 +145,7 @@ function M.start(session_key, opts, plain)
   return X.start(session_key, opts, START_KEYS, plain, function(stack) return M.arm(stack, ttl, idle, on_expiry) end)
 end
 
-local REAP_EXPIRED = { docker_host = true, timeout = true, project = true, prefix = true, expired = true }
+local REAP_EXPIRED = { docker_host = true, timeout = true, project = true, prefix = true, pool = true, expired = true }
 
 -- sandstack.swarm.reap: reap{expired = true, ...} is this file's pass; any other is plain's
 -- (the inventory's).

@@ -12,7 +12,6 @@ local A = require "sandstack.docker.apply"
 local batch = require "sandstack.stack.batch"
 local kit = require "sandstack.pool_kit"
 local slots = require "sandstack.docker.pool_slots"
-local session = require "sandstack.session"
 local cluster = require "sandstack.swarm.cluster"
 local marks = require "sandstack.swarm.pool_marks"
 
@@ -305,18 +304,15 @@ end
 Pool.acquire_many = kit.acquire_many
 
 -- Keeping the pool full, as the Docker pool's server: tick() is one pass (the list, the stacks
--- failing their re-check and the half-made ones replaced, then starts up to target_idle).
--- The server answers no egress asks on a swarm (on_ask: unsupported); a session's handle
--- answers its own (h:egress_asks, h:answer, h:serve, through the node's engine).
+-- failing their re-check and the half-made ones replaced, the pool's sessions whose ttl or idle
+-- timeout is due acted on, then starts up to target_idle); with on_ask, the asks of the sessions
+-- in use answered, each through an exec on its node (design/scale-out.md "The pool's server").
 local SERVE_KEYS = { target_idle = true, max = true, interval = true, concurrency = true, on_ask = true }
 local Server = {}
 Server.__index = Server
 
 function Pool:serve(opts)
   opts = E.check_keys(opts, SERVE_KEYS, "pool:serve")
-  if opts.on_ask ~= nil then
-    return nil, session.unsupported("swarm", "serve", "egress asks are not served on a swarm; serve without on_ask")
-  end
   local target = opts.target_idle or self.size
   whole("target_idle", target, 0)
   local max = opts.max or math.max(self.max, target)
@@ -326,14 +322,47 @@ function Pool:serve(opts)
   if type(interval) ~= "number" or interval < 0.1 then error("pool:serve: interval must be a number >= 0.1", 2) end
   local width = opts.concurrency or self.concurrency
   kit.check_width(width, "pool:serve")
+  if opts.on_ask ~= nil and type(opts.on_ask) ~= "function" then error("pool:serve: on_ask must be a function", 2) end
   local server = setmetatable({ pool = self, target_idle = target, max = max, interval = interval,
-    concurrency = width, counts = { idle = 0, claimed = 0, starting = 0, failed = 0 } }, Server)
+    concurrency = width, on_ask = opts.on_ask, counts = { idle = 0, claimed = 0, starting = 0, failed = 0 } }, Server)
   self.server = server
   return server
 end
 
 local function counts_of(view)
   return { idle = #view.idle, claimed = view.claimed, starting = view.starting, failed = #view.dead + #view.stale }
+end
+
+-- The egress asks of the sessions in use (pool_kit.answer_asks): each session's proxy reached
+-- through its node's engine, by a handle on the pool's manager client (made here, never closed
+-- here: the pool keeps its client; the node clients are closed after the pass).
+function Pool:_answer_asks(mgr, view, on_ask)
+  local handle = require "sandstack.swarm.handle"
+  local nodes, views = {}, {}
+  local ok, n = pcall(kit.answer_asks, view.in_use, function(project)
+    if self._proxy == nil then
+      local plan = self:_session_plan(self.placeholder, project)
+      self._proxy = plan and type(plan.proxy) == "table" and plan.proxy.added and { added = true,
+        service = plan.proxy.service } or false
+    end
+    if not self._proxy then return false end -- the pool's stacks have no proxy sandstack added
+    local id = view.node_of[project]
+    if not id then return nil end
+    if nodes[id] == nil then
+      local node = cluster.node(mgr, id)
+      local eng = node and node.state == "ready" and cluster.node_engine(node, { timeout = self.stack.timeout })
+      nodes[id] = eng and { node = node, eng = eng } or false
+    end
+    if not nodes[id] then return nil end -- its node does not answer: next tick
+    local h = handle.new(mgr, nodes[id].eng, nodes[id].node, { project = project, proxy = self._proxy,
+      sandbox = self.shape.sandbox })
+    views[#views + 1] = h
+    return h
+  end, on_ask)
+  for _, h in ipairs(views) do h.mgr, h.node_eng = nil, nil end -- the clients are not the view's
+  for _, w in pairs(nodes) do if w then w.eng:close() end end
+  if not ok then error(n, 0) end
+  return n
 end
 
 function Server:tick()
@@ -345,6 +374,9 @@ function Server:tick()
   if not view then return nil, err end
   local replaced = pool:_remove_dead(mgr, view.dead, "a task is not running")
     + pool:_remove_dead(mgr, view.stale, "half-made: its filler is gone")
+  -- the pool's sessions whose ttl or idle timeout is due: destroyed or hibernated (swarm/expiry.lua)
+  local expired = require("sandstack.swarm.expiry").reap { docker_host = pool.stack.docker_host,
+    timeout = pool.stack.timeout, pool = pool.name, expired = true }
   local live = #view.idle + view.claimed + view.starting
   local want = math.min(self.target_idle - #view.idle - view.starting, self.max - live)
   local started, serr, partial = pool:_start_many(want, self.concurrency)
@@ -352,6 +384,8 @@ function Server:tick()
   if not view then return nil, err end
   self.counts = counts_of(view)
   self.counts.started, self.counts.replaced = started or partial or 0, replaced
+  self.counts.expired = expired and #expired or 0
+  if self.on_ask then self.counts.answered = pool:_answer_asks(mgr, view, self.on_ask) end
   if not started then
     serr.started = partial
     return nil, serr

@@ -29,7 +29,8 @@ end
 -- The pool as the manager's lists show it: services (labelled with the pool) and their tasks.
 -- shape: { services = {service names}, sandbox = name }. A stack is idle when its ready mark is
 -- unclaimed and every service's task runs. Returns { idle = {{project =, node_id =, port =,
--- env =}}, dead = {projects}, stale = {projects}, in_use = {projects}, claimed =, starting = }.
+-- env =}}, dead = {projects}, stale = {projects}, in_use = {projects}, node_of = {[project] = node id of
+-- its ready mark}, claimed =, starting = }.
 function M.survey(services, tasks, shape, grace, now, pick)
   local running = {}
   for _, t in ipairs(tasks or {}) do
@@ -58,11 +59,12 @@ function M.survey(services, tasks, shape, grace, now, pick)
       end
     end
   end
-  local view = { idle = {}, dead = {}, stale = {}, in_use = {}, claimed = 0, starting = 0 }
+  local view = { idle = {}, dead = {}, stale = {}, in_use = {}, node_of = {}, claimed = 0, starting = 0 }
   for p, e in pairs(by) do
     if e.claimed then
       view.claimed = view.claimed + 1
       view.in_use[#view.in_use + 1] = p
+      view.node_of[p] = e.ready and e.ready.node_id
     elseif e.ready then
       local healthy = e.ready.node_id ~= nil and e.ready.port ~= nil
       for _, svc in ipairs(shape.services) do if not e.services[svc] then healthy = false end end
