@@ -78,6 +78,18 @@ local ok, err = pcall(function()
       answers(stack)
     end)
   end
+  -- what the resume's parts cost alone: the agent's answer on a running stack (the path through
+  -- the forwarder), and the Engine's unpause of the sandbox alone (one runc process)
+  local plain, one = {}, {}
+  local R, batch = core.session_requests, require "sandstack.docker.batch"
+  local others = {}
+  for _, c in ipairs(names) do if c ~= sbx then others[#others + 1] = c end end
+  for i = 1, ROUNDS * 4 do
+    plain[i] = timed(function() answers(stack) end)
+    assert(stack:pause())
+    assert(batch.run(stack.eng, R("unpause", others), 60)[1].ok)
+    one[i] = timed(function() assert(batch.run(stack.eng, R("unpause", { sbx }), 60)[1].ok) end)
+  end
   local hib, wake = {}, {}
   for i = 1, ROUNDS do
     hib[i] = timed(function() assert(stack:hibernate { timeout = 1 }) end)
@@ -111,6 +123,8 @@ local ok, err = pcall(function()
     { "  its part: resume(), one round of unpauses", thaw, "" },
     { "  its part: the agent's answer after it", answer, "" },
     { "baseline: `docker unpause` of the same containers to the answer", cli_resume, nil },
+    { "  for scale: the agent's answer on a running stack", plain, "" },
+    { "  for scale: the Engine's unpause of the sandbox alone", one, "" },
     { "hibernate (stop grace 1 s)", hib, nil },
     { "wake to ready", wake, "goal <= 1.0x cold" },
     { "snapshot, 100 MiB workspace", snap_t, nil },

@@ -270,6 +270,12 @@ describe("sandstack.swarm on a three-node swarm #docker", function()
       assert.is_true(assert(st:pause()))
       local paused = core.engine_clock() - t0
       assert.is_true(assert(st.node_eng:call("GET", "/containers/" .. sbx .. "/json")).State.Paused)
+      -- the forwarder and an added proxy keep running, as on docker
+      local px = st.plan.proxy
+      for _, svc in ipairs { st.plan.forwarder, px and px.added and px.service or nil } do
+        local id = assert(st:container(svc))
+        assert.is_false(assert(st.node_eng:call("GET", "/containers/" .. id .. "/json")).State.Paused, svc .. " was frozen")
+      end
       assert.is_nil(answer(1):find(key, 1, true), "a paused session answered")
       assert.is_true(assert(st:pause())) -- a paused session is left as it is
       t0 = core.engine_clock()

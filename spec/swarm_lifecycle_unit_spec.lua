@@ -184,6 +184,25 @@ describe("a swarm session's expiry and hibernation (scripted manager)", function
     assert.same({ "GET /containers/json", "POST /containers/fw1/stop" }, node.sent)
   end)
 
+  it("pauses and resumes the services, leaving the forwarder and the added proxy running", function()
+    local sent = {}
+    local node = scripted.with({ request = function(_, m, path)
+      sent[#sent + 1] = m .. " " .. path
+      return 204
+    end })
+    local S = {}
+    lifecycle.mix(S)
+    local stack = { node_eng = node, plan = { project = "p", sandbox = "sandbox", forwarder = "forwarder",
+      proxy = { service = "proxy", added = true }, containers = { { service = "proxy", role = "sidecar" },
+        { service = "db", role = "sidecar" }, { service = "sandbox", role = "sandbox" },
+        { service = "forwarder", role = "forwarder" } } } }
+    function stack:container(service) return "id-" .. service end
+    assert.is_true(assert(S.pause(stack)))
+    assert.is_true(assert(S.resume(stack)))
+    assert.same({ "POST /containers/id-db/pause", "POST /containers/id-sandbox/pause",
+      "POST /containers/id-db/unpause", "POST /containers/id-sandbox/unpause" }, sent)
+  end)
+
   it("lists a hibernated session (no task left) on the node its pin names", function()
     local mgr = manager(0)
     mgr.svcs["id-proxy"].Spec.TaskTemplate.Placement.Constraints = { "node.id==n1" }

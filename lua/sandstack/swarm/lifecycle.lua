@@ -1,6 +1,7 @@
 -- A swarm session over time (internal to sandstack.swarm; mixed into its handle):
 --   pause, resume      the session's task containers frozen and thawed on their node's engine
---                      (the manager keeps the tasks running: a paused container is a running task);
+--                      (the manager keeps the tasks running: a paused container is a running task),
+--                      but the forwarder and the added proxy, which keep running;
 --   hibernate, wake    every service but the proxy sandstack added scaled to 0 replicas and back
 --                      to 1, each pinned to the session's node (a constraint node.id==...), so
 --                      the new task lands where the session's named volumes are; the forwarder
@@ -23,12 +24,19 @@ local R = core.session_requests
 local now, pause = run_ctx.now, run_ctx.pause
 local PROJECT = "io.sandstack.project"
 
-local function each(self, action)
+-- The engine's action on the session's task containers; kept: leave out the forwarder and the
+-- proxy sandstack added, as a pause on docker does (they hold none of the session's work, and the
+-- live egress calls and asks reach the proxy while the session is paused).
+local function each(self, action, kept)
+  local px = self.plan.proxy
+  local skip = kept and type(px) == "table" and px.added and px.service
   local ids = {}
   for _, c in ipairs(self.plan.containers) do
-    local id, err = self:container(c.service)
-    if not id then return nil, err end
-    ids[#ids + 1] = id
+    if not (kept and (c.role == "forwarder" or c.service == skip)) then
+      local id, err = self:container(c.service)
+      if not id then return nil, err end
+      ids[#ids + 1] = id
+    end
   end
   local r = batch.run(self.node_eng, core.session_requests(action, ids), 60)
   for _, x in ipairs(r) do
@@ -233,8 +241,8 @@ end
 local expiry = require "sandstack.swarm.expiry"
 
 function M.mix(Stack)
-  function Stack:pause() return each(self, "pause") end
-  function Stack:resume() return each(self, "unpause") end
+  function Stack:pause() return each(self, "pause", true) end
+  function Stack:resume() return each(self, "unpause", true) end
   Stack.hibernate, Stack.wake = hibernate, wake
   Stack.set_timeout, Stack.expires = expiry.set_timeout, expiry.expires
   local why = "a swarm task is a new container at each wake: the sandbox's filesystem outside its volumes is not "
