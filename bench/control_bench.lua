@@ -127,7 +127,12 @@ local steps = {
     .. " or an exec per command, with the rename and the record in flight" },
   { function(r) return r.claim end, "claim: the rest of the wait for the rename of <p>-ready to <p>-claim" },
   { function(r) return r.record end, "record: the rest of the wait for the session's record" },
-  { function(r) return math.max(0, r.total - r.find - r.list - r.plan - r.handle - r.egress - r.claim - r.record) end,
+  { function(r) return r.mark end, "mark: the stack's file here renamed to pool-claimed, the directory synced (before"
+    .. " answering ahead of the rename)" },
+  { function(r) return r.after end, "after the answer, not in the acquire: the claim's start to the rename's and the"
+    .. " record's answers, completed by the handle's first call (here its close)" },
+  { function(r) return math.max(0, r.total - r.find - r.list - r.plan - r.handle - r.egress - r.claim - r.record
+    - r.mark) end,
     "the rest: argument checks, the event, the child's clock" },
 }
 for _, s in ipairs(steps) do
