@@ -213,12 +213,10 @@ function Pool:_survey(eng)
   local view, now = { idle = {}, dead = {}, stale = {}, claimed = 0, starting = 0 }, os.time()
   for p, e in pairs(by) do
     local here = e.marked and not e.claimed and store().claimed_here(p)
-    if e.claimed then
+    if e.claimed or here == "claiming" then -- claiming: answered to a session here, its rename in flight
       view.claimed = view.claimed + 1
       view.in_use = view.in_use or {}
       view.in_use[#view.in_use + 1] = p
-    elseif here == "claiming" then
-      view.claimed = view.claimed + 1 -- answered to a session here, its rename in flight
     elseif here then -- its claimant died before the rename: it may hold that session's secrets,
       view.dead[#view.dead + 1] = p -- so it is taken down, never handed out
     elseif e.marked then
@@ -391,6 +389,7 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
       idle.pending = nil -- the rename's answer settles the store's file now
       local ok, cerr = complete(true)
       t.after = A.now() - t0
+      if self._pending then self._pending[stack] = nil end
       return ok, cerr
     end)
     self._pending = self._pending or setmetatable({}, { __mode = "k" })
