@@ -353,10 +353,12 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
     if stack and not keep_handle then stack:close() end
     docker().down(idle.project, { docker_host = self.stack.docker_host, timeout = self.stack.timeout })
   end
-  -- the rename's and the record's answers: true, or nil, err, lost (the stack is then down)
-  local function complete(keep_handle)
+  -- the rename's and the record's answers: true, or nil, err, lost (the stack is then down). tt:
+  -- where the waits are timed (t, or the completion's own table after an early answer)
+  local function complete(keep_handle, tt)
+    tt = tt or t
     if held then
-      t.claim = (t.claim or 0) + wait { "rename" }
+      tt.claim = (tt.claim or 0) + wait { "rename" }
       local won, lost, rerr = rename_outcome()
       if not won then -- the session's secrets may be in its proxy: the stack serves nobody else
         wait { "record" }
@@ -367,7 +369,7 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
           .. " acquire again", { project = idle.project, status = answers.rename.status }) or rerr, lost
       end
     end
-    t.record = (t.record or 0) + wait { "record" }
+    tt.record = (tt.record or 0) + wait { "record" }
     local rec = answers.record
     if not rec.ok then
       down(keep_handle)
@@ -387,7 +389,7 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
     t.claim, t.record = t.claim or 0, t.record or 0
     local done = require("sandstack.docker.pool_pending").defer(stack, function()
       idle.pending = nil -- the rename's answer settles the store's file now
-      local ok, cerr = complete(true)
+      local ok, cerr = complete(true, {})
       t.after = A.now() - t0
       if self._pending then self._pending[stack] = nil end
       return ok, cerr
