@@ -96,10 +96,15 @@ function M.new(opts)
     if c.service == plan.forwarder then image = c.image end
     shape.services[#shape.services + 1] = c.service
   end
-  return setmetatable({ name = opts.name, size = size, max = max, stack = stack, on_event = opts.on_event,
+  local pool = setmetatable({ name = opts.name, size = size, max = max, stack = stack, on_event = opts.on_event,
     placeholder = placeholder, mark_image = image, shape = shape, concurrency = concurrency, slots = prepared,
     model_key = model_key,
     grace = (stack.ready_timeout or 60) + (stack.health_timeout or 60) + 120 }, Pool)
+  -- the engine client (its /version round, its connection) made with the pool, not in the first
+  -- acquire, when the engine is this host's; a failure here is left to the first call to meet
+  local host = stack.docker_host or os.getenv("DOCKER_HOST") or "unix://"
+  if tostring(host):match("^unix://") then pool:_engine() end
+  return pool
 end
 
 function Pool:_engine()
@@ -476,7 +481,8 @@ end
 -- With no healthy idle stack left, those failing their re-check are removed (event pool_dead)
 -- and the session starts cold: the normal start, labelled with the pool and claimed at once
 -- (event pool_empty). pool.last_acquire holds the time of each step of the last acquire, in
--- seconds (find: the store; list: the container list, when it was read).
+-- seconds (engine: the pool's engine client, made on first use; find: the store; list: the
+-- container list, when it was read).
 function Pool:acquire(session_key, overrides)
   local ok, err = check_session_key(session_key)
   if not ok then return nil, err end
@@ -486,6 +492,7 @@ function Pool:acquire(session_key, overrides)
   self.last_acquire = t
   local eng; eng, err = self:_engine()
   if not eng then return nil, err end
+  t.engine = A.now() - t.t0 -- the pool's engine client: made (a /version round) on its first use
   local stored, project_or_err = self:_claim_stored(eng, session_key, hooks, t)
   if stored then
     t.total = A.now() - t.t0
