@@ -122,8 +122,7 @@ print(("   goals p50 <= 10 ms: %s, p99 <= 30 ms: %s; socket/exec p50 = 1/%.1f"):
   pct(ts, 50) <= 0.010 and "met" or "NOT met", pct(ts, 99) <= 0.030 and "met" or "NOT met", pct(te, 50) / pct(ts, 50)))
 print("   what runs in each millisecond (each step's p50 and p99 by the socket, p50 by the exec):")
 local steps = {
-  { function(r) return r.engine end, "engine: the pool's engine client when not made with the pool (a /version round; first"
-    .. " acquire only)" },
+  { function(r) return r.engine end, "engine: the pool's engine client, if not made with the pool (a /version round)" },
   { function(r) return r.find end, "find: the store read, one idle stack's file locked (no engine call)" },
   { function(r) return r.list end, "list: the container list (only when the store has no idle stack)" },
   { function(r) return r.plan end, "plan: the plan in C; the rename and the record already sent" },
@@ -135,8 +134,8 @@ local steps = {
   { function(r) return r.mark end, "mark: pool-ready renamed pool-claimed, its directory synced" },
   { function(r) return math.max(0, r.total - r.engine - r.find - r.list - r.plan - r.handle - r.egress - r.claim
     - r.record - r.mark) end, "the rest: checks, the event, the clock" },
-  { function(r) return r.after end, "after the answer, not in the acquire: the claim's start to the rename's and"
-    .. " record's answers, at the handle's next call (here its close)" },
+  { function(r) return r.after end, "after the answer (not in the acquire): the rename's and record's answers, taken"
+    .. " at the handle's next call (here close)" },
 }
 for _, s in ipairs(steps) do
   local sock = column(rs_socket, s[1])
