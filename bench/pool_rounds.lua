@@ -42,8 +42,10 @@ end
 
 -- o = { name =, rounds =, procs =, stack = the pool's stack options, between = function(round)
 -- run after each round, acquire = the acquire's overrides (a table), prelude = Lua source the
--- children run first }. Each child prints "R <round> <total> <list> <claim> <plan> <handle>
--- <record> <tries> <kind> <egress> <find>" per round and closes (never destroys) its handle. Returns
+-- children run first }. Each child closes (never destroys) its handle and prints "R <round> <total>
+-- <list> <claim> <plan> <handle> <record> <tries> <kind> <egress> <find> <after> <mark> <engine>" per
+-- round (after: a claim answered early, completed by that close; mark: its file marked claimed
+-- first; engine: the pool's engine client, made by a process's first acquire). Returns
 -- the lines of all rounds.
 function M.rounds(o)
   local dir = io.popen("mktemp -d /tmp/ssbench-pool.XXXXXX"):read("*l")
@@ -62,10 +64,11 @@ function M.rounds(o)
       local s = assert(pool:acquire("b" .. me .. "-" .. round, over))
       local total = core.engine_clock() - t0
       local t = pool.last_acquire
-      print(("R %%d %%.6f %%.6f %%.6f %%.6f %%.6f %%.6f %%d %%s %%.6f %%.6f"):format(round, total, t.list or 0, t.claim or 0,
-        t.plan or 0, t.handle or 0, t.record or 0, t.tries or 0, t.claim and "warm" or "cold", t.egress or 0, t.find or 0))
+      s:close() -- a claim answered before the engine's rename completes here (t.after)
+      print(("R %%d %%.6f %%.6f %%.6f %%.6f %%.6f %%.6f %%d %%s %%.6f %%.6f %%.6f %%.6f %%.6f"):format(round,
+        total, t.list or 0, t.claim or 0, t.plan or 0, t.handle or 0, t.record or 0, t.tries or 0,
+        t.claim and "warm" or "cold", t.egress or 0, t.find or 0, t.after or 0, t.mark or 0, t.engine or 0))
       io.stdout:flush()
-      s:close()
     end
     print("DONE")
   ]]):format(o.name, dir .. "/opts.lua", dir, M.source(o.acquire), o.rounds))
@@ -120,7 +123,7 @@ function M.drain(name)
 end
 
 local FIELDS = { total = 3, list = 4, claim = 5, plan = 6, handle = 7, record = 8, tries = 9, kind = 10, egress = 11,
-  find = 12 }
+  find = 12, after = 13, mark = 14, engine = 15, round = 2 }
 -- The rounds' lines as records { total =, list =, ... }, the warm ones only when warm_only.
 function M.parse(lines, warm_only)
   local out = {}

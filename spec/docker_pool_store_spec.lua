@@ -2,9 +2,11 @@
 -- the live engine (#docker): the filler writes a file per ready stack in the stack's control
 -- directory; an acquire claims one by its lock (no container list) and hands the session its
 -- policy, credential and model key while the engine's rename and the session's record are in
--- flight. Exactly one session per stack with 4 processes at once; a claimant that dies holding a
--- file leaves the stack to the next; a stack whose rename another claimant won behind the store's
--- back is never handed out, and is taken down (it may hold the loser's secrets). Pools are
+-- flight, and answers before the rename returns. Exactly one session per stack with 4 processes at
+-- once; a claimant that dies holding a file leaves the stack to the next; a stack whose rename
+-- another claimant won behind the store's back serves nobody: taken down (it may hold the loser's
+-- secrets), the session told on its next call; a stack answered to a process that died before its
+-- rename reached the engine is never handed out again (in use to list, taken down by the pool). Pools are
 -- "sstest-pstore-<random>", with their own address pool; everything is removed by label.
 local sandstack = require "sandstack"
 local core = sandstack.core
@@ -47,12 +49,55 @@ local function sandbox_placeholder(project)
   end
 end
 
+-- a Lua value (no functions) as Lua source, for a child process
+local function source(v)
+  if type(v) == "table" then
+    local parts = {}
+    for k, x in pairs(v) do parts[#parts + 1] = "[" .. source(k) .. "]=" .. source(x) end
+    return "{" .. table.concat(parts, ",") .. "}"
+  end
+  return type(v) == "string" and ("%q"):format(v) or tostring(v)
+end
+
 local function idle_projects(name)
   local out = {}
   for _, s in ipairs(assert(docker.list { pool = name })) do if s.state == "ready" then out[#out + 1] = s.project end end
   table.sort(out)
   return out
 end
+
+-- Lua source of a function wrapping a pool's engine client so that the rename of a ready mark is
+-- answered late (`hold` seconds after it is sent) or never sent at all (hold = "drop"): the
+-- engine's arbitration as a slow or dead claimant's would see it. Everything else goes through.
+local SLOW_RENAME = [[
+return function(real, hold)
+  local core = require "sandstack.core"
+  local due, kept = {}, {}
+  local w = setmetatable({}, { __index = function(_, k)
+    local v = real[k]
+    if type(v) ~= "function" then return v end
+    return function(_, ...) return v(real, ...) end
+  end })
+  function w.submit(_, method, path, ...)
+    if not path:find("/rename", 1, true) then return real:submit(method, path, ...) end
+    if hold == "drop" then return -1 end
+    local id = real:submit(method, path, ...)
+    due[id] = core.engine_clock() + hold
+    return id
+  end
+  function w.poll(_, timeout)
+    local out, later = {}, {}
+    for _, r in ipairs(kept) do later[#later + 1] = r end
+    for _, r in ipairs(real:poll(math.min(timeout or 0, 0.01))) do later[#later + 1] = r end
+    kept = {}
+    for _, r in ipairs(later) do
+      if due[r.id] and core.engine_clock() < due[r.id] then kept[#kept + 1] = r else out[#out + 1] = r end
+    end
+    return out
+  end
+  return w
+end
+]]
 
 describe("a warm pool's store on this host #docker", function()
   local name, skip_why
@@ -76,6 +121,20 @@ describe("a warm pool's store on this host #docker", function()
       on_event = function(ev) if ev.phase:match("^pool_") then events[#events + 1] = ev end end })
   end
 
+  -- a pool of one stored stack: the pool and the stack's project
+  local function pool_of_one()
+    local pool = new_pool(1)
+    assert.equal(1, assert(pool:fill()))
+    return pool, idle_projects(name)[1]
+  end
+
+  -- the pool events of `phase` seen for `project`
+  local function count(phase, project)
+    local n = 0
+    for _, ev in ipairs(events) do if ev.phase == phase and ev.project == project then n = n + 1 end end
+    return n
+  end
+
   it("gives each of 3 stored stacks to exactly one of 4 processes acquiring at once, with no container list", function()
     if skip_why then pending(skip_why) return end
     local pool = new_pool(3)
@@ -89,14 +148,6 @@ describe("a warm pool's store on this host #docker", function()
     end
     local dir = h.must("mktemp -d /tmp/sstest-pstore.XXXXXX"):gsub("%s+$", "")
     local opts_file = dir .. "/opts.lua"
-    local function source(v)
-      if type(v) == "table" then
-        local parts = {}
-        for k, x in pairs(v) do parts[#parts + 1] = "[" .. source(k) .. "]=" .. source(x) end
-        return "{" .. table.concat(parts, ",") .. "}"
-      end
-      return type(v) == "string" and ("%q"):format(v) or tostring(v)
-    end
     h.write_file(opts_file, "return " .. source(stack_opts()))
     local cmd = h.child_command(dir .. "/child.lua", ([[
       local sandstack = require "sandstack"
@@ -146,9 +197,7 @@ describe("a warm pool's store on this host #docker", function()
 
   it("leaves a stack to the next claimant when the process holding its file dies", function()
     if skip_why then pending(skip_why) return end
-    local pool = new_pool(1)
-    assert.equal(1, assert(pool:fill()))
-    local project = idle_projects(name)[1]
+    local pool, project = pool_of_one()
     local dir = h.must("mktemp -d /tmp/sstest-pstore.XXXXXX"):gsub("%s+$", "")
     local cmd = h.child_command(dir .. "/child.lua", ([[
       local core = require "sandstack.core"
@@ -173,11 +222,9 @@ describe("a warm pool's store on this host #docker", function()
     s:close()
   end)
 
-  it("never hands out a stored stack whose rename another claimant won, and takes it down", function()
+  it("never serves a stored stack whose rename another claimant won, and takes it down", function()
     if skip_why then pending(skip_why) return end
-    local pool = new_pool(1)
-    assert.equal(1, assert(pool:fill()))
-    local project = idle_projects(name)[1]
+    local pool, project = pool_of_one()
     -- another host's claimant wins the rename; its store file here still says idle
     local eng = assert(sandstack.engine {})
     assert.is_true(batch.run(eng, { inventory.claim_request(project) }, 30)[1].ok)
@@ -185,15 +232,81 @@ describe("a warm pool's store on this host #docker", function()
     assert.is_true(exists(ready_file(project)))
     events = {}
     local s = assert(pool:acquire("sess-conflict", HAND_OVER))
-    assert.are_not.equal(project, s.project) -- started cold instead
-    assert.is_number(pool.last_acquire.list)
-    local conflict = 0
-    for _, ev in ipairs(events) do
-      if ev.phase == "pool_claim_conflict" then conflict = conflict + 1; assert.equal(project, ev.project) end
+    if s.project == project then -- answered before the rename's 404 came back: the next call fails
+      local ok, err = s:egress()
+      assert.is_nil(ok); assert.equal("pool_claim_lost", err.reason)
+    else
+      assert.is_number(pool.last_acquire.list) -- the 404 came first: started cold instead
     end
-    assert.equal(1, conflict)
+    assert.equal(1, count("pool_claim_conflict", project))
     assert.same({}, assert(docker.list { project = project }))
     assert.is_false(exists(control.dir(project)))
     s:close()
+  end)
+
+  it("answers before the rename; a rename lost meanwhile fails the session's next call and takes the stack down",
+    function()
+    if skip_why then pending(skip_why) return end
+    local pool, project = pool_of_one()
+    local eng = assert(sandstack.engine {})
+    assert.is_true(batch.run(eng, { inventory.claim_request(project) }, 30)[1].ok) -- another host wins
+    eng:close()
+    pool.eng = load(SLOW_RENAME)()(assert(pool:_engine()), 0.5) -- its 404 comes back 0.5 s later
+    events = {}
+    local s = assert(pool:acquire("sess-lost-late", HAND_OVER))
+    assert.equal(project, s.project) -- answered: the lock here, the hand-over done
+    assert.is_false(exists(ready_file(project)))
+    assert.is_true(exists(claimed_file(project))) -- durably marked before the answer
+    assert.equal(0, count("pool_claim_conflict", project))
+    local ok, err = s:egress() -- the next call learns it
+    assert.is_nil(ok)
+    assert.equal("engine", err.kind); assert.equal("pool_claim_lost", err.reason)
+    assert.equal(project, err.project)
+    local again; again, err = s:credentials()
+    assert.is_nil(again); assert.equal("pool_claim_lost", err.reason)
+    assert.equal(1, count("pool_claim_conflict", project))
+    assert.same({}, assert(docker.list { project = project }))
+    assert.is_false(exists(control.dir(project)))
+    s:close()
+    pool:close()
+  end)
+
+  it("never hands out again a stack answered to a process that died before its rename reached the engine", function()
+    if skip_why then pending(skip_why) return end
+    local pool, project = pool_of_one()
+    local dir = h.must("mktemp -d /tmp/sstest-pstore.XXXXXX"):gsub("%s+$", "")
+    h.write_file(dir .. "/slow.lua", SLOW_RENAME)
+    h.write_file(dir .. "/opts.lua", "return " .. source(stack_opts()))
+    local cmd = h.child_command(dir .. "/child.lua", ([[
+      local sandstack = require "sandstack"
+      local pool = assert(sandstack.docker.pool { name = %q, size = 0, max = 12, stack = dofile(%q) })
+      pool.eng = dofile(%q)(assert(pool:_engine()), "drop") -- the rename never leaves this process
+      local s = assert(pool:acquire("sess-dies", %s))
+      print("ANSWERED " .. s.project); io.stdout:flush()
+      while true do sandstack.core.sleep(1) end
+    ]]):format(name, dir .. "/opts.lua", dir .. "/slow.lua", source(HAND_OVER)))
+    local pid = tonumber((h.must(("%s > %s/out 2>&1 & echo $!"):format(cmd, h.q(dir)))))
+    local out
+    for _ = 1, 1000 do
+      out = h.read_file(dir .. "/out") or ""
+      if out:find("\n", 1, true) then break end
+      core.sleep(0.01)
+    end
+    local function state()
+      for _, st in ipairs(assert(docker.list { pool = name })) do if st.project == project then return st.state end end
+    end
+    local answered = out:match("ANSWERED (%S+)")
+    local listed = state() -- the engine still shows the ready mark: the held file says in use
+    h.sh("kill -9 " .. pid)
+    h.sh("rm -rf " .. h.q(dir))
+    assert.equal(project, answered, out)
+    assert.equal("in_use", listed)
+    assert.equal("in_use", state()) -- its claimant is gone: still never idle
+    events = {}
+    local s = assert(pool:acquire("sess-next", HAND_OVER))
+    assert.are_not.equal(project, s.project) -- started cold: the answered stack is not offered
+    s:close()
+    assert.equal(1, count("pool_dead", project)) -- taken down: it may hold the dead session's secrets
+    assert.same({}, assert(docker.list { project = project }))
   end)
 end)

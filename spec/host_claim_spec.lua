@@ -1,8 +1,9 @@
 -- core.claim_file: a claim on a host file that processes race for (an exclusive flock taken
 -- without waiting), as a warm pool's store uses it (lua/sandstack/docker/pool_store.lua):
 -- exactly one winner among processes claiming at once, the file free again when its holder
--- dies, and a file the winner moved away never claimed by its old name. Files in a temporary
--- directory of the test, removed at the end; the child processes are the test's own.
+-- dies, a file the winner moved away never claimed by its old name, and one renamed while held
+-- still held under its new name. Files in a temporary directory of the test, removed at the end;
+-- the child processes are the test's own.
 local h = require "helpers"
 local core = require "sandstack.core"
 
@@ -72,6 +73,24 @@ describe("core.claim_file", function()
     h.must("ln -s " .. h.q(path .. ".claimed") .. " " .. h.q(work .. "/link"))
     local linked; linked, err = core.claim_file(work .. "/link")
     assert.is_nil(linked); assert.equal("io", err.kind)
+  end)
+
+  it("renames a claimed file and keeps the lock on its new name, until it is released", function()
+    local path = work .. "/kept"
+    h.write_file(path, "k")
+    local c = assert(core.claim_file(path))
+    assert.is_true(c:rename(path .. ".claimed"))
+    local old, why = core.claim_file(path)
+    assert.is_false(old); assert.equal("gone", why)
+    local other; other, why = core.claim_file(path .. ".claimed")
+    assert.is_false(other); assert.equal("held", why) -- still this claim's
+    local bad, err = c:rename(work .. "/no-such-dir/x")
+    assert.is_nil(bad); assert.equal("io", err.kind)
+    c:release()
+    local next_one = assert(core.claim_file(path .. ".claimed"))
+    next_one:release()
+    local released; released, err = c:rename(path)
+    assert.is_nil(released); assert.equal("released", err.reason)
   end)
 
   it("lets exactly one of 6 processes claiming one file at once win, 3 times over", function()

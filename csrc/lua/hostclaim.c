@@ -123,6 +123,34 @@ static int l_move(lua_State *L) {
   return 1;
 }
 
+/* claim:rename(new_path) -> true, or nil, err: renames the claimed file and keeps the lock (the
+ * claim now names the new path). The directory is synced before it returns, so the new name
+ * survives a crash of the host as a durable write does: a pool's stack answered to a session
+ * before the engine's rename is marked this way, and never looks idle again. */
+static int l_rename(lua_State *L) {
+  host_claim *c = luaL_checkudata(L, 1, CLAIM_MT);
+  size_t len;
+  const char *to = luaL_checklstring(L, 2, &len);
+  if (c->fd < 0) return ss_return_error(L, "invalid", "released", "claim: already released: %s", c->path);
+  if (len >= CLAIM_PATH_MAX) return ss_return_error(L, "invalid", "path_too_long", "claim: path too long: %s", to);
+  if (rename(c->path, to) != 0) return io_error(L, errno, "rename", c->path);
+  memcpy(c->path, to, len + 1);
+  char dir[CLAIM_PATH_MAX];
+  memcpy(dir, to, len + 1);
+  char *slash = strrchr(dir, '/');
+  if (slash == dir) slash[1] = '\0';
+  else if (slash) *slash = '\0';
+  else strcpy(dir, ".");
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return io_error(L, errno, "open", dir);
+  int r = fsync(dfd);
+  int e = errno;
+  close(dfd);
+  if (r != 0) return io_error(L, e, "fsync", dir);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* claim:release(): lets the next claimant take the file as it is. Idempotent. */
 static int l_release(lua_State *L) {
   claim_close(L);
@@ -130,7 +158,7 @@ static int l_release(lua_State *L) {
 }
 
 void sandstack_open_hostclaim(lua_State *L) {
-  static const luaL_Reg methods[] = {{"move", l_move}, {"release", l_release}, {NULL, NULL}};
+  static const luaL_Reg methods[] = {{"move", l_move}, {"rename", l_rename}, {"release", l_release}, {NULL, NULL}};
   ss_define_class(L, CLAIM_MT, methods, claim_close);
   static const luaL_Reg fns[] = {{"claim_file", l_claim_file}, {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);

@@ -229,6 +229,11 @@ function M.list(opts)
     if e.pool then
       -- the objects' own session label is the pool's placeholder: the claim names the owner
       e.state = M.pool_state(e, now)
+      -- marked idle by the engine, but handed to a session on this host (its rename in flight, or
+      -- its claimant died before it): in use, never offered or reaped as idle
+      if e.state ~= "in_use" and e.marked and require("sandstack.docker.pool_store").claimed_here(e.project) then
+        e.state = "in_use"
+      end
       e.session_key = e.claim_session
     end
     e.claim_session = nil

@@ -29,6 +29,7 @@ local check_session_key, check_overrides = kit.check_session_key, kit.check_over
 
 local function docker() return require "sandstack.docker" end
 local function inventory() return require "sandstack.docker.inventory" end
+local function store() return require "sandstack.docker.pool_store" end
 
 local function count(name, v, min)
   if type(v) ~= "number" or v ~= math.floor(v) or v < min then
@@ -95,10 +96,15 @@ function M.new(opts)
     if c.service == plan.forwarder then image = c.image end
     shape.services[#shape.services + 1] = c.service
   end
-  return setmetatable({ name = opts.name, size = size, max = max, stack = stack, on_event = opts.on_event,
+  local pool = setmetatable({ name = opts.name, size = size, max = max, stack = stack, on_event = opts.on_event,
     placeholder = placeholder, mark_image = image, shape = shape, concurrency = concurrency, slots = prepared,
     model_key = model_key,
     grace = (stack.ready_timeout or 60) + (stack.health_timeout or 60) + 120 }, Pool)
+  -- the engine client (its /version round, its connection) made with the pool, not in the first
+  -- acquire, when the engine is this host's; a failure here is left to the first call to meet
+  local host = stack.docker_host or os.getenv("DOCKER_HOST") or "unix://"
+  if tostring(host):match("^unix://") then pool:_engine() end
+  return pool
 end
 
 function Pool:_engine()
@@ -211,10 +217,13 @@ function Pool:_survey(eng)
   end
   local view, now = { idle = {}, dead = {}, stale = {}, claimed = 0, starting = 0 }, os.time()
   for p, e in pairs(by) do
-    if e.claimed then
+    local here = e.marked and not e.claimed and store().claimed_here(p)
+    if e.claimed or here == "claiming" then -- claiming: answered to a session here, its rename in flight
       view.claimed = view.claimed + 1
       view.in_use = view.in_use or {}
       view.in_use[#view.in_use + 1] = p
+    elseif here then -- its claimant died before the rename: it may hold that session's secrets,
+      view.dead[#view.dead + 1] = p -- so it is taken down, never handed out
     elseif e.marked then
       local healthy = e.port ~= nil
       for _, svc in ipairs(self.shape.services) do if e.services[svc] ~= "running" then healthy = false end end
@@ -295,7 +304,8 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
   if held then submit_record() end
   -- curl sends a submitted request on a poll: one now, so the engine works while this process
   -- plans and hands over; answers that come back meanwhile wait in `early`
-  local answers, early = {}, {}
+  self._early = self._early or {} -- kept by the pool: a claim completed later reads its answers here
+  local answers, early = {}, self._early
   local function kick() for _, r in ipairs(eng:poll(0)) do early[r.id] = r end end
   kick()
   local plan, err = docker().plan(session_key, self:_plan_opts(idle.project), { token = "x" })
@@ -344,26 +354,68 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
     local ok; ok, err = kit.hand_over(self, stack, hooks, false, t)
     if not ok then stack:close(); stack = nil end
   end
-  local down = function()
-    if stack then stack:close() end
+  local function down(keep_handle)
+    if stack and not keep_handle then stack:close() end
     docker().down(idle.project, { docker_host = self.stack.docker_host, timeout = self.stack.timeout })
   end
-  if held then
-    t.claim = (t.claim or 0) + wait { "rename" }
-    local won, lost, rerr = rename_outcome()
-    if not won then -- the session's secrets may be in its proxy: the stack serves nobody else
-      wait { "record" }
-      down()
-      emit(self, "pool_claim_conflict", { project = idle.project, session_key = session_key })
-      if lost then return nil, nil, true end
-      return nil, rerr
+  -- the rename's and the record's answers: true, or nil, err, lost (the stack is then down). tt:
+  -- where the waits are timed (t, or the completion's own table after an early answer)
+  local function complete(keep_handle, tt)
+    tt = tt or t
+    if held then
+      tt.claim = (tt.claim or 0) + wait { "rename" }
+      local won, lost, rerr = rename_outcome()
+      if not won then -- the session's secrets may be in its proxy: the stack serves nobody else
+        wait { "record" }
+        down(keep_handle)
+        emit(self, "pool_claim_conflict", { project = idle.project, session_key = session_key })
+        return nil, lost and E.new("engine", "pool_claim_lost", "pool: another claimant (another host, or a reap) took"
+          .. " stack " .. idle.project .. " before this session's claim reached the engine; the stack was taken down:"
+          .. " acquire again", { project = idle.project, status = answers.rename.status }) or rerr, lost
+      end
     end
+    tt.record = (tt.record or 0) + wait { "record" }
+    local rec = answers.record
+    if not rec.ok then
+      down(keep_handle)
+      return nil, rec.err
+    end
+    return true
   end
-  t.record = wait { "record" }
-  local rec = answers.record
-  if not (plan and stack and rec.ok) then
+  -- held, the rename not answered yet (a poll sends what curl has not sent: not left to the
+  -- session's next call) and the stack's file here marked claimed durably: the session is answered
+  -- now and the handle completes the claim on its first call (pool_pending.lua)
+  if held and plan and stack then kick() end
+  local tm = A.now()
+  if held and plan and stack and not early[ids.rename] and require("sandstack.docker.pool_store").mark_claimed(idle) then
+    idle.pending = true
+    t.mark = A.now() - tm
+    stack.pool = self.name
+    t.claim, t.record = t.claim or 0, t.record or 0
+    local done = require("sandstack.docker.pool_pending").defer(stack, function()
+      idle.pending = nil -- the rename's answer settles the store's file now
+      local ok, cerr = complete(true, {})
+      t.after = A.now() - t0
+      if self._pending then self._pending[stack] = nil end
+      return ok, cerr
+    end)
+    self._pending = self._pending or setmetatable({}, { __mode = "k" })
+    self._pending[stack] = done
+    return stack
+  end
+  if not (plan and stack) then
+    if held then
+      local ok, _, lost = complete()
+      if lost then return nil, nil, true end
+      if not ok then return nil, err end -- taken down by complete
+    end
     down()
-    return nil, (not rec.ok and rec.err) or err
+    return nil, err
+  end
+  local ok, lost; ok, err, lost = complete()
+  if not ok then
+    if lost then return nil, nil, true end
+    return nil, err
   end
   stack.pool = self.name
   return stack
@@ -395,6 +447,8 @@ function Pool:_claim_listed(eng, idle, session_key, hooks, t)
   local store = require "sandstack.docker.pool_store"
   local entry, why = store.take_project(self.name, idle.project)
   if why == "held" then return nil, nil, true end
+  -- handed to a session here already (answered before its rename), maybe by a process that died
+  if not entry and store.claimed_here(idle.project) then return nil, nil, true end
   if entry then
     local stack, err, lost = self:_claim(eng, entry, session_key, hooks, t, function(done) store.settle(entry, done) end,
       true)
@@ -427,7 +481,8 @@ end
 -- With no healthy idle stack left, those failing their re-check are removed (event pool_dead)
 -- and the session starts cold: the normal start, labelled with the pool and claimed at once
 -- (event pool_empty). pool.last_acquire holds the time of each step of the last acquire, in
--- seconds (find: the store; list: the container list, when it was read).
+-- seconds (engine: the pool's engine client, made on first use; find: the store; list: the
+-- container list, when it was read).
 function Pool:acquire(session_key, overrides)
   local ok, err = check_session_key(session_key)
   if not ok then return nil, err end
@@ -437,6 +492,7 @@ function Pool:acquire(session_key, overrides)
   self.last_acquire = t
   local eng; eng, err = self:_engine()
   if not eng then return nil, err end
+  t.engine = A.now() - t.t0 -- the pool's engine client: made (a /version round) on its first use
   local stored, project_or_err = self:_claim_stored(eng, session_key, hooks, t)
   if stored then
     t.total = A.now() - t.t0
@@ -580,6 +636,8 @@ end
 -- being removed); stacks held by sessions stay theirs. Idempotent.
 function Pool:close()
   if self.server then self.server.closed = true end
+  for _, done in pairs(self._pending or {}) do done() end -- claims answered early complete on this engine
+  self._pending = nil
   local removed, err = docker().reap { docker_host = self.stack.docker_host, timeout = self.stack.timeout,
     pool = self.name, idle_only = true }
   if self.eng then self.eng:close(); self.eng = nil end

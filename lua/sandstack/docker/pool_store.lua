@@ -12,7 +12,9 @@
 -- go to the stack only after the rename has won. After the rename, won or lost, the claimant moves
 -- the file to `pool-claimed` while it holds the lock, so no later claimant tries that stack again. A
 -- claimant that dies between the lock and the move loses its lock with its life: the next one
--- takes the file, and the rename tells it whether the stack is still idle.
+-- takes the file, and the rename tells it whether the stack is still idle. An acquire that answers
+-- its session before the rename returns first moves the file to `pool-claimed` durably, keeping the
+-- lock until the rename's answer (M.mark_claimed).
 --
 -- What the store does not see: whether every service still runs. pool:serve's pass lists the
 -- pool's containers and removes the stacks whose service stopped.
@@ -88,12 +90,40 @@ function M.take(pool_name)
   return nil
 end
 
+-- Before a session is answered ahead of the engine's rename: the file moved to `pool-claimed`,
+-- durably, with the lock still held. From here on a crash never lets this host hand the stack out
+-- again (it may hold the session's secrets): the store no longer offers it, an acquire that finds
+-- it in the container list skips it, and list/serve read it as claimed (M.claimed_here). true, or
+-- nil, err (the claim is then kept as it was).
+function M.mark_claimed(entry)
+  local ok, err = entry.claim:rename(claimed_path(entry.project))
+  if not ok then return nil, err end
+  entry.marked = true
+  return true
+end
+
 -- After the engine's answer to the rename: `done` (won or lost) moves the file away, so nobody
--- tries the stack again; otherwise (no answer) the file is left for the next claimant.
+-- tries the stack again; otherwise (no answer) the file is left for the next claimant. A file
+-- marked claimed stays so (its lock is only released). An entry whose claim completes later
+-- (entry.pending) is left to that completion.
 function M.settle(entry, done)
-  if not entry.claim then return end
-  if done then entry.claim:move(claimed_path(entry.project)) else entry.claim:release() end
+  if not entry.claim or entry.pending then return end
+  if done and not entry.marked then entry.claim:move(claimed_path(entry.project)) else entry.claim:release() end
   entry.claim = nil
+end
+
+-- Whether this host handed a stack to a session that the engine may still show idle (its ready
+-- mark not renamed): "claiming" (the claimant holds the file: its rename is in flight), "orphan"
+-- (nobody holds it: the claimant died before the engine's answer, or it was answered already),
+-- or nil (no such file here).
+function M.claimed_here(project)
+  local claim, why = core.claim_file(claimed_path(project))
+  if claim then
+    claim:release()
+    return "orphan"
+  end
+  if why == "held" then return "claiming" end
+  return nil
 end
 
 -- A claimed stack's file back to idle (a stack handed back to the pool, e.g. by a bench).

@@ -1,0 +1,50 @@
+-- A pooled stack answered before its claim completed (lua/sandstack/docker/pool_pending.lua), on
+-- a stand-in handle class: the completion runs once, before the first method; a failed one is the
+-- answer of every method but close, which still closes. No engine.
+local pending = require "sandstack.docker.pool_pending"
+local E = require "sandstack.error"
+
+local function stand_in()
+  local calls = {}
+  local Class = {}
+  Class.__index = Class
+  function Class:egress() calls[#calls + 1] = "egress"; return { allow = {} } end
+  function Class:set_egress() calls[#calls + 1] = "set_egress"; return true end
+  function Class:close() calls[#calls + 1] = "close"; self.closed = true end
+  Class.__gc = Class.close
+  return setmetatable({ project = "p-1" }, Class), Class, calls
+end
+
+describe("a pooled stack answered before its claim completed", function()
+  it("completes once, before the first method runs, then is a plain handle", function()
+    local s, Class, calls = stand_in()
+    local runs = 0
+    local done = pending.defer(s, function() runs = runs + 1; calls[#calls + 1] = "claim"; return true end)
+    assert.equal(0, runs)
+    assert.equal("p-1", s.project) -- fields read without completing
+    assert.same({ allow = {} }, s:egress())
+    assert.is_true(s:set_egress())
+    assert.equal(1, runs)
+    assert.same({ "claim", "egress", "set_egress" }, calls)
+    assert.equal(Class, getmetatable(s))
+    assert.is_true((done())) -- the pool's call after the session's: the same answer, not run again
+    assert.equal(1, runs)
+  end)
+
+  it("answers every method but close with the claim's error, and still closes", function()
+    local s, _, calls = stand_in()
+    local runs = 0
+    local lost = E.new("engine", "pool_claim_lost", "taken")
+    local done = pending.defer(s, function() runs = runs + 1; return nil, lost end)
+    local ok, err = done() -- the pool completes it first (its close)
+    assert.is_false(ok); assert.equal(lost, err)
+    ok, err = s:egress()
+    assert.is_nil(ok); assert.equal("pool_claim_lost", err.reason)
+    ok, err = s:set_egress()
+    assert.is_nil(ok); assert.equal(lost, err)
+    s:close()
+    assert.is_true(s.closed)
+    assert.equal(1, runs)
+    assert.same({ "close" }, calls) -- no method of the stack ran but close
+  end)
+end)
