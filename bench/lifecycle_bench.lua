@@ -81,7 +81,7 @@ local ok, err = pcall(function()
   -- what the resume's parts cost alone: the agent's answer on a running stack (the path through
   -- the forwarder), and the Engine's unpause of the sandbox alone (one runc process)
   local plain, one = {}, {}
-  local R, batch = core.session_requests, require "sandstack.docker.batch"
+  local R, batch = core.session_requests, require "sandstack.stack.batch"
   local others = {}
   for _, c in ipairs(names) do if c ~= sbx then others[#others + 1] = c end end
   for i = 1, ROUNDS * 4 do
