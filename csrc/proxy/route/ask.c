@@ -71,14 +71,6 @@ static void audit_ask(const proxy_conn *c, uint64_t id, const char *decision, co
   audit_line_emit(o);
 }
 
-void ask_grant(const proxy_conn *c, ss_policy_verdict *v) {
-  if (!c->ask_granted || v->admitted || v->reason != SS_DENY_HOST) return;
-  v->admitted = 1;
-  v->reason = SS_DENY_NONE;
-  v->rule = 0;
-  v->raw = 0; /* a tunnel the host allowed still starts with a ClientHello naming its host */
-}
-
 /* While held: bytes the client sends on (a body, an early ClientHello) wait with the head for the
  * route, as far as the buffer bounds them; the client's close drops the ask (conn_close). The
  * append may move the buffer, so the parsed head (which points into it) is read again before the
