@@ -40,7 +40,8 @@
  *  - a forwarded request arrives in origin form with the client's method and path, the same
  *    body rules, no token;
  *  - a tunnel relays exactly the client's bytes, in order;
- *  - api.test has a credential (X-Key): its secret never reaches the client in an answer, and a
+ *  - api.test has a credential (X-Key), askcred.test another: a host's secret never reaches the
+ *    client in an answer on a connection to it, and a
  *    chunked body may go on in the proxy's own chunks, whose data must be the client's;
  *  - the credential route's upstream request carries the real key once, never the token, and
  *    at most Content-Length body bytes, which are the client's;
@@ -464,11 +465,12 @@ static void check(run *r) {
   observe(r);
   /* the scrub: api.test's secret never reaches the client (unless the client itself wrote it) */
   const pbuf *back = &r->client.plain_in, *wrote = &r->client_plain;
-  static const char *const SECRETS[] = {CRED_SECRET, ASK_SECRET};
-  for (size_t i = 0; i < 2; i++)
-    if (back->n && memmem(back->p, back->n, SECRETS[i], strlen(SECRETS[i])) &&
-        !(wrote->n && memmem(wrote->p, wrote->n, SECRETS[i], strlen(SECRETS[i]))))
-      fail("a credential's secret reached the client");
+  /* each host's answers are scrubbed of its own secret: another host's origin may send it (the
+   * fuzzer's bytes), as the proxy never placed it there */
+  const char *secret = r->t->host ? ASK_SECRET : CRED_SECRET;
+  if (back->n && memmem(back->p, back->n, secret, strlen(secret)) &&
+      !(wrote->n && memmem(wrote->p, wrote->n, secret, strlen(secret))))
+    fail("a credential's secret reached the client");
   switch (r->t->route) {
   case R_INSPECT: check_inspected(r); break;
   case R_FORWARD: check_forwarded(r, &r->origin.in); break;
