@@ -150,6 +150,21 @@ describe("sandstack-proxy: an ask's allow once on an inspected host", function()
     assert.equal("cred.test", seen.host)
   end)
 
+  it("a held POST's body reaches the destination whole once allowed (more than the held buffer)", function()
+    local body, out = work .. "/big", work .. "/post.json"
+    h.write_file(body, ("0123456789abcdef"):rep(12500))
+    h.must(in_p("sh -c " .. h.q("curl -sS --max-time 30 -H 'Expect:' -x " .. h.q(H.proxy_url("main")) .. " --data-binary @"
+      .. h.q(body) .. " http://other.test/up > " .. h.q(out .. ".tmp") .. " && mv " .. h.q(out .. ".tmp") .. " " .. h.q(out)))
+      .. " </dev/null >/dev/null 2>&1 &")
+    answer("other.test", "allow")
+    local got = wait_for("the answer", function()
+      local s = h.read_file(out)
+      return s and assert(core.json_decode(s), s)
+    end)
+    assert.equal(200000, #got.body)
+    assert.is_true(got.body == h.read_file(body), "the body arrived changed")
+  end)
+
   it("exits cleanly on SIGTERM (and, under ASan, without a sanitizer report)", function()
     local err = H.stop("main")
     assert.is_nil(err:find("ERROR: AddressSanitizer", 1, true), err)
