@@ -178,6 +178,12 @@ typedef struct run {
   size_t inner_off, head_len;
   pbuf client_plain; /* what the client sent inside TLS */
   pbuf origin_plain; /* what the destination sent inside TLS */
+  /* for each TLS write of the destination: where its plaintext ends in origin_plain and where
+   * its record ends in the destination's byte stream (SIZE_MAX: cut off, never delivered) */
+  struct origin_mark {
+    size_t plain_end, cipher_end;
+  } *marks;
+  size_t nmarks, marks_cap;
   /* where in origin_plain the answers begin: what the destination sent and the proxy read
    * before the first request reached it was dropped (nothing had been asked), not an answer */
   size_t answers_from;
@@ -504,6 +510,15 @@ static void client_got(run *r) {
   else p->tls_dead = 1; /* refused with a plain answer */
 }
 
+/* The plaintext of the destination's records the proxy has read whole: each mu_read reaches
+ * the proxy's read callback at once, and origin.sent grows only after it returns, so a record in
+ * the read being handled now is not counted (the proxy may read it after the request it sends). */
+static size_t plain_read_whole(const run *r) {
+  size_t plain = 0;
+  for (size_t i = 0; i < r->nmarks && r->marks[i].cipher_end <= r->origin.sent.n; i++) plain = r->marks[i].plain_end;
+  return plain;
+}
+
 static void on_sent(void *ctx, mu_side side, const char *data, size_t n) {
   run *r = ctx;
   observe(r);
@@ -523,7 +538,7 @@ static void on_sent(void *ctx, mu_side side, const char *data, size_t n) {
     peer_receive(&r->origin, data, n);
     if (!before && r->origin.plain_in.n && !r->answers_from_set) { /* the first request arrives */
       r->answers_from_set = 1;
-      r->answers_from = r->origin.out.n == 0 ? r->origin_plain.n : 0; /* all of it read by the proxy, or count it all */
+      r->answers_from = plain_read_whole(r);
     }
   }
 }
@@ -593,20 +608,38 @@ static void peer_close(run *r, mu_side side, unsigned arg) {
     mu_write_error(r->w, side);
     return;
   }
-  if (arg >= 6) pb_drop(&p->out, p->out.n);
+  if (arg >= 6) { /* the records still to send never reach the proxy */
+    if (side == MU_UPSTREAM)
+      for (size_t i = 0; i < r->nmarks; i++)
+        if (r->marks[i].cipher_end > p->sent.n) r->marks[i].cipher_end = SIZE_MAX;
+    pb_drop(&p->out, p->out.n);
+  }
   p->eof = 1;
 }
 
 /* The destination's answer, n more bytes of it: a response with a body big enough for
  * backpressure (or an SSH banner on the raw route), then bytes past its end. */
+/* n plaintext bytes from the destination through its TLS session, kept for the checks with
+ * where its record ends in the destination's stream */
+static int origin_tls_write(run *r, const char *data, size_t n) {
+  if (peer_tls_write(&r->origin, data, n) != 0) return -1;
+  pb_add(&r->origin_plain, data, n);
+  if (r->nmarks == r->marks_cap) {
+    r->marks_cap = r->marks_cap ? 2 * r->marks_cap : 16;
+    r->marks = realloc(r->marks, r->marks_cap * sizeof *r->marks);
+    if (!r->marks) abort();
+  }
+  r->marks[r->nmarks++] = (struct origin_mark){r->origin_plain.n, r->origin.sent.n + r->origin.out.n};
+  return 0;
+}
+
 static void origin_answer(run *r, size_t n) {
   const pbuf *answer = r->t->route == R_RAW ? &G.banner : &G.answer;
   size_t left = answer->n - r->answer_off;
   if (n > left) n = left;
   if (!n) return;
   if (r->origin.ssl) {
-    if (peer_tls_write(&r->origin, answer->p + r->answer_off, n) != 0) return;
-    pb_add(&r->origin_plain, answer->p + r->answer_off, n);
+    if (origin_tls_write(r, answer->p + r->answer_off, n) != 0) return;
   } else {
     pb_add(&r->origin.out, answer->p + r->answer_off, n);
   }
@@ -637,7 +670,7 @@ static void raw_bytes(run *r, peer *p, int tls) {
   r->pos += n;
   if (!tls) return pb_add(&p->out, bytes, n);
   if (p != &r->client) {
-    if (peer_tls_write(p, bytes, n) == 0) pb_add(&r->origin_plain, bytes, n);
+    origin_tls_write(r, bytes, n);
   } else if (n && client_plain_write(r, bytes, n) == 0) {
     r->raw_inner = 1;
   }
@@ -928,6 +961,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pb_free(&r->client_plain);
   pb_free(&r->cred_body);
   pb_free(&r->origin_plain);
+  free(r->marks);
   free(r->body);
   free(r);
   return 0;
