@@ -4,8 +4,11 @@
 -- the other pending asks for that host go on too),
 -- denies it with a reason the sandbox reads, or leaves it to time out (reason ask_timeout); the
 -- callback form h:serve answers one too; every decision is an audit line naming who answered.
+-- d.test has a credential; once a live policy no longer names it, its CONNECT is asked, and
+-- allowed once, that one connection is inspected and its request passes; the next asks again.
 -- The outside is a network namespace of this test with the TLS stand-in
--- (spec/support/proxy_standin.py) serving a.test and b.test. Objects: project and netns
+-- (spec/support/proxy_standin.py) serving a.test, b.test and d.test (its CA is the stack's
+-- proxy_upstream_ca, so the stack's bundle, which replaces the sandbox's CA variables, has it). Objects: project and netns
 -- "sstest-ask-<random>", removed at the end. The proxy image carries this tree's proxy under a
 -- name of its own, so a stack of another tree's spec building the shared test name at the same
 -- time cannot swap it.
@@ -22,7 +25,8 @@ local PROJECT, NS, top = S.PROJECT, S.NS, S.top
 local addr, sandbox, audit = S.addr, S.sandbox, S.audit
 
 local TIMEOUT = 4
-local START = { allow = { "b.test:443" }, ask = true, ask_timeout = TIMEOUT }
+-- d.test is named at start (a credential's host must be); a live policy drops it
+local START = { allow = { "b.test:443", "d.test:443" }, ask = true, ask_timeout = TIMEOUT }
 
 -- curl in the sandbox in the background, its output (-i: the proxy's answer too) in a file
 local function curl_bg(work, name, url)
@@ -56,7 +60,7 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
   lazy_setup(function()
     if skip_why then return end
     work = h.must("mktemp -d /tmp/sstest-ask.XXXXXX"):gsub("%s+$", "")
-    dh.make_certs(work, "sstest-ask-ca", "a.test", { "a.test", "b.test", "c.test" })
+    dh.make_certs(work, "sstest-ask-ca", "a.test", { "a.test", "b.test", "c.test", "d.test" })
     S.outside_up { 2 }
     S.start_standin(work)
     for _ = 1, 100 do
@@ -73,7 +77,9 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
         env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
       api_key = S.KEY, session_token = S.TOKEN,
       egress_policy = START,
-      proxy_hosts = { ["a.test"] = addr(2), ["b.test"] = addr(2), ["c.test"] = addr(2) },
+      proxy_hosts = { ["a.test"] = addr(2), ["b.test"] = addr(2), ["c.test"] = addr(2), ["d.test"] = addr(2) },
+      proxy_upstream_ca = ca,
+      credentials = { { name = "D_KEY", host = "d.test", header = "X-Key", secret = "d-secret-" .. core.random_hex(8) } },
     })
   end)
 
@@ -132,6 +138,29 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
       if l.route == "ask" and l.decision == "deny" and l.host == "c.test" then seen = l end
     end
     assert.equal("host", seen and seen.by)
+  end)
+
+  it("an allow once on an inspected host (a credential's) admits that connection alone", function()
+    if not ready() then return end
+    assert(stack:set_egress { allow = { "b.test:443" }, ask = true, ask_timeout = TIMEOUT })
+    local out = curl_bg(work, "once.out", "https://d.test/once")
+    local a = ask_for(stack, "d.test")
+    local r = assert(stack:answer(a.id, "allow", { remember = "once", by = "spec" }))
+    assert.is_false(r.remembered)
+    -- the proxy terminated the tunnel's TLS (the stack CA's leaf) and let its request through
+    wait_for("d.test's answer", function() return out():find("hello from d.test /once", 1, true) end, 15)
+    assert.is_false((stack:egress():admits("d.test", nil, nil, 443)))
+    local again = curl_bg(work, "once2.out", "https://d.test/again")
+    local b = ask_for(stack, "d.test")
+    assert.is_true(b.id > a.id)
+    assert(stack:answer(b.id, "deny", { reason = "once was enough" }))
+    wait_for("the refusal", function() return again():find("403", 1, true) end, 15)
+    local inspected = wait_for("the inspected connection's audit line", function()
+      for _, l in ipairs(audit()) do
+        if l.route == "inspect" and l.host == "d.test" and l.decision == "allow" then return l end
+      end
+    end, 15)
+    assert.same({ "/once", "spec" }, { inspected.path, inspected.answered_by })
   end)
 
   it("an unanswered ask is refused with ask_timeout", function()

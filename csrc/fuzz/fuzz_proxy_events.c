@@ -18,7 +18,8 @@
  * side stops or resumes reading, the loop turns (closing and pending phases), time passes to the
  * next timer, curl acts as the credential upstream, fuzzer bytes are injected raw or as TLS
  * plaintext, SIGTERM arrives. In the ask mode the policy asks (ask.c): a request no rule admits
- * (denied.test's tunnel, a forward to ask.test, a script's) is held, and the last event kind's
+ * (denied.test's tunnel, a forward to ask.test, a CONNECT to askcred.test, a credential's host
+ * that is inspected once allowed, a script's) is held, and the last event kind's
  * variants 12-15 answer the oldest pending ask (allow once, allow for the session, deny) or an
  * ask already gone (after its answer, its timeout or its client's close). At the end SIGTERM and the drain deadline must stop the proxy with
  * every handle closed. csrc/fuzz/events/seeds.py writes the seeds (the review's reproductions);
@@ -39,11 +40,15 @@
  *  - a forwarded request arrives in origin form with the client's method and path, the same
  *    body rules, no token;
  *  - a tunnel relays exactly the client's bytes, in order;
- *  - api.test has a credential (X-Key): its secret never reaches the client in an answer, and a
+ *  - api.test has a credential (X-Key), askcred.test another: a host's secret never reaches the
+ *    client in an answer on a connection to it, and a
  *    chunked body may go on in the proxy's own chunks, whose data must be the client's;
  *  - the credential route's upstream request carries the real key once, never the token, and
  *    at most Content-Length body bytes, which are the client's;
- *  - a held request reaches the destination only after the host allowed it;
+ *  - a held request reaches the destination only after the host allowed it; inside an inspected
+ *    tunnel allowed so, only requests to its own host (by Host and SNI), and an allow once leaves
+ *    the policy in force unchanged (the grant is the connection's: the one thing connections
+ *    share, the policy, never names the host);
  *  - the proxy stops after SIGTERM: no connection, handle, resolve or transfer left. */
 #include <signal.h>
 #include <stdint.h>
@@ -69,6 +74,9 @@
 /* a credential for api.test (its header X-Key): inspected answers from there are scrubbed */
 #define CRED_SECRET "api-secret-fuzz-0123456789"
 #define CRED_PLACEHOLDER "PHapiAAAAAAAAAAAAAAAAAAAAA"
+/* and one for askcred.test, which no rule names (the ask mode's inspected CONNECTs) */
+#define ASK_SECRET "ask-secret-fuzz-0123456789"
+#define ASK_PLACEHOLDER "PHaskAAAAAAAAAAAAAAAAAAAAA"
 
 typedef enum { R_TUNNEL, R_INSPECT, R_FORWARD, R_CREDENTIAL, R_RAW, R_SCRIPT } route;
 
@@ -83,49 +91,67 @@ typedef struct tmpl {
   int admitted;      /* the request may reach the destination */
   const char *line;  /* the request line the destination must get */
   int origin_tls, rogue;
+  const char *host;  /* an inspected CONNECT's host (NULL: api.test) */
+  int never;         /* refused even when the host allows the ask (a ClientHello naming another name) */
 } tmpl;
 
 #define BEARER "Proxy-Authorization: Bearer " TOKEN "\r\n"
 
 static const tmpl TEMPLATES[16] = {
     {R_TUNNEL, "CONNECT tunnel.test:443 HTTP/1.1\r\nHost: tunnel.test:443\r\n%s\r\n", BEARER, "tunnel.test", 0,
-     "GET /t HTTP/1.1\r\nHost: tunnel.test\r\n\r\n", 0, 1, NULL, 1, 0},
+     "GET /t HTTP/1.1\r\nHost: tunnel.test\r\n\r\n", 0, 1, NULL, 1, 0, NULL, 0},
     {R_TUNNEL, "CONNECT tunnel.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "tunnel.test", 1,
-     "GET /t HTTP/1.1\r\nHost: tunnel.test\r\n\r\n", 0, 1, NULL, 1, 0},
+     "GET /t HTTP/1.1\r\nHost: tunnel.test\r\n\r\n", 0, 1, NULL, 1, 0, NULL, 0},
     {R_TUNNEL, "CONNECT tunnel.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "api.test", 0, "GET / HTTP/1.1\r\n\r\n", 0, 0,
-     NULL, 1, 0}, /* SNI of another name */
+     NULL, 1, 0, NULL, 0}, /* SNI of another name */
     {R_INSPECT, "CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n%s\r\n", BEARER, "api.test", 0,
-     "POST /up HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n", 1, 1, "POST /up HTTP/1.1", 1, 0},
+     "POST /up HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n", 1, 1, "POST /up HTTP/1.1", 1, 0, NULL, 0},
     {R_INSPECT, "CONNECT api.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "api.test", 1,
      "GET /v1/models?limit=2 HTTP/1.1\r\nHost: api.test\r\nX-Key: " CRED_PLACEHOLDER "\r\n\r\n", 0, 1,
-     "GET /v1/models?limit=2 HTTP/1.1", 1, 0},
+     "GET /v1/models?limit=2 HTTP/1.1", 1, 0, NULL, 0},
     {R_INSPECT, "CONNECT api.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "api.test", 0,
-     "DELETE /up HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n", 1, 0, NULL, 1, 0},
+     "DELETE /up HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n", 1, 0, NULL, 1, 0, NULL, 0},
     {R_INSPECT, "CONNECT api.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "api.test", 0,
-     "POST /up HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n", 1, 0, NULL, 1, 1}, /* untrusted origin */
+     "POST /up HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n", 1, 0, NULL, 1, 1, NULL, 0}, /* untrusted origin */
     {R_FORWARD, "POST http://plain.test/up HTTP/1.1\r\nHost: plain.test\r\n%sContent-Length: %zu\r\n\r\n", BEARER, NULL,
-     0, NULL, 1, 1, "POST /up HTTP/1.1", 0, 0},
+     0, NULL, 1, 1, "POST /up HTTP/1.1", 0, 0, NULL, 0},
     {R_FORWARD, "GET http://plain.test/admin HTTP/1.1\r\nHost: plain.test\r\n%s\r\n", BEARER, NULL, 0, NULL, 0, 0, NULL,
-     0, 0},
+     0, 0, NULL, 0},
     {R_CREDENTIAL,
      "POST /v1/messages HTTP/1.1\r\nHost: sandstack\r\n%sContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
-     "x-api-key: " TOKEN "\r\n", NULL, 0, NULL, 1, 1, NULL, 0, 0},
+     "x-api-key: " TOKEN "\r\n", NULL, 0, NULL, 1, 1, NULL, 0, 0, NULL, 0},
     {R_CREDENTIAL, "POST /v1/messages HTTP/1.1\r\nHost: sandstack\r\n%sContent-Length: %zu\r\n\r\n",
-     "x-api-key: not-the-token-at-all\r\n", NULL, 0, NULL, 1, 0, NULL, 0, 0},
-    {R_RAW, "CONNECT raw.test:22 HTTP/1.1\r\n%s\r\nSSH-2.0-fuzz-client\r\n", BEARER, NULL, 0, NULL, 0, 1, NULL, 0, 0},
+     "x-api-key: not-the-token-at-all\r\n", NULL, 0, NULL, 1, 0, NULL, 0, 0, NULL, 0},
+    {R_RAW, "CONNECT raw.test:22 HTTP/1.1\r\n%s\r\nSSH-2.0-fuzz-client\r\n", BEARER, NULL, 0, NULL, 0, 1, NULL, 0, 0, NULL, 0},
     {R_TUNNEL, "CONNECT denied.test:443 HTTP/1.1\r\n%s\r\n", BEARER, "denied.test", 0, "GET / HTTP/1.1\r\n\r\n", 0, 0,
-     NULL, 1, 0},
+     NULL, 1, 0, NULL, 0},
     {R_TUNNEL, "CONNECT tunnel.test:443 HTTP/1.1\r\n%s\r\n", "Proxy-Authorization: Bearer tok-wrong-0123456789ab\r\n",
-     "tunnel.test", 0, "GET / HTTP/1.1\r\n\r\n", 0, 0, NULL, 1, 0},
-    {R_SCRIPT, "", "", NULL, 0, NULL, 0, 0, NULL, 0, 0},
+     "tunnel.test", 0, "GET / HTTP/1.1\r\n\r\n", 0, 0, NULL, 1, 0, NULL, 0},
+    {R_SCRIPT, "", "", NULL, 0, NULL, 0, 0, NULL, 0, 0, NULL, 0},
     {R_FORWARD, "GET http://plain.test/up?q=1 HTTP/1.1\r\nHost: plain.test\r\n%s\r\n",
      "Proxy-Authorization: Basic c2FuZHN0YWNrOnRvay1mdXp6LWV2ZW50cy0wMTIzNDU2Nzg5\r\n", NULL, 0, NULL, 0, 1,
-     "GET /up?q=1 HTTP/1.1", 0, 0},
+     "GET /up?q=1 HTTP/1.1", 0, 0, NULL, 0},
 };
 
 /* In the ask mode, template 8 is a forward no rule admits: held, and admitted only by an allow. */
 static const tmpl ASK_FORWARD = {R_FORWARD, "POST http://ask.test/up HTTP/1.1\r\nHost: ask.test\r\n%sContent-Length: %zu\r\n\r\n",
-                                 BEARER, NULL, 0, NULL, 1, 0, "POST /up HTTP/1.1", 0, 0};
+                                 BEARER, NULL, 0, NULL, 1, 0, "POST /up HTTP/1.1", 0, 0, NULL, 0};
+/* In the ask mode, templates 2, 5 and 13 are CONNECTs to askcred.test, a credential's host no
+ * rule names: held, and once allowed inspected (the proxy judges each request inside). Its
+ * requests reach the destination only after an allow, and never one naming another Host (13:
+ * check_inspected reads each request's Host) or inside a TLS session whose ClientHello named
+ * another name (2). */
+#define ASK_CONNECT "CONNECT askcred.test:443 HTTP/1.1\r\n%s\r\n"
+static const tmpl ASK_INSPECT[3] = {
+    {R_INSPECT, ASK_CONNECT, BEARER, "api.test", 0, "POST /up HTTP/1.1\r\nHost: askcred.test\r\nContent-Length: %zu\r\n\r\n", 1, 0,
+     "POST /up HTTP/1.1", 1, 0, "askcred.test", 1},
+    {R_INSPECT, ASK_CONNECT, BEARER, "askcred.test", 1,
+     "POST /up HTTP/1.1\r\nHost: askcred.test\r\nX-Key: " ASK_PLACEHOLDER "\r\nContent-Length: %zu\r\n\r\n", 1, 0,
+     "POST /up HTTP/1.1", 1, 0, "askcred.test", 0},
+    /* its own request names api.test (the Host check refuses it); the fuzzer's may name none */
+    {R_INSPECT, ASK_CONNECT, BEARER, "askcred.test", 0, "POST /up HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n", 1, 0,
+     "POST /up HTTP/1.1", 1, 0, "askcred.test", 0},
+};
 
 static const size_t BODY_SIZES[8] = {0, 1, 37, 1000, 4000, 5000, 16500, 70000};
 static const size_t SIZES[16] = {1, 2, 3, 5, 8, 13, 64, 100, 512, 1400, 4096, 16384, 20000, 65536, 131072, SIZE_MAX};
@@ -152,6 +178,12 @@ typedef struct run {
   size_t inner_off, head_len;
   pbuf client_plain; /* what the client sent inside TLS */
   pbuf origin_plain; /* what the destination sent inside TLS */
+  /* for each TLS write of the destination: where its plaintext ends in origin_plain and where
+   * its record ends in the destination's byte stream (SIZE_MAX: cut off, never delivered) */
+  struct origin_mark {
+    size_t plain_end, cipher_end;
+  } *marks;
+  size_t nmarks, marks_cap;
   /* where in origin_plain the answers begin: what the destination sent and the proxy read
    * before the first request reached it was dropped (nothing had been asked), not an answer */
   size_t answers_from;
@@ -167,6 +199,7 @@ typedef struct run {
   int cred_started;
   pbuf cred_body;
   int ask_mode, ask_allowed; /* the host allowed a held request: the refusal the template expects may pass */
+  int ask_remembered;        /* an allow for the session changed the policy in force */
   uint64_t ask_last;         /* the newest ask id seen: answered again after it is gone */
 } run;
 
@@ -374,14 +407,25 @@ static void check_inspected(run *r) {
     if (memcmp(g, line, gn < keep + 10 ? gn : keep + 10) != 0)
       fail("the destination got a request line other than the one checked");
     if (k < 64) heads[k] = sp1 - c == 4 && memcmp(c, "HEAD", 4) == 0;
+    /* judged for the CONNECT's host; an allow (once, for this connection, or for the session)
+     * admits what no rule names, nothing a rule refuses */
+    const char *host = r->t->host ? r->t->host : "api.test";
     ss_policy_verdict v;
-    ss_policy_check(G.cfg.policy, "api.test", 8, c, (size_t)(sp1 - c), sp1 + 1, (size_t)(sp2 - sp1 - 1), 443, &v);
-    if (!v.admitted || (!r->raw_inner && !r->t->admitted)) fail("the destination got a request the policy refuses");
+    ss_policy_check(G.cfg.policy, host, strlen(host), c, (size_t)(sp1 - c), sp1 + 1, (size_t)(sp2 - sp1 - 1), 443, &v);
+    int granted = r->ask_allowed && !v.admitted && v.reason == SS_DENY_HOST;
+    if (!(v.admitted || granted) || (!r->raw_inner && !r->t->admitted && !r->ask_allowed))
+      fail("the destination got a request the policy refuses");
+    if (r->t->never) fail("a request reached the destination through a tunnel whose ClientHello named another host");
     size_t gh = head_end(g, gn), sh = head_end(c, cn);
     pbuf this_head = {(char *)g, gh ? gh : gn, 0};
     check_head(&this_head, this_head.n, 0);
     if (!gh) return;
     if (!sh) fail("the destination got a whole head before the client sent one");
+    size_t hl;
+    const char *hv = field(c, sh, "host:", &hl);
+    size_t nl = strlen(host);
+    if (hv && (hl < nl || strncasecmp(hv, host, nl) != 0 || (hl > nl && hv[nl] != ':')))
+      fail("a request naming another Host than its CONNECT's reached the destination");
     size_t body = gn - gh, have = cn - sh, vl;
     int te = field(c, sh, "transfer-encoding:", &vl) != NULL;
     had_body = te || content_length(c, sh) > 0;
@@ -427,8 +471,11 @@ static void check(run *r) {
   observe(r);
   /* the scrub: api.test's secret never reaches the client (unless the client itself wrote it) */
   const pbuf *back = &r->client.plain_in, *wrote = &r->client_plain;
-  if (back->n && memmem(back->p, back->n, CRED_SECRET, strlen(CRED_SECRET)) &&
-      !(wrote->n && memmem(wrote->p, wrote->n, CRED_SECRET, strlen(CRED_SECRET))))
+  /* each host's answers are scrubbed of its own secret: another host's origin may send it (the
+   * fuzzer's bytes), as the proxy never placed it there */
+  const char *secret = r->t->host ? ASK_SECRET : CRED_SECRET;
+  if (back->n && memmem(back->p, back->n, secret, strlen(secret)) &&
+      !(wrote->n && memmem(wrote->p, wrote->n, secret, strlen(secret))))
     fail("a credential's secret reached the client");
   switch (r->t->route) {
   case R_INSPECT: check_inspected(r); break;
@@ -463,6 +510,15 @@ static void client_got(run *r) {
   else p->tls_dead = 1; /* refused with a plain answer */
 }
 
+/* The plaintext of the destination's records the proxy has read whole: each mu_read reaches
+ * the proxy's read callback at once, and origin.sent grows only after it returns, so a record in
+ * the read being handled now is not counted (the proxy may read it after the request it sends). */
+static size_t plain_read_whole(const run *r) {
+  size_t plain = 0;
+  for (size_t i = 0; i < r->nmarks && r->marks[i].cipher_end <= r->origin.sent.n; i++) plain = r->marks[i].plain_end;
+  return plain;
+}
+
 static void on_sent(void *ctx, mu_side side, const char *data, size_t n) {
   run *r = ctx;
   observe(r);
@@ -482,7 +538,7 @@ static void on_sent(void *ctx, mu_side side, const char *data, size_t n) {
     peer_receive(&r->origin, data, n);
     if (!before && r->origin.plain_in.n && !r->answers_from_set) { /* the first request arrives */
       r->answers_from_set = 1;
-      r->answers_from = r->origin.out.n == 0 ? r->origin_plain.n : 0; /* all of it read by the proxy, or count it all */
+      r->answers_from = plain_read_whole(r);
     }
   }
 }
@@ -552,20 +608,38 @@ static void peer_close(run *r, mu_side side, unsigned arg) {
     mu_write_error(r->w, side);
     return;
   }
-  if (arg >= 6) pb_drop(&p->out, p->out.n);
+  if (arg >= 6) { /* the records still to send never reach the proxy */
+    if (side == MU_UPSTREAM)
+      for (size_t i = 0; i < r->nmarks; i++)
+        if (r->marks[i].cipher_end > p->sent.n) r->marks[i].cipher_end = SIZE_MAX;
+    pb_drop(&p->out, p->out.n);
+  }
   p->eof = 1;
 }
 
 /* The destination's answer, n more bytes of it: a response with a body big enough for
  * backpressure (or an SSH banner on the raw route), then bytes past its end. */
+/* n plaintext bytes from the destination through its TLS session, kept for the checks with
+ * where its record ends in the destination's stream */
+static int origin_tls_write(run *r, const char *data, size_t n) {
+  if (peer_tls_write(&r->origin, data, n) != 0) return -1;
+  pb_add(&r->origin_plain, data, n);
+  if (r->nmarks == r->marks_cap) {
+    r->marks_cap = r->marks_cap ? 2 * r->marks_cap : 16;
+    r->marks = realloc(r->marks, r->marks_cap * sizeof *r->marks);
+    if (!r->marks) abort();
+  }
+  r->marks[r->nmarks++] = (struct origin_mark){r->origin_plain.n, r->origin.sent.n + r->origin.out.n};
+  return 0;
+}
+
 static void origin_answer(run *r, size_t n) {
   const pbuf *answer = r->t->route == R_RAW ? &G.banner : &G.answer;
   size_t left = answer->n - r->answer_off;
   if (n > left) n = left;
   if (!n) return;
   if (r->origin.ssl) {
-    if (peer_tls_write(&r->origin, answer->p + r->answer_off, n) != 0) return;
-    pb_add(&r->origin_plain, answer->p + r->answer_off, n);
+    if (origin_tls_write(r, answer->p + r->answer_off, n) != 0) return;
   } else {
     pb_add(&r->origin.out, answer->p + r->answer_off, n);
   }
@@ -596,7 +670,7 @@ static void raw_bytes(run *r, peer *p, int tls) {
   r->pos += n;
   if (!tls) return pb_add(&p->out, bytes, n);
   if (p != &r->client) {
-    if (peer_tls_write(p, bytes, n) == 0) pb_add(&r->origin_plain, bytes, n);
+    origin_tls_write(r, bytes, n);
   } else if (n && client_plain_write(r, bytes, n) == 0) {
     r->raw_inner = 1;
   }
@@ -642,9 +716,14 @@ static void ask_event(run *r, unsigned arg) {
     if (id > r->ask_last) r->ask_last = id;
   }
   uint64_t id = arg < 15 && first ? (uint64_t)cJSON_GetObjectItemCaseSensitive(first, "id")->valuedouble : r->ask_last;
-  int pending = 0;
-  for (const cJSON *a = list ? list->child : NULL; a; a = a->next)
-    if ((uint64_t)cJSON_GetObjectItemCaseSensitive(a, "id")->valuedouble == id) pending = 1;
+  int pending = 0, port = 0;
+  char host[SS_HOST_MAX + 1] = "";
+  for (const cJSON *a = list ? list->child : NULL; a; a = a->next) {
+    if ((uint64_t)cJSON_GetObjectItemCaseSensitive(a, "id")->valuedouble != id) continue;
+    pending = 1;
+    snprintf(host, sizeof host, "%s", cJSON_GetObjectItemCaseSensitive(a, "host")->valuestring);
+    port = (int)cJSON_GetObjectItemCaseSensitive(a, "port")->valuedouble;
+  }
   cJSON_Delete(list);
   if (!id) return;
   int allow = arg == 12 || arg == 13, remembered = 0;
@@ -653,6 +732,12 @@ static void ask_event(run *r, unsigned arg) {
   if (rc == 0 && !pending) fail("an answer found an ask that was gone");
   if (rc != 0 && pending) fail("an answer missed a pending ask");
   if (rc == 0 && allow) r->ask_allowed = 1;
+  if (remembered) r->ask_remembered = 1;
+  if (rc == 0 && arg == 12 && !r->ask_remembered) { /* once: a grant on the held connection, never a rule */
+    ss_policy_verdict v;
+    ss_policy_check(r->srv.policy, host, strlen(host), NULL, 0, NULL, 0, port, &v);
+    if (v.admitted || v.reason != SS_DENY_HOST) fail("an allow once changed the policy in force");
+  }
 }
 
 static void misc_event(run *r, unsigned arg) {
@@ -750,8 +835,8 @@ static void cleanup_dir(void) {
 }
 
 static void setup_once(void) {
-  static const char *const NAMES[] = {"api.test", "tunnel.test", "raw.test", "plain.test", "denied.test"};
-  if (peer_pki_make(&G.pki, NAMES, 5) != 0) fail("cannot make the test certificates");
+  static const char *const NAMES[] = {"api.test", "tunnel.test", "raw.test", "plain.test", "denied.test", "askcred.test"};
+  if (peer_pki_make(&G.pki, NAMES, 6) != 0) fail("cannot make the test certificates");
   static const char HEAD[] = "HTTP/1.1 200 OK\r\nContent-Length: 30000\r\nConnection: close\r\n\r\n";
   static const char AFTER[] = "HTTP/1.1 200 OK\r\n\r\nbytes after the end";
   static const char BANNER[] = "SSH-2.0-fuzz-server\r\n";
@@ -776,7 +861,8 @@ static void setup_once(void) {
   setenv("SANDSTACK_SESSION", "fuzz", 1);
   setenv("SANDSTACK_CREDENTIALS",
          "[{\"name\":\"API_KEY\",\"host\":\"api.test\",\"secret\":\"" CRED_SECRET "\",\"placeholder\":\"" CRED_PLACEHOLDER
-         "\",\"header\":\"X-Key\"}]",
+         "\",\"header\":\"X-Key\"},{\"name\":\"ASK_KEY\",\"host\":\"askcred.test\",\"port\":443,\"secret\":\"" ASK_SECRET
+         "\",\"placeholder\":\"" ASK_PLACEHOLDER "\",\"header\":\"X-Key\"}]",
          1);
   setenv("SANDSTACK_PROXY_BUFFER_BYTES", "4096", 1); /* backpressure within reach of short inputs */
   setenv("SANDSTACK_PROXY_MAX_HEADER_BYTES", "4096", 1);
@@ -840,7 +926,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   r->size = size;
   r->pos = 3;
   r->ask_mode = (data[1] & 8) != 0;
-  r->t = r->ask_mode && (data[0] & 15) == 8 ? &ASK_FORWARD : &TEMPLATES[data[0] & 15];
+  unsigned pick = data[0] & 15;
+  r->t = &TEMPLATES[pick];
+  if (r->ask_mode && pick == 8) r->t = &ASK_FORWARD;
+  if (r->ask_mode && (pick == 2 || pick == 5 || pick == 13)) r->t = &ASK_INSPECT[pick == 2 ? 0 : pick == 5 ? 1 : 2];
   r->body_len = r->t->body ? BODY_SIZES[data[1] & 7] : 0;
   uint8_t rare = data[2];
   r->client_tls_max = rare & 1 ? TLS1_2_VERSION : 0;
@@ -872,6 +961,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pb_free(&r->client_plain);
   pb_free(&r->cred_body);
   pb_free(&r->origin_plain);
+  free(r->marks);
   free(r->body);
   free(r);
   return 0;

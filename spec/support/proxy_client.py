@@ -2,7 +2,7 @@
 """Socket-level clients for spec/proxy_core_spec.lua: what curl and urllib cannot show (the
 proxy's raw answers, a ClientHello with a chosen SNI, slow and flooding peers, many tunnels).
 Every command prints one JSON object.  proxy_client.py COMMAND PROXY_HOST PROXY_PORT ARGS..."""
-import base64, json, os, resource, select, socket, ssl, sys, time
+import base64, http.client, json, os, resource, select, socket, ssl, sys, time
 
 _hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
@@ -74,6 +74,26 @@ def cmd_tunnel_tls(ph, pp, target, sni, cafile, token):
             out["error"] = str(e)
         except (ConnectionResetError, OSError) as e:
             out["tls"] = "error"
+            out["error"] = str(e)
+    print(json.dumps(out))
+
+
+def cmd_tunnel_requests(ph, pp, target, sni, cafile, token, *hosts):
+    """CONNECT target, TLS naming sni, then one GET /r<i> per Host given, each answer read whole
+    on the same connection: {connect (its body too when refused), answers, error}"""
+    s, r = connect(ph, int(pp), target, token)
+    out = {"connect": r, "answers": []}
+    if r["status"] != 200:
+        r["body"] = read_all(s).decode("latin-1")
+    else:
+        try:
+            t = ssl.create_default_context(cafile=cafile).wrap_socket(s, server_hostname=sni)
+            for i, host in enumerate(hosts):
+                t.sendall(("GET /r%d HTTP/1.1\r\nHost: %s\r\n\r\n" % (i, host)).encode())
+                resp = http.client.HTTPResponse(t)
+                resp.begin()
+                out["answers"].append({"status": resp.status, "body": resp.read().decode("latin-1")})
+        except (ssl.SSLError, OSError, http.client.HTTPException) as e:
             out["error"] = str(e)
     print(json.dumps(out))
 

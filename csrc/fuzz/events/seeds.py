@@ -41,6 +41,9 @@ SIGTERM, CLIENT_WRITE_ERROR, UPSTREAM_WRITE_ERROR, CLIENT_CLOSE_NOTIFY = b"\xf0"
 ASK = 8
 T_ASK_FORWARD = T_FORWARD_DENY  # template 8 in the ask mode: a POST to ask.test, which no rule names
 ASK_ALLOW, ASK_ALLOW_SESSION, ASK_DENY, ASK_GONE = b"\xfc", b"\xfd", b"\xfe", b"\xff"
+# in the ask mode, CONNECTs to askcred.test (a credential's host no rule names: inspected once allowed):
+# 5 a request to it, 2 a ClientHello naming api.test, 13 a request with Host: api.test
+T_ASK_INSPECT, T_ASK_INSPECT_BADSNI, T_ASK_INSPECT_BADHOST = T_INSPECT_DENY, T_TUNNEL_BADSNI, T_BADAUTH
 
 
 def framed(lead, data):
@@ -315,6 +318,17 @@ SEEDS = {
     "ask_client_close": seed(T_ASK_FORWARD, ASK | 1, 0, client_send(), CLIENT_EOF, client_send(S1), NEXT, ASK_GONE,
                              ASK_ALLOW),
     "ask_client_reset": seed(T_DENIED, ASK, 0, client_send(), CLIENT_RESET, NEXT, ASK_GONE, ASK_DENY),
+    # an allow once on an inspected host admits that connection's requests to it, not another
+    # Host or SNI; a held inspected CONNECT denied
+    "ask_inspect_allow_once": seed(T_ASK_INSPECT, ASK | 2, 0, client_send(), ASK_ALLOW, RESOLVE, CONNECT_OK,
+                                   TLS_EXCHANGE),
+    "ask_inspect_allow_session": seed(T_ASK_INSPECT, ASK | 2, 0, client_send(), ASK_ALLOW_SESSION, RESOLVE,
+                                      CONNECT_OK, TLS_EXCHANGE),
+    "ask_inspect_bad_sni": seed(T_ASK_INSPECT_BADSNI, ASK | 2, 0, client_send(), ASK_ALLOW, RESOLVE, CONNECT_OK,
+                                TLS_EXCHANGE),
+    "ask_inspect_bad_host": seed(T_ASK_INSPECT_BADHOST, ASK | 2, 0, client_send(), ASK_ALLOW, RESOLVE, CONNECT_OK,
+                                 TLS_EXCHANGE),
+    "ask_inspect_deny": seed(T_ASK_INSPECT, ASK, 0, client_send(), ASK_DENY, NEXT, ASK_GONE),
 }
 
 

@@ -71,24 +71,18 @@ static void audit_ask(const proxy_conn *c, uint64_t id, const char *decision, co
   audit_line_emit(o);
 }
 
-void ask_grant(const proxy_conn *c, ss_policy_verdict *v) {
-  if (!c->ask_granted || v->admitted || v->reason != SS_DENY_HOST) return;
-  v->admitted = 1;
-  v->reason = SS_DENY_NONE;
-  v->rule = 0;
-  v->raw = 0; /* a tunnel the host allowed still starts with a ClientHello naming its host */
-}
-
 /* While held: bytes the client sends on (a body, an early ClientHello) wait with the head for the
- * route, as far as the buffer bounds them; the client's close drops the ask (conn_close). The
- * append may move the buffer, so the parsed head (which points into it) is read again before the
- * route goes on (resume). */
+ * route; reading stops once the buffer's bound is reached (the deadline still ends it). A read
+ * that crosses the bound is kept whole, so the buffer holds at most one read past it: dropping
+ * its tail would send the destination a body with a gap. The client's close drops the ask
+ * (conn_close). The append may move the buffer, so the parsed head (which points into it) is
+ * read again before the route goes on (resume). */
 static void held_data(proxy_conn *c, char *base, size_t n) {
-  size_t room = ss_buf_room(&c->in);
-  if (n > room) n = room;
-  if (n && ss_buf_append(&c->in, base, n) != SS_BUF_OK) n = 0;
+  if (n > ss_buf_room(&c->in)) c->in.limit = c->in.len + n;
+  int kept = ss_buf_append(&c->in, base, n);
   free(base);
-  if (!ss_buf_room(&c->in)) uv_read_stop((uv_stream_t *)&c->client); /* full: the deadline still ends it */
+  if (kept != SS_BUF_OK) return conn_close(c);
+  if (!ss_buf_room(&c->in)) uv_read_stop((uv_stream_t *)&c->client);
 }
 
 static void held_timeout(proxy_conn *c) {

@@ -14,8 +14,6 @@ typedef struct proxy_server proxy_server;
 #define ASK_MAX_PENDING 64 /* more held at once are refused as before: a flood cannot pin the proxy */
 #define ASK_REASON_MAX SS_POLICY_REASON_MAX
 
-/* A connection the host allowed: a verdict refusing only its host and port becomes an admission. */
-void ask_grant(const proxy_conn *c, ss_policy_verdict *v);
 /* Holds c when p asks and v refuses only for want of a rule; 1 when held (the route is done with
  * it until the answer), 0 when the caller refuses as it would without asking. */
 int ask_hold(proxy_conn *c, const ss_policy *p, const ss_policy_verdict *v);

@@ -12,6 +12,7 @@
 
 #include "proxy/conn.h"
 #include "proxy/route/ask.h"
+#include "proxy/route/ask_grant.h"
 #include "proxy/route/cred_scan.h"
 #include "proxy/route/dial.h"
 #include "proxy/route/forward.h"

@@ -26,6 +26,7 @@
 
 #include "proxy/audit.h"
 #include "proxy/conn.h"
+#include "proxy/route/ask_grant.h"
 #include "proxy/control/live_policy.h"
 #include "proxy/route/cred_scan.h"
 #include "proxy/parse/http_chunked.h"
@@ -278,6 +279,7 @@ static void decide(proxy_conn *c) {
   ss_policy_verdict v;
   ss_policy_check(c->srv->policy, c->host, strlen(c->host), c->method, strlen(c->method), r->path, r->path_len,
                   c->port, &v);
+  ask_grant(c, &v); /* the host allowed this tunnel once: its requests to c->host are admitted */
   if (!v.admitted) return reply_refused(c, &v);
   const char *why; /* Host and an absolute-form authority must name the CONNECT host */
   int refused = ir_host_refusal(r, c->host, c->port, &why);

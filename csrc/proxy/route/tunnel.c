@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "proxy/route/ask.h"
+#include "proxy/route/ask_grant.h"
 #include "proxy/parse/clienthello.h"
 #include "proxy/conn.h"
 #include "proxy/route/dial.h"
