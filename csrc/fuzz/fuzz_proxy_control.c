@@ -88,7 +88,7 @@ static void check_answer(const cJSON *a) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uv_loop_t loop;
   proxy_server srv;
-  mu_hooks hooks = {NULL, no_sent, no_fin};
+  mu_hooks hooks = {NULL, no_sent, no_fin, NULL};
   mu_world *w = mu_new(&loop, &hooks, 1, 0, 0);
   if (server_start(&srv, &loop, &G.cfg) != 0) fail("server_start");
   srv.tls = G.tls;

@@ -543,6 +543,13 @@ static void on_sent(void *ctx, mu_side side, const char *data, size_t n) {
   }
 }
 
+/* A request allowed and queued toward the destination may reach it only after the next request
+ * on the connection was refused: the decision is seen when the write is queued. */
+static void on_queued(void *ctx, mu_side side) {
+  (void)side;
+  observe(ctx);
+}
+
 static void on_fin(void *ctx, mu_side side) {
   run *r = ctx;
   (side == MU_CLIENT ? &r->client : &r->origin)->fin_seen = 1;
@@ -936,7 +943,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   r->origin_tls_max = rare & 2 ? TLS1_2_VERSION : 0;
   r->body = malloc(r->body_len + 1);
   for (size_t i = 0; i < r->body_len; i++) r->body[i] = (char)('0' + (i * 7 + 3) % 43);
-  mu_hooks hooks = {r, on_sent, on_fin};
+  mu_hooks hooks = {r, on_sent, on_fin, on_queued};
   r->w = mu_new(&r->loop, &hooks, !(rare & 4), (rare & 0xf8) == 0xf8, (rare & 0xf0) == 0xe0);
   if (server_start(&r->srv, &r->loop, r->ask_mode ? &G.cfg_ask : &G.cfg) != 0) fail("server_start");
   r->srv.tls = G.tls;

@@ -215,6 +215,7 @@ int uv_write(uv_write_t *req, uv_stream_t *handle, const uv_buf_t bufs[], unsign
     r->writes = nw;
     r->capwrites = cap;
   }
+  if (w->hooks.queued) w->hooks.queued(w->hooks.ctx, r->side);
   int empty = queued_bytes(r) == 0;
   req->type = UV_WRITE;
   req->handle = handle;

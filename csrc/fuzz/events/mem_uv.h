@@ -32,6 +32,9 @@ typedef struct mu_hooks {
   void *ctx;
   void (*sent)(void *ctx, mu_side side, const char *data, size_t n);
   void (*fin)(void *ctx, mu_side side);
+  /* the proxy queued a write toward a side (NULL: not wanted): what it decided is seen then, as
+   * the write may reach the side only at a later event, after the decision moved on */
+  void (*queued)(void *ctx, mu_side side);
 } mu_hooks;
 
 /* The resolver's answers, chosen by the fuzzer. */
