@@ -35,16 +35,7 @@ local function curl_bg(work, name, url)
   return function() return h.read_file(file) or "" end
 end
 
-local function wait_for(what, f, seconds)
-  local now = core.engine_clock
-  local stop = now() + seconds
-  repeat
-    local v = f()
-    if v then return v end
-    core.sleep(0.05)
-  until now() > stop
-  error("timed out waiting for " .. what, 2)
-end
+local wait_for = h.wait_for
 
 -- the pending ask for host, once the proxy holds it
 local function ask_for(stack, host)

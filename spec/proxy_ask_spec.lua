@@ -33,14 +33,7 @@ local function control(verb, payload)
   return assert(core.json_decode(out:match("[^\n]+") or ""), out)
 end
 
-local function wait_for(what, f)
-  for _ = 1, 300 do
-    local v = f()
-    if v then return v end
-    core.sleep(0.05)
-  end
-  error("timed out waiting for " .. what, 2)
-end
+local wait_for = h.wait_for
 
 local n = 0
 -- spec/support/proxy_client.py's tunnel_requests to target:443 in the background (SNI sni, one

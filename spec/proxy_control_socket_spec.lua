@@ -15,14 +15,7 @@ local TOKEN = "tok-" .. core.random_hex(16)
 local work
 local pids = {}
 
-local function wait_for(what, f)
-  for _ = 1, 200 do
-    local v = f()
-    if v then return v end
-    core.sleep(0.025)
-  end
-  error("timed out waiting for " .. what)
-end
+local function wait_for(what, f) return h.wait_for(what, f, 5, 0.025) end
 
 -- the proxy as uid 65534 with its control socket at sock; env: more variables
 local function start_proxy(name, sock, env)

@@ -31,14 +31,7 @@ local function client(cmd, ...)
   return v
 end
 
-local function wait_for(what, f, seconds)
-  for _ = 1, (seconds or 30) * 20 do
-    local v = f()
-    if v then return v end
-    h.sh("sleep 0.05")
-  end
-  error("timed out waiting for " .. what)
-end
+local function wait_for(what, f, seconds) return h.wait_for(what, f, seconds or 30) end
 
 -- what the peer recorded for a connection (written when it is done with it)
 local function peer(tag)

@@ -6,6 +6,7 @@
 --   local out = h.must("mktemp -d /tmp/x.XXXXXX")   -- raises with the output when it fails
 --   h.write_file(path, data); local data = h.read_file(path) -- nil when it cannot be opened
 --   local project = "sstest-proxy-" .. h.random_suffix(4)
+--   local line = h.wait_for("the audit line", function() return find_line() end, 15)
 local core = require "sandstack.core"
 
 local h = {}
@@ -71,6 +72,19 @@ end
 -- nbytes random bytes as lowercase hex: a suffix that keeps two runs' names apart.
 function h.random_suffix(nbytes)
   return core.random_hex(nbytes or 4)
+end
+
+-- Calls f every `every` seconds (default 0.05) until it returns a true value, which it returns;
+-- raises "timed out waiting for <what>" at the caller after `seconds` (default 15) by the
+-- engine's monotonic clock.
+function h.wait_for(what, f, seconds, every)
+  local stop = core.engine_clock() + (seconds or 15)
+  repeat
+    local v = f()
+    if v then return v end
+    core.sleep(every or 0.05)
+  until core.engine_clock() > stop
+  error("timed out waiting for " .. what, 2)
 end
 
 return h
