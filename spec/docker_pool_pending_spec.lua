@@ -1,6 +1,7 @@
 -- A pooled stack answered before its claim completed (lua/sandstack/docker/pool_pending.lua), on
 -- a stand-in handle class: the completion runs once, before the first method; a failed one is the
--- answer of every method but close, which still closes. No engine.
+-- answer of every method but close, which still closes; the gateway's acquire passes that error
+-- on. No engine.
 local pending = require "sandstack.docker.pool_pending"
 local E = require "sandstack.error"
 
@@ -10,6 +11,8 @@ local function stand_in()
   Class.__index = Class
   function Class:egress() calls[#calls + 1] = "egress"; return { allow = {} } end
   function Class:set_egress() calls[#calls + 1] = "set_egress"; return true end
+  function Class:record() calls[#calls + 1] = "record"; return { project = self.project } end
+  function Class:destroy() calls[#calls + 1] = "destroy"; return true end
   function Class:close() calls[#calls + 1] = "close"; self.closed = true end
   Class.__gc = Class.close
   return setmetatable({ project = "p-1" }, Class), Class, calls
@@ -46,5 +49,25 @@ describe("a pooled stack answered before its claim completed", function()
     assert.is_true(s.closed)
     assert.equal(1, runs)
     assert.same({ "close" }, calls) -- no method of the stack ran but close
+  end)
+end)
+
+describe("the gateway's acquire of a pooled stack", function()
+  it("answers a claim lost after the early answer with the claim's error, and closes the handle", function()
+    local sandstack = require "sandstack"
+    local worker = require "sandstack.gateway.worker"
+    local s, _, calls = stand_in()
+    pending.defer(s, function() return nil, E.new("engine", "pool_claim_lost", "taken") end)
+    local real = rawget(sandstack, "docker")
+    local pool = { acquire = function() return s end }
+    sandstack.docker = { pool = function() return pool end }
+    local ok, res, err = pcall(worker.acquire, "sid-1", { name = "p" }, { key = "k", node = "n" })
+    sandstack.docker = real
+    assert.is_true(ok, tostring(res))
+    assert.is_false(res)
+    assert.equal("engine", err.kind)
+    assert.equal("pool_claim_lost", err.reason) -- not a Lua error about a missing record
+    assert.same({ "close" }, calls) -- the pool took the stack down already: only the handle closes
+    assert.is_true(s.closed)
   end)
 end)

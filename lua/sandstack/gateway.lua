@@ -202,7 +202,6 @@ function DOCKER.create(_, tenant, key, fork_from, console)
   local snapshot = res.fork_snapshot
   res.fork_snapshot = nil
   if console then secret = nil end
-  if console then secret = nil end
   return reply(201, { key = key, secret = secret, endpoint_path = "/sessions/" .. key .. "/", snapshot = snapshot })
 end
 

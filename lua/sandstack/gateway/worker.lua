@@ -73,8 +73,14 @@ end
 -- The stack's record, marked; a stack that cannot be marked is destroyed (it could never be
 -- found again after a restart, and the client is told the start failed).
 local function finish(stack, meta)
-  local record = stack:record()
-  local ok, err = mark(record, meta)
+  -- a pooled stack answered early completes its claim here: a claim lost meanwhile is the error
+  -- (the pool took the stack down already), and only the handle is closed
+  local record, err = stack:record()
+  if not record then
+    stack:close()
+    return nil, err
+  end
+  local ok; ok, err = mark(record, meta)
   if not ok then
     stack:destroy()
     stack:close()
