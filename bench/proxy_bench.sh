@@ -72,15 +72,20 @@ def tunnel(target):
     open_tunnel(s, target, auth)
     return s
 
+# One buffer the client reads into, reused: with recv(1 MiB) each read allocated a fresh MiB and
+# page-faulted it in, and the larger reads a relay delivers made the client, not the relay, the
+# slowest part of the proxy path (perf: a sixth of all samples in the client's page faults).
+buf = bytearray(1 << 20)
+
 def pull(s):
     t0 = time.time()
     s.sendall(b"%d\n" % N)
     got = 0
     while True:
-        d = s.recv(1 << 20)
-        if not d:
+        n = s.recv_into(buf)
+        if not n:
             break
-        got += len(d)
+        got += n
     dt = time.time() - t0
     assert got == N, got
     return N / dt / 1e6

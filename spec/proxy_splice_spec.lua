@@ -52,6 +52,27 @@ end
 
 local function header(mode, n, tag) return #(("%s %d %s\n"):format(mode, n, tag)) end
 
+-- the proxy's pipes, inode -> capacity in bytes (F_GETPIPE_SZ on the pipe opened through /proc)
+local function pipe_sizes(pid)
+  local out = h.must("python3 -c " .. h.q([[
+import fcntl, os, sys
+d = "/proc/%s/fd" % sys.argv[1]
+for fd in os.listdir(d):
+    try:
+        link = os.readlink(os.path.join(d, fd))
+        if not link.startswith("pipe:"):
+            continue
+        f = os.open(os.path.join(d, fd), os.O_RDONLY | os.O_NONBLOCK)
+        print(link[6:-1], fcntl.fcntl(f, 1032))
+        os.close(f)
+    except OSError:
+        pass
+]]) .. " " .. pid)
+  local sizes = {}
+  for inode, size in out:gmatch("(%d+) (%d+)") do sizes[inode] = tonumber(size) end
+  return sizes
+end
+
 local function fds(pid) return tonumber((h.must("ls /proc/" .. pid .. "/fd | wc -l"):gsub("%s", ""))) end
 
 local function setup()
@@ -191,6 +212,44 @@ describe("sandstack-proxy splice relay", function()
     assert.is_true(r.rss_stalled - r.rss_before < 1024, "RSS grew by " .. (r.rss_stalled - r.rss_before) .. " KiB")
     assert.equal(n, r.recv)
     assert.equal(p.sent_sha, r.recv_sha)
+  end)
+
+  it("grows busy pipes to 1 MiB within a 16 MiB budget: past it a tunnel keeps one page", function()
+    local pid = proxies.main.pid
+    local before = pipe_sizes(pid)
+    local dir = work .. "/fill"
+    h.must("mkdir -p " .. h.q(dir))
+    -- 24 tunnels whose peer sends and whose client reads nothing: every pipe toward the client fills
+    h.must(in_p("python3 " .. h.q(top .. "/spec/support/splice_client.py") .. " fill " .. h.q(PROXY_IP) .. " 3128 "
+      .. h.q(PEER) .. " " .. h.q(TOKEN) .. " 24 " .. tostring(64 * MiB) .. " " .. h.q(dir)) .. " >"
+      .. h.q(dir .. "/out") .. " 2>&1 &")
+    local grown, total
+    local ok, err = pcall(function()
+      wait_for("24 filled tunnels", function() return h.read_file(dir .. "/ready") end)
+      wait_for("16 pipes of 1 MiB", function()
+        grown = 0
+        for inode, size in pairs(pipe_sizes(pid)) do
+          if not before[inode] and size == MiB then grown = grown + 1 end
+        end
+        return grown >= 16
+      end, 20)
+      core.sleep(0.5) -- anything past the budget would have grown by now
+      grown, total = 0, 0
+      for inode, size in pairs(pipe_sizes(pid)) do
+        if not before[inode] and size > 4096 then grown, total = grown + 1, total + size end
+      end
+    end)
+    h.write_file(dir .. "/release", "")
+    -- closed before anything is asserted, so a failure here leaves the next test a quiet proxy
+    local closed = pcall(wait_for, "the filled tunnels' pipes to close", function()
+      for inode in pairs(pipe_sizes(pid)) do if not before[inode] then return false end end
+      return true
+    end)
+    assert(ok, err)
+    assert.is_true(closed, "the filled tunnels' pipes did not close")
+    print(("# 24 full tunnels: %d grown pipes, %d KiB in all"):format(grown, total // 1024))
+    assert.equal(16, grown)
+    assert.equal(16 * MiB, total)
   end)
 
   it("carries 64 concurrent tunnels of 1 MiB each way, every byte checked, and leaks no fds", function()

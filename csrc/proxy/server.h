@@ -47,10 +47,11 @@ typedef struct proxy_server {
    * and freed at once by a live swap: read it synchronously, never keep a pointer into it from
    * one callback to the next (cred_flow.c looks it up on every call). */
   proxy_creds *creds;
-  /* Spliced pipes grown past one page (splice_relay.c): at most PIPES_GROWN_MAX at once, and
-   * shrunk back by pipe_sweep once empty and idle, so one proxy never holds much of the
+  /* Spliced pipes grown past one page (splice_relay.c) and their bytes: at most PIPE_BUDGET at
+   * once, shrunk back by pipe_sweep once empty and idle, so one proxy never holds much of the
    * per-user pipe quota that every proxy of the uid on the host shares. */
   size_t pipes_grown;
+  size_t pipe_bytes_grown;
   uv_timer_t pipe_sweep; /* runs only while a pipe is grown */
 } proxy_server;
 

@@ -13,7 +13,9 @@ prints one JSON object. splice_client.py COMMAND PROXY_HOST PROXY_PORT TARGET TO
                                 proxy's RSS and the peer's progress sampled), then reads it all
   many K N PREFIX STATE         K concurrent swaps of N bytes, each checked against the peer's
   hold K DIR                    K idle tunnels ("hi" read on each); DIR/ready once all are
-                                open, closed when DIR/release appears"""
+                                open, closed when DIR/release appears
+  fill K N DIR                  K tunnels on which the peer sends N and the client reads
+                                nothing; DIR/ready and DIR/release as for hold"""
 import base64, hashlib, json, os, socket, struct, sys, threading, time
 
 CHUNK = 65536
@@ -176,19 +178,30 @@ def many(args, k, n, prefix, state):
     return {"ok": k - len(failures), "failures": failures[:3]}
 
 
-def hold(args, k, d):
-    socks, hi = [], 0
-    for i in range(k):
-        s, _ = opened(args, "hold", 0, "hold-%d" % i)
-        socks.append(s)
-        hi += s.recv(16) == b"hi\n"
+def held_until_released(socks, d):
+    """DIR/ready now; the sockets closed once DIR/release appears (or after 120 s)."""
     open(os.path.join(d, "ready"), "w").close()
     deadline = time.time() + 120
     while not os.path.exists(os.path.join(d, "release")) and time.time() < deadline:
         time.sleep(0.05)
     for s in socks:
         s.close()
+
+
+def hold(args, k, d):
+    socks, hi = [], 0
+    for i in range(k):
+        s, _ = opened(args, "hold", 0, "hold-%d" % i)
+        socks.append(s)
+        hi += s.recv(16) == b"hi\n"
+    held_until_released(socks, d)
     return {"opened": len(socks), "hi": hi}
+
+
+def fill(args, k, n, d):
+    socks = [opened(args, "gen", n, "fill-%d" % i)[0] for i in range(k)]
+    held_until_released(socks, d)
+    return {"opened": len(socks)}
 
 
 def main():
@@ -207,6 +220,8 @@ def main():
         out = stall(args, int(rest[0]), rest[1], float(rest[2]), rest[3], rest[4])
     elif cmd == "many":
         out = many(args, int(rest[0]), int(rest[1]), rest[2], rest[3])
+    elif cmd == "fill":
+        out = fill(args, int(rest[0]), int(rest[1]), rest[2])
     elif cmd == "hold":
         out = hold(args, int(rest[0]), rest[1])
     else:

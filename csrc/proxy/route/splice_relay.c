@@ -28,15 +28,18 @@
  * Resources: two pipes (four fds) and two dups per tunnel, made when the relay starts; when any of
  * them cannot be made (EMFILE, ENFILE, ENOMEM), or when they would leave less than a quarter of
  * the open-file limit free for new connections, the tunnel uses relay.c's libuv path instead.
- * Pipes start at one page and grow to PIPE_BULK once a direction has moved BULK_AFTER bytes (or
- * its pipe filled): an idle tunnel charges the kernel's per-user pipe quota
- * (fs.pipe-user-pages-soft, shared by every proxy on a host running as the same uid) one page per
- * pipe, a busy direction enough to move PIPE_BULK per pair of system calls (a one-page pipe moves
- * one TCP segment per pair, slower than relay.c's 64 KiB reads). A grown pipe gives its pages
- * back: a sweep every PIPE_IDLE_MS shrinks each grown pipe that is empty and moved nothing since
- * the sweep before (it grows again after another BULK_AFTER bytes), and at most PIPES_GROWN_MAX
- * pipes of a proxy are grown at once (others stay at one page), so 300 idle tunnels that each
- * moved 70 KiB hold 600 pages, not the quota. */
+ * Pipes start at one page and grow once a direction has moved BULK_AFTER bytes (or its pipe
+ * filled): an idle tunnel charges the kernel's per-user pipe quota (fs.pipe-user-pages-soft,
+ * shared by every proxy on a host running as the same uid) one page per pipe, a busy direction
+ * enough to move up to PIPE_BULK per pair of system calls (a one-page pipe moves one TCP segment
+ * per pair, slower than relay.c's 64 KiB reads). A 1 MiB pipe costs the proxy about a quarter less
+ * CPU per byte than a 256 KiB one (docs/results/proxy.md), so a busy direction takes the largest of
+ * PIPE_SIZES that fits in PIPE_BUDGET, the bytes of grown pipes one proxy may hold at once (a
+ * quarter of the default soft quota): 16 tunnels at 1 MiB, or more at 256 or 64 KiB; when none
+ * fits the pipe keeps its page and tries again later. A grown pipe gives its pages back: a sweep
+ * every PIPE_IDLE_MS shrinks each grown pipe that is empty and moved nothing since the sweep
+ * before (it grows again after another BULK_AFTER bytes), so 300 idle tunnels that each moved
+ * 70 KiB hold 600 pages, not the quota. */
 #include "proxy/conn.h"
 #include "proxy/route/relay.h"
 #include "proxy/route/splice_relay.h"
@@ -50,9 +53,9 @@
 #include <unistd.h>
 
 #define PIPE_START 4096         /* one slot: what an idle direction holds */
-#define PIPE_BULK (256 * 1024)  /* what a busy direction grows to */
+#define PIPE_BULK (1024 * 1024) /* the most a busy direction grows to */
 #define BULK_AFTER (64 * 1024)  /* a direction that moved this much is busy */
-#define PIPES_GROWN_MAX 64     /* 64 x 256 KiB: a quarter of the default per-user soft quota */
+#define PIPE_BUDGET ((size_t)16 * 1024 * 1024) /* grown pipes' bytes: a quarter of the default soft quota */
 #define PIPE_IDLE_MS 2000       /* a grown pipe empty and unused this long shrinks */
 #define ROUNDS 16               /* in/out splice pairs per callback, so one tunnel cannot starve the rest */
 #define SIDE_CLIENT 0
@@ -67,7 +70,7 @@ typedef struct {
   int full;         /* the pipe took nothing more: wait for an out-splice */
   int ended;        /* the EOF was passed on (shutdown toward the destination) */
   int grown;        /* the pipe was grown (or refused growing) since it last shrank */
-  int big;          /* it is grown now: counted in srv->pipes_grown */
+  int big;          /* it is grown now: counted in srv->pipes_grown, pipe_size in srv->pipe_bytes_grown */
   uint64_t total;   /* bytes moved since it last shrank (a busy direction grows its pipe) */
   uint64_t swept;   /* total at the last sweep: unchanged means idle */
 } splice_dir;
@@ -95,7 +98,9 @@ static void on_poll_closed(uv_handle_t *h) {
 }
 
 /* Closes every fd and handle the relay made; the struct goes with the last handle's callback. */
-static void pipe_given_back(proxy_server *s) {
+static void pipe_given_back(proxy_server *s, splice_dir *d) {
+  s->pipe_bytes_grown -= d->pipe_size;
+  d->big = 0;
   if (--s->pipes_grown == 0) uv_timer_stop(&s->pipe_sweep);
 }
 
@@ -104,8 +109,7 @@ static void release(proxy_conn *c) {
   int handles = sr->handles;
   sr->live = 0;
   for (int side = 0; side < 2; side++) {
-    if (sr->dir[side].big) pipe_given_back(c->srv);
-    sr->dir[side].big = 0;
+    if (sr->dir[side].big) pipe_given_back(c->srv, &sr->dir[side]);
     /* uv_close takes the dup out of epoll before it is closed, so the number can be reused */
     if (side < handles) uv_close((uv_handle_t *)&sr->poll[side], on_poll_closed);
     if (sr->fd[side] >= 0) close(sr->fd[side]);
@@ -157,25 +161,29 @@ static void fail(proxy_conn *c, const char *end) {
 
 static void sweep(uv_timer_t *t);
 
-/* A busy direction's pipe grows once, to PIPE_BULK or, past the per-user pipe quota, to the
- * kernel's default size; when both are refused, or the proxy has PIPES_GROWN_MAX grown pipes
- * already, it keeps its one page. 1 when it grew. */
+/* A busy direction's pipe grows once, to the largest size that fits in what is left of
+ * PIPE_BUDGET and that the kernel grants (past the per-user quota it refuses: the next size is
+ * tried, down to its default 64 KiB); when none does it keeps its one page. 1 when it grew. */
 static int grow(proxy_server *s, splice_dir *d) {
-  static const int sizes[] = {PIPE_BULK, 65536};
-  if (d->grown || s->pipes_grown >= PIPES_GROWN_MAX) return 0; /* at the cap: tried again later */
-  d->grown = 1;
+  static const size_t sizes[] = {PIPE_BULK, 256 * 1024, 65536};
+  if (d->grown) return 0;
+  int fitted = 0;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-    int size = fcntl(d->pipe_w, F_SETPIPE_SZ, sizes[i]);
+    if (s->pipe_bytes_grown + sizes[i] > PIPE_BUDGET) continue;
+    fitted = 1;
+    int size = fcntl(d->pipe_w, F_SETPIPE_SZ, (int)sizes[i]);
     if (size > 0 && (size_t)size > d->pipe_size) {
       d->pipe_size = (size_t)size;
       d->full = 0;
-      d->big = 1;
+      d->big = d->grown = 1;
       d->swept = d->total;
+      s->pipe_bytes_grown += d->pipe_size;
       if (s->pipes_grown++ == 0) uv_timer_start(&s->pipe_sweep, sweep, PIPE_IDLE_MS, PIPE_IDLE_MS);
       return 1;
     }
   }
-  return 0;
+  if (fitted) d->grown = 1; /* the kernel refused every size: not asked again until it shrinks */
+  return 0;                 /* nothing fitted the budget: tried again after the next splice */
 }
 
 /* Every grown pipe that is empty and moved nothing since the last sweep goes back to one page
@@ -191,10 +199,10 @@ static void sweep(uv_timer_t *t) {
       if (!d->big || !idle || d->in_pipe || d->pipe_w < 0) continue;
       int size = fcntl(d->pipe_w, F_SETPIPE_SZ, PIPE_START);
       if (size <= 0) continue;
+      pipe_given_back(s, d);
       d->pipe_size = (size_t)size;
-      d->big = d->grown = 0;
+      d->grown = 0;
       d->total = d->swept = 0;
-      pipe_given_back(s);
     }
   }
 }
