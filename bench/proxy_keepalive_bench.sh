@@ -8,12 +8,14 @@
 # printed with both request rates, their ratio and the load average; then the best of each and a
 # goal line (inspected/tunnel >= 0.80), which become the "keepalive" section of
 # docs/results/proxy.md. bench/proxy_bench.sh runs it after its own lines.
-#   bash bench/proxy_keepalive_bench.sh [BUILD_DIR] [REQUESTS]  (root; default build, 2000)
+#   bash bench/proxy_keepalive_bench.sh [BUILD_DIR] [REQUESTS]  (root; default build, 10000)
+#   (10000 requests make a run about a second: with 2000, a run's ratio swung 0.52-1.14 with the
+#   neighbours' noise; with 10000 it stayed 0.90-1.07 on the same machine)
 #   ROUNDS (default 3), CLIENTS (parallel keep-alive connections per mode, default 4)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
-n=${2:-2000}
+n=${2:-10000}
 . "$top/bench/proxy_bench_common.sh"
 bench_proxy "$build"
 bench_netns sskb sskb /tmp/sskb-bench.XXXXXX
