@@ -33,8 +33,8 @@
  * shared by every proxy on a host running as the same uid) one page per pipe, a busy direction
  * enough to move up to PIPE_BULK per pair of system calls (a one-page pipe moves one TCP segment
  * per pair, slower than relay.c's 64 KiB reads). A 1 MiB pipe costs the proxy about a quarter less
- * CPU per byte than a 256 KiB one (docs/results/proxy.md), so a busy direction takes the largest of
- * PIPE_SIZES that fits in PIPE_BUDGET, the bytes of grown pipes one proxy may hold at once (a
+ * CPU per byte than a 256 KiB one (design/proxy.md, "Relay"), so a busy direction takes the largest of
+ * 1 MiB, 256 KiB and 64 KiB that fits in PIPE_BUDGET, the bytes of grown pipes one proxy may hold at once (a
  * quarter of the default soft quota): 16 tunnels at 1 MiB, or more at 256 or 64 KiB; when none
  * fits the pipe keeps its page and tries again later. A grown pipe gives its pages back: a sweep
  * every PIPE_IDLE_MS shrinks each grown pipe that is empty and moved nothing since the sweep
@@ -97,13 +97,14 @@ static void on_poll_closed(uv_handle_t *h) {
   conn_release(c);
 }
 
-/* Closes every fd and handle the relay made; the struct goes with the last handle's callback. */
+/* A grown pipe's bytes leave the proxy's budget (it shrank, or its tunnel ended). */
 static void pipe_given_back(proxy_server *s, splice_dir *d) {
   s->pipe_bytes_grown -= d->pipe_size;
   d->big = 0;
   if (--s->pipes_grown == 0) uv_timer_stop(&s->pipe_sweep);
 }
 
+/* Closes every fd and handle the relay made; the struct goes with the last handle's callback. */
 static void release(proxy_conn *c) {
   splice_relay *sr = c->route;
   int handles = sr->handles;
@@ -182,7 +183,7 @@ static int grow(proxy_server *s, splice_dir *d) {
       return 1;
     }
   }
-  if (fitted) d->grown = 1; /* the kernel refused every size: not asked again until it shrinks */
+  if (fitted) d->grown = 1; /* the kernel refused every size: not asked again for this tunnel */
   return 0;                 /* nothing fitted the budget: tried again after the next splice */
 }
 
