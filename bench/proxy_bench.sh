@@ -3,9 +3,11 @@
 # result; absolute numbers depend on the machine). Two network namespaces joined by a veth pair,
 # as in spec/proxy_core_spec.lua; the outside runs spec/support/proxy_standin.py.
 #   bash bench/proxy_bench.sh [BUILD_DIR] [MIB]     (root; BUILD_DIR default build, MIB default 1024)
-# Prints: CONNECT throughput (each of REPS interleaved runs, default 3, with its load average and
-# ratios proxy/direct and socat/direct, then the best of each path, the relay the proxy used and a goal line:
-# proxy/direct >= 0.8), time to first byte and per-request latency p50/p99 for small plain-HTTP
+# Prints: CONNECT throughput between the two ends in bench/bulk_transfer.c (built here with cc)
+# directly, through the proxy, through the proxy with the host's congestion control toward the
+# client (SANDSTACK_PROXY_CLIENT_CONGESTION=host, a second proxy) and through socat: each of REPS
+# interleaved runs, default 3, with its load average and ratios, then the best of each path, the
+# relay the proxy used and a goal line (proxy/direct >= 0.8); time to first byte and per-request latency p50/p99 for small plain-HTTP
 # requests (proxy vs direct vs socat), the same against the nginx example proxy
 # (examples/egress-proxy; needs Debian's nginx and its Lua module and a LuaJIT core.so,
 # SANDSTACK_CORE_SO, default build-luajit's), RSS and fds per idle tunnel (a goal line: <= 12 KiB).
@@ -25,12 +27,19 @@ printf '127.0.0.1 localhost\n198.51.100.30 outside.test\n' >"/etc/netns/$P/hosts
 bench_standin "$work/c" "$work/k"
 token=bench-token-0123456789abcdef
 # raw rules for the peers the tunnels reach (source, hold): a tunnel elsewhere must start with TLS
-policy='{"allow":["198.51.100.30","outside.test",{"host":"198.51.100.30","port":9002,"raw":true},{"host":"198.51.100.30","port":9004,"raw":true}]}'
+policy='{"allow":["198.51.100.30","outside.test",{"host":"198.51.100.30","port":9002,"raw":true},{"host":"198.51.100.30","port":9005,"raw":true}]}'
 ip netns exec "$P" setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unused SANDSTACK_UPSTREAM=http://outside.test \
   SANDSTACK_EGRESS_POLICY="$policy" "$proxy" --listen 198.51.100.1 --port 3128 \
   </dev/null >"$work/proxy.out" 2>&1 &
+ip netns exec "$P" setsid env SANDSTACK_SESSION_TOKEN=$token ANTHROPIC_API_KEY=unused SANDSTACK_UPSTREAM=http://outside.test \
+  SANDSTACK_EGRESS_POLICY="$policy" SANDSTACK_PROXY_CLIENT_CONGESTION=host "$proxy" --listen 198.51.100.1 --port 3129 \
+  </dev/null >"$work/proxy-hostcc.out" 2>&1 &
+# the throughput runs' ends: the sender outside, the client in $P
+cc -O2 -Wall -Wextra -Werror -o "$work/bulk_transfer" "$top/bench/bulk_transfer.c"
+ip netns exec "$O" setsid "$work/bulk_transfer" serve 198.51.100.30 9005 </dev/null >"$work/bulk.out" 2>&1 &
+for _ in $(seq 100); do grep -q listening "$work/bulk.out" 2>/dev/null && break; sleep 0.05; done
 # the baseline relay: socat in the same namespace, one process per connection
-ip netns exec "$P" setsid socat TCP-LISTEN:4004,bind=198.51.100.1,fork,reuseaddr TCP:198.51.100.30:9004 </dev/null >/dev/null 2>&1 &
+ip netns exec "$P" setsid socat TCP-LISTEN:4004,bind=198.51.100.1,fork,reuseaddr TCP:198.51.100.30:9005 </dev/null >/dev/null 2>&1 &
 ip netns exec "$P" setsid socat TCP-LISTEN:4080,bind=198.51.100.1,fork,reuseaddr TCP:198.51.100.30:80 </dev/null >/dev/null 2>&1 &
 # The nginx example proxy as its image runs it: the host's nginx and Lua module (the image copies
 # exactly these), the example's nginx.conf.in and Lua, sandstack's LuaJIT core, uid 1000; here in
@@ -54,11 +63,12 @@ if [ -x /usr/sbin/nginx ] && [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so 
 else
   echo "no nginx with its Lua module, or no $core: the nginx example comparison is skipped" >&2
 fi
-for _ in $(seq 100); do grep -q listening "$work/proxy.out" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 100); do grep -q listening "$work/proxy.out" 2>/dev/null && grep -q listening "$work/proxy-hostcc.out" 2>/dev/null && break
+  sleep 0.05; done
 sleep 0.3
 pid=$(pgrep -f -n "^$proxy --listen 198.51.100.1 --port 3128" || true)
-ip netns exec "$P" env SMALL_N="${SMALL_N:-2000}" REPS="${REPS:-3}" PROXY_OUT="$work/proxy.out" PYTHONPATH="$top/bench" PYTHONDONTWRITEBYTECODE=1 python3 - "$mib" "$token" "$pid" "$nginx_port" <<'PY'
-import json, os, socket, statistics, sys, time
+ip netns exec "$P" env SMALL_N="${SMALL_N:-2000}" REPS="${REPS:-3}" PROXY_OUT="$work/proxy.out" BULK="$work/bulk_transfer" PYTHONPATH="$top/bench" PYTHONDONTWRITEBYTECODE=1 python3 - "$mib" "$token" "$pid" "$nginx_port" <<'PY'
+import json, os, socket, statistics, subprocess, sys, time
 from proxy_bench_common import cpu_seconds, open_tunnel, proxy_auth, read_to_close
 mib, token, pid, nginx_port = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 auth = proxy_auth(token)
@@ -72,23 +82,16 @@ def tunnel(target):
     open_tunnel(s, target, auth)
     return s
 
-# One buffer the client reads into, reused: with recv(1 MiB) each read allocated a fresh MiB and
-# page-faulted it in, and the larger reads a relay delivers made the client, not the relay, the
-# slowest part of the proxy path (perf: a sixth of all samples in the client's page faults).
-buf = bytearray(1 << 20)
+# One transfer of N bytes from the C sender outside, read by the C client: through a proxy port
+# (CONNECT) or straight to host:port. MB/s.
+def pull(host, port, proxy_port=None):
+    args = [os.environ["BULK"], "pull", host, str(port), str(N)]
+    if proxy_port:
+        args += ["198.51.100.1", str(proxy_port), auth.rstrip("\r\n")]
+    return float(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
 
-def pull(s):
-    t0 = time.time()
-    s.sendall(b"%d\n" % N)
-    got = 0
-    while True:
-        n = s.recv_into(buf)
-        if not n:
-            break
-        got += n
-    dt = time.time() - t0
-    assert got == N, got
-    return N / dt / 1e6
+def congestion():
+    return open("/proc/sys/net/ipv4/tcp_congestion_control").read().strip()
 
 def load():
     return " ".join(open("/proc/loadavg").read().split()[:3])
@@ -100,25 +103,29 @@ def relay_of_last_tunnel():
 # The three paths take turns, REPS rounds, and each keeps its best: they share the machine's noise
 # (on a loaded machine a single round says more about the neighbours than about the relay).
 reps = int(os.environ.get("REPS", "3"))
-rounds = {"direct": [], "proxy": [], "socat": []}
+rounds = {"direct": [], "proxy": [], "hostcc": [], "socat": []}
 loads = []
 proxy_cpu = 0.0  # the proxy's CPU time relaying, which the neighbours do not change as they do the rates
 for _ in range(reps):
-    rounds["direct"].append(pull(socket.create_connection(("198.51.100.30", 9004))))
+    rounds["direct"].append(pull("198.51.100.30", 9005))
     c0 = cpu_seconds(pid)
-    rounds["proxy"].append(pull(tunnel("198.51.100.30:9004")))
+    rounds["proxy"].append(pull("198.51.100.30", 9005, 3128))
     proxy_cpu += cpu_seconds(pid) - c0
-    rounds["socat"].append(pull(socket.create_connection(("198.51.100.1", 4004))))
+    rounds["hostcc"].append(pull("198.51.100.30", 9005, 3129))
+    rounds["socat"].append(pull("198.51.100.1", 4004))
     loads.append(load().split()[0])
-direct, viaproxy, viasocat = (max(rounds[k]) for k in ("direct", "proxy", "socat"))
-print("CONNECT throughput, %d MiB, %d interleaved runs (the proxy's relay: %s):" % (mib, reps, relay_of_last_tunnel()))
+direct, viaproxy, hostcc, viasocat = (max(rounds[k]) for k in ("direct", "proxy", "hostcc", "socat"))
+print("CONNECT throughput, %d MiB, %d interleaved runs (the proxy's relay: %s; the host's congestion control: %s):"
+      % (mib, reps, relay_of_last_tunnel(), congestion()))
 for i in range(reps):
-    d, p, s = rounds["direct"][i], rounds["proxy"][i], rounds["socat"][i]
-    print("  run %d (load %s): direct %.0f, proxy %.0f, socat %.0f MB/s; proxy/direct %.2f"
-          % (i + 1, loads[i], d, p, s, p / d))
-print("  best of %d: direct %.0f, proxy %.0f, socat %.0f MB/s; proxy/direct %.2f, socat/direct %.2f, proxy/socat %.2f"
-      % (reps, direct, viaproxy, viasocat, viaproxy / direct, viasocat / direct, viaproxy / viasocat))
-print("  cpu: the proxy %.2f s per GiB relayed" % (proxy_cpu / (reps * mib / 1024.0)))
+    d, p, c, s = rounds["direct"][i], rounds["proxy"][i], rounds["hostcc"][i], rounds["socat"][i]
+    print("  run %d (load %s): direct %.0f, proxy %.0f, socat %.0f MB/s; proxy/direct %.2f (host's control toward the client: %.2f)"
+          % (i + 1, loads[i], d, p, s, p / d, c / d))
+print("  best of %d: direct %.0f, proxy %.0f (host's control %.0f), socat %.0f MB/s; proxy/direct %.2f (%.2f),"
+      " socat/direct %.2f, proxy/socat %.2f"
+      % (reps, direct, viaproxy, hostcc, viasocat, viaproxy / direct, hostcc / direct, viasocat / direct, viaproxy / viasocat))
+print("  cpu: the proxy %.2f s per GiB relayed; the host's congestion control: %s"
+      % (proxy_cpu / (reps * mib / 1024.0), congestion()))
 print("  goal %s: CONNECT throughput proxy/direct %.3f, best of %d (goal >= 0.80)"
       % ("met" if viaproxy / direct >= 0.8 else "NOT met", viaproxy / direct, reps))
 

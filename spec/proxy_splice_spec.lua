@@ -118,6 +118,40 @@ describe("sandstack-proxy splice relay", function()
     assert.equal("splice", line.relay)
   end)
 
+  -- The congestion control of a connection the proxy accepted, as ss(8) shows it (the name is
+  -- the word before "wscale:"), read while a client holds the connection open.
+  local function client_congestion(port)
+    local out = h.must(in_p("bash -c " .. h.q(("exec 3<>/dev/tcp/%s/%d && ss -tinH state established '( sport = :%d )'")
+      :format(PROXY_IP, port, port))))
+    return out:match("(%S+)%s+wscale:"), out
+  end
+
+  it("sends toward the client under reno whatever the host's default; 'host' keeps the host's; a name the kernel refuses stops the start", function()
+    local host = h.must(in_p("cat /proc/sys/net/ipv4/tcp_congestion_control")):gsub("%s", "")
+    if host == "reno" then print("# this host's default is reno: the first check cannot tell the two apart here") end
+    local cc, out = client_congestion(3128)
+    assert.equal("reno", cc, out)
+    local policy = assert(core.policy_compile { allow = { { host = "198.51.100.30", port = 9100, raw = true } } }):render()
+    H.start_proxy("hostcc", 3131, H.base_env("sspl-hostcc", { SANDSTACK_EGRESS_POLICY = policy,
+      SANDSTACK_PROXY_CLIENT_CONGESTION = "host" }))
+    cc, out = client_congestion(3131)
+    assert.equal(host, cc, out)
+    local err = H.stop("hostcc")
+    assert.is_nil(err:find("Sanitizer", 1, true), err)
+    -- refused: a name no kernel has (at the listener, with the kernel's reason), and one that
+    -- is not a name (when the configuration is read)
+    for name, why in pairs { nosuchcontrol = "the kernel refused 'nosuchcontrol' (No such file or directory)",
+      ["Reno;"] = "must be a congestion control's name" } do
+      local res, ok = h.sh(in_p("env SANDSTACK_SESSION_TOKEN=" .. h.q(TOKEN) .. " SANDSTACK_PROXY_CLIENT_CONGESTION="
+        .. h.q(name) .. " ASAN_OPTIONS=detect_leaks=1:exitcode=23 LSAN_OPTIONS=suppressions=" .. h.q(top
+        .. "/spec/support/lsan.supp") .. " " .. h.q(top .. "/" .. H.PROXY) .. " --listen " .. PROXY_IP .. " --port 3132 2>&1"))
+      assert.is_false(ok, res)
+      assert.truthy(res:find("SANDSTACK_PROXY_CLIENT_CONGESTION", 1, true), res)
+      assert.truthy(res:find(why, 1, true), res)
+      assert.is_nil(res:find("Sanitizer", 1, true), res)
+    end
+  end)
+
   it("moves 64 MiB of random bytes each way at once, unchanged, and counts them exactly", function()
     local r = client("swap", tostring(64 * MiB), "big")
     local p, line = peer("big"), audit_of(r.port)

@@ -53,6 +53,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   setenv("SANDSTACK_UPSTREAM", "https://model.test", 1);
   setenv("SANDSTACK_CA_DIR", G.dir, 1);
   setenv("SANDSTACK_SESSION", "fuzz", 1);
+  setenv("SANDSTACK_PROXY_CLIENT_CONGESTION", "host", 1); /* the in-memory listener has no socket to set */
   setenv("SANDSTACK_CREDENTIALS",
          "[{\"name\":\"API_KEY\",\"host\":\"api.test\",\"secret\":\"s3cretfuzz0123456789\",\"placeholder\":\"PLACEHOLDERfuzz01234\","
          "\"header\":\"X-Key\"}]",

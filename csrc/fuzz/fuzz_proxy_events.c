@@ -875,6 +875,7 @@ static void setup_once(void) {
   setenv("SANDSTACK_PROXY_MAX_HEADER_BYTES", "4096", 1);
   setenv("SANDSTACK_PROXY_MAX_REQUEST_LINE", "1024", 1);
   setenv("SANDSTACK_PROXY_DRAIN_TIMEOUT_MS", "1000", 1);
+  setenv("SANDSTACK_PROXY_CLIENT_CONGESTION", "host", 1); /* the in-memory listener has no socket to set */
   /* a raw rule where the policy language has it; the plain host:port otherwise */
   static const char *const RAW_RULES[] = {"{\"host\":\"raw.test\",\"port\":22,\"raw\":true}", "\"raw.test:22\""};
   char why[512];

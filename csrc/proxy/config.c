@@ -67,6 +67,21 @@ static int parse_upstream(proxy_config *c, const char *u, char *why, size_t n) {
   return 0;
 }
 
+/* SANDSTACK_PROXY_CLIENT_CONGESTION: a kernel name (TCP_CA_NAME_MAX is 16 with its NUL), "host"
+ * for the host's default, unset for reno. Whether the kernel has it and lets this network
+ * namespace use it is known only when the listener asks (listener.c). */
+static int parse_congestion(proxy_config *c, char *why, size_t n) {
+  const char *v = env("SANDSTACK_PROXY_CLIENT_CONGESTION");
+  if (!v) v = "reno";
+  if (strcmp(v, "host") == 0) v = "";
+  size_t len = strlen(v);
+  if (len >= sizeof c->client_congestion || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_") != len)
+    return why_fail(why, n, "SANDSTACK_PROXY_CLIENT_CONGESTION must be a congestion control's name "
+                            "(lowercase, at most 15 characters) or 'host'");
+  memcpy(c->client_congestion, v, len + 1);
+  return 0;
+}
+
 static int parse_args(proxy_config *c, int argc, char **argv, char *why, size_t n) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -138,6 +153,7 @@ int proxy_config_load(proxy_config *c, int argc, char **argv, char *why, size_t 
   c->ca_hours = (unsigned)v[12];
   c->leaf_cache = (size_t)v[13];
   if (c->max_line > c->max_head) c->max_line = c->max_head;
+  if (parse_congestion(c, why, n) != 0) return -1;
   if (parse_args(c, argc, argv, why, n) != 0) return -1;
 
   ss_error e;
@@ -212,6 +228,7 @@ char *proxy_config_summary(const proxy_config *c) {
   cJSON_AddNumberToObject(o, "handshake_timeout_ms", c->handshake_ms);
   cJSON_AddNumberToObject(o, "idle_timeout_ms", c->idle_ms);
   cJSON_AddNumberToObject(o, "drain_timeout_ms", c->drain_ms);
+  cJSON_AddStringToObject(o, "client_congestion", c->client_congestion[0] ? c->client_congestion : "host");
   if (c->ca_dir) cJSON_AddStringToObject(o, "ca_dir", c->ca_dir);
   cJSON *creds = cJSON_AddArrayToObject(o, "credentials"); /* names and places only: never a secret */
   static const char *const places[] = {"header", "query", "basic", "path"};

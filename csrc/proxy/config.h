@@ -27,6 +27,7 @@ typedef struct proxy_config {
   size_t max_conns, max_line, max_head, max_headers, buffer_bytes;
   unsigned long long max_body;
   unsigned handshake_ms, connect_ms, idle_ms, stream_ms, drain_ms;
+  char client_congestion[16];   /* congestion control toward the sandbox (listener.c); "": the host's */
   int check_only;               /* --check: validate, print the summary, exit */
 } proxy_config;
 
