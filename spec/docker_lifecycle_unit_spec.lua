@@ -37,6 +37,43 @@ describe("session requests", function()
     assert.same({ 404 }, d.ok)
   end)
 
+  it("a wake's start from a checkpoint is tried again while the engine answers its content-store race, and only then", function()
+    local lifecycle = require "sandstack.docker.lifecycle"
+    local E = require "sandstack.error"
+    local race = E.new("engine", nil, "failed to upload checkpoint to containerd: commit failed: content sha256:"
+      .. ("ab"):rep(32) .. ": already exists")
+    local function script(answers)
+      local calls, slept = 0, {}
+      local ok, err = lifecycle.start_from_checkpoint(function()
+        calls = calls + 1
+        local a = answers[calls] or answers[#answers]
+        if a == true then return true end
+        return nil, a
+      end, function(s) slept[#slept + 1] = s end)
+      return ok, err, calls, slept
+    end
+    -- twice the race, then the start: started, after two waits
+    local ok, err, calls, slept = script { race, race, true }
+    assert.is_true(ok, tostring(err))
+    assert.equal(3, calls)
+    assert.same({ 0.5, 1 }, slept)
+    -- another failure of the restore is not retried: it is the wake's to report
+    local criu = E.new("engine", nil, "failed to create task for container: criu failed: type RESTORE")
+    ok, err, calls = script { criu }
+    assert.is_nil(ok)
+    assert.equal(criu, err)
+    assert.equal(1, calls)
+    -- the race every time: given up after the bound, with the engine's answer
+    ok, err, calls = script { race }
+    assert.is_nil(ok)
+    assert.equal(race, err)
+    assert.equal(lifecycle.RESTORE_ATTEMPTS, calls)
+    -- an error of another kind that happens to say "already exists" is not the race
+    local other = E.new("invalid", nil, "the checkpoint already exists")
+    ok, err, calls = script { other }
+    assert.equal(1, calls)
+  end)
+
   it("commit names the container, repository and tag, pauses, and labels the image", function()
     local r = core.session_requests("commit", { "p-sandbox" }, { repo = "sandstack-snapshot", tag = "snap-1",
       labels = { ["io.sandstack.snapshot"] = "snap-1" } })[1]

@@ -262,6 +262,31 @@ local function checkpointed(self)
   return out
 end
 
+-- A start from a checkpoint that the engine answers "failed to upload checkpoint to containerd:
+-- commit failed: content sha256:...: already exists": the engine copies the checkpoint into
+-- containerd's content store, and the same bytes still held there (the checkpoint just taken)
+-- make the commit fail, a race the engine's tracker reports for a start soon after a checkpoint
+-- (seen in CI on Docker 26, on the second of two hibernate/wake cycles). Nothing was started and
+-- the checkpoint is intact, so the start is tried again, after RESTORE_DELAYS.
+local RESTORE_DELAYS = { 0.5, 1, 2 }
+M.RESTORE_ATTEMPTS = #RESTORE_DELAYS + 1
+
+local function restore_race(err)
+  local msg = err and err.kind == "engine" and tostring(err.message) or ""
+  return msg:find("checkpoint", 1, true) ~= nil and msg:find("already exists", 1, true) ~= nil
+end
+
+-- start_from_checkpoint(try, sleep) -> what try() returned: try again while it fails with the race.
+function M.start_from_checkpoint(try, sleep)
+  local ok, err = try()
+  for _, delay in ipairs(RESTORE_DELAYS) do
+    if ok or not restore_race(err) then break end
+    sleep(delay)
+    ok, err = try()
+  end
+  return ok, err
+end
+
 function M.wake(self)
   check_open(self)
   local from = checkpointed(self)
@@ -281,7 +306,8 @@ function M.wake(self)
       containers[i] = c
     end
   end
-  local ok, err = require("sandstack.docker.handle").start_with(self, containers)
+  local start_with = require("sandstack.docker.handle").start_with
+  local ok, err = M.start_from_checkpoint(function() return start_with(self, containers) end, core.sleep)
   if not ok then
     if err and err.kind == "engine" and tostring(err.message):find("checkpoint", 1, true) then
       return nil, E.new("engine", "checkpoint_failed", "wake: the restore from the checkpoint failed: "
