@@ -264,10 +264,11 @@ end
 
 -- A start from a checkpoint that the engine answers "failed to upload checkpoint to containerd:
 -- commit failed: content sha256:...: already exists": the engine copies the checkpoint into
--- containerd's content store, and the same bytes still held there (the checkpoint just taken)
--- make the commit fail, a race the engine's tracker reports for a start soon after a checkpoint
--- (seen in CI on Docker 26, on the second of two hibernate/wake cycles). Nothing was started and
--- the checkpoint is intact, so the start is tried again, after RESTORE_DELAYS.
+-- containerd's content store before it starts the task, and soon after a checkpoint that copy
+-- can meet the same bytes already there and fail (the engine's tracker has it as occasional, for
+-- a start right after a checkpoint; seen in CI on Docker 26 on a first wake, a second after its
+-- checkpoint). Nothing was started and the checkpoint is intact, so the start is tried again
+-- after RESTORE_DELAYS; any other failure is the wake's to report at once.
 local RESTORE_DELAYS = { 0.5, 1, 2 }
 M.RESTORE_ATTEMPTS = #RESTORE_DELAYS + 1
 
