@@ -90,7 +90,9 @@ describe("the core's service update request", function()
 end)
 
 -- A scripted manager holding the services of one session: proxy, sandbox, and a record of what
--- was sent. update_service answers "update out of sequence" `conflicts` times first.
+-- was sent. update_service answers "update out of sequence" `conflicts` times first, and to an
+-- update at a version that is no longer the service's (as the manager does); e.before_update(id),
+-- when set, runs as an update arrives (another writer coming in between a read and its write).
 local function manager(conflicts)
   local svcs = {
     { ID = "id-proxy", Version = { Index = 7 }, Spec = { Name = "p-proxy", Mode = { Replicated = { Replicas = 1 } },
@@ -106,9 +108,10 @@ local function manager(conflicts)
   function e:request(m, path, body, opts)
     local q = opts and opts.query or {}
     sent[#sent + 1] = { m = m, path = path, body = body and core.json_decode(body), query = q }
-    if m == "GET" and path == "/services" then return 200, svcs end
+    -- answers are copies, as the wire's are: a change to one is not the manager's until sent
+    if m == "GET" and path == "/services" then return 200, core.json_decode(core.json_encode(svcs)) end
     local id = path:match("^/services/([^/]+)$")
-    if m == "GET" and id then return 200, by[id] end
+    if m == "GET" and id then return 200, core.json_decode(core.json_encode(by[id])) end
     id = path:match("^/services/([^/]+)/update$")
     if m == "POST" and id then
       if conflicts > 0 then
@@ -116,8 +119,16 @@ local function manager(conflicts)
         by[id].Version.Index = by[id].Version.Index + 1
         return 500, { message = "rpc error: code = Unknown desc = update out of sequence" }
       end
-      assert.equal(tostring(by[id].Version.Index), q.version)
-      by[id].Spec = sent[#sent].body
+      local body = sent[#sent].body
+      if e.before_update then
+        local f = e.before_update
+        e.before_update = nil
+        f(id)
+      end
+      if tostring(by[id].Version.Index) ~= q.version then
+        return 500, { message = "rpc error: code = Unknown desc = update out of sequence" }
+      end
+      by[id].Spec = body
       by[id].Version.Index = by[id].Version.Index + 1
       return 200, {}
     end
@@ -149,6 +160,79 @@ describe("a swarm session's expiry and hibernation (scripted manager)", function
     assert.truthy(view.remaining > 290 and view.remaining <= 300)
     assert.has_error(function() sexpiry.set_timeout(stack, -1) end)
     assert.has_error(function() sexpiry.set_timeout(stack, "1h") end)
+  end)
+
+  -- Every gateway of a cluster runs the expiry pass over the same sessions: passes that listed
+  -- the same due mark act once between them.
+  local function due_manager()
+    local mgr = manager(0)
+    local l = mgr.svcs["id-sbx"].Spec.Labels
+    for k, v in pairs(X.labels({ expires = os.time() - 5 }, os.time() - 60)) do l[k] = v end
+    return mgr
+  end
+  local function pass(mgr, m, who, log, fail)
+    return X.pass({ p = m }, {}, {
+      due = function() return "ttl" end,
+      claim = function(x) return sexpiry.claim(mgr, "p", "sandbox", x, who, os.time()) end,
+      release = function(x) sexpiry.release(mgr, "p", "sandbox", x, who) end,
+      destroy = function()
+        log[#log + 1] = who
+        if fail then return nil, { message = "refused" } end
+        return true
+      end,
+      hibernate = error, rewrite = error,
+    })
+  end
+
+  it("acts once when passes that listed the same due mark meet: one claim is written, the rest find it", function()
+    local mgr = due_manager()
+    local log = {}
+    local ma, mb, mc = X.parse(mgr.svcs["id-sbx"].Spec.Labels), X.parse(mgr.svcs["id-sbx"].Spec.Labels),
+      X.parse(mgr.svcs["id-sbx"].Spec.Labels)
+    -- pass c reads the service, then a's claim is written before c's update arrives
+    local done_a
+    mgr.before_update = function() done_a = assert(pass(mgr, ma, "a", log)) end
+    local done_c = assert(pass(mgr, mc, "c", log))
+    local done_b = assert(pass(mgr, mb, "b", log)) -- b after both
+    assert.same({ "a" }, log)
+    assert.same({ { project = "p", reason = "ttl", action = "destroy" } }, done_a)
+    assert.same({}, done_b)
+    assert.same({}, done_c)
+    local claim = mgr.svcs["id-sbx"].Spec.Labels[sexpiry.CLAIM]
+    assert.truthy(claim:match(" a$"), claim)
+  end)
+
+  it("lets a later pass act after a failed action's release, or once a claim's lease is over", function()
+    local mgr = due_manager()
+    local l = mgr.svcs["id-sbx"].Spec.Labels
+    local log = {}
+    local _, err = pass(mgr, X.parse(l), "a", log, true)
+    assert.equal("refused", err.message)
+    assert.is_nil(mgr.svcs["id-sbx"].Spec.Labels[sexpiry.CLAIM]) -- given back
+    assert.equal(1, #assert(pass(mgr, X.parse(mgr.svcs["id-sbx"].Spec.Labels), "b", log)))
+    -- a claim left by a pass that died: it holds for the lease, then the session is taken again
+    l = mgr.svcs["id-sbx"].Spec.Labels
+    l[sexpiry.CLAIM] = ("%s %d gone"):format(l["io.sandstack.expiry_set"], os.time() - 10)
+    assert.same({}, assert(pass(mgr, X.parse(l), "c", log)))
+    l = mgr.svcs["id-sbx"].Spec.Labels
+    l[sexpiry.CLAIM] = ("%s %d gone"):format(l["io.sandstack.expiry_set"], os.time() - sexpiry.CLAIM_LEASE - 1)
+    assert.equal(1, #assert(pass(mgr, X.parse(l), "d", log)))
+    assert.same({ "a", "b", "d" }, log)
+  end)
+
+  it("does not act on a mark that moved since the pass read it (a set_timeout in between), and a new mark ends a claim", function()
+    local mgr = due_manager()
+    local stale = X.parse(mgr.svcs["id-sbx"].Spec.Labels)
+    local stack = { mgr = mgr, project = "p", plan = { sandbox = "sandbox" } }
+    assert(sexpiry.set_timeout(stack, 600))
+    local log = {}
+    assert.same({}, assert(pass(mgr, stale, "a", log)))
+    assert.same({}, log)
+    -- a claim on the previous mark does not hold once a new mark is written
+    local l = mgr.svcs["id-sbx"].Spec.Labels
+    l[sexpiry.CLAIM] = ("%s %d a"):format(l["io.sandstack.expiry_set"], os.time())
+    assert(sexpiry.set_timeout(stack, 1))
+    assert.is_nil(mgr.svcs["id-sbx"].Spec.Labels[sexpiry.CLAIM])
   end)
 
   it("refuses hibernate{memory = true} as checkpoint_unsupported, touching nothing", function()

@@ -128,7 +128,10 @@ end
 
 -- The reap pass over marks (by: { [project] = mark }) with the filters of reap{expired = true}
 -- (prefix, pool), in project order. b: { due = function(m, t) -> reason, hibernate = function(m)
--- -> true | nil, err, destroy = function(m) -> true | nil, err, rewrite = function(m) }. A
+-- -> true | nil, err, destroy = function(m) -> true | nil, err, rewrite = function(m) }, and
+-- where several passes may meet one session (a swarm's gateways), claim = function(m) -> true |
+-- false (another pass holds it, or the mark moved since it was read) | nil, err, with
+-- release = function(m) after a failed action, so that a later pass may try again. A
 -- hibernation acts once: the ttl is dropped from the mark (a set_timeout after the wake sets
 -- one). Returns { {project =, reason =, action =} }, or nil, err (err.done: what was done).
 function M.pass(by, opts, b)
@@ -141,6 +144,13 @@ function M.pass(by, opts, b)
     local m = by[p]
     local take = (not opts.prefix or p:sub(1, #opts.prefix) == opts.prefix) and (not opts.pool or m.pool == opts.pool)
     local reason = take and b.due(m, t)
+    if reason and b.claim then
+      local got, e = b.claim(m)
+      if not got then
+        reason = nil
+        if got == nil then first = first or e end
+      end
+    end
     if reason then
       local ok, e
       if m.on_expiry == "hibernate" then
@@ -153,7 +163,10 @@ function M.pass(by, opts, b)
         ok, e = b.destroy(m)
       end
       if ok then done[#done + 1] = { project = p, reason = reason, action = m.on_expiry }
-      else first = first or e end
+      else
+        first = first or e
+        if b.release then b.release(m) end
+      end
     end
   end
   if first then first.done = done; return nil, first end

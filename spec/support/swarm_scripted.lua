@@ -5,8 +5,8 @@
 -- Each task runs at once, on node1, and the agent answers 200: the start's own path, without
 -- waits; with opts.fail = "<service>", that service's task fails (exit code 3) instead (set
 -- sw.fail the same way to end it later, during the start). The manager lists its services by
--- label and removes them; opts.exec(name, argv, o) may answer an exec on a node (a proxy's control
--- command) before the scripted answers do.
+-- label, updates them at their version and removes them; opts.exec(name, argv, o) may answer an
+-- exec on a node (a proxy's control command) before the scripted answers do.
 -- Test-only: the library knows only the real client.
 local core = require "sandstack.core"
 local engine_error = require("sandstack.engine").engine_error
@@ -28,7 +28,7 @@ end
 
 function M.new(opts)
   opts = opts or {}
-  local self = { log = {}, services = {}, n = 0 }
+  local self = { log = {}, services = {}, versions = {}, n = 0 }
   local function id(prefix)
     self.n = self.n + 1
     return prefix .. self.n
@@ -55,7 +55,7 @@ function M.new(opts)
           local k, v = w:match("^([^=]+)=(.*)$")
           if k then all = all and labels[k] == v else all = all and labels[w] ~= nil end
         end
-        if all then out[#out + 1] = { ID = sid, Spec = spec, Version = { Index = 1 } } end
+        if all then out[#out + 1] = { ID = sid, Spec = spec, Version = { Index = self.versions[sid] or 1 } } end
       end
       table.sort(out, function(a, b) return a.ID < b.ID end)
       return 200, out
@@ -77,9 +77,20 @@ function M.new(opts)
     if method == "GET" and path:match("^/services/") then -- by id or name
       local ref = path:match("[^/]+$")
       for id, spec in pairs(self.services) do
-        if id == ref or spec.Name == ref then return 200, { ID = id, Spec = spec } end
+        if id == ref or spec.Name == ref then
+          return 200, core.json_decode(core.json_encode { ID = id, Spec = spec, Version = { Index = self.versions[id] or 1 } })
+        end
       end
       return 404, { message = "service " .. ref .. " not found" }
+    end
+    local updated = method == "POST" and path:match("^/services/([^/]+)/update$")
+    if updated and self.services[updated] then -- at the version read, as the manager takes it
+      if tostring(self.versions[updated] or 1) ~= tostring(query.version) then
+        return 500, { message = "rpc error: code = Unknown desc = update out of sequence" }
+      end
+      self.services[updated] = core.json_decode(body_json)
+      self.versions[updated] = (self.versions[updated] or 1) + 1
+      return 200, {}
     end
     if path == "/tasks" then -- by service id or name, as the manager resolves them
       local out = {}

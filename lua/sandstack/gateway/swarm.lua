@@ -239,8 +239,8 @@ end
 -- expiry_interval seconds) with sandstack.swarm.reap{expired = true} over this gateway's
 -- project prefix. The manager holds the sessions, so there is nothing to adopt
 -- (docs/gateway.md). Every gateway of the cluster runs the pass over the same prefix: what one
--- destroyed the next no longer lists, what one hibernated has lost its ttl (swarm/expiry.lua);
--- two passes at the same instant may both act, and the later one logs the error it meets.
+-- destroyed the next no longer lists, what one hibernated has lost its ttl, and passes at the
+-- same instant meet at the claim swarm/expiry.lua writes at the service's version (one acts).
 function M.start_worker(G)
   require("sandstack.gateway.expiry").start(G)
 end

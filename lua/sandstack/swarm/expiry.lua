@@ -32,7 +32,14 @@ local function holder(mgr, project, service)
   return pick
 end
 
--- Writes mark m on project's holder service (a label update at its version). true, or nil, err.
+-- The claim of a pass on a due mark: "<the mark's expiry_set> <epoch> <who>". It holds while
+-- the mark it names is the service's and for CLAIM_LEASE seconds (a pass that died mid-action
+-- leaves it; a later pass takes the session again after the lease).
+local CLAIM = "io.sandstack.expiry_claim"
+M.CLAIM, M.CLAIM_LEASE = CLAIM, 300
+
+-- Writes mark m on project's holder service (a label update at its version); a new mark ends
+-- any claim on the old one. true, or nil, err.
 local function write(mgr, project, service, m)
   local s, err = holder(mgr, project, service)
   if not s then return nil, err end
@@ -40,10 +47,57 @@ local function write(mgr, project, service, m)
     local prev = X.parse(spec.Labels)
     spec.Labels = spec.Labels or {}
     for k, v in pairs(X.labels(m, math.max(os.time(), prev and prev.set + 0.001 or 0))) do spec.Labels[k] = v end
+    spec.Labels[CLAIM] = nil
     return true
   end)
 end
 M.write = write
+
+-- Whether labels l carry a claim that holds at time t.
+local function claimed(l, t)
+  local set, at = tostring(l[CLAIM] or ""):match("^(%S+) (%d+) ")
+  return set ~= nil and set == l[X.SET] and t - tonumber(at) < M.CLAIM_LEASE
+end
+
+-- Claims due mark m (as this pass read it) for one pass, by: every gateway of a cluster runs
+-- the pass over the same sessions, and without a claim each of them destroyed (and counted) the
+-- same one. The claim is a label update at the version read, so of passes that read the same
+-- version one is written and the others are refused "out of sequence", read the service again
+-- and find the claim. true (this pass acts), false (another pass holds it, or the mark moved
+-- since m was read: the next pass decides), or nil, err.
+function M.claim(mgr, project, service, m, who, t)
+  local s, err = holder(mgr, project, service)
+  if not s then return nil, err end
+  local taken = false
+  local ok; ok, err = require("sandstack.swarm.service_update").update(mgr, s.ID, function(spec)
+    local l = spec.Labels or {}
+    local cur = X.parse(l)
+    if not cur or cur.set ~= m.set or claimed(l, t) then
+      taken = true
+      return nil, E.new("engine", "claimed", "the expiry of " .. project .. " is another pass's")
+    end
+    l[CLAIM] = ("%s %d %s"):format(l[X.SET], t, who)
+    spec.Labels = l
+    return true
+  end)
+  if ok then return true end
+  if taken then return false end
+  return nil, err
+end
+
+-- Gives back this pass's claim on m after its action failed (best effort: a claim left behind
+-- ends with its lease).
+function M.release(mgr, project, service, m, who)
+  local s = holder(mgr, project, service)
+  if not s then return end
+  require("sandstack.swarm.service_update").update(mgr, s.ID, function(spec)
+    local l = spec.Labels or {}
+    local mine = tostring(l[CLAIM] or ""):match(" (%S+)$") == who
+    if not mine or tonumber(l[X.SET]) ~= m.set then return nil, E.new("engine", "claimed", "not this pass's claim") end
+    l[CLAIM] = nil
+    return true
+  end)
+end
 
 -- The mark of project (nil when none), or nil, err.
 local function read(mgr, project, service)
@@ -93,6 +147,7 @@ function M.reap(opts)
     if m and m.project then by[m.project], svc[m.project] = m, l["io.sandstack.service"] end
   end
   local engines = {}
+  local who = require("sandstack.core").random_hex(8) -- this pass, in the claims it writes
   -- the session's node and its engine (false when the node does not answer)
   local function where(project)
     if engines[project] == nil then
@@ -113,6 +168,8 @@ function M.reap(opts)
       end, function(x) write(mgr, x.project, svc[x.project], x) end)
     end,
     rewrite = function(m) write(mgr, m.project, svc[m.project], m) end,
+    claim = function(m) return M.claim(mgr, m.project, svc[m.project], m, who, X.now()) end,
+    release = function(m) M.release(mgr, m.project, svc[m.project], m, who) end,
     hibernate = function(m)
       local w = where(m.project)
       if not w.eng then return nil, cluster.node_down(w.node or { state = "gone" }, m.project) end
