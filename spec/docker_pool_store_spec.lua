@@ -213,6 +213,7 @@ describe("a warm pool's store on this host #docker", function()
     local held, why = core.claim_file(ready_file(project))
     assert.is_false(held); assert.equal("held", why)
     h.must("kill -9 " .. pid)
+    h.wait_exit(pid) -- CI once saw the acquire meet the dying holder's lock under ASan, and list
     h.sh("rm -rf " .. h.q(dir))
     local s = assert(pool:acquire("sess-after-crash", HAND_OVER))
     assert.equal(project, s.project)
@@ -298,6 +299,7 @@ describe("a warm pool's store on this host #docker", function()
     local answered = out:match("ANSWERED (%S+)")
     local listed = state() -- the engine still shows the ready mark: the held file says in use
     h.sh("kill -9 " .. pid)
+    h.wait_exit(pid) -- a lock still held would say "in use by a live process": not taken down
     h.sh("rm -rf " .. h.q(dir))
     assert.equal(project, answered, out)
     assert.equal("in_use", listed)

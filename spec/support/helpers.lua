@@ -69,6 +69,16 @@ function h.child_command(script, source)
   return h.q(interp) .. " " .. h.q(script)
 end
 
+-- Waits until process pid has exited (gone, or a zombie): a kill returns before that, and the
+-- process's files, with their locks, close late in its exit, after its memory is torn down
+-- (milliseconds for an ASan build's shadow). Raises after seconds (default 30).
+function h.wait_exit(pid, seconds)
+  h.wait_for("the exit of process " .. pid, function()
+    local stat = h.read_file("/proc/" .. pid .. "/stat")
+    return not stat or stat:match("^%d+ %b() Z") ~= nil
+  end, seconds or 30)
+end
+
 -- nbytes random bytes as lowercase hex: a suffix that keeps two runs' names apart.
 function h.random_suffix(nbytes)
   return core.random_hex(nbytes or 4)

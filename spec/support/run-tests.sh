@@ -72,8 +72,7 @@ for mode in $modes; do
       # Under ASan the sbx specs (220 s of its 1314, measured; 60% of one core, mostly waiting on the
       # simulator's processes) run beside the engine's files for the same reason.
       asan:spec/sbx_*_spec.lua) beside+=("$f") ;;
-      "$late_mode":*zz_*.t) ;;
-      "$late_mode":*_spec.lua | "$late_mode":*.t) late+=("$f") ;;
+      "$late_mode":*_spec.lua) late+=("$f") ;;
       lua54:*zz_*.t) last+=("$f") ;;
       lua54:*) sel+=("$f") ;;
       *:*zz_*.t) last+=("$f") ;;
