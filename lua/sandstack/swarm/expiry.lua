@@ -59,7 +59,7 @@ local function claimed(l, t)
   return set ~= nil and set == l[X.SET] and t - tonumber(at) < M.CLAIM_LEASE
 end
 
--- Claims due mark m (as this pass read it) for one pass, by: every gateway of a cluster runs
+-- Claims due mark m (as this pass read it) for this pass alone. Every gateway of a cluster runs
 -- the pass over the same sessions, and without a claim each of them destroyed (and counted) the
 -- same one. The claim is a label update at the version read, so of passes that read the same
 -- version one is written and the others are refused "out of sequence", read the service again
