@@ -6,7 +6,7 @@
 -- against the count of the first version (below). The count does not depend on timing but for
 -- the loops that poll (health, the forwarder's port, readiness): it varies by a few.
 -- box:exec runs against the sbx simulator (spec/support/sbx-sim), set up as the sbx specs do.
--- A sandstack.swarm start runs against a scripted swarm (spec/support/swarm_scripted.lua: a
+-- A sandstack.swarm start runs against a scripted swarm (spec/support/scripted_engine.lua: a
 -- manager and a node whose tasks run at once): each call of its clients' methods, and of the
 -- client constructor, counts as the one crossing the real client's C method is, and nothing
 -- inside them counts.
@@ -147,8 +147,8 @@ backend:close()
 H.teardown(senv)
 
 -- A sandstack.swarm start of the same stack, against the scripted swarm.
-local scripted = require "spec.support.swarm_scripted"
-local sw = scripted.new()
+local scripted = require "spec.support.scripted_engine"
+local sw = scripted.swarm()
 local stand_in = {}
 local make_client = sw.client
 sw.client = function(host)

@@ -10,6 +10,7 @@ local run = require("results").begin("gateway", {
 package.cpath = (os.getenv("SANDSTACK_BUILD") or "./build") .. "/?.so;" .. package.cpath
 local core = require "sandstack.core"
 local gh = require "gateway_harness"
+local h = require "helpers"
 
 local N = tonumber(arg[1]) or 5
 local now = core.engine_clock
@@ -35,12 +36,11 @@ local function round(node, label)
     node:api("DELETE", "/sessions/" .. doc.key, { token = gh.TOKENS.alice, secret = doc.secret })
     if label == "pooled" then
       -- wait for the refill, so that every POST of the round meets a warm stack
-      local ok = gh.wait_until(function()
+      h.wait_for("the pool's refill", function()
         local m = node:metrics()
         return m:find('sandstack_gateway_pool_stacks{state="ready"} 1', 1, true)
           and m:find('sandstack_gateway_pool_stacks{state="in_use"} 0', 1, true)
-      end, 120)
-      assert(ok, "the pool did not refill")
+      end, 120, 0.2)
     end
   end
   return times
@@ -53,9 +53,9 @@ cold_node:stop()
 local pool_node = gh.start(gh.config { project_prefix = prefix .. "p-", max_sessions = 10,
   pool = { size = 1, max = 2, interval = 0.5 } })
 local okp, pooled = pcall(function()
-  assert(gh.wait_until(function()
+  h.wait_for("the pool's first fill", function()
     return pool_node:metrics():find('sandstack_gateway_pool_stacks{state="ready"} 1', 1, true)
-  end, 120), "the pool never filled")
+  end, 120, 0.2)
   return round(pool_node, "pooled")
 end)
 pool_node:stop()

@@ -31,9 +31,13 @@ build = {
     LIBDIR = "$(LIBDIR)",
     LUADIR = "$(LUADIR)",
     BINDIR = "$(BINDIR)", -- sandstack-proxy, beside the CLI (`sandstack images` builds its image from it)
+    SANDSTACK_UNIT_TESTS = "OFF", -- the C unit tests are the test command's, not an install's
   },
-  -- CMake installs every file of lua/ into LUADIR, sandstack.gateway and sandstack/gateway/*.lua
-  -- (the OpenResty gateway, `sandstack gateway`) included; nginx needs a LuaJIT (5.1) build.
-  install = { bin = { sandstack = "bin/sandstack" } },
+  -- CMake installs everything (cmake/install.cmake): every file of lua/ into LUADIR, the gateway
+  -- included, and for Lua 5.4 the `sandstack` command and sandstack-proxy into BINDIR; a LuaJIT
+  -- (5.1) install, for nginx, holds the module alone. Its install target builds what it installs,
+  -- so no separate build pass: with SANDSTACK_PREBUILT=<build dir> in the environment it installs
+  -- that build's files and compiles nothing (spec/support/bootstrap.sh).
+  build_pass = false,
 }
 test = { type = "command", command = "bash spec/support/run-tests.sh" }

@@ -1,7 +1,7 @@
 -- The sandstack command's conventions, for every command the runner finds (lua/sandstack/cli/*.lua:
 -- a command another branch adds is covered with no edit here): --help and `help CMD`, --json,
 -- one bad argument, exit codes 0/1/2, errors on one line as "sandstack: <kind>: <message>",
--- never a traceback. The engine is list_answer_engine.py (empty lists, removals recorded), so no
+-- never a traceback. The engine is the engine double (empty lists, removals recorded), so no
 -- command reaches the shared engine.
 local h = require "helpers"
 local core = require "sandstack.core"
@@ -20,7 +20,7 @@ describe("the sandstack command's conventions", function()
   local fake, dir, host
 
   setup(function()
-    fake = require("list_answer").start("cliconv")
+    fake = require("engine_double").start("lists")
     dir, host = fake.dir, fake.host
   end)
 
@@ -112,6 +112,56 @@ describe("the sandstack command's conventions", function()
     assert.matches("servics", r[1].err)
     assert.matches("not a pool's", r[2].err)
     assert.equal(2, r[5].code)
+  end)
+
+  it("prints no failure line and no rollback that removed nothing, in up's progress", function()
+    local kit = require "sandstack.cli_kit"
+    local lines = {}
+    local show = kit.progress({ write = function(_, ...) lines[#lines + 1] = table.concat { ... } end }, false)
+    show { phase = "failed", elapsed = 0.1 } -- the error line after it says what failed
+    show { phase = "rolled_back", elapsed = 0.1, containers = 0, networks = 0, volumes = 0 } -- nothing was made
+    assert.same({}, lines)
+    show { phase = "rolled_back", elapsed = 2, containers = 2, networks = 1, volumes = 0 }
+    assert.equal(1, #lines)
+    assert.matches("rolled back: removed 2 containers, 1 network\n$", lines[1])
+  end)
+
+  it("says what became of a start Ctrl-C stopped, after its rollback", function()
+    local steps = require "sandstack.stack.steps"
+    local rolled = false
+    local ok, err = pcall(steps.run, { function() error("some.lua:3: interrupted!", 0) end },
+      function() rolled = true end, "sandstack-k1")
+    assert.is_false(ok)
+    assert.is_true(rolled)
+    assert.same({ "interrupted", "sigint" }, { err.kind, err.reason })
+    assert.equal("interrupted: the start of sandstack-k1 was interrupted and rolled back: nothing of it is left", tostring(err))
+    -- what a rollback could not remove is named, with what to do
+    ok, err = pcall(steps.run, { function() error("interrupted!", 0) end },
+      function() return core.error("engine", nil, "network sandstack-k1-sbx") end, "sandstack-k1")
+    assert.matches("but network sandstack%-k1%-sbx is left: remove it with `sandstack down sandstack%-k1`", err.message)
+  end)
+
+  it("ends a Ctrl-C of the gateway's nginx as a stop, not a failure; a failing nginx names its log", function()
+    h.write_file(dir .. "/gw.lua", 'return { tenants = { { name = "t", token_sha256 = ("a"):rep(64) } }, '
+      .. 'stack = { agent_port = 8080, image = "x" } }')
+    local bin = dir .. "/bin"
+    h.must("mkdir -p " .. h.q(bin))
+    local function gateway(script)
+      h.write_file(bin .. "/nginx", "#!/bin/sh\n" .. script .. "\n")
+      h.must("chmod 755 " .. h.q(bin .. "/nginx"))
+      return h.sh("PATH=" .. h.q(bin) .. ":$PATH lua5.4 bin/sandstack gateway --config " .. h.q(dir .. "/gw.lua")
+        .. " --prefix " .. h.q(dir .. "/gw"))
+    end
+    local out, _, code = gateway("exit 0") -- nginx's own end on SIGINT, SIGTERM or SIGQUIT: a clean shutdown
+    assert.equal(0, code, out)
+    assert.matches("stopped: nginx shut down", out, 1, true)
+    out, _, code = gateway("kill -INT $$") -- ended by the Ctrl-C itself
+    assert.equal(130, code, out)
+    assert.matches("stopped: nginx ended by SIGINT (Ctrl-C)", out, 1, true)
+    assert.is_nil(out:find("failed", 1, true), out)
+    out, _, code = gateway("exit 1")
+    assert.equal(1, code, out)
+    assert.matches("sandstack: failed: nginx exited with 1: see " .. dir .. "/gw/logs/error.log", out, 1, true)
   end)
 
   it("never prints a traceback from the real command either", function()

@@ -1,9 +1,8 @@
--- reap and down do what they say, against a stand-in engine (spec/support/list_answer.lua) that
+-- reap and down do what they say, against the engine double (spec/support/engine_double.py) that
 -- lists three stacks and records every removal: never the shared engine, where other sessions
 -- live. --older-than takes durations and refuses anything else (exit 2, nothing removed); a reap
 -- with no filter asks for --all; --dry-run removes nothing; every command takes the session key
 -- or the project; down on nothing says so (exit 1); docker.reap refuses a non-number age.
-local h = require "helpers"
 local core = require "sandstack.core"
 
 local NOW = os.time()
@@ -23,10 +22,10 @@ local function stack(project, key, age, extra)
 end
 
 describe("sandstack reap and down (a stand-in engine)", function()
-  local fake
+  local fake, volumes
 
   setup(function()
-    fake = require("list_answer").start("clireap")
+    fake = require("engine_double").start("lists")
     local cs, ns, vs = {}, {}, {}
     for _, s in ipairs {
       { "sandstack-old1", "old1", 3 * 3600 },
@@ -41,12 +40,13 @@ describe("sandstack reap and down (a stand-in engine)", function()
       Labels = { ["io.sandstack.project"] = "pp-0a1b", ["io.sandstack.pool"] = "pp", ["io.sandstack.role"] = "ready" } }
     fake.answer("containers", core.json_encode(cs))
     fake.answer("networks", core.json_encode(ns))
-    fake.answer("volumes", core.json_encode { Volumes = vs })
+    volumes = core.json_encode { Volumes = vs }
+    fake.answer("volumes", volumes)
   end)
 
   teardown(function() if fake then fake.stop() end end)
 
-  before_each(function() os.remove(fake.dir .. "/deletes") end)
+  before_each(function() fake.forget() end)
 
   -- The projects whose objects were removed, sorted.
   local function removed()
@@ -54,6 +54,7 @@ describe("sandstack reap and down (a stand-in engine)", function()
     for path in fake.deletes():gmatch("[^\n]+") do
       local p = path:match("/containers/id%-(.-)%-sandbox") or path:match("/networks/(.-)%-sbx$")
         or path:match("/volumes/(.+)%-ws$") or path:match("/containers/id%-(.-)%-ready")
+        or path:match("/volumes/(.+)%-expiry%-%x+$")
       assert(p, "a removal of an object no stack has: " .. path)
       if not seen[p] then seen[p] = true; out[#out + 1] = p end
     end
@@ -73,7 +74,7 @@ describe("sandstack reap and down (a stand-in engine)", function()
     assert.same({ "sandstack-old1" }, removed())
     assert.matches("removed sandstack%-old1", r.out)
     for _, d in ipairs { "2d", "30m", "90s", "7200" } do
-      os.remove(fake.dir .. "/deletes")
+      fake.forget()
       r = one { "reap", "--older-than", d, "--dry-run" }
       assert.equal(0, r.code, d .. ": " .. r.err)
       assert.same({}, removed())
@@ -110,15 +111,15 @@ describe("sandstack reap and down (a stand-in engine)", function()
   it("takes the session key where it takes a project: reap --project, reap --prefix, down, status", function()
     assert.equal(0, one({ "reap", "--project", "old1" }).code)
     assert.same({ "sandstack-old1" }, removed())
-    os.remove(fake.dir .. "/deletes")
+    fake.forget()
     assert.equal(0, one({ "reap", "--prefix", "new" }).code)
     assert.same({ "sandstack-new1" }, removed())
-    os.remove(fake.dir .. "/deletes")
+    fake.forget()
     local r = one { "down", "old1" }
     assert.equal(0, r.code, r.err)
     assert.equal("removed sandstack-old1\n", r.out)
     assert.same({ "sandstack-old1" }, removed())
-    os.remove(fake.dir .. "/deletes")
+    fake.forget()
     assert.equal(0, one({ "down", "sandstack-new1" }).code)
     assert.same({ "sandstack-new1" }, removed())
     r = one { "status", "old1", "--json" }
@@ -151,12 +152,50 @@ describe("sandstack reap and down (a stand-in engine)", function()
     assert.is_number(pooled.age_seconds)
   end)
 
+  it("reap --expired removes the stacks whose ttl has passed, and only those; it takes no age and no --dry-run", function()
+    -- two expiry marks as sandstack.docker.start leaves them (docker/expiry.lua): old1's ttl
+    -- passed a minute ago, new1's is an hour away
+    local vols = {}
+    for _, m in ipairs { { "sandstack-old1", "old1", NOW - 60 }, { "sandstack-new1", "new1", NOW + 3600 } } do
+      local _, _, v = stack(m[1], m[2], 10)
+      vols[#vols + 1] = v
+      vols[#vols + 1] = { Name = m[1] .. "-expiry-0a1b2c3d", Labels = { ["io.sandstack.project"] = m[1],
+        ["io.sandstack.session"] = m[2], ["io.sandstack.role"] = "expiry", ["io.sandstack.expires"] = tostring(m[3]),
+        ["io.sandstack.idle_timeout"] = "", ["io.sandstack.on_expiry"] = "destroy",
+        ["io.sandstack.expiry_set"] = ("%.3f"):format(NOW - 100) } }
+    end
+    fake.answer("volumes", core.json_encode { Volumes = vols })
+    local r = one { "reap", "--expired", "--older-than", "1h" }
+    assert.equal(2, r.code, r.out .. r.err)
+    assert.matches("^sandstack: usage: %-%-expired", r.err)
+    assert.equal(2, one({ "reap", "--expired", "--dry-run" }).code)
+    assert.same({}, removed())
+    r = one { "reap", "--expired", "--prefix", "nothing-" }
+    assert.equal(0, r.code, r.err)
+    assert.equal("no stack is due\n", r.out)
+    assert.same({}, removed())
+    r = one { "reap", "--expired", "--json" }
+    assert.equal(0, r.code, r.err)
+    assert.same({ expired = { { project = "sandstack-old1", reason = "ttl", action = "destroy" } } }, core.json_decode(r.out))
+    assert.same({ "sandstack-old1" }, removed())
+    fake.forget()
+    r = one { "reap", "--expired", "--project", "old1" } -- a session key names its project
+    assert.equal(0, r.code, r.err)
+    assert.equal("removed sandstack-old1 (ttl)\n", r.out)
+    fake.answer("volumes", volumes)
+  end)
+
   it("docker.reap refuses an age that is not a number, before it lists or removes anything", function()
     local docker = require("sandstack").docker
-    for _, bad in ipairs { "1h", "3600", true, -1, 0 / 0 } do
+    for _, bad in ipairs { "1h", "3600", true } do -- a wrong type raises
       local ok, err = pcall(docker.reap, { docker_host = fake.host, older_than = bad })
       assert.is_false(ok, tostring(bad))
-      assert.matches("older_than must be a number", tostring(err))
+      assert.matches("option 'older_than' must be a number", tostring(err))
+    end
+    for _, bad in ipairs { -1, 0 / 0 } do -- a number out of range is refused
+      local r, err = docker.reap { docker_host = fake.host, older_than = bad }
+      assert.is_nil(r, tostring(bad))
+      assert.same({ "invalid", "invalid_option", "older_than" }, { err.kind, err.reason, err.option })
     end
     assert.same({}, removed())
   end)

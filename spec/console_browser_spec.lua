@@ -2,7 +2,8 @@
 -- in a real browser: headless Debian chromium driven by playwright-core
 -- (spec/support/console_browser.js) signs in, creates a session, types into its terminal and
 -- resizes it, sees an egress refusal in the audit log, denies an ask, pauses and resumes, runs axe-core,
--- destroys, and signs in as another tenant. Screenshots of each step go to
+-- destroys, and signs in as another tenant; on a gateway of pooled sessions without a proxy, it
+-- snapshots and forks and sees neither an egress panel nor a project name. Screenshots of each step go to
 -- .ci/artifacts/console/ (CI keeps them). Beside it, the console's API from curl: tickets, the
 -- tenant rule, the headers. Needs nginx, the engine, node and chromium: #nginx #docker.
 -- nginx runs LuaJIT only; the luajit and asan modes exclude #nginx and load nothing here (the
@@ -14,6 +15,37 @@ local core = require "sandstack.core"
 
 local TOKENS = gh.TOKENS
 local SHOTS = gh.root .. "/.ci/artifacts/console"
+
+-- alice's call of the console's API .../sessions<path>: its status and document. Nothing
+-- banned(body) finds is in the answer, and the status is want when given.
+local function api(node, banned, method, path, want)
+  local st, doc, body = node:api(method, "/console/api/sessions" .. path, { token = TOKENS.alice, timeout = 180 })
+  assert.falsy(banned(body), body)
+  if want then assert.equal(want, st, body .. node:error_log()) end
+  return st, doc
+end
+
+-- A new session, a snapshot of it (named "con") and a fork: its key, the fork's, and the fork's
+-- answer. call: as api's, bound to a node.
+local function snapshot_and_fork(call)
+  local _, doc = call("POST", "", 201)
+  local key = doc.key
+  _, doc = call("POST", "/" .. key .. "/snapshot?name=con", 200)
+  assert.equal("con", doc.snapshot.name)
+  _, doc = call("POST", "/" .. key .. "/fork", 201)
+  return key, doc.key, doc
+end
+
+-- The node stopped, and every object and snapshot of its projects (prefix P) removed.
+local function stop(node, P)
+  if node then node:stop() end
+  gh.cleanup(P)
+  local docker, mine = require("sandstack").docker, {}
+  for _, x in ipairs(docker.snapshots() or {}) do
+    if (x.source or ""):sub(1, #P) == P then mine[#mine + 1] = x.id end
+  end
+  if #mine > 0 then docker.remove_snapshot(mine) end
+end
 
 describe("the console #nginx #docker", function()
   local P = gh.PREFIX .. "con-"
@@ -33,15 +65,7 @@ describe("the console #nginx #docker", function()
           ask_timeout = 120 } } })
   end)
 
-  teardown(function()
-    if node then node:stop() end
-    gh.cleanup(P)
-    local docker, mine = require("sandstack").docker, {}
-    for _, x in ipairs(docker.snapshots() or {}) do
-      if (x.source or ""):sub(1, #P) == P then mine[#mine + 1] = x.id end
-    end
-    if #mine > 0 then docker.remove_snapshot(mine) end
-  end)
+  teardown(function() stop(node, P) end)
 
   it("serves the page with a CSP and no inline script", function()
     local st, _, body, hdrs = node:api("GET", "/console/")
@@ -101,21 +125,14 @@ describe("the console #nginx #docker", function()
   end)
 
   it("snapshots, forks, hibernates and wakes by the tenant token alone, and sends no secret", function()
-    local function call(method, path, extra)
-      local st, doc, body = node:api(method, "/console/api/sessions" .. path, { token = TOKENS.alice, timeout = 180 })
-      assert.falsy(body:find('"secret"', 1, true) or body:find('"record"', 1, true), body)
-      if extra then assert.equal(extra, st, body .. node:error_log()) end
-      return st, doc
+    local function call(method, path, want)
+      return api(node, function(b) return b:find('"secret"', 1, true) or b:find('"record"', 1, true) end, method, path, want)
     end
-    local _, doc = call("POST", "", 201)
-    local key = doc.key
-    _, doc = call("POST", "/" .. key .. "/snapshot?name=con", 200)
-    assert.equal("con", doc.snapshot.name)
-    _, doc = call("POST", "/" .. key .. "/fork", 201)
-    local child = doc.key
+    local key, child, doc = snapshot_and_fork(call)
     assert.is_nil(doc.secret)
     assert.matches("^snap%-%x+$", doc.snapshot.id)
     assert.equal(200, (call("DELETE", "/" .. child)))
+    local _ -- the status: call asserts it
     _, doc = call("POST", "/" .. key .. "/hibernate?timeout=1", 200)
     assert.equal("hibernated", doc.state)
     assert.equal(409, (call("POST", "/" .. key .. "/ticket"))) -- no terminal into a stopped stack
@@ -151,5 +168,47 @@ describe("the console #nginx #docker", function()
     local _, doc = node:api("GET", "/console/api/sessions", { token = TOKENS.alice })
     assert.equal(keyA, doc.sessions[1] and doc.sessions[1].key)
     assert.equal(200, (node:api("DELETE", "/console/api/sessions/" .. keyA, { token = TOKENS.alice })))
+  end)
+end)
+
+-- The example configuration's shape: sessions from a warm pool, a stack without the proxy
+-- sandstack adds. Snapshot and fork work on a pooled session (not a 502), the page offers no
+-- egress panel for a stack without a proxy, and no answer names a project of the gateway.
+describe("the console of a pooled gateway #nginx #docker", function()
+  local P = gh.PREFIX .. "cpl-"
+  local node
+
+  setup(function()
+    node = gh.start(gh.config { project_prefix = P, max_sessions = 6, pool = { size = 1, max = 3, interval = 1 } })
+  end)
+
+  teardown(function() stop(node, P) end)
+
+  it("snapshots and forks a pooled session, and tells its failures by its key", function()
+    local function call(method, path, want) -- no project of the gateway, a pool's or a session's
+      return api(node, function(b) return b:find(P, 1, true) end, method, path, want)
+    end
+    local key, child = snapshot_and_fork(call)
+    local _, doc = call("GET", "", 200)
+    for _, s in ipairs(doc.sessions) do
+      assert.is_false(s.egress, s.key) -- no proxy: the page offers no egress panel
+    end
+    _, doc = call("GET", "/" .. key .. "/egress/asks", 409) -- the stack has no proxy to hold asks
+    assert.truthy(doc.error.message:find(key, 1, true), doc.error.message)
+    assert.equal(200, (call("DELETE", "/" .. child)))
+    assert.equal(200, (call("DELETE", "/" .. key)))
+  end)
+
+  it("offers a pooled session what it can do, in a real browser", function()
+    assert.truthy(h.read_file(gh.root .. "/web/node_modules/playwright-core/package.json"),
+      "web/node_modules is missing: run scripts/vendor-console.sh")
+    local shots = SHOTS .. "-pooled"
+    h.sh("rm -rf " .. h.q(shots))
+    local cmd = ("cd %s && CONSOLE_URL=%s TOKEN_A=%s POOLED_PREFIX=%s SHOTS=%s timeout 600 node spec/support/console_browser.js 2>&1")
+      :format(h.q(gh.root), h.q(node.srv:url("")), h.q(TOKENS.alice), h.q(P), h.q(shots))
+    local out, ok = h.sh(cmd)
+    print("# console screenshots: " .. shots)
+    for line in out:gmatch("[^\n]+") do print("# " .. line) end
+    assert.truthy(ok and out:find("console browser test: ok", 1, true), out .. node:error_log())
   end)
 end)

@@ -47,4 +47,17 @@ describe("console locations", function()
     end
     assert.is_nil((conf { console = "yes" }))
   end)
+
+  it("tells a failure by the session's key and an audit line by it too, never a project", function()
+    local c = assert(conf { project_prefix = "gw1-" })
+    local e = { key = "k-1%", record = { project = "gw1-pool-3b43da8c" } }
+    assert.equal("stack k-1% has no proxy sandstack added; see a stack", console.scrub(c,
+      "stack gw1-pool-3b43da8c has no proxy sandstack added; see gw1-other.abcd1234", e))
+    assert.equal("took a stack: acquire again", console.scrub(c, "took gw1-pool-00ff00ff: acquire again"))
+    local line = console.audit_line(core.json_encode { session = "pool.gw1-pool", decision = "deny", host = "x.test" }, "k1")
+    local v = core.json_decode(line)
+    assert.equal("k1", v.session)
+    assert.equal("deny", v.decision)
+    assert.equal("not json", console.audit_line("not json", "k1"))
+  end)
 end)

@@ -62,6 +62,13 @@ local function refused(o, option, reason)
   return err
 end
 
+-- a value of the wrong type raises (a programming error), never quoting a secret
+local function mistyped(o, option)
+  local msg = dh.mistyped(applied, o, option)
+  assert.is_nil(holds_secret(msg, SECRETS), "the message quotes a secret: " .. msg)
+  return msg
+end
+
 -- opts whose first credential has the fields of patch (a field set to false is removed)
 local function with_first(patch)
   local o = opts()
@@ -193,8 +200,8 @@ describe("the credentials option refused (no engine)", function()
   end)
 
   it("takes a list of tables", function()
-    refused(opts { credentials = "GH_TOKEN" }, "credentials")
-    refused(opts { credentials = { "GH_TOKEN" } }, "credentials[1]")
+    mistyped(opts { credentials = "GH_TOKEN" }, "credentials")
+    mistyped(opts { credentials = { "GH_TOKEN" } }, "credentials")
     local many = {}
     for i = 1, 33 do many[i] = { name = "K" .. i, host = "api.github.com", header = "X-K", secret = GH } end
     refused(opts { credentials = many }, "credentials")
@@ -214,9 +221,10 @@ describe("the credentials option refused (no engine)", function()
   end)
 
   it("refuses names that are not environment names, that sandstack sets, or twice", function()
-    for _, bad in ipairs { false, 7, "", "gh_token", "1TOKEN", "GH-TOKEN", "GH TOKEN", ("A"):rep(129) } do
+    for _, bad in ipairs { false, "", "gh_token", "1TOKEN", "GH-TOKEN", "GH TOKEN", ("A"):rep(129) } do
       refused(with_first { name = bad }, "credentials[1].name")
     end
+    mistyped(with_first { name = 7 }, "credentials[1].name")
     for _, own in ipairs { "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY",
       "AGENT_PORT", "SSL_CERT_FILE", "GIT_SSL_CAINFO", "SANDSTACK_TOKEN" } do
       assert.matches("sandstack sets", refused(with_first { name = own }, "credentials[1].name").message, nil, true)
@@ -228,11 +236,13 @@ describe("the credentials option refused (no engine)", function()
   end)
 
   it("refuses a host that is not one host, and a bad port", function()
-    for _, bad in ipairs { false, 1, "", "*.github.com", "api github.com", "https://api.github.com",
+    for _, bad in ipairs { false, "", "*.github.com", "api github.com", "https://api.github.com",
       "api.github.com:443", "api..github.com", ("a"):rep(64) .. ".example" } do
       refused(with_first { host = bad }, "credentials[1].host")
     end
-    for _, bad in ipairs { 0, 65536, "443", 1.5, -1, 1e300, -1e300 } do refused(with_first { port = bad }, "credentials[1].port") end
+    mistyped(with_first { host = 1 }, "credentials[1].host")
+    for _, bad in ipairs { 0, 65536, 1.5, -1, 1e300, -1e300 } do refused(with_first { port = bad }, "credentials[1].port") end
+    mistyped(with_first { port = "443" }, "credentials[1].port")
   end)
 
   it("refuses a host the egress_policy does not admit (the credential could never be used)", function()
@@ -261,7 +271,7 @@ describe("the credentials option refused (no engine)", function()
     refused(with_first { query = "key" }, "credentials[1]") -- header and query
     local cases = {
       { { header = "Bad Header" }, "header" }, { { header = "" }, "header" }, { { header = "Host" }, "header" },
-      { { header = "content-length" }, "header" }, { { header = 7 }, "header" },
+      { { header = "content-length" }, "header" },
       { { header = false, format = false, query = "a b" }, "query" },
       { { header = false, format = false, query = "k=v" }, "query" },
       { { header = false, format = false, basic = "u:x" }, "basic" },
@@ -272,15 +282,18 @@ describe("the credentials option refused (no engine)", function()
       { { header = false, format = false, path = "/a%s?x=1" }, "path" },
       { { header = false, format = false, query = "key", format = "Bearer %s" }, "format" },
       { { format = "Bearer" }, "format" }, { { format = "%d %s" }, "format" }, { { format = "%s %%" }, "format" },
-      { { format = "Bearer %s\r\nX-Evil: 1" }, "format" }, { { format = "" }, "format" }, { { format = 1 }, "format" },
+      { { format = "Bearer %s\r\nX-Evil: 1" }, "format" }, { { format = "" }, "format" },
     }
     for _, case in ipairs(cases) do refused(with_first(case[1]), "credentials[1]." .. case[2]) end
+    mistyped(with_first { header = 7 }, "credentials[1].header")
+    mistyped(with_first { format = 1 }, "credentials[1].format")
     assert(applied(with_first { header = "X-Api-Key", format = false }))
     assert(applied(with_first { format = "token %s" }))
   end)
 
   it("refuses a secret that is not 16 to 4096 visible ASCII characters, never quoting it", function()
-    for _, bad in ipairs { false, 12345678901234567, ("s"):rep(15), ("s"):rep(4097), "secret with spaces inside",
+    mistyped(with_first { secret = 12345678901234567 }, "credentials[1].secret")
+    for _, bad in ipairs { false, ("s"):rep(15), ("s"):rep(4097), "secret with spaces inside",
       "secret-with-newline\n-inside", "secret-\xc3\xa9-not-ascii-here", "secret-with-tab\t-inside-it" } do
       local err = refused(with_first { secret = bad }, "credentials[1].secret")
       if type(bad) == "string" then assert.is_nil(err.message:find(bad, 1, true)) end

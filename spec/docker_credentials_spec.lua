@@ -17,7 +17,7 @@ local docker = sandstack.docker
 local dh = require "docker_proxy_harness"
 
 local S = dh.stack("h25", "sh25", function(r) return 16 * (r % 3) end) -- a /28 in 203.0.113.0 .. .47
-local PROJECT, NS, TOKEN, KEY, CLIENT = S.PROJECT, S.NS, S.TOKEN, S.KEY, S.CLIENT
+local PROJECT, TOKEN, KEY, CLIENT = S.PROJECT, S.TOKEN, S.KEY, S.CLIENT
 local addr, in_sandbox, audit = S.addr, S.in_sandbox, S.audit
 local GH = "ghp_" .. core.random_hex(18)          -- the GitHub-style token (40 characters)
 local QK = "qk_" .. core.random_hex(15)           -- the query-parameter key (33 characters)
@@ -63,22 +63,14 @@ describe("credentials for any host, in a real stack with real clients #docker", 
 
   lazy_setup(function()
     if skip_why then return end
-    work = h.must("mktemp -d /tmp/sstest-h25.XXXXXX"):gsub("%s+$", "")
-    local d = h.q(work)
+    work = S.workdir()
     dh.make_certs(work, "sstest-h25-ca", "gh.test", { "gh.test", "keys.test", "model.test" })
     S.outside_up { 2 }
-    h.must(("ip netns exec %s setsid python3 %s %s/srv.pem %s/srv.key %s </dev/null >%s/echo.log 2>&1 &")
-      :format(NS, h.q(h.must("pwd"):gsub("%s+$", "") .. "/spec/support/tls_echo.py"), d, d, d, d))
-    for _ = 1, 100 do
-      if h.read_file(work .. "/echo.ready") then break end
-      core.sleep(0.05)
-    end
+    S.start_peer("tls_echo.py", { work .. "/srv.pem", work .. "/srv.key", work }, work .. "/echo.log")
+    S.wait_ready(work, { "echo.ready" })
     S.build_images()
-    opts = {
-      project_name = PROJECT, agent_port = 8080, pull = "never",
+    opts = S.options {
       services = { { name = "sandbox", image = CLIENT, command = "exec agent" } },
-      forwarder_image = S.FORWARDER_IMAGE, proxy_image = S.PROXY_IMAGE,
-      api_key = KEY, session_token = TOKEN,
       egress_policy = { allow = { "gh.test", "keys.test", "model.test" } },
       proxy_hosts = { ["gh.test"] = addr(2), ["keys.test"] = addr(2), ["model.test"] = addr(2) },
       proxy_upstream = "https://model.test",
@@ -92,16 +84,7 @@ describe("credentials for any host, in a real stack with real clients #docker", 
   end)
 
   lazy_teardown(function() if not skip_why then S.teardown(stack, work) end end)
-  -- busted's own pending (the global): a spec that cannot run here is reported pending with its
-  -- reason, never counted as a pass
-  local function ready()
-    if skip_why then
-      pending(skip_why)
-      return false
-    end
-    assert(stack, "the stack did not start: " .. tostring(start_err))
-    return true
-  end
+  local function ready() return S.ready(skip_why, stack, start_err, pending) end
 
   -- the sandbox's placeholders, by name
   local function placeholders()
@@ -117,13 +100,12 @@ describe("credentials for any host, in a real stack with real clients #docker", 
     assert.is_true(code == nil or code < 200 or code >= 300, "answered " .. tostring(code))
     assert.is_nil(arrived_at(path), path .. " reached the stand-in")
     local seen
-    for _ = 1, 30 do
+    pcall(h.wait_for, "the refusal's audit line", function()
       for _, a in ipairs(audit()) do
         if a.host == host and type(a.security_event) == "string" and (a.path or ""):find(path:match("^[^?]*"), 1, true) then seen = a end
       end
-      if seen then break end
-      core.sleep(0.1)
-    end
+      return seen
+    end, 3, 0.1)
     assert(seen, "no audit line with a security_event for " .. host .. " " .. path)
     assert.are_not.equal("allow", seen.decision)
   end
@@ -220,9 +202,9 @@ describe("credentials for any host, in a real stack with real clients #docker", 
     return ("for d in /*; do case $d in /proc|/sys|/dev) ;; *) grep -rlsF -e %s \"$d\";; esac; done; true"):format(h.q(text))
   end
 
-  it("keeps every secret out of the sandbox: its env, /proc/1/environ, its files, its container's config", function()
+  it("keeps every secret out of the sandbox: its env, its service process's environ, its files, its container's config", function()
     if not ready() then return end
-    local out = assert(in_sandbox("env; tr '\\0' '\\n' < /proc/1/environ"))
+    local out = assert(in_sandbox("env; tr '\\0' '\\n' < " .. h.SERVICE_ENVIRON))
     local ph = placeholders()
     assert.truthy(out:find("GH_TOKEN=" .. ph.GH_TOKEN .. "\n", 1, true)) -- the control: the variables are there
     assert.truthy(out:find("MAPS_KEY=" .. ph.MAPS_KEY .. "\n", 1, true))
@@ -258,6 +240,40 @@ describe("credentials for any host, in a real stack with real clients #docker", 
     for _, s in ipairs(SECRETS) do
       if s ~= KEY then assert.is_nil(text:find(s, 1, true), "a credential's secret is in the shown plan") end
     end
+  end)
+
+  it("keeps every secret out of a snapshot's image and a restored sandbox", function()
+    if not ready() then return end
+    local ph = placeholders() -- GH_TOKEN, MAPS_KEY and ANTHROPIC_API_KEY: the session token
+    assert.equal(TOKEN, ph.ANTHROPIC_API_KEY)
+    local snap = assert(stack:snapshot { name = "h25" })
+    local RP = PROJECT .. "-r"
+    local ok, err = pcall(function()
+      local eng = assert(sandstack.engine {})
+      local status, text = eng:request("GET", "/images/" .. snap.image .. "/json", nil, { raw = true })
+      eng:close()
+      assert.equal(200, status)
+      assert.truthy(text:find(snap.id, 1, true)) -- the control: the snapshot's own image, with its labels
+      local restore_opts = { from_snapshot = snap, project_name = RP, api_key = "sk-r-" .. core.random_hex(16),
+        credentials = {
+          { name = "GH_TOKEN", host = "gh.test", header = "Authorization", format = "Bearer %s", secret = "ghp_" .. core.random_hex(18) },
+          { name = "MAPS_KEY", host = "keys.test", query = "key", secret = "qk_" .. core.random_hex(15) },
+        } }
+      local r = assert(docker.start(RP, restore_opts))
+      local inside = h.must(("docker exec %s sh -c %s"):format(h.q(RP .. "-sandbox"), h.q("env; tr '\\0' '\\n' < " .. h.SERVICE_ENVIRON)))
+      local info = h.must("docker inspect " .. h.q(RP .. "-sandbox"))
+      assert(r:destroy()); r:close()
+      assert.matches("GH_TOKEN=%w", inside) -- the control: the restore's own placeholder is there
+      for where, t in pairs { ["the snapshot's image"] = text, ["the restored sandbox"] = inside,
+        ["the restored sandbox's config"] = info } do
+        for _, secret in ipairs(SECRETS) do assert.is_nil(t:find(secret, 1, true), "a secret is in " .. where) end
+        for name, v in pairs(ph) do assert.is_nil(t:find(v, 1, true), name .. "'s value of the parent is in " .. where) end
+      end
+      assert.is_nil(text:find("io.sandstack.project", 1, true), "the parent's project label is in the snapshot's image")
+    end)
+    docker.down(RP)
+    docker.remove_snapshot(snap)
+    assert(ok, err)
   end)
 
   it("keeps every secret out of the proxy's logs, read through the engine", function()

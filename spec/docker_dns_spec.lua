@@ -24,7 +24,7 @@ describe("DNS exfiltration out of a stack #docker", function()
     dir = h.must("mktemp -d /tmp/sstest-dns.XXXXXX"):match("[^\n]+")
   end)
   teardown(function()
-    if pid then h.sh("kill " .. pid) end
+    if pid then h.stop(pid) end
     docker.reap { prefix = PREFIX }
     h.sh("rm -rf " .. h.q(dir))
   end)
@@ -44,8 +44,8 @@ describe("DNS exfiltration out of a stack #docker", function()
       pending("the engine host's resolver is not a loopback address this test controls (spec/engines.t sets one)")
       return
     end
-    pid = h.must(("python3 spec/support/dns_logger.py %s 53 %s >%s 2>&1 & echo $!")
-      :format(h.q(RESOLVER), h.q(dir .. "/queries"), h.q(dir .. "/logger.out"))):match("%d+")
+    pid = h.start(("python3 spec/support/dns_logger.py %s 53 %s >%s 2>&1")
+      :format(h.q(RESOLVER), h.q(dir .. "/queries"), h.q(dir .. "/logger.out")))
     local up = false
     for _ = 1, 50 do
       if (h.read_file(dir .. "/logger.out") or ""):find("listening", 1, true) then up = true break end

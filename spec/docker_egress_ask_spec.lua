@@ -5,7 +5,8 @@
 -- denies it with a reason the sandbox reads, or leaves it to time out (reason ask_timeout); the
 -- callback form h:serve answers one too; every decision is an audit line naming who answered.
 -- d.test has a credential; once a live policy no longer names it, its CONNECT is asked, and
--- allowed once, that one connection is inspected and its request passes; the next asks again.
+-- allowed once, that one connection is inspected and its request passes; the next asks again,
+-- and a new policy closes the tunnels an ask allowed once.
 -- The outside is a network namespace of this test with the TLS stand-in
 -- (spec/support/proxy_standin.py) serving a.test, b.test and d.test (its CA is the stack's
 -- proxy_upstream_ca, so the stack's bundle, which replaces the sandbox's CA variables, has it). Objects: project and netns
@@ -21,11 +22,12 @@ local dh = require "docker_proxy_harness"
 
 local S = dh.stack("ask", "sak", function(r) return 16 * (4 + r % 8) end)
 S.PROXY_IMAGE = S.PROXY_IMAGE:gsub("^sandstack%-test/proxy:", "sandstack-test/proxy-ask:")
-local PROJECT, NS, top = S.PROJECT, S.NS, S.top
+local PROJECT = S.PROJECT
 local addr, sandbox, audit = S.addr, S.sandbox, S.audit
 
 local TIMEOUT = 4
--- d.test is named at start (a credential's host must be); a live policy drops it
+-- d.test is named at start; a live policy drops it (under ask = true a credential's host may
+-- be left to an ask, at start and live)
 local START = { allow = { "b.test:443", "d.test:443" }, ask = true, ask_timeout = TIMEOUT }
 
 -- curl in the sandbox in the background, its output (-i: the proxy's answer too) in a file
@@ -35,11 +37,10 @@ local function curl_bg(work, name, url)
   return function() return h.read_file(file) or "" end
 end
 
-local wait_for = h.wait_for
 
 -- the pending ask for host, once the proxy holds it
 local function ask_for(stack, host)
-  return wait_for("an ask for " .. host, function()
+  return h.wait_for("an ask for " .. host, function()
     for _, a in ipairs(assert(stack:egress_asks())) do if a.host == host then return a end end
   end, 15)
 end
@@ -50,23 +51,15 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
 
   lazy_setup(function()
     if skip_why then return end
-    work = h.must("mktemp -d /tmp/sstest-ask.XXXXXX"):gsub("%s+$", "")
+    work = S.workdir()
     dh.make_certs(work, "sstest-ask-ca", "a.test", { "a.test", "b.test", "c.test", "d.test" })
     S.outside_up { 2 }
     S.start_standin(work)
-    for _ = 1, 100 do
-      if h.read_file(work .. "/standin.ready") then break end
-      core.sleep(0.05)
-    end
+    S.wait_ready(work, { "standin.ready" })
     S.build_images()
     local ca = h.read_file(work .. "/ca.pem")
-    stack, start_err = docker.start(PROJECT, {
-      project_name = PROJECT, agent_port = 8080, pull = "never",
-      forwarder_image = S.FORWARDER_IMAGE, proxy_image = S.PROXY_IMAGE,
-      services = { { name = "sandbox", image = S.CLIENT,
-        command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
-        env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
-      api_key = S.KEY, session_token = S.TOKEN,
+    stack, start_err = docker.start(PROJECT, S.options {
+      services = S.trusting(ca),
       egress_policy = START,
       proxy_hosts = { ["a.test"] = addr(2), ["b.test"] = addr(2), ["c.test"] = addr(2), ["d.test"] = addr(2) },
       proxy_upstream_ca = ca,
@@ -82,7 +75,7 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
     local out = curl_bg(work, "allow.out", "https://a.test/one")
     local a = ask_for(stack, "a.test")
     local other = curl_bg(work, "other.out", "https://a.test/other") -- a second ask for the same host
-    wait_for("two asks for a.test", function()
+    h.wait_for("two asks for a.test", function()
       local n = 0
       for _, x in ipairs(assert(stack:egress_asks())) do if x.host == "a.test" then n = n + 1 end end
       return n == 2
@@ -94,14 +87,14 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
     assert.equal("", (out():gsub("%s", ""))) -- the agent's request is still waiting
     local r = assert(stack:answer(a.id, "allow", { remember = "session", by = "spec" }))
     assert.is_true(r.remembered)
-    wait_for("a.test's answer", function() return out():find("hello from a.test /one", 1, true) end, 15)
+    h.wait_for("a.test's answer", function() return out():find("hello from a.test /one", 1, true) end, 15)
     -- the remembered rule let the other ask for a.test through with the same answer
-    wait_for("the other answer", function() return other():find("hello from a.test /other", 1, true) end, 15)
+    h.wait_for("the other answer", function() return other():find("hello from a.test /other", 1, true) end, 15)
     assert.same({}, assert(stack:egress_asks()))
     assert.is_true((stack:egress():admits("a.test", nil, nil, 443)))
     -- remembered: the next request passes without an ask
     local again = curl_bg(work, "again.out", "https://a.test/two")
-    wait_for("a.test's second answer", function() return again():find("hello from a.test /two", 1, true) end, 15)
+    h.wait_for("a.test's second answer", function() return again():find("hello from a.test /two", 1, true) end, 15)
     local answered
     for _, l in ipairs(audit()) do
       if l.route == "ask" and l.decision == "allow" and l.host == "a.test" then answered = l end
@@ -121,7 +114,7 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
     assert.equal("/secret", a.path)
     assert.equal("GET", a.method)
     assert(stack:answer(a.id, "deny", { reason = "not during the exam" }))
-    local text = wait_for("the refusal", function() local t = out(); return t:find("403") and t end, 15)
+    local text = h.wait_for("the refusal", function() local t = out(); return t:find("403") and t end, 15)
     assert.matches("X-Sandstack-Deny-Reason: ask_denied", text, 1, true)
     assert.matches("not during the exam", text, 1, true)
     local seen
@@ -139,14 +132,14 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
     local r = assert(stack:answer(a.id, "allow", { remember = "once", by = "spec" }))
     assert.is_false(r.remembered)
     -- the proxy terminated the tunnel's TLS (the stack CA's leaf) and let its request through
-    wait_for("d.test's answer", function() return out():find("hello from d.test /once", 1, true) end, 15)
+    h.wait_for("d.test's answer", function() return out():find("hello from d.test /once", 1, true) end, 15)
     assert.is_false((stack:egress():admits("d.test", nil, nil, 443)))
     local again = curl_bg(work, "once2.out", "https://d.test/again")
     local b = ask_for(stack, "d.test")
     assert.is_true(b.id > a.id)
     assert(stack:answer(b.id, "deny", { reason = "once was enough" }))
-    wait_for("the refusal", function() return again():find("403", 1, true) end, 15)
-    local inspected = wait_for("the inspected connection's audit line", function()
+    h.wait_for("the refusal", function() return again():find("403", 1, true) end, 15)
+    local inspected = h.wait_for("the inspected connection's audit line", function()
       for _, l in ipairs(audit()) do
         if l.route == "inspect" and l.host == "d.test" and l.decision == "allow" then return l end
       end
@@ -154,12 +147,51 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
     assert.same({ "/once", "spec" }, { inspected.path, inspected.answered_by })
   end)
 
+  -- a revocation revokes: the host's next policy takes an allow once back, and the tunnel (a.test)
+  -- and the inspected connection (d.test, a credential's host) it alone admitted are closed;
+  -- one a rule admits (b.test) stays
+  it("set_egress closes the tunnels an ask allowed once", function()
+    if not ready() then return end
+    finally(function() stack:set_egress { allow = { "b.test:443" }, ask = true, ask_timeout = TIMEOUT } end)
+    local files = {}
+    local function hold(host)
+      files[host] = work .. "/revoke-" .. host
+      h.must(S.client_command("hold", { host, "40" }) .. " > " .. h.q(files[host]) .. " 2>&1 &")
+    end
+    local function line(host) return h.read_file(files[host]) or "" end
+    for _, host in ipairs { "a.test", "d.test" } do
+      hold(host)
+      assert(stack:answer(ask_for(stack, host).id, "allow", { remember = "once", by = "spec" }))
+    end
+    hold("b.test")
+    for _, host in ipairs { "a.test", "d.test", "b.test" } do
+      h.wait_for(host .. "'s tunnel open", function() return line(host):find("open", 1, true) end, 15)
+    end
+    -- without ask, a policy that leaves D_KEY's host out is refused (its credential could never
+    -- be used), and nothing changes; under ask the host is left to an answer, and the allow once
+    -- given is taken back
+    local refused, rerr = stack:set_egress { allow = { "b.test:443" } }
+    assert.is_nil(refused)
+    assert.equal("D_KEY", rerr.credential, tostring(rerr))
+    assert(stack:set_egress { allow = { "b.test:443" }, ask = true, ask_timeout = TIMEOUT })
+    for _, host in ipairs { "a.test", "d.test" } do
+      h.wait_for(host .. "'s tunnel closed", function() return line(host):find("eof", 1, true) end, 10)
+    end
+    core.sleep(1)
+    assert.is_nil(line("b.test"):find("eof", 1, true), "the tunnel a rule admits ended: " .. line("b.test"))
+    local ended = {}
+    for _, l in ipairs(audit()) do
+      if l.answered_by == "spec" and l["end"] == "policy_changed" then ended[l.host] = true end
+    end
+    assert.same({ ["a.test"] = true, ["d.test"] = true }, ended)
+  end)
+
   it("an unanswered ask is refused with ask_timeout", function()
     if not ready() then return end
     local t0 = os.time()
     local out = curl_bg(work, "timeout.out", "http://c.test/late")
     ask_for(stack, "c.test")
-    local text = wait_for("the timeout", function() local t = out(); return t:find("403") and t end, TIMEOUT + 15)
+    local text = h.wait_for("the timeout", function() local t = out(); return t:find("403") and t end, TIMEOUT + 15)
     assert.is_true(os.time() - t0 >= TIMEOUT - 1)
     assert.matches("ask_timeout", text, 1, true)
     assert.same({}, assert(stack:egress_asks()))
@@ -169,7 +201,7 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
     if not ready() then return end
     h.must(("docker exec %s curl -sS --max-time 2 http://c.test/gone > /dev/null 2>&1 &"):format(sandbox()))
     local a = ask_for(stack, "c.test")
-    wait_for("the ask to go with its client", function()
+    h.wait_for("the ask to go with its client", function()
       for _, x in ipairs(assert(stack:egress_asks())) do if x.id == a.id then return false end end
       return true
     end, 15)
@@ -189,7 +221,7 @@ describe("the egress ask hook from inside a live sandbox #docker", function()
     end }))
     assert.equal(1, r.answered)
     assert.same({ "/served" }, seen)
-    local text = wait_for("the refusal", function() local t = out(); return t:find("403") and t end, 15)
+    local text = h.wait_for("the refusal", function() local t = out(); return t:find("403") and t end, 15)
     assert.matches("on_ask says no", text, 1, true)
   end)
 end)

@@ -107,7 +107,8 @@ describe("TLS inspection in the Docker stack's plan (issue 15, no engine)", func
     assert.is_nil(ca_volume(own))
     assert.is_nil(own.inspection)
     for _, k in ipairs(VARS) do assert.is_nil(env_map(by_service(own, "sandbox"))[k], k) end
-    assert.equal(0, #own.volumes)
+    assert.equal(1, #own.volumes) -- sandstack-init's (docs/lifecycle.md), no CA's
+    assert.matches("%-sandstack_init$", own.volumes[1].name)
   end)
 
   it("uses the stack-wide numeric user for the tmpfs owner, and a sticky world-writable tmpfs for a name", function()
@@ -128,8 +129,8 @@ describe("TLS inspection in the Docker stack's plan (issue 15, no engine)", func
 
   it("holds proxy_upstream_ca to PEM certificates, size-capped, and never quotes it", function()
     local key = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n"
+    dh.mistyped(plan, opts { proxy_upstream_ca = 42 }, "proxy_upstream_ca") -- a programming error: it raises
     local cases = {
-      { 42, "must be a string" },
       { "", "PEM text" },
       { "not a certificate at all", "no \"-----BEGIN CERTIFICATE-----\"" },
       { CERT .. key, "private key" },

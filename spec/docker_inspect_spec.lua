@@ -4,7 +4,7 @@
 -- started after the proxy's ready test. Real curl and Python urllib in a real sandbox
 -- (sandstack-test/client:local) trust only what the stack mounted. The outside is a network
 -- namespace of this test on a /28 of 203.0.113.192/26: spec/support/proxy_standin.py (TLS with a
--- test CA for api.test and tunnel.test) and two servers of this file whose certificates the
+-- test CA for api.test and tunnel.test) and two spec/support/bad_origin.py whose certificates the
 -- proxy must refuse (a CA nobody trusts; a name that is not the host's). The proxy trusts the
 -- test CA through `proxy_upstream_ca`, which also puts it in the sandbox's bundle (so the
 -- tunnelled host verifies in the sandbox). Every refusal is preceded by a control that succeeds.
@@ -18,7 +18,7 @@ local dh = require "docker_proxy_harness"
 
 local S = dh.stack("h11", "sh11", function(r) return 192 + 16 * (r % 4) end) -- a /28 in 203.0.113.192/26
 local PROXY_IMAGE, FORWARDER_IMAGE, CLIENT = S.PROXY_IMAGE, S.FORWARDER_IMAGE, S.CLIENT
-local PROJECT, NS, TOKEN, KEY = S.PROJECT, S.NS, S.TOKEN, S.KEY
+local PROJECT, TOKEN, KEY = S.PROJECT, S.TOKEN, S.KEY
 local addr, missing, sandbox, in_sandbox, audit = S.addr, S.missing, S.sandbox, S.in_sandbox, S.audit
 local BUNDLE = "/etc/sandstack/ca/bundle.pem"
 local VARS = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO" }
@@ -30,52 +30,6 @@ local POLICY = {
   { host = "wrongname.test", port = 8445, methods = { "GET" } },    -- inspected: a certificate for another name
 }
 
--- A TLS server with the given certificate that answers any request "bad!": it must never be
--- reached through the proxy, whose verification of it fails.
-local BAD_SERVER = [[
-import socket, ssl, sys
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(sys.argv[1], sys.argv[2])
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", int(sys.argv[3])))
-s.listen(64)
-open(sys.argv[4], "w").close()
-while True:
-    c, _ = s.accept()
-    try:
-        t = ctx.wrap_socket(c, server_side=True)
-        t.recv(65536)
-        t.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbad!\n")
-        t.close()
-    except Exception:
-        c.close()
-]]
-
--- Python in the sandbox: urllib through HTTPS_PROXY with the default context (SSL_CERT_FILE),
--- printing {status, body} or {error}; and the issuer of the certificate seen through a CONNECT.
-local URLLIB = [[
-import json, sys, urllib.request, urllib.error
-req = urllib.request.Request(sys.argv[2], method=sys.argv[1], data=b"x" if sys.argv[1] == "POST" else None)
-try:
-    r = urllib.request.urlopen(req, timeout=15)
-    print(json.dumps({"status": r.status, "body": r.read().decode()}))
-except urllib.error.HTTPError as e:
-    print(json.dumps({"status": e.code, "body": e.read().decode()}))
-except Exception as e:
-    print(json.dumps({"error": str(e)}))
-]]
-local ISSUER = [[
-import http.client, json, os, ssl, sys, base64, urllib.parse
-u = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
-c = http.client.HTTPSConnection(u.hostname, u.port, context=ssl.create_default_context(), timeout=15)
-c.set_tunnel(sys.argv[1], 443, {"Proxy-Authorization": "Basic " + base64.b64encode(("x:" + u.password).encode()).decode()})
-c.request("GET", sys.argv[2])
-issuer = dict(x[0] for x in c.sock.getpeercert()["issuer"])  # before the response closes the socket
-r = c.getresponse()
-print(json.dumps({"status": r.status, "body": r.read().decode(), "issuer": issuer.get("commonName")}))
-]]
-
 -- curl in the sandbox through HTTPS_PROXY with the stack's variables only: status, body, verbose
 local function curl(url, extra)
   in_sandbox("rm -f /tmp/body /tmp/err; curl -sS -m 15 -v -o /tmp/body -w '%{http_code}' " .. (extra or "") .. " "
@@ -83,11 +37,14 @@ local function curl(url, extra)
   return tonumber((in_sandbox("cat /tmp/code"))), (in_sandbox("cat /tmp/body 2>/dev/null")), (in_sandbox("cat /tmp/err"))
 end
 
-local function py(script, ...)
-  local args = {}
-  for i, a in ipairs { ... } do args[i] = h.q(a) end
-  local out = assert(in_sandbox("python3 -c " .. h.q(script) .. " " .. table.concat(args, " ")))
-  return assert(core.json_decode(out:match("([^\n]+)%s*$") or ""), out)
+-- Python in the sandbox (proxy_client.py), trusting what SSL_CERT_FILE names: urllib through
+-- HTTPS_PROXY, {status, body} or {error}
+local function urllib(method, url) return (S.client("urllib", "15", method, url)) end
+
+-- the issuer of the certificate seen through a CONNECT to host:443, and the answer to a GET of path
+local function issuer(host, path)
+  local r = S.client("peek", "proxy", "3128", host .. ":443", host, "default", TOKEN, path, "http/1.1")
+  return { issuer = r.issuer and r.issuer.commonName, body = (r.reply or ""):match("\r\n\r\n(.*)$"), error = r.error }
 end
 
 local function json_refusal(status, body, want)
@@ -103,36 +60,28 @@ describe("TLS inspection wired by the Docker stack, with real clients in a real 
 
   lazy_setup(function()
     if skip_why then return end
-    work = h.must("mktemp -d /tmp/sstest-h11.XXXXXX"):gsub("%s+$", "")
-    local d = h.q(work)
+    work = S.workdir()
     dh.make_certs(work, "sstest-h11-ca", "api.test", { "api.test", "tunnel.test" },
       " && openssl req -newkey rsa:2048 -nodes -keyout other.key -out other.csr -subj /CN=other.test 2>&1"
       .. " && printf 'subjectAltName=DNS:other.test\\n' > ext2"
       .. " && openssl x509 -req -in other.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out other.pem -days 2 -extfile ext2 2>&1"
       .. " && openssl req -x509 -newkey rsa:2048 -nodes -keyout rogue.key -out rogue.pem -days 2 -subj /CN=untrusted.test"
       .. " -addext subjectAltName=DNS:untrusted.test 2>&1")
-    h.write_file(work .. "/bad_server.py", BAD_SERVER)
     S.outside_up { 2 }
     S.start_standin(work)
-    h.must(("ip netns exec %s setsid python3 %s/bad_server.py %s/rogue.pem %s/rogue.key 8444 %s/rogue.ready </dev/null >/dev/null 2>&1 &")
-      :format(NS, d, d, d, d))
-    h.must(("ip netns exec %s setsid python3 %s/bad_server.py %s/other.pem %s/other.key 8445 %s/other.ready </dev/null >/dev/null 2>&1 &")
-      :format(NS, d, d, d, d))
-    for _ = 1, 100 do
-      if h.read_file(work .. "/standin.ready") and h.read_file(work .. "/rogue.ready") and h.read_file(work .. "/other.ready") then break end
-      core.sleep(0.05)
+    for name, port in pairs { rogue = 8444, other = 8445 } do -- certificates the proxy must refuse
+      S.start_peer("bad_origin.py", { work .. "/" .. name .. ".pem", work .. "/" .. name .. ".key", port,
+        work .. "/" .. name .. ".ready" }, "/dev/null")
     end
+    S.wait_ready(work, { "standin.ready", "rogue.ready", "other.ready" })
     S.build_images()
     test_ca = h.read_file(work .. "/ca.pem")
     local names = {}
     for _, n in ipairs { "api.test", "tunnel.test", "untrusted.test", "wrongname.test" } do names[n] = addr(2) end
-    stack, start_err = docker.start(PROJECT, {
-      project_name = PROJECT, agent_port = 8080, pull = "never",
-      forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
+    stack, start_err = docker.start(PROJECT, S.options {
       -- what the sandbox saw at its very start: the bundle must already be there
       services = { { name = "sandbox", image = CLIENT, env = { SSL_CERT_FILE = "/nowhere.pem" },
         command = "if test -s " .. BUNDLE .. "; then echo present; else echo missing; fi > /tmp/at-start; exec agent" } },
-      api_key = KEY, session_token = TOKEN,
       egress_policy = { allow = POLICY },
       proxy_hosts = names,
       proxy_upstream_ca = test_ca,
@@ -151,7 +100,7 @@ describe("TLS inspection wired by the Docker stack, with real clients in a real 
     local why, ok = h.sh("docker exec -e SANDSTACK_CA_DIR=/tmp " .. proxy .. " sandstack-proxy --ready")
     assert.is_false(ok)
     assert.matches("/tmp/bundle.pem is not published yet", why, 1, true)
-    local env = assert(in_sandbox("cat /proc/1/environ | tr '\\0' '\\n'"))
+    local env = assert(in_sandbox("cat " .. h.SERVICE_ENVIRON .. " | tr '\\0' '\\n'"))
     for _, k in ipairs(VARS) do assert.truthy(("\n" .. env):find("\n" .. k .. "=" .. BUNDLE .. "\n", 1, true), k) end
     assert.falsy(env:find("/nowhere.pem", 1, true), "the spec's own SSL_CERT_FILE survived")
     -- certificates only: the two files, no key, and the sandbox cannot write there
@@ -183,7 +132,7 @@ describe("TLS inspection wired by the Docker stack, with real clients in a real 
     assert.equal(200, status, out)
     assert.equal("hello from api.test /v1/models\n", body)
     assert.matches("issuer: [^\n]*CN=sandstack stack inspection CA", out) -- the proxy's leaf, not the upstream's
-    local r = py(URLLIB, "GET", "https://api.test/v1/py")
+    local r = urllib("GET", "https://api.test/v1/py")
     assert.equal(200, r.status, core.json_encode(r))
     assert.equal("hello from api.test /v1/py\n", r.body)
     -- the client really checks the chain: trusting the upstream's CA alone, the inspected host
@@ -212,10 +161,10 @@ describe("TLS inspection wired by the Docker stack, with real clients in a real 
       assert.equal(case[3], j.policy.reason, case[1])
       assert.is_nil(body:find("hello from", 1, true))
     end
-    local r = py(URLLIB, "POST", "https://api.test/v1/models")
+    local r = urllib("POST", "https://api.test/v1/models")
     assert.equal(403, r.status, core.json_encode(r))
     assert.equal("method", core.json_decode(r.body).policy.reason)
-    r = py(URLLIB, "GET", "https://api.test/v10")
+    r = urllib("GET", "https://api.test/v10")
     assert.equal(403, r.status, core.json_encode(r))
   end)
 
@@ -225,11 +174,11 @@ describe("TLS inspection wired by the Docker stack, with real clients in a real 
     assert.equal(200, status, out)
     assert.equal("hello from tunnel.test /plain\n", body)
     assert.matches("issuer: CN=sstest%-h11%-ca\n", out)
-    local r = py(ISSUER, "tunnel.test", "/py")
+    local r = issuer("tunnel.test", "/py")
     assert.equal("sstest-h11-ca", r.issuer, core.json_encode(r))
     assert.equal("hello from tunnel.test /py\n", r.body)
     -- control: the same server through an inspected name shows the stack CA
-    r = py(ISSUER, "api.test", "/v1/py")
+    r = issuer("api.test", "/v1/py")
     assert.matches("^sandstack stack inspection CA", r.issuer)
     local kinds = {}
     for _, l in ipairs(audit()) do
@@ -249,7 +198,7 @@ describe("TLS inspection wired by the Docker stack, with real clients in a real 
       assert.equal(case[2], j.upstream.reason, body)
       assert.is_nil(body:find("bad!", 1, true))
     end
-    local r = py(URLLIB, "GET", "https://untrusted.test:8444/")
+    local r = urllib("GET", "https://untrusted.test:8444/")
     assert.equal(502, r.status, core.json_encode(r))
   end)
 

@@ -277,7 +277,7 @@ describe("isolation self-check: the memo on the engine #docker", function()
       ["io.sandstack.isolation.key"] = stale.key, ["io.sandstack.isolation.engine"] = as.ID } }))
     assert(eng:call("POST", "/volumes/create", { Name = isolation.MEMO_PREFIX .. "elsewhere-" .. core.random_hex(4),
       Labels = { [isolation.MEMO_LABEL] = "verified", ["io.sandstack.isolation.key"] = key.key,
-        ["io.sandstack.isolation.engine"] = as.ID, ["io.sandstack.isolation.epoch"] = key.epoch } }))
+        ["io.sandstack.isolation.engine"] = as.ID, ["io.sandstack.isolation.epoch"] = isolation.epoch(key) } }))
     local ok, err, ph = verify(isolation, proxy)
     assert.is_true(ok, tostring(err))
     assert.truthy(ph.isolation_verified, "a forged memo was trusted")
@@ -311,7 +311,7 @@ describe("isolation self-check: the memo on the engine #docker", function()
         for k, val in pairs(asked or {}) do res.Options[k] = val end
       end
     end)
-    local before = memo.memos(eng)
+    local before = memo.memos(eng, as.ID)
     for attempt = 1, 2 do
       ok, err, ph = verify(fresh_module(), broken)
       assert.is_nil(ok, "attempt " .. attempt .. " passed an engine whose gateway answers")
@@ -319,6 +319,6 @@ describe("isolation self-check: the memo on the engine #docker", function()
       assert.matches("answers", err.message)
       assert.is_nil(ph.isolation_remembered)
     end
-    assert.same(before, memo.memos(eng), "a failure changed the memos")
+    assert.same(before, memo.memos(eng, as.ID), "a failure changed the memos")
   end)
 end)

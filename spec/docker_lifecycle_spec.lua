@@ -73,16 +73,6 @@ local function count_left()
   return n
 end
 
--- waits (bounded) until fn() is true
-local function wait_for(fn, seconds)
-  local deadline = core.engine_clock() + (seconds or 10)
-  while core.engine_clock() < deadline do
-    if fn() then return true end
-    core.sleep(0.1)
-  end
-  return fn()
-end
-
 describe("a stack over time #docker", function()
   local P = PREFIX .. "-main"
   local stack, start_err
@@ -318,7 +308,8 @@ describe("expiry on the live engine #docker", function()
   it("destroys at a ttl, and an extended ttl holds, twice, without the starting handle", function()
     local A, B = PREFIX .. "-xa", PREFIX .. "-xb"
     local a = assert(docker.start(A, opts(A, { ttl = 1 })))
-    local b = assert(docker.start(B, opts(B, { ttl = 1, on_expiry = "hibernate" })))
+    -- B's ttl long enough that set_timeout moves it before its sandbox's init ends it
+    local b = assert(docker.start(B, opts(B, { ttl = 12, on_expiry = "hibernate" })))
     assert(sh_in(B .. "-sandbox", "echo kept > /workspace/ttl-1"))
     local e = assert(a:expires())
     assert.is_number(e.at)
@@ -326,7 +317,7 @@ describe("expiry on the live engine #docker", function()
     assert.is_true(assert(b:set_timeout(120))) -- extended before it was due
     assert.is_true(b:expires().at >= os.time() + 100)
     a:close() -- the expiry is enforced without the starting handle
-    assert.is_true(wait_for(function() return os.time() > e.at end, 5))
+    assert.is_true(h.wait_for("the expiry", function() return os.time() > e.at end, 5, 0.1))
     local done = assert(docker.reap { expired = true, prefix = PREFIX .. "-x" })
     assert.same({ project = A, reason = "ttl", action = "destroy" }, expired_by(done, A))
     assert.is_nil(expired_by(done, B))
@@ -337,7 +328,7 @@ describe("expiry on the live engine #docker", function()
       assert(sh_in(B .. "-sandbox", "echo c" .. cycle .. " > /workspace/ttl-c" .. cycle))
       assert(b:set_timeout(1))
       local at = b:expires().at
-      assert.is_true(wait_for(function() return os.time() > at end, 5))
+      assert.is_true(h.wait_for("the expiry", function() return os.time() > at end, 5, 0.1))
       done = assert(docker.reap { expired = true, prefix = PREFIX .. "-x" })
       assert.same({ project = B, reason = "ttl", action = "hibernate" }, expired_by(done, B))
       assert.equal("exited", inspect(B .. "-sandbox").State.Status)
@@ -358,11 +349,11 @@ describe("expiry on the live engine #docker", function()
     assert.equal(1, assert(c:expires()).idle_timeout)
     assert.same({}, assert(docker.reap { expired = true, project = C })) -- the first pass reads the counters
     local seen = c:expires().idle_since
-    assert.is_true(wait_for(function() return os.time() > seen + 1 end, 5))
+    assert.is_true(h.wait_for("an idle second", function() return os.time() > seen + 1 end, 5, 0.1))
     assert.equal(200, assert(get(c)).status) -- traffic through the forwarder
     assert.same({}, assert(docker.reap { expired = true, project = C }))
     seen = c:expires().idle_since
-    assert.is_true(wait_for(function() return os.time() > seen + 1 end, 5))
+    assert.is_true(h.wait_for("an idle second", function() return os.time() > seen + 1 end, 5, 0.1))
     local done = assert(docker.reap { expired = true, project = C })
     assert.same({ { project = C, reason = "idle", action = "destroy" } }, done)
     c:close()
@@ -370,9 +361,12 @@ describe("expiry on the live engine #docker", function()
 
   it("refuses a bad ttl, idle_timeout or on_expiry before any object is made", function()
     local D = PREFIX .. "-xd"
-    assert.has_error(function() docker.start(D, opts(D, { ttl = -1 })) end)
-    assert.has_error(function() docker.start(D, opts(D, { idle_timeout = "1" })) end)
-    assert.has_error(function() docker.start(D, opts(D, { on_expiry = "pause" })) end)
+    for _, o in ipairs { { ttl = -1 }, { on_expiry = "pause" } } do -- values: refused
+      local s, err = docker.start(D, opts(D, o))
+      assert.is_nil(s)
+      assert.same({ "compose", "invalid_option" }, { err.kind, err.reason })
+    end
+    assert.has_error(function() docker.start(D, opts(D, { idle_timeout = "1" })) end) -- a wrong type: raised
     assert.same({}, assert(docker.list { project = D }))
   end)
 

@@ -96,12 +96,32 @@ describe("session requests", function()
     assert.same({ 404 }, core.session_requests("remove_image", { "i:t" })[1].ok)
   end)
 
+  it("reads the engine's disk usage in one unnamed request", function()
+    local r = core.session_requests("disk_usage")
+    assert.same({ 1, "GET", "/system/df" }, { #r, r[1].method, r[1].path })
+  end)
+
   it("an unknown action raises", function()
     assert.has_error(function() core.session_requests("explode", { "x" }) end)
   end)
 end)
 
 describe("a snapshot's options", function()
+  it("take more labels, never the snapshot's own or a project's, before anything is asked of the engine", function()
+    local stack = { eng = setmetatable({}, { __index = function() error("the engine was asked") end }), spec = {} }
+    for _, bad in ipairs { { ["io.sandstack.snapshot"] = "x" }, { ["io.sandstack.snapshot.name"] = "x" },
+      { ["io.sandstack.project"] = "p" } } do -- a value sandstack keeps for itself: refused
+      local r, err = snapshot.snapshot(stack, { labels = bad })
+      assert.is_nil(r)
+      assert.same({ "invalid", "invalid_option", "labels" }, { err.kind, err.reason, err.option })
+    end
+    for _, bad in ipairs { { owner = 1 }, "owner=me" } do -- a wrong type: raised
+      local ok, err = pcall(snapshot.snapshot, stack, { labels = bad })
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("'labels'", 1, true), tostring(err))
+    end
+  end)
+
   it("keep no secret, no project name and no expiry", function()
     local spec = snapshot.spec_of { project_name = "p", api_key = "K" .. string.rep("k", 40), session_token = "T",
       ttl = 5, idle_timeout = 3, on_expiry = "destroy", agent_port = 8080,
@@ -132,9 +152,14 @@ end)
 
 describe("expiry options", function()
   it("take seconds > 0 and destroy or hibernate", function()
-    expiry.check(1, 0.5, "hibernate", "t")
-    expiry.check(nil, nil, nil, "t")
-    for _, bad in ipairs { { 0 }, { -1 }, { 0 / 0 }, { "5" }, { math.huge }, { nil, 0 }, { nil, nil, "pause" } } do
+    assert.is_true(expiry.check(1, 0.5, "hibernate", "t"))
+    assert.is_true(expiry.check(nil, nil, nil, "t"))
+    for _, bad in ipairs { { 0 }, { -1 }, { 0 / 0 }, { math.huge }, { nil, 0 }, { nil, nil, "pause" } } do
+      local ok, err = expiry.check(bad[1], bad[2], bad[3], "t")
+      assert.is_nil(ok)
+      assert.same({ "compose", "invalid_option" }, { err.kind, err.reason })
+    end
+    for _, bad in ipairs { { "5" }, { nil, true }, { nil, nil, 1 } } do -- a wrong type raises
       assert.has_error(function() expiry.check(bad[1], bad[2], bad[3], "t") end)
     end
   end)
@@ -168,23 +193,15 @@ end)
 describe("pause against a scripted engine (no engine)", function()
   local scripted = require "spec.support.scripted_engine"
   local L = require "sandstack.docker.lifecycle"
-  local delays = L.FREEZE_RETRIES
-  before_each(function() L.FREEZE_RETRIES = { 0, 0, 0 } end)
-  after_each(function() L.FREEZE_RETRIES = delays end)
 
   -- a stack of a sandbox, a sidecar, the added proxy and the forwarder; `answer(path, n)` gives
   -- each request's status and body (n: how many times that path was asked)
   local function stack_with(answer)
-    local eng = { log = {}, seen = {} }
-    function eng:request(m, p)
-      self.log[#self.log + 1] = m .. " " .. p
-      self.seen[p] = (self.seen[p] or 0) + 1
-      return answer(p, self.seen[p])
-    end
+    local eng = scripted.new(function(_, p, _, _, n) return answer(p, n) end)
     local plan = { project = "p", forwarder = "forwarder", proxy = { added = true, service = "proxy" }, containers = {
       { name = "p-db", service = "db" }, { name = "p-sandbox", service = "sandbox" },
       { name = "p-proxy", service = "proxy" }, { name = "p-forwarder", service = "forwarder" } } }
-    return { eng = scripted.with(eng), plan = plan }, eng
+    return { eng = eng, plan = plan }, eng
   end
 
   it("freezes the services only, and asks again for one that runc could not freeze in time", function()

@@ -1,22 +1,21 @@
 -- An Engine list answer of the wrong shape (a JSON object where an array belongs) is an error,
 -- engine/bad_answer, in every caller that lists: docker.list, reap, down, a pool's acquire and
 -- the gateway's re-adoption (issue 28). Read as an empty list it would make reap and down see
--- nothing to remove and adoption forget every session. The engine is fake_engine.py with label
--- lists chosen per test (spec/support/list_answer_engine.py); no Docker needed.
+-- nothing to remove and adoption forget every session. The engine is the engine double with label
+-- lists chosen per test (spec/support/engine_double.py, mode lists); no Docker needed.
 local sandstack = require "sandstack"
 local docker = sandstack.docker
-local h = require "helpers"
 local worker = require "sandstack.gateway.worker"
 local adoption = require "sandstack.gateway.adoption"
 
 local OBJECT = '{"message":"page 1 of 3","Containers":[{"Id":"c1"}]}'
 
 describe("a malformed Engine list answer", function()
-  local fake, dir, host
+  local fake, host
 
   setup(function()
-    fake = require("list_answer").start("listanswer")
-    dir, host = fake.dir, fake.host
+    fake = require("engine_double").start("lists")
+    host = fake.host
   end)
 
   teardown(function() if fake then fake.stop() end end)
@@ -25,9 +24,7 @@ describe("a malformed Engine list answer", function()
 
   local function deletes() return fake.deletes() end
 
-  before_each(function()
-    for _, w in ipairs { "containers", "networks", "volumes", "deletes", "requests" } do os.remove(dir .. "/" .. w) end
-  end)
+  before_each(function() fake.reset() end)
 
   local function bad_answer(v, err, what)
     assert.is_nil(v, what)
@@ -61,6 +58,23 @@ describe("a malformed Engine list answer", function()
     assert.equal("p1", stacks[1].project)
   end)
 
+  it("docker.list takes a pooled stack's birth from any of its objects, and no marker for a service", function()
+    -- as the engine lists them, newest first: the claimed ready mark and a gateway's marker carry
+    -- no io.sandstack.created, the stack's own containers do
+    answer("containers", '[{"Id":"m","Names":["/p2-claim"],"State":"created","Image":"x","Labels":'
+      .. '{"io.sandstack.project":"p2","io.sandstack.pool":"pl","io.sandstack.role":"ready"}},'
+      .. '{"Id":"g","Names":["/p2-gw"],"State":"created","Image":"x","Labels":'
+      .. '{"io.sandstack.project":"p2","io.sandstack.role":"gateway"}},'
+      .. '{"Id":"s","Names":["/p2-sandbox"],"State":"running","Image":"x","Labels":{"io.sandstack.project":"p2",'
+      .. '"io.sandstack.pool":"pl","io.sandstack.service":"sandbox","io.sandstack.created":"1700000000"}}]')
+    local stacks = assert(docker.list { docker_host = host, timeout = 5 })
+    answer("containers", nil)
+    assert.equal(1, #stacks)
+    assert.equal(1700000000, stacks[1].created)
+    assert.same({ sandbox = "running" }, stacks[1].services)
+    assert.equal("in_use", stacks[1].state)
+  end)
+
   it("reap and down say so, and remove nothing", function()
     answer("containers", OBJECT)
     local reaped, rerr = docker.reap { docker_host = host, timeout = 5, all = true }
@@ -77,7 +91,7 @@ describe("a malformed Engine list answer", function()
     answer("containers", one_stack("p1"))
     assert.same({ "p1" }, assert(docker.reap { docker_host = host, timeout = 5, all = true }))
     assert.truthy(deletes():find("/containers/id-p1", 1, true), deletes())
-    os.remove(dir .. "/deletes")
+    fake.forget()
     assert.is_true(docker.down("p1", { docker_host = host, timeout = 5 }))
     assert.truthy(deletes():find("/containers/id-p1", 1, true), deletes())
   end)
@@ -92,8 +106,9 @@ describe("a malformed Engine list answer", function()
       assert.truthy(err.message:find("all = true", 1, true), err.message)
     end
     assert.equal("", deletes())
-    assert.has_error(function() docker.reap { docker_host = host, timeout = 5, all = "yes" } end,
-      "sandstack.docker.reap: all must be a boolean, got string")
+    local ok, msg = pcall(docker.reap, { docker_host = host, timeout = 5, all = "yes" })
+    assert.is_false(ok)
+    assert.matches("sandstack.docker.reap: option 'all' must be a boolean, got string", msg, 1, true)
     assert.equal("", deletes())
     -- the control: a filter, or all = true, removes the stack
     assert.same({ "p1" }, assert(docker.reap { docker_host = host, timeout = 5, prefix = "p" }))
@@ -107,7 +122,7 @@ describe("a malformed Engine list answer", function()
     answer("containers", OBJECT)
     local stack, err = pool:acquire("s1")
     bad_answer(stack, err, "pool:acquire")
-    local requests = h.read_file(dir .. "/requests") or ""
+    local requests = fake.lists()
     assert.equal(1, select(2, requests:gsub("\n", "")), requests) -- the list, and nothing after it
     if pool.eng then pool.eng:close() end
   end)

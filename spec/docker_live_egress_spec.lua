@@ -16,8 +16,8 @@ local policy = sandstack.policy
 local dh = require "docker_proxy_harness"
 
 local S = dh.stack("lv", "slv", function(r) return 16 * (4 + r % 8) end)
-local FORWARDER_IMAGE, PROXY_IMAGE, CLIENT = S.FORWARDER_IMAGE, S.PROXY_IMAGE, S.CLIENT
-local PROJECT, NS, top = S.PROJECT, S.NS, S.top
+local FORWARDER_IMAGE, CLIENT = S.FORWARDER_IMAGE, S.CLIENT
+local PROJECT, top = S.PROJECT, S.top
 local addr, sandbox, audit = S.addr, S.sandbox, S.audit
 
 -- c.test:9443 (a credential's host: its origin records the token it gets) stays in every policy
@@ -63,25 +63,17 @@ describe("a live stack's egress changed with set_egress #docker", function()
 
   lazy_setup(function()
     if skip_why then return end
-    work = h.must("mktemp -d /tmp/sstest-lv.XXXXXX"):gsub("%s+$", "")
+    work = S.workdir()
     dh.make_certs(work, "sstest-lv-ca", "a.test", { "a.test", "b.test", "c.test" })
     S.outside_up { 2, 3 }
     S.start_standin(work)
-    h.must(("ip netns exec %s setsid python3 %s %s/srv.pem %s/srv.key %s %s </dev/null >%s/tokens.out 2>&1 &"):format(
-      NS, h.q(top .. "/spec/support/live_token_standin.py"), h.q(work), h.q(work), h.q(work), addr(3), h.q(work)))
-    for _ = 1, 100 do
-      if h.read_file(work .. "/standin.ready") and h.read_file(work .. "/tokens.ready") then break end
-      core.sleep(0.05)
-    end
+    S.start_peer("live_token_standin.py", { work .. "/srv.pem", work .. "/srv.key", work, addr(3) },
+      work .. "/tokens.out")
+    S.wait_ready(work, { "standin.ready", "tokens.ready" })
     S.build_images()
     local ca = h.read_file(work .. "/ca.pem")
-    stack, start_err = docker.start(PROJECT, {
-      project_name = PROJECT, agent_port = 8080, pull = "never",
-      forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
-      services = { { name = "sandbox", image = CLIENT,
-        command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
-        env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
-      api_key = S.KEY, session_token = S.TOKEN,
+    stack, start_err = docker.start(PROJECT, S.options {
+      services = S.trusting(ca),
       egress_policy = START,
       proxy_hosts = { ["a.test"] = addr(2), ["b.test"] = addr(2), ["c.test"] = addr(3) },
       -- a credential turns inspection on, and the sandbox's clients then trust the stack's bundle:
@@ -116,21 +108,17 @@ describe("a live stack's egress changed with set_egress #docker", function()
     local files = {}
     for _, host in ipairs { "a.test", "b.test" } do
       files[host] = work .. "/hold-" .. host
-      h.must(("docker exec -i %s python3 - hold %s 40 < %s > %s 2>&1 &"):format(sandbox(), host,
-        h.q(top .. "/spec/support/live_probe.py"), h.q(files[host])))
+      -- a tunnel through the proxy in HTTPS_PROXY, held open 40 s (proxy_client.py's hold)
+      h.must(S.client_command("hold", { host, "40" }) .. " > " .. h.q(files[host]) .. " 2>&1 &")
     end
     local function line(host) return (h.read_file(files[host]) or "") end
-    for _ = 1, 400 do
-      if line("a.test"):find("open") and line("b.test"):find("open") then break end
-      core.sleep(0.05)
-    end
+    pcall(h.wait_for, "both tunnels", function()
+      return line("a.test"):find("open") and line("b.test"):find("open")
+    end, 20)
     assert.matches("open", line("a.test"))
     assert.matches("open", line("b.test"))
     assert(stack:set_egress(NARROW))
-    for _ = 1, 400 do
-      if line("b.test"):find("eof") then break end
-      core.sleep(0.05)
-    end
+    pcall(h.wait_for, "b.test's end", function() return line("b.test"):find("eof") end, 20)
     assert.matches("eof", line("b.test"))
     core.sleep(1)
     assert.not_matches("eof", line("a.test")) -- still admitted: not touched
@@ -166,6 +154,7 @@ describe("a live stack's egress changed with set_egress #docker", function()
       big[i] = { host = ("h%03d.%s.%s.test"):format(i, ("a"):rep(60), ("b"):rep(60)), methods = { "GET" },
         paths = { "/" .. ("p"):rep(900) .. "/*" } }
     end
+    big[#big + 1] = "c.test:9443" -- the credential's host: a policy without it is refused before any exec
     local by_exec = assert(docker.reconnect(exec_record(stack)))
     ok, err = by_exec:set_egress { allow = big }
     by_exec:close()
@@ -304,7 +293,7 @@ describe("a live stack's egress changed with set_egress #docker", function()
     for _, l in ipairs(audit()) do if l.event == "credentials_changed" then changes = changes + 1 end end
     assert.equal(2, changes)
     local logs = h.sh("docker logs " .. PROJECT .. "-proxy 2>&1")
-    local env = h.sh(("docker exec %s sh -c 'env; cat /proc/1/environ'"):format(sandbox()))
+    local env = h.sh(("docker exec %s sh -c %s"):format(sandbox(), h.q("env; cat " .. h.SERVICE_ENVIRON)))
     for _, secret in ipairs { S1, S2, S3 } do
       assert.falsy(logs:find(secret, 1, true), "a secret in the proxy's log")
       assert.falsy(env:find(secret, 1, true), "a secret in the sandbox")

@@ -1,12 +1,14 @@
 -- sandstack.docker against the live engine (#docker): lifecycle, credentials, rollback,
 -- side-by-side stacks, ten at once, and the engine facts the design rests on. Every object
--- carries a project name starting "sstest-stack-"; each test proves none is left.
+-- carries a project name starting "sstest-stack-<this run's hex>-"; each test proves none is
+-- left. The run's own part keeps the reap and the count off the other files' "sstest-stack-"
+-- stacks (dns, iso, plan, v6, conf), which the test command's lanes run at the same time.
 local sandstack = require "sandstack"
 local core = sandstack.core
 local docker = sandstack.docker
 local conf = require "sandstack.conformance"
 
-local PREFIX = "sstest-stack-"
+local PREFIX = "sstest-stack-" .. core.random_hex(2) .. "-"
 local POOL = "10.213.0.0/16"
 local AGENT, SOCAT = "sandstack-test/agent:local", "sandstack-test/socat:local"
 

@@ -59,6 +59,21 @@ describe("one options check per public entry point", function()
     assert.matches("options must be a table", raised(function() stack():stop(5) end), nil, true)
   end)
 
+  it("sandstack.docker.reconnect of a table that is no record returns invalid/not_a_record, before the engine", function()
+    -- a list() entry: it names a stack, but holds no containers to drive
+    local entry = { project = "sstest-opts", session_key = "opts", services = { sandbox = "running" }, networks = 2 }
+    for _, t in ipairs { entry, { project = "p" } } do
+      local none, err = docker.reconnect(t, { docker_host = NOWHERE, timeout = 1 })
+      assert.is_nil(none)
+      assert.truthy(core.is_error(err), tostring(err))
+      assert.equal("invalid", err.kind)
+      assert.equal("not_a_record", err.reason)
+    end
+    local s, err = docker.reconnect(stack():record(), { docker_host = NOWHERE, timeout = 1 }) -- a record gets past it
+    assert.is_nil(s)
+    assert.equal("transport", err.kind)
+  end)
+
   it("sandstack.docker.reconnect and sandstack.docker.down raise on an unknown key", function()
     local record = handle.new(stand_in_engine(), plan()):record()
     refuses("sandstack.docker.reconnect", function() docker.reconnect(record, { bogus = 1 }) end)

@@ -1,12 +1,11 @@
--- The plan is what start applies (issue 12): a start runs through a recording pass-through in
--- front of the engine's socket (spec/support/recording_engine.py), and every create and connect
+-- The plan is what start applies (issue 12): a start runs through the engine double's recording
+-- pass-through in front of the engine's socket (spec/support/engine_double.py), and every create and connect
 -- body the engine received must be, byte for byte, the body_json of sandstack.docker.plan for the
 -- same options, the same run label, creation time and subnets. Lua sends the finished bodies
 -- and never edits one. Projects start "sstest-stack-plan-"; the test proves none is left.
 local sandstack = require "sandstack"
 local core = sandstack.core
 local docker = sandstack.docker
-local h = require "spec.support.helpers"
 
 local PREFIX = "sstest-stack-plan-"
 local AGENT, SOCAT = "sandstack-test/agent:local", "sandstack-test/socat:local"
@@ -36,6 +35,12 @@ local function opts(name)
   }
 end
 
+-- The sandbox image's Config, which a start reads for sandstack-init's wrap (the plan's ctx.image).
+local function image_config()
+  local c = assert(eng:call("GET", "/images/" .. AGENT .. "/json")).Config
+  return { Entrypoint = c.Entrypoint, Cmd = c.Cmd }
+end
+
 local function leftovers(name)
   local f = { label = { "io.sandstack.project=" .. name } }
   return #assert(eng:call("GET", "/containers/json", nil, { query = { all = "1", filters = f } }))
@@ -43,40 +48,27 @@ local function leftovers(name)
     + #(assert(eng:call("GET", "/volumes", nil, { query = { filters = f } })).Volumes or {})
 end
 
-local function records(path)
-  local out = {}
-  for line in (h.read_file(path) or ""):gmatch("[^\n]+") do out[#out + 1] = assert(core.json_decode(line)) end
-  return out
-end
-
--- The recording pass-through for one test: its socket and log. Removed after the test with the
--- project and the memo memo_of() names, if any.
+-- The recording double in front of the engine for one test. Stopped after the test, with the
+-- project and the memo memo_of() names, if any, removed.
 local function recorder(name, memo_of)
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -m 700 " .. h.q(dir)))
-  local sock, log = dir .. "/engine.sock", dir .. "/requests.jsonl"
-  local pid = h.sh(("python3 spec/support/recording_engine.py %s %s %s >/dev/null 2>&1 & echo $!"):format(
-    h.q(sock), h.q(ENGINE_SOCK), h.q(log))):match("%d+")
+  local rec = require("engine_double").start("record", { engine = ENGINE_SOCK })
   finally(function()
     docker.down(name)
     local memo = memo_of()
     if memo then eng:call("DELETE", "/volumes/" .. memo, nil, { ok = { [404] = true } }) end
-    if pid then os.execute("kill " .. pid) end
-    os.execute("rm -rf " .. h.q(dir))
+    rec.stop()
   end)
-  for _ = 1, 100 do if io.open(sock) then break end; core.sleep(0.05) end
-  return sock, log
+  return rec
 end
 
 describe("sandstack.docker.plan is what start applies #docker", function()
   it("every create and connect body the engine received is the plan's body_json, byte for byte", function()
     local name = PREFIX .. core.random_hex(3)
     local memo -- the memo of the self-check's pass: not in the plan (its labels digest the engine's answers)
-    local sock, log = recorder(name, function() return memo end)
+    local rec = recorder(name, function() return memo end)
 
-    local s = assert(docker.start(name, (function() local o = opts(name); o.docker_host = "unix://" .. sock; return o end)()))
-    local sent = records(log)
+    local s = assert(docker.start(name, (function() local o = opts(name); o.docker_host = rec.host; return o end)()))
+    local sent = rec.requests()
     assert.is_true(#sent > 10, "the recorder saw the start")
     s:destroy()
     s:close()
@@ -97,7 +89,8 @@ describe("sandstack.docker.plan is what start applies #docker", function()
       end
     end
     assert.truthy(run and created and api)
-    local plan = assert(docker.plan(name, opts(name), { api_version = api, now = created, run = run, subnets = subnets }))
+    local plan = assert(docker.plan(name, opts(name), { api_version = api, now = created, run = run, subnets = subnets,
+      image = image_config() }))
 
     -- a request is named by its path and the object it makes (several share /networks/create)
     local function key(path, body)
@@ -112,6 +105,7 @@ describe("sandstack.docker.plan is what start applies #docker", function()
       expect(c)
       for _, cn in ipairs(c.connects) do expect(cn) end
     end
+    expect(plan.init.holder) -- the container that writes sandstack-init's volume
     -- the isolation self-check's network and probe come from the plan too
     assert.truthy(plan.isolation_check, "an internal bridge is checked")
     expect(plan.isolation_check.network)
@@ -147,14 +141,14 @@ describe("sandstack.docker.plan is what start applies #docker", function()
   it("every request of a start and a destroy is one the plan holds, but the exec's and the memo's", function()
     local name = PREFIX .. core.random_hex(3)
     local memo
-    local sock, log = recorder(name, function() return memo end)
+    local rec = recorder(name, function() return memo end)
     local o = opts(name)
-    o.docker_host = "unix://" .. sock
+    o.docker_host = rec.host
     local s = assert(docker.start(name, o))
     assert(s:destroy())
     s:close()
-    local sent = records(log)
-    local plan = assert(docker.plan(name, opts(name), { api_version = eng.api_version }))
+    local sent = rec.requests()
+    local plan = assert(docker.plan(name, opts(name), { api_version = eng.api_version, image = image_config() }))
 
     local held = {}
     local function hold(q) held[q.method .. " " .. q.path:gsub("%?.*$", "")] = true end
@@ -171,8 +165,11 @@ describe("sandstack.docker.plan is what start applies #docker", function()
       hold(chk[k])
     end
     hold_all(plan.removals.containers)
-    hold_all(plan.removals.rest)
+    hold_all(plan.removals.networks)
+    hold_all(plan.removals.volumes)
     hold_all(plan.removals.lists)
+    hold(plan.init.holder) -- sandstack-init's volume: its holder, and the write of the program and deadline
+    hold(plan.init.write)
     hold(core.engine_reads.networks) -- the subnets in use, read before any plan
     local execs = {}
     for _, c in ipairs(plan.containers) do execs[c.name] = true end

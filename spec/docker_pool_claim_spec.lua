@@ -159,8 +159,12 @@ describe("sandstack.docker.pool serve and bursts #docker", function()
     local pool = assert(docker.pool { name = name, size = 0, max = 4, stack = stack_opts(),
       on_event = function(ev) if ev.phase:match("^pool_") then events[#events + 1] = ev end end })
     finally(function() clean(name) end)
-    assert.has_error(function() pool:serve { target_idle = 3, max = 2 } end)
-    assert.has_error(function() pool:serve { interval = 0 } end)
+    for _, o in ipairs { { target_idle = 3, max = 2 }, { interval = 0 } } do -- values: refused
+      local s, err = pool:serve(o)
+      assert.is_nil(s)
+      assert.same({ "invalid", "invalid_option" }, { err.kind, err.reason })
+    end
+    assert.has_error(function() pool:serve { interval = "5" } end) -- a wrong type: raised
     assert.has_error(function() pool:serve { colour = 1 } end)
     local server = pool:serve { target_idle = 2, max = 3, interval = 0.5, concurrency = 2 }
     local c = assert(server:tick())

@@ -16,7 +16,6 @@ local dh = require "docker_proxy_harness"
 local ph = require "pool_helpers"
 
 local S = dh.stack("pe", "sp26", function() return 48 end) -- the /28 no other spec uses
-local FORWARDER_IMAGE, PROXY_IMAGE, CLIENT = S.FORWARDER_IMAGE, S.PROXY_IMAGE, S.CLIENT
 local POOL, addr = S.PROJECT, S.addr
 local SECRET = "sess-" .. core.random_hex(14) -- 33 characters, the slot's length
 local SESSION_KEY = "sk-session-" .. core.random_hex(16) -- the session's own model key
@@ -37,32 +36,22 @@ describe("a warm pool's stacks get their session's egress at claim #docker", fun
 
   lazy_setup(function()
     if skip_why then return end
-    work = h.must("mktemp -d /tmp/sstest-pe.XXXXXX"):gsub("%s+$", "")
+    work = S.workdir()
     dh.make_certs(work, "sstest-pe-ca", "a.test", { "a.test", "b.test", "c.test" })
     S.outside_up { 2, 3, 4 }
     S.start_standin(work)
-    h.must(("ip netns exec %s setsid python3 %s %s/srv.pem %s/srv.key %s %s </dev/null >%s/tokens.out 2>&1 &"):format(
-      S.NS, h.q(S.top .. "/spec/support/live_token_standin.py"), h.q(work), h.q(work), h.q(work), addr(3), h.q(work)))
-    h.must(("ip netns exec %s setsid python3 %s %s 8080 %s </dev/null >%s/model.log 2>&1 &"):format(
-      S.NS, h.q(S.top .. "/spec/support/model_standin.py"), addr(4), h.q(work), h.q(work)))
-    for _ = 1, 100 do
-      if h.read_file(work .. "/standin.ready") and h.read_file(work .. "/tokens.ready")
-        and h.read_file(work .. "/model.ready") then break end
-      core.sleep(0.05)
-    end
+    S.start_peer("live_token_standin.py", { work .. "/srv.pem", work .. "/srv.key", work, addr(3) },
+      work .. "/tokens.out")
+    S.start_peer("model_standin.py", { addr(4), "8080", work }, work .. "/model.log")
+    S.wait_ready(work, { "standin.ready", "tokens.ready", "model.ready" })
     S.build_images()
     local ca = h.read_file(work .. "/ca.pem")
     -- every pool's stacks: a sandbox trusting the test CA, the operator's key, and the pool's
-    -- baseline policy, which admits nothing; extra adds to them
+    -- baseline policy, which admits nothing (a pool names its projects and makes its tokens);
+    -- extra adds to them
     local function stack_opts(extra)
-      local o = {
-        agent_port = 8080, pull = "never", forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
-        services = { { name = "sandbox", image = CLIENT,
-          command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
-          env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
-        api_key = S.KEY,
-        egress_policy = { allow = {} },
-      }
+      local o = S.options { project_name = false, session_token = false, services = S.trusting(ca),
+        egress_policy = { allow = {} } }
       for k, v in pairs(extra) do o[k] = v end
       return o
     end
@@ -141,7 +130,7 @@ describe("a warm pool's stacks get their session's egress at claim #docker", fun
     if not S.ready(skip_why, cpool, fill_err, pending) then return end
     local project = assert(docker.list { pool = POOL .. "-c" })[1].project
     local before = started_at(project)
-    local env_cmd = ("docker exec %s sh -c 'env; cat /proc/1/environ'"):format(h.q(project .. "-sandbox"))
+    local env_cmd = ("docker exec %s sh -c %s"):format(h.q(project .. "-sandbox"), h.q("env; cat " .. h.SERVICE_ENVIRON))
     local placeholder = h.must(("docker exec %s sh -c 'echo \"$ECHO_TOKEN\"'"):format(h.q(project .. "-sandbox"))):gsub("%s+$", "")
     assert.equal(#SECRET, #placeholder)
     -- waiting: the proxy answers (its 403) and admits neither c.test, where the slot would send
@@ -254,7 +243,7 @@ describe("a warm pool's stacks get their session's egress at claim #docker", fun
     -- the sandbox never restarted, holds the same token, and neither the key nor the secret is in
     -- its environment, its first process's, the record, the engine's view or any log
     assert.equal(before, started_at(project))
-    local env = h.must(("docker exec %s sh -c 'env; cat /proc/1/environ'"):format(h.q(project .. "-sandbox")))
+    local env = h.must(("docker exec %s sh -c %s"):format(h.q(project .. "-sandbox"), h.q("env; cat " .. h.SERVICE_ENVIRON)))
     assert.truthy(env:find("ANTHROPIC_API_KEY=" .. token, 1, true))
     local record = core.json_encode(stack:record())
     local view = engine_view(project)

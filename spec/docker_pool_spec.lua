@@ -109,8 +109,12 @@ describe("sandstack.docker.pool #docker", function()
     local pool = assert(docker.pool { name = name, size = 3, max = 3, stack = ph.slow_ready_opts(SUBNETS),
       on_event = m.on_event })
     finally(function() clean(name) end)
-    assert.has_error(function() pool:fill { concurrency = 0 } end)
-    assert.has_error(function() pool:fill { concurrency = 2.5 } end)
+    for _, c in ipairs { 0, 2.5 } do -- values: refused
+      local n, err = pool:fill { concurrency = c }
+      assert.is_nil(n)
+      assert.same({ "invalid", "invalid_option", "concurrency" }, { err.kind, err.reason, err.option })
+    end
+    assert.has_error(function() pool:fill { concurrency = "2" } end) -- a wrong type: raised
     assert.has_error(function() pool:fill { width = 2 } end)
     assert.equal(3, assert(pool:fill { concurrency = 2 }))
     assert.is_true(m.overlapped, "two starts were under way at once")
@@ -248,7 +252,7 @@ describe("sandstack.docker.pool #docker", function()
       print(pool:fill())
     ]]):format(SUBNETS, name)
     local cmd = h.child_command(dir .. "/child.lua", src)
-    local pid = tonumber((h.must(("%s > %s/out 2>&1 & echo $!"):format(cmd, h.q(dir)))))
+    local pid = h.start(("%s > %s/out 2>&1"):format(cmd, h.q(dir)))
     local n = 0
     for _ = 1, 300 do -- until the filler has created its first containers
       n = select(2, pool_objects(name))
@@ -256,7 +260,7 @@ describe("sandstack.docker.pool #docker", function()
       if n >= 2 then break end
       h.sh("sleep 0.02")
     end
-    h.must("kill -9 " .. pid)
+    assert(h.signal(pid, "KILL"), "the filler ended before it was killed")
     assert.truthy(n >= 2, "the filler created no containers")
     h.sh("sleep 0.3")
     assert.truthy(pool_objects(name) > 0)
@@ -318,13 +322,12 @@ describe("sandstack.docker list and reap options", function()
 
   -- An engine stub answering the three list requests: the shapes list must survive or refuse.
   local function with_engine(answers_, fn)
-    local real = sandstack.engine
-    sandstack.engine = function()
-      return require("spec.support.scripted_engine").with {
-        request = function(_, _, path) return 200, answers_[path:match("^/(%a+)")] end, close = function() end }
-    end
+    local scripted = require "spec.support.scripted_engine"
+    local undo = scripted.install(function()
+      return scripted.with { request = function(_, _, path) return 200, answers_[path:match("^/(%a+)")] end, close = function() end }
+    end)
     local ok, a, b = pcall(fn)
-    sandstack.engine = real
+    undo()
     assert(ok, a)
     return a, b
   end

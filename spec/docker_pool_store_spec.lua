@@ -205,14 +205,14 @@ describe("a warm pool's store on this host #docker", function()
       print("HELD"); io.stdout:flush()
       while true do core.sleep(1) end
     ]]):format(ready_file(project)))
-    local pid = tonumber((h.must(("%s > %s/out 2>&1 & echo $!"):format(cmd, h.q(dir)))))
+    local pid = h.start(("%s > %s/out 2>&1"):format(cmd, h.q(dir)))
     for _ = 1, 1000 do
       if (h.read_file(dir .. "/out") or ""):find("HELD", 1, true) then break end
       core.sleep(0.01)
     end
     local held, why = core.claim_file(ready_file(project))
     assert.is_false(held); assert.equal("held", why)
-    h.must("kill -9 " .. pid)
+    assert(h.signal(pid, "KILL"), "the holder ended before it was killed")
     h.wait_exit(pid) -- CI once saw the acquire meet the dying holder's lock under ASan, and list
     h.sh("rm -rf " .. h.q(dir))
     local s = assert(pool:acquire("sess-after-crash", HAND_OVER))
@@ -286,7 +286,7 @@ describe("a warm pool's store on this host #docker", function()
       print("ANSWERED " .. s.project); io.stdout:flush()
       while true do sandstack.core.sleep(1) end
     ]]):format(name, dir .. "/opts.lua", dir .. "/slow.lua", source(HAND_OVER)))
-    local pid = tonumber((h.must(("%s > %s/out 2>&1 & echo $!"):format(cmd, h.q(dir)))))
+    local pid = h.start(("%s > %s/out 2>&1"):format(cmd, h.q(dir)))
     local out
     for _ = 1, 1000 do
       out = h.read_file(dir .. "/out") or ""
@@ -298,7 +298,7 @@ describe("a warm pool's store on this host #docker", function()
     end
     local answered = out:match("ANSWERED (%S+)")
     local listed = state() -- the engine still shows the ready mark: the held file says in use
-    h.sh("kill -9 " .. pid)
+    h.signal(pid, "KILL")
     h.wait_exit(pid) -- a lock still held would say "in use by a live process": not taken down
     h.sh("rm -rf " .. h.q(dir))
     assert.equal(project, answered, out)

@@ -122,10 +122,15 @@ describe("h:spawn on docker #docker", function()
   end)
 
   it("refuses bad calls with typed errors, leaving nothing running", function()
-    assert.has_error(function() stack:spawn({}) end, "spawn: argv must be a non-empty list of strings or a string")
+    local ok, msg = pcall(stack.spawn, stack, {})
+    assert.is_false(ok)
+    assert.matches("spawn: argument 'argv' must be a non-empty list of strings or a string", msg, 1, true)
     assert.has_error(function() stack:spawn({ "sh" }, { colour = 1 }) end)
-    assert.has_error(function() stack:spawn({ "sh" }, { cols = 0 }) end)
-    local _, err = stack:spawn({ "sh" }, { service = "nope" })
+    local p, err = stack:spawn({ "sh" }, { cols = 0 }) -- a value: refused
+    assert.is_nil(p)
+    assert.same({ "invalid", "invalid_option", "cols" }, { err.kind, err.reason, err.option })
+    assert.has_error(function() stack:spawn({ "sh" }, { tty = "yes" }) end) -- a wrong type: raised
+    p, err = stack:spawn({ "sh" }, { service = "nope" })
     assert.equal("invalid", err.kind)
     assert.equal("unknown_service", err.reason)
     local p = assert(stack:spawn({ "true" }))

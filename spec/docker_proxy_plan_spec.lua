@@ -97,10 +97,16 @@ describe("the proxy sandstack adds for egress_policy (plan, no engine)", functio
   end)
 
   it("refuses hosts and proxy_hosts that are not maps of host names to addresses, naming the option", function()
+    -- not a map, or a map to something that is not an address string: a programming error (it raises)
+    for _, v in ipairs { "10.0.0.1", { "10.0.0.1" }, { ok = 7 }, { ok = true } } do
+      dh.mistyped(plan, { agent_port = 1, image = "a", services = { { name = "db", image = "d", egress = "none", hosts = v } } },
+        "services.db.hosts")
+      dh.mistyped(plan, opts { proxy_hosts = v }, "proxy_hosts")
+    end
     local bad = {
-      "10.0.0.1", { "10.0.0.1" }, { ["a b"] = "10.0.0.1" }, { ["a\nb"] = "10.0.0.1" }, { ["-a"] = "10.0.0.1" },
+      { ["a b"] = "10.0.0.1" }, { ["a\nb"] = "10.0.0.1" }, { ["-a"] = "10.0.0.1" },
       { ["a..b"] = "10.0.0.1" }, { [("a"):rep(64)] = "10.0.0.1" }, { ok = "10.0.0.256" }, { ok = "host.example" },
-      { ok = "10.0.0.1\n1.2.3.4 evil" }, { ok = 7 }, { ok = true },
+      { ok = "10.0.0.1\n1.2.3.4 evil" },
     }
     for i, v in ipairs(bad) do
       refused({ agent_port = 1, image = "a", services = { { name = "db", image = "d", egress = "none", hosts = v } } },
@@ -143,7 +149,7 @@ describe("the proxy sandstack adds for egress_policy (plan, no engine)", functio
 
   it("needs a well-formed upstream; a service already named proxy must be named as the proxy", function()
     refused(opts { proxy_upstream = "ftp://x" }, "proxy_upstream")
-    refused(opts { proxy_upstream = 3 }, "proxy_upstream")
+    dh.mistyped(plan, opts { proxy_upstream = 3 }, "proxy_upstream")
     refused(opts { proxy_image = "" }, "proxy_image")
     local err = refused(opts { services = { { name = "proxy", image = "p", egress = "none" } } }, nil, "duplicate_service")
     assert.equal("proxy", err.service)
@@ -179,9 +185,12 @@ describe("the proxy sandstack adds for egress_policy (plan, no engine)", functio
 end)
 
 describe("sandstack.docker.build_images (no engine)", function()
-  it("raises on an unknown option or a bad image name, and names a proxy binary it cannot use", function()
+  it("raises on an unknown option or a wrong type, refuses a bad image name, and names a proxy binary it cannot use", function()
     assert.has_error(function() docker.build_images { nope = 1 } end)
-    assert.has_error(function() docker.build_images { proxy_image = "no tag" } end)
+    assert.has_error(function() docker.build_images { proxy_image = 7 } end)
+    local bad, berr = docker.build_images { proxy_image = "no tag" } -- a value: refused, not raised
+    assert.is_nil(bad)
+    assert.same({ "invalid", "invalid_option", "proxy_image" }, { berr.kind, berr.reason, berr.option })
     local r, err = docker.build_images { proxy_binary = "/nonexistent/sandstack-proxy" }
     assert.is_nil(r)
     assert.equal("not_found", err.reason)

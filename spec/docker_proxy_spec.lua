@@ -19,20 +19,12 @@ local dh = require "docker_proxy_harness"
 
 -- a /28 in 203.0.113.64 .. .191 (203.0.113.53 is never in it)
 local S = dh.stack("h6", "sh6", function(r) return 16 * (4 + r % 8) end)
-local PROXY_IMAGE, FORWARDER_IMAGE, CLIENT = S.PROXY_IMAGE, S.FORWARDER_IMAGE, S.CLIENT
-local PROJECT, NS, TOKEN, KEY, top = S.PROJECT, S.NS, S.TOKEN, S.KEY, S.top
-local addr, missing, sandbox, in_sandbox, audit = S.addr, S.missing, S.sandbox, S.in_sandbox, S.audit
+local PROXY_IMAGE, CLIENT = S.PROXY_IMAGE, S.CLIENT
+local PROJECT, TOKEN, KEY = S.PROJECT, S.TOKEN, S.KEY
+local addr, missing, in_sandbox, audit = S.addr, S.missing, S.in_sandbox, S.audit
 
 -- proxy_client.py COMMAND ARGS... run by python3 inside the sandbox, against the added proxy.
-local function client(cmd, ...)
-  local args = {}
-  for i, a in ipairs { ... } do args[i] = h.q(a) end
-  local out = h.must(("docker exec -i %s python3 - %s proxy 3128 %s < %s"):format(sandbox(), cmd,
-    table.concat(args, " "), h.q(top .. "/spec/support/proxy_client.py")))
-  local v = core.json_decode(out:match("([^\n]+)%s*$") or "")
-  assert(v, "client printed no JSON: " .. out)
-  return v
-end
+local function client(cmd, ...) return (S.client(cmd, "proxy", "3128", ...)) end
 
 -- A CONNECT (or anything) sent as raw bytes; \r\n written as the two characters \ r \ n. The
 -- answer is read until the proxy closes or `wait` seconds pass (an open tunnel never closes).
@@ -59,30 +51,20 @@ describe("the proxy sandstack adds for egress_policy, with real clients in a rea
 
   lazy_setup(function()
     if skip_why then return end
-    work = h.must("mktemp -d /tmp/sstest-h6.XXXXXX"):gsub("%s+$", "")
-    local d = h.q(work)
+    work = S.workdir()
     dh.make_certs(work, "sstest-h6-ca", "allowed.test", { "allowed.test", "denied.test" })
     -- the outside: a namespace joined to the host by a veth, on its own /28
     S.outside_up { 2, 3, 4 }
     S.start_standin(work)
-    h.must(("ip netns exec %s setsid python3 %s %s 8080 %s 2 </dev/null >%s/model.log 2>&1 &"):format(
-      NS, h.q(top .. "/spec/support/model_standin.py"), addr(4), d, d))
-    for _ = 1, 100 do
-      if h.read_file(work .. "/standin.ready") and h.read_file(work .. "/model.ready") then break end
-      core.sleep(0.05)
-    end
+    S.start_peer("model_standin.py", { addr(4), "8080", work, "2" }, work .. "/model.log")
+    S.wait_ready(work, { "standin.ready", "model.ready" })
     -- the host's address on the default bridge: a gateway every container can reach
     gateway = h.sh("ip -4 -o addr show docker0 | awk '{ split($4, a, \"/\"); print a[1] }'"):match("^(%d+%.%d+%.%d+%.%d+)")
       or "172.17.0.1"
     S.build_images()
     local ca = h.read_file(work .. "/ca.pem")
-    stack, start_err = docker.start(PROJECT, {
-      project_name = PROJECT, agent_port = 8080, pull = "never",
-      forwarder_image = FORWARDER_IMAGE, proxy_image = PROXY_IMAGE,
-      services = { { name = "sandbox", image = CLIENT,
-        command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
-        env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } },
-      api_key = KEY, session_token = TOKEN,
+    stack, start_err = docker.start(PROJECT, S.options {
+      services = S.trusting(ca),
       egress_policy = { allow = { "allowed.test:443", "gw.test:443", "loop.test:443",
         { host = "model.test", port = 8080, methods = { "GET", "POST" }, paths = { "/v1/*" } } } },
       proxy_hosts = { ["allowed.test"] = addr(2), ["denied.test"] = addr(3), ["model.test"] = addr(4),
@@ -111,7 +93,7 @@ describe("the proxy sandstack adds for egress_policy, with real clients in a rea
     assert.equal(KEY, env.ANTHROPIC_API_KEY)
     assert.equal(TOKEN, env.SANDSTACK_SESSION_TOKEN)
     assert.truthy(env.SANDSTACK_EGRESS_POLICY:find('"host":"allowed.test"', 1, true))
-    local out = assert(in_sandbox("env; cat /proc/1/environ | tr '\\0' '\\n'"))
+    local out = assert(in_sandbox("env; cat " .. h.SERVICE_ENVIRON .. " | tr '\\0' '\\n'"))
     assert.truthy(out:find("HTTPS_PROXY=http://sandstack:" .. TOKEN .. "@proxy:3128\n", 1, true))
     assert.truthy(out:find("https_proxy=http://sandstack:" .. TOKEN .. "@proxy:3128\n", 1, true))
     assert.truthy(out:find("HTTP_PROXY=http://sandstack:" .. TOKEN .. "@proxy:3128\n", 1, true))
@@ -136,16 +118,14 @@ describe("the proxy sandstack adds for egress_policy, with real clients in a rea
 
   it("lets Python's urllib fetch through HTTPS_PROXY and refuses denied.test", function()
     if not ready() then return end
-    local script = [[
-import sys, urllib.request
-try:
-    print(urllib.request.urlopen("https://%s/py", timeout=10).read().decode().strip())
-except Exception as e:
-    print("refused:", e)
-]]
-    local out = assert(in_sandbox("python3 -c " .. h.q(script:format("allowed.test"))))
+    -- what urllib (proxy_client.py's urllib) printed: the body, or "refused: <the error>"
+    local function urllib(host)
+      local r = S.client("urllib", "10", "GET", "https://" .. host .. "/py")
+      return (r.error and "refused: " .. r.error or r.body:match("^%s*(.-)%s*$")) .. "\n"
+    end
+    local out = urllib("allowed.test")
     assert.equal("hello from allowed.test /py\n", out)
-    out = assert(in_sandbox("python3 -c " .. h.q(script:format("denied.test"))))
+    out = urllib("denied.test")
     assert.matches("^refused: .*403", out)
   end)
 
@@ -159,11 +139,10 @@ except Exception as e:
     assert.equal(200, bad.connect_status) -- the tunnel opens; the hello is what is refused
     assert.equal("error", bad.tls, core.json_encode(bad))
     local seen
-    for _ = 1, 20 do
+    pcall(h.wait_for, "an sni_mismatch line", function()
       for _, a in ipairs(audit()) do if a.decision == "sni_mismatch" then seen = a end end
-      if seen then break end
-      core.sleep(0.1)
-    end
+      return seen
+    end, 2, 0.1)
     assert(seen, "no sni_mismatch line in the proxy's audit")
     assert.equal("denied.test", seen.sni)
     assert.equal("allowed.test", seen.host)

@@ -43,9 +43,8 @@ local function hits() return h.read_file(srv.dir .. "/hits") or "" end
 describe("readiness probe against hostile agents", function()
   setup(function()
     srv.dir = h.must("mktemp -d /tmp/sstest-ready.XXXXXX"):gsub("%s+$", "")
-    local out = h.must(("python3 spec/support/hostile_http.py %s %s 600 >/dev/null 2>&1 & echo $!")
+    srv.pid = h.start(("python3 spec/support/hostile_http.py %s %s 600 >/dev/null 2>&1")
       :format(h.q(srv.dir .. "/ports"), h.q(srv.dir .. "/hits")))
-    srv.pid = assert(tonumber(out:match("(%d+)")), out)
     local t = clock()
     repeat
       srv.ports = read_ports(srv.dir .. "/ports")
@@ -56,7 +55,7 @@ describe("readiness probe against hostile agents", function()
   end)
 
   teardown(function()
-    if srv.pid then h.sh("kill " .. srv.pid .. "; wait " .. srv.pid .. " 2>/dev/null") end
+    if srv.pid then h.stop(srv.pid) end
     if srv.dir then h.sh("rm -rf " .. h.q(srv.dir)) end
   end)
 
@@ -109,6 +108,27 @@ describe("readiness probe against hostile agents", function()
       assert.equal(gone, err)
       assert.is_true(dt < 3, ("took %.2fs with ready_timeout = 10"):format(dt))
       assert.has_error(function() readiness.wait_ready(fake_run(1), srv.ports.ok) end)
+    end)
+
+    it("a wait that never connected says what the forwarder publishes now", function()
+      -- a refused connection for the whole wait: nothing listens on the host's side of the port
+      -- (the forwarder, or the engine's proxy of its port, went); its state and the port it
+      -- publishes now tell which, and whether the port moved
+      local fw = { State = { Status = "running" },
+        NetworkSettings = { Ports = { ["8080/tcp"] = { { HostIp = "127.0.0.1", HostPort = "41234" } } } } }
+      local run = fake_run(1, { eng = { perform = function(_, reqs)
+        local out = {}
+        for i = 1, #reqs do out[i] = { ok = true, body = fw } end
+        return out
+      end } })
+      run.plan.forwarder, run.plan.agent_port = "forwarder", 8080
+      run.plan.containers = { { name = "sstest-ready-forwarder", service = "forwarder", inspect = {} } }
+      local ok, err = A.wait_ready(run, 1) -- port 1 of loopback: nothing listens there
+      assert.is_nil(ok)
+      assert.equal("not_ready", err.reason)
+      assert.matches("cannot connect", err.last, 1, true)
+      assert.same({ state = "running", host_port = 41234 }, err.forwarder)
+      assert.matches("(the forwarder is running, publishing port 41234)", err.message, 1, true)
     end)
 
     it("a user req_adapter is still used, and each attempt gets at most the time left", function()

@@ -34,7 +34,12 @@ describe("runtime option: shape and plan", function()
   end
 
   it("refuses a runtime that is not a conservative name, as compose/invalid_option naming the option", function()
-    for _, bad in ipairs { 42, true, "", "run sc", "../runsc", "-runsc", "--network=host", "runsc;id", ("r"):rep(65) } do
+    -- a value of the wrong type is a programming error: it raises at the caller's line
+    for _, bad in ipairs { 42, true } do
+      assert.error_matches(function() docker.plan("k1", base("sstest-runsc-shape", { runtime = bad })) end,
+        "option 'runtime' must be a string", 1, true)
+    end
+    for _, bad in ipairs { "", "run sc", "../runsc", "-runsc", "--network=host", "runsc;id", ("r"):rep(65) } do
       local err = refused(bad)
       assert.equal("compose", err.kind, tostring(bad))
       assert.equal("invalid_option", err.reason, tostring(bad))
@@ -289,6 +294,26 @@ int main(void) {
       assert.equal(0, exec("sandbox", { "agent", "connect", "db", "5432", "2000" }).exit_code)
     end)
 
+    -- An exec's kill helper shares the sandbox's PID namespace; given a runsc container, runc puts
+    -- it in the host's instead (PID 1 is the host's init), with KILL and SYS_PTRACE, and it never
+    -- sees the exec. So under runsc the kill is a typed refusal and no helper is made at all.
+    it("ends no exec through a helper: a timeout's kill is unsupported/runtime, and no helper was created", function()
+      if skip_why then pending(skip_why) return end
+      local r, err = stack:exec({ "sleep", "5" }, { timeout = 1 })
+      assert.is_nil(r)
+      assert.equal("timeout", err.kind)
+      assert.is_false(err.killed)
+      assert.equal("unsupported", err.kill_error and err.kill_error.kind, tostring(err))
+      assert.equal("runtime", err.kill_error.reason)
+      assert.matches("runsc", err.kill_error.message, nil, true)
+      local helpers = h.sh("docker ps -a --filter label=io.sandstack.role=exec-kill --filter label=io.sandstack.project="
+        .. name .. " -q")
+      assert.equal("", helpers)
+      local killed = h.sh("docker events --since 60s --until 0s --filter type=container --filter event=create "
+        .. "--filter label=io.sandstack.role=exec-kill --filter label=io.sandstack.project=" .. name .. " --format x")
+      assert.equal("", killed, "a kill helper was created")
+    end)
+
     it("captures capture_path out of the gVisor sandbox", function()
       if skip_why then pending(skip_why) return end
       local nonce = core.random_hex(8)
@@ -330,8 +355,8 @@ int main(void) {
           .. " && ip addr add %s/30 dev %s && ip link set %s up && ip netns exec %s ip addr add %s/30 dev %s"
           .. " && ip netns exec %s ip link set %s up"):format(h.q(ns), hostif, nsif, nsif, h.q(ns), host_ip, hostif,
           hostif, h.q(ns), addr, nsif, h.q(ns), nsif))
-        pid = h.must(("ip netns exec %s setsid python3 spec/support/dns_logger.py %s 53 %s >%s 2>&1 </dev/null & echo $!")
-          :format(h.q(ns), addr, h.q(log), h.q(dir .. "/logger.out"))):match("%d+")
+        pid = h.start(("ip netns exec %s setsid python3 spec/support/dns_logger.py %s 53 %s >%s 2>&1 </dev/null")
+          :format(h.q(ns), addr, h.q(log), h.q(dir .. "/logger.out")))
         for _ = 1, 50 do
           if (h.read_file(dir .. "/logger.out") or ""):find("listening", 1, true) then break end
           core.sleep(0.1)
@@ -351,9 +376,68 @@ int main(void) {
         assert.is_nil(seen:find("sbx-" .. nonce, 1, true), "the sandbox's query left the stack:\n" .. seen)
         assert.is_nil(seen:find("db-" .. nonce, 1, true), "the egress = none sidecar's query left the stack:\n" .. seen)
       end)
-      if pid then h.sh("kill " .. pid) end
+      if pid then h.stop(pid) end
       down()
       assert(ok, err)
     end)
+  end)
+end)
+
+-- A snapshot's helpers (sandstack-tree copying and comparing the volumes) run under the stack's
+-- runtime: seen in the create bodies the engine received (through the engine double's "record"), and by
+-- what they did under gVisor (a restore with the files, owners and modes; changes; a FIFO,
+-- which gVisor would keep in its memory, refused).
+describe("a snapshot of a stack under runsc #docker", function()
+  local eng, rec, name
+  setup(function() eng = assert(sandstack.engine {}) end)
+  teardown(function()
+    if name then docker.reap { prefix = name } end
+    for _, s in ipairs(docker.snapshots { source = name } or {}) do docker.remove_snapshot(s) end
+    if rec then rec.stop() end
+    eng:close()
+  end)
+
+  it("copies, compares and restores the volumes in helpers under runsc", function()
+    if not registered(eng) then pending("runsc is not registered with this engine") return end
+    rec = require("engine_double").start("record", { engine = (os.getenv("DOCKER_HOST")
+      or "unix:///var/run/docker.sock"):match("^unix://(.+)$") or "/var/run/docker.sock" })
+    name = PREFIX .. "snap-" .. core.random_hex(3)
+    local o = base(name, { runtime = "runsc", docker_host = rec.host, volumes = { { name = "workspace" } } })
+    o.services[1].volumes = { { name = "workspace", target = "/workspace" } }
+    local stack = assert(docker.start(name, o))
+    -- the files' side, by a container of the test's own (the sandbox may not chown)
+    local function on_volume(volume, cmd)
+      return h.must(("docker run --rm --network none -v %s:/workspace %s sh -c %s"):format(h.q(volume), AGENT, h.q(cmd)))
+    end
+    local LIST = "cd /workspace && ls -lnR --full-time . && md5sum f sub/g"
+    on_volume(name .. "-workspace", "cd /workspace && echo one > f && mkdir sub && echo two > sub/g && ln -s f link"
+      .. " && chown 1234:5678 sub/g && chmod 4750 sub/g && mkfifo pipe")
+    -- gVisor keeps a FIFO it makes in its own memory: refused, not lost
+    local none, err = stack:snapshot()
+    assert.is_nil(none)
+    assert.equal("special_file", err.reason)
+    assert.same({}, assert(docker.snapshots { source = name }))
+    on_volume(name .. "-workspace", "rm /workspace/pipe")
+    local before = on_volume(name .. "-workspace", LIST)
+    local snap = assert(stack:snapshot())
+    on_volume(name .. "-workspace", "echo ONE > /workspace/f && echo new > /workspace/n")
+    assert.same({ { path = "f", kind = "changed" }, { path = "n", kind = "added" } },
+      assert(stack:changes { since = snap }).workspace.workspace)
+    local RP = name .. "-r"
+    local r = assert(docker.start(RP, { from_snapshot = snap, project_name = RP }))
+    assert.equal(before, on_volume(RP .. "-workspace", LIST))
+    assert.matches("4750", (on_volume(RP .. "-workspace", "stat -c %a /workspace/sub/g")), nil, true)
+    assert(r:destroy()); r:close()
+    assert(stack:destroy()); stack:close()
+    assert(docker.remove_snapshot(snap))
+    local helpers = 0
+    for _, q in ipairs(rec.requests()) do
+      local c = q.target:match("^/v[%d.]+/containers/create%?name=([^&]*%-snapshot%-[^&]*)")
+      if c then
+        helpers = helpers + 1
+        assert.equal("runsc", assert(core.json_decode(q.body)).HostConfig.Runtime, c)
+      end
+    end
+    assert.equal(4, helpers) -- the refused copy, the snapshot's copy, the comparison, the restore's copy
   end)
 end)

@@ -135,9 +135,24 @@ describe("the session interface on sandstack.docker #docker", function()
       assert.has_error(function() stack:exec({ "cat" }, { stdin = 5 }) end)
     end)
 
+    it("puts the engine's message in stderr when the program is not there, with docker exec's 126", function()
+      for _, o in ipairs { {}, { stdin = "x" } } do -- the one-call exec, and the spawned one stdin takes
+        local r = assert(stack:exec({ "no-such-program-here" }, o))
+        assert.equal(126, r.code)
+        assert.equal("", r.stdout)
+        assert.truthy(r.stderr:find("no-such-program-here", 1, true), r.stderr)
+        assert.truthy(r.stderr:find("not found", 1, true), r.stderr)
+      end
+      -- the control: a program that ran and exited 126 keeps what it wrote where it wrote it
+      local r = assert(stack:exec({ "sh", "-c", "echo out; exit 126" }))
+      assert.same({ 126, "out\n", "" }, { r.code, r.stdout, r.stderr })
+    end)
+
     it("refuses bad arguments as programming errors", function()
       assert.has_error(function() stack:exec({}) end)
-      assert.has_error(function() stack:exec("true", { timeout = -1 }) end)
+      local r, err = stack:exec("true", { timeout = -1 }) -- a value: refused
+      assert.is_nil(r)
+      assert.same({ "invalid", "invalid_option", "timeout" }, { err.kind, err.reason, err.option })
       assert.has_error(function() stack:exec("true", { bogus = 1 }) end)
     end)
   end)
@@ -243,18 +258,56 @@ describe("the session interface on sandstack.docker #docker", function()
         assert.is_number(m.netRx)
       end
     end)
+
+    it("samples over a window as a series, each sample's CPU measured since the one before", function()
+      -- one CPU kept busy for the whole window, in the sandbox only
+      local busy = assert(stack:spawn({ "sh", "-c", "while :; do :; done" }))
+      -- what one-shot reads of the three containers cost now, under this load, one after another
+      -- (the engine answers at once, without its own second of CPU measurement)
+      local function one_shot_reads()
+        local t = core.engine_clock()
+        for _, svc in ipairs { "sandbox", "tool", "forwarder" } do
+          assert(eng:call("GET", "/containers/" .. stack.project .. "-" .. svc .. "/stats", nil,
+            { query = { stream = "false", ["one-shot"] = "true" } }))
+        end
+        return core.engine_clock() - t
+      end
+      local per_read = one_shot_reads()
+      local t0 = core.engine_clock()
+      local series = assert(stack:stats { window = 3, every = 1 })
+      local took = core.engine_clock() - t0
+      per_read = math.max(per_read, one_shot_reads())
+      assert(busy:kill("KILL"))
+      busy:wait(10)
+      busy:close()
+      assert.equal(3, #series)
+      -- the window, and the first and last reads on top (not a second's measurement each)
+      assert.is_true(took >= 2.9 and took < 3.5 + 3 * per_read, ("the window took %.2fs, one-shot reads %.2fs"):format(took, per_read))
+      local last
+      for i, st in ipairs(series) do
+        for _, svc in ipairs { "sandbox", "tool", "forwarder" } do assert.is_table(st[svc], svc .. " in sample " .. i) end
+        -- on a shared machine the loop gets what the load leaves it (under a load of 16 on 2 cores,
+        -- 15 to 45%), always far above the idle tool, and never more than every CPU
+        local busy_pct, idle_pct = st.sandbox.cpuUsedPct, st.tool.cpuUsedPct
+        assert.is_true(busy_pct > 3 and busy_pct > 3 * idle_pct, ("sample %d: the busy sandbox used %.1f%%, the idle "
+          .. "tool %.1f%%"):format(i, busy_pct, idle_pct))
+        assert.is_true(busy_pct <= 100 * st.sandbox.cpuCount + 5, ("sample %d: %.1f%%"):format(i, busy_pct))
+        assert.is_true(not last or st.sandbox.timestamp > last, "samples in time order")
+        last = st.sandbox.timestamp
+      end
+      -- refused values of the right type: nil, err naming the option; a wrong type raises
+      for _, c in ipairs { { { window = 0 }, "window" }, { { every = 1 }, "every" }, { { window = 1, every = 2 }, "window" },
+        { { window = 3601 }, "window" } } do
+        local none, serr = stack:stats(c[1])
+        assert.is_nil(none)
+        assert.same({ "invalid", "invalid_option", c[2] }, { serr.kind, serr.reason, serr.option })
+      end
+      assert.has_error(function() stack:stats { window = "3" } end)
+    end)
   end)
 
   describe("the CLI", function()
-    local cli = require "sandstack.cli"
-    -- runs `sandstack ARGV...` in this process: exit code, stdout, stderr
-    local function run(...)
-      local o, e = {}, {}
-      local out = { write = function(self, ...) for _, x in ipairs { ... } do o[#o + 1] = x end return self end }
-      local err = { write = function(self, ...) for _, x in ipairs { ... } do e[#e + 1] = x end return self end }
-      local code = cli.main({ ... }, out, err)
-      return code, table.concat(o), table.concat(e)
-    end
+    local run = require("helpers").cli
 
     it("exec prints the command's streams and exits with its code; a timeout exits 125", function()
       local code, out, err = run("exec", stack.session_key, "--", "sh", "-c", "echo out; echo err >&2; exit 7")

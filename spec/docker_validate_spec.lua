@@ -137,7 +137,6 @@ describe("sandstack.docker validation (no engine)", function()
       { {}, "agent_port", true },
       { { agent_port = 0 }, "agent_port", true },
       { { agent_port = 70000 }, "agent_port", true },
-      { { agent_port = "80" }, "agent_port", true },
       { { pull = "sometimes" }, "pull" },
       { { ready_timeout = -1 }, "ready_timeout" },
       { { health_timeout = 0 }, "health_timeout" },
@@ -147,20 +146,22 @@ describe("sandstack.docker validation (no engine)", function()
       { { memory = "1k" }, "memory" },
       { { cpus = 0 }, "cpus" },
       { { pids_limit = 1.5 }, "pids_limit" },
-      { { cap_drop = "ALL" }, "cap_drop" },
-      { { readonly_rootfs = "yes" }, "readonly_rootfs" },
       { { tmpfs = { ["tmp"] = "rw" } }, "tmpfs" },
-      { { network = { internal = "false" } }, "network.internal" },
-      { { network = { internal = 0 } }, "network.internal" },
-      { { network = { options = { x = 1 } } }, "network.options" },
-      { { services = "db" }, "services" },
       { { subnet_pool = "10.0.0.0/29" }, "subnet_pool" },
       { { subnet_pool = "nonsense" }, "subnet_pool" },
       { { ready = { nosuch = { test = "true" } } }, "ready.nosuch" },
-      { { ready = { sandbox = {} } }, "ready.sandbox" },
-      { { ready = { sandbox = { test = "true", interval = 0 } } }, "ready.sandbox" },
+      { { ready = { sandbox = {} } }, "ready.sandbox.test" },
+      { { ready = { sandbox = { test = "true", interval = 0 } } }, "ready.sandbox.interval" },
+      { { ready = { sandbox = { log = "" } } }, "ready.sandbox.log" },
+      { { ready = { sandbox = { log = ("x"):rep(1025) } } }, "ready.sandbox.log" },
+      { { ready = { sandbox = { times = 2 } } }, "ready.sandbox.times" },
+      { { ready = { sandbox = { log = "up", times = 0 } } }, "ready.sandbox.times" },
+      { { ready = { sandbox = { port = 70000 } } }, "ready.sandbox.port" },
+      { { ready = { sandbox = { port = 8080, interval = 1 } } }, "ready.sandbox.interval" },
+      { { ready_path = "" }, "ready_path" },
+      { { ports = { 0 } }, "ports[1]" },
+      { { ports = { { port = 70000 } } }, "ports[1].port" },
       { { services = { { name = "db", image = "x", egress = "maybe" } } }, "services.db.egress" },
-      { { services = { { name = "db", image = "x", egress = "none", env = { A = true } } } }, "services.db.env" },
       { { services = { { name = "db", image = "x", egress = "none", port = 0 } } }, "services.db.port" },
       { { services = { { name = "db", image = "x", egress = "none", volumes = { { name = "undeclared", target = "/x" } } } } },
         "services.db.volumes" },
@@ -179,28 +180,52 @@ describe("sandstack.docker validation (no engine)", function()
       assert.equal("invalid_option", err.reason, case[2] .. ": " .. tostring(err))
       assert.equal(case[2], err.option)
     end
+    -- a value of the wrong type is a programming error: it raises, naming the option
+    local mistyped = {
+      { { agent_port = "80" }, "agent_port", true }, { { cap_drop = "ALL" }, "cap_drop" },
+      { { readonly_rootfs = "yes" }, "readonly_rootfs" }, { { network = { internal = "false" } }, "network.internal" },
+      { { network = { internal = 0 } }, "network.internal" }, { { network = { options = { x = 1 } } }, "network.options" },
+      { { services = "db" }, "services" },
+      { { ready = { sandbox = { log = 5 } } }, "ready.sandbox.log" },
+      { { ready = { sandbox = { log = "up", times = "2" } } }, "ready.sandbox.times" },
+      { { ready = { sandbox = { port = "8080" } } }, "ready.sandbox.port" },
+      { { ready = { sandbox = { test = { "CMD", 1 } } } }, "ready.sandbox.test" },
+      { { ready_path = true }, "ready_path" },
+      { { ports = 8080 }, "ports" }, { { ports = { "x" } }, "ports[1]" },
+      { { ports = { { port = 1, host_port = "2" } } }, "ports[1].host_port" },
+      { { services = { { name = "db", image = "x", egress = "none", env = { A = true } } } }, "services.db.env" },
+    }
+    for _, case in ipairs(mistyped) do
+      local o = case[3] and { image = "x" } or opts()
+      for k, v in pairs(case[1]) do o[k] = v end
+      local ok, msg = pcall(plan, o)
+      assert.is_false(ok, case[2])
+      assert.matches("option '" .. case[2] .. "' must be", msg, 1, true)
+    end
   end)
 
   it("says what a value of the wrong type was, never quoting a secret", function()
-    local cases = {
-      { { agent_port = "8080" }, 'agent_port must be a number 1-65535, got string "8080"' },
-      { { agent_port = 70000 }, "agent_port must be a number 1-65535, got number 70000" },
-      { { agent_port = true }, "agent_port must be a number 1-65535, got boolean true" },
-      { { ready_timeout = "60" }, 'ready_timeout must be a number above zero, got string "60"' },
-      { { ready_path = 5 }, "ready_path must be a string, got number 5" },
-      { { readonly_rootfs = "yes" }, 'readonly_rootfs must be true or false, got string "yes"' },
+    local raised = {
+      { { agent_port = "8080" }, 'agent_port\' must be a port number, got string "8080"' },
+      { { agent_port = true }, "agent_port' must be a port number, got boolean true" },
+      { { ready_timeout = "60" }, 'ready_timeout\' must be a number of seconds, got string "60"' },
+      { { ready_path = 5 }, "ready_path' must be a path starting with '/', or false, got number 5" },
+      { { readonly_rootfs = "yes" }, 'readonly_rootfs\' must be true or false, got string "yes"' },
       { { services = { { name = "db", image = "x", egress = "none", port = "5432" } } },
-        'services.db.port must be a port number 1-65535, got string "5432"' },
-      { { api_key = 12345678901234567 }, "api_key must be a string, got a number" },
+        'services.db.port\' must be a port number, got string "5432"' },
+      { { api_key = 12345678901234567 }, "api_key' must be a string, got a number" },
     }
-    for _, case in ipairs(cases) do
+    for _, case in ipairs(raised) do
       local o = opts()
       for k, v in pairs(case[1]) do o[k] = v end
-      local p, err = plan(o)
-      assert.is_nil(p, case[2])
-      assert.matches(case[2], err.message, 1, true)
+      local ok, msg = pcall(plan, o)
+      assert.is_false(ok, case[2])
+      assert.matches(case[2], msg, 1, true)
     end
-    local _, err = plan { image = "x" }
+    local p, err = plan(opts { agent_port = 70000 }) -- a number out of range: refused, saying what it was
+    assert.is_nil(p)
+    assert.matches("agent_port must be a number 1-65535, got number 70000", err.message, 1, true)
+    p, err = plan { image = "x" }
     assert.matches("agent_port is required", err.message, 1, true)
   end)
 
@@ -720,7 +745,12 @@ describe("sandstack.docker provider fidelity (no engine)", function()
   end)
 
   it("refuses a session_token that is short, unsafe, not a string or without a proxy, never quoting it", function()
-    local bad = { "", ("a"):rep(31), ("a"):rep(257), TOKEN .. " x", TOKEN .. "\n", TOKEN .. "@host", TOKEN .. ":", 42, true }
+    for _, t in ipairs { 42, true } do -- a programming error: it raises, never quoting it
+      local ok, msg = pcall(plan, with_proxy { session_token = t })
+      assert.is_false(ok)
+      assert.matches("option 'session_token' must be a string, got a", msg, 1, true)
+    end
+    local bad = { "", ("a"):rep(31), ("a"):rep(257), TOKEN .. " x", TOKEN .. "\n", TOKEN .. "@host", TOKEN .. ":" }
     for _, t in ipairs(bad) do
       local p, err = plan(with_proxy { session_token = t })
       assert.is_nil(p, tostring(t))
@@ -780,10 +810,13 @@ describe("sandstack.docker provider fidelity (no engine)", function()
       assert.same({ "NET_RAW" }, hc.CapDrop, c.service)
       assert.equal(64, hc.PidsLimit, c.service)
     end
-    for _, v in ipairs { true, 0, -1, 1.5, "512" } do
+    for _, v in ipairs { 0, -1, 1.5 } do
       local q, err = plan(opts { pids_limit = v })
       assert.is_nil(q, tostring(v))
       assert.equal("pids_limit", err.option)
+    end
+    for _, v in ipairs { true, "512" } do -- a wrong type raises
+      assert.has_error(function() plan(opts { pids_limit = v }) end)
     end
   end)
 
@@ -794,7 +827,7 @@ describe("sandstack.docker provider fidelity (no engine)", function()
       assert.is_nil(p, core.json_encode(t))
       assert.equal("compose", err.kind)
       assert.equal("invalid_option", err.reason)
-      assert.equal("ready.sandbox", err.option)
+      assert.equal("ready.sandbox.test", err.option)
     end
     for _, t in ipairs { { "CMD", "true" }, { "CMD-SHELL", "true" }, "true", { "true" } } do
       assert.truthy(plan(opts { ready = { sandbox = { test = t } } }), core.json_encode(t))
@@ -836,7 +869,8 @@ describe("the plan's bodiless requests (no engine)", function()
       assert.equal("GET /containers/" .. c.name .. "/json", keyed(c.inspect))
     end
     assert.equal(#p.containers, #p.removals.containers)
-    assert.equal(#p.networks + #p.volumes, #p.removals.rest)
+    assert.equal(#p.networks, #p.removals.networks)
+    assert.equal(#p.volumes, #p.removals.volumes)
     assert.same({ force = "1", v = "1" }, p.removals.containers[1].query)
     assert.equal(3, #p.removals.lists)
     -- what a record keeps (names) is turned into the same requests
@@ -867,19 +901,28 @@ describe("a teardown against a scripted engine (no engine)", function()
 
   -- A labelled volume that shares a known network's name (a user volume keyed "sbx" is
   -- <project>-sbx, as the sandbox network is) is another object: the destroy removes it too.
-  it("removes what the label lists add, kind by kind, even under a known object's name", function()
+  -- What the lists add goes in the round of its kind: containers, then networks, then volumes
+  -- (compose's order), never a volume between two networks.
+  it("removes what the label lists add, kind by kind, even under a known object's name, in compose's order", function()
     local p = assert(plan(opts { volumes = { { name = "w" } } }))
-    local log = {}
-    local e = scripted.with({})
-    function e:request(m, path)
-      log[#log + 1] = m .. " " .. path
+    local e = scripted.new(function(m, path)
       if m == "GET" and path == "/volumes" then return 200, { Volumes = { { Name = p.project .. "-sbx" } } } end
+      if m == "GET" and path == "/networks" then return 200, { { Name = p.project .. "-extra" } } end
       if m == "GET" then return 200, {} end
       return 204
-    end
+    end)
     assert(inventory.remove_project(e, p.project, p.removals))
-    local sent = table.concat(log, "\n") .. "\n"
+    local sent = table.concat(e.log, "\n") .. "\n"
     assert.truthy(sent:find("DELETE /volumes/" .. p.project .. "-sbx\n", 1, true), sent)
     assert.truthy(sent:find("DELETE /networks/" .. p.project .. "-sbx\n", 1, true), sent)
+    assert.truthy(sent:find("DELETE /networks/" .. p.project .. "-extra\n", 1, true), sent)
+    local rank, last = { containers = 1, networks = 2, volumes = 3 }, 0
+    for _, l in ipairs(e.log) do
+      local kind = l:match("^DELETE /(%a+)/")
+      if kind then
+        assert.is_true(rank[kind] >= last, "out of compose's order:\n" .. sent)
+        last = rank[kind]
+      end
+    end
   end)
 end)

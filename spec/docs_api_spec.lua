@@ -1,13 +1,12 @@
 -- The reference (docs/api/*.md, and any page of docs/ with a marker) is held to the code both ways: every option name a validator
 -- accepts is documented, and every documented name is accepted. The names are read from the
 -- validators themselves, never from a copy:
---   - the start options' C validator (csrc/stack/validate.c) through core.stack_option_keys;
+--   - the start options' C validator (csrc/stack/validate.c) through require("sandstack_test.stack").option_keys;
 --   - every Lua options check, which goes through core.check_keys: the spec wraps it, calls the
 --     function, and the wrapper hands back the set it was given (and stops the call there).
 --
 -- A documented options table is the markdown table right after a marker line
---   <!-- api: ID -->
--- whose first column holds the option names in backquotes (`name`, or `a`, `b` in one row).
+-- `<!-- api: ID -->` (spec/support/api_tables.lua reads them).
 -- To document a new function or method: write its section with the marker and the table, and
 -- add one line to SECTIONS below saying how to reach its options check. The spec fails for a
 -- marker without a line here, and for a line here without a marker.
@@ -56,7 +55,7 @@ end
 
 local function stack_level(level)
   return function()
-    local keys = core.stack_option_keys(level)
+    local keys = require("sandstack_test.stack").option_keys(level)
     table.sort(keys)
     return keys
   end
@@ -118,6 +117,7 @@ local SECTIONS = {
   ["sandstack.docker.start services volumes"] = stack_level("mount"),
   ["sandstack.docker.start volumes"] = stack_level("volume"),
   ["sandstack.docker.start ready"] = stack_level("ready"),
+  ["sandstack.docker.start ports"] = stack_level("port"),
   ["sandstack.docker.start network"] = stack_level("network"),
   ["sandstack.docker.start credentials"] = stack_level("credential"),
   ["sandstack.docker.reconnect"] = probe(function() sandstack.docker.reconnect({ project = "p" }, {}) end),
@@ -126,6 +126,7 @@ local SECTIONS = {
   ["sandstack.docker.down"] = probe(function() sandstack.docker.down("p", {}) end),
   ["sandstack.docker.build_images"] = probe(function() sandstack.docker.build_images {} end),
   ["sandstack.docker.pool"] = probe(function() sandstack.docker.pool { name = "p", stack = {} } end),
+  ["sandstack.docker.pool credentials"] = upvalue_keys(require("sandstack.docker.pool_slots").prepare, "SLOT_FIELDS"),
   ["pool:fill"] = probe(function(pool) pool:fill {} end, 1, docker_pool),
   ["pool:serve"] = probe(function(pool) pool:serve {} end, 1, docker_pool),
   ["stack:stop"] = probe(function() docker_stack():stop {} end),
@@ -178,36 +179,8 @@ local SECTIONS = {
 
 local function read(path) return assert(h.read_file(path)) end
 
--- { id = { file =, line =, keys = {sorted} } } from the markers of every docs/api/*.md.
-local function documented()
-  local out = {}
-  local p = assert(io.popen("find docs -name '*.md' | sort"))
-  for file in p:lines() do
-    local lines = {}
-    for l in (read(file) .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = l end
-    for i, l in ipairs(lines) do
-      local id = l:match("^<!%-%-%s*api:%s*(.-)%s*%-%->%s*$")
-      if id then
-        assert(not out[id], file .. ":" .. i .. ": marker " .. id .. " appears twice")
-        local keys, j = {}, i + 1
-        while lines[j] and lines[j]:match("^%s*$") do j = j + 1 end
-        local row = 0
-        while lines[j] and lines[j]:match("^|") do
-          row = row + 1
-          local first = lines[j]:match("^|([^|]*)|")
-          if row > 2 and first then -- after the header and its separator
-            for name in first:gmatch("`([^`]+)`") do keys[#keys + 1] = name end
-          end
-          j = j + 1
-        end
-        table.sort(keys)
-        out[id] = { file = file, line = i, keys = keys }
-      end
-    end
-  end
-  p:close()
-  return out
-end
+-- { id = { file =, line =, keys = {sorted}, rows = ... } } from the markers (spec/support/api_tables.lua).
+local documented = require("api_tables").read
 
 local function diff(a, b)
   local set, out = {}, {}

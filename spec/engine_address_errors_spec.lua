@@ -30,14 +30,13 @@ describe("the engine's address in errors", function()
   setup(function()
     dir = h.must("mktemp -d /tmp/sstest-engaddr.XXXXXX"):match("%S+")
     h.write_file(dir .. "/notdocker.py", NOT_DOCKER)
-    pid = h.must(("python3 %s %s >/dev/null 2>&1 & echo $!"):format(h.q(dir .. "/notdocker.py"), h.q(dir .. "/web.sock")))
-      :match("%d+")
+    pid = h.start(("python3 %s %s >/dev/null 2>&1"):format(h.q(dir .. "/notdocker.py"), h.q(dir .. "/web.sock")))
     h.must("for i in $(seq 100); do [ -S " .. h.q(dir .. "/web.sock") .. " ] && exit 0; sleep 0.05; done; exit 1")
     h.write_file(dir .. "/plain", "")
   end)
 
   teardown(function()
-    if pid then h.sh("kill " .. pid) end
+    if pid then h.stop(pid) end
     if dir then h.sh("rm -rf " .. h.q(dir)) end
   end)
 

@@ -38,12 +38,15 @@ describe("eng:exec #docker", function()
       { function() eng:exec(id, { "a", 1 }) end, "exec: argv must be a list of strings" },
       { function() eng:exec(id, { "true" }, "x") end, "exec: options must be a table" },
       { function() eng:exec(id, { "true" }, { bogus = 1 }) end, "exec: unknown option 'bogus'" },
-      { function() eng:exec(id, { "true" }, { timeout = 0 }) end, "exec: option 'timeout' must be a positive number" },
-      { function() eng:exec(id, { "true" }, { max_bytes = "1" }) end, "exec: option 'max_bytes' must be a positive number" },
+      { function() eng:exec(id, { "true" }, { max_bytes = "1" }) end, "exec: option 'max_bytes' must be a number, got string" },
       { function() eng:exec(id, { "true" }, { env = "A=1" }) end, "exec: option 'env' must be a table" },
       { function() eng:exec(id, { "true" }, { env = { "A" } }) end, "exec: env entries must be 'K=V' strings" },
       { function() eng:exec(id, { "true" }, { env = { [true] = "x" } }) end, "exec: env keys must be strings" },
     }
+    -- a number out of range is a refused value: nil, err
+    local none, err = eng:exec(id, { "true" }, { timeout = 0 })
+    assert.is_nil(none)
+    assert.same({ "invalid", "invalid_option", "timeout" }, { err.kind, err.reason, err.option })
     for _, c in ipairs(cases) do
       local msg = raised(c[1])
       assert.truthy(msg:find(c[2], 1, true), msg)

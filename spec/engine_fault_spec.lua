@@ -1,25 +1,14 @@
--- sandstack.engine against a misbehaving fake daemon (spec/support/fake_engine.py) on a unix
--- socket in a temporary directory: the faults a real daemon cannot be made to show on cue.
+-- sandstack.engine against the engine double in its faults mode (spec/support/engine_double.py)
+-- on a unix socket and over TLS: the faults a real daemon cannot be made to show on cue.
 local sandstack = require "sandstack"
 local core = sandstack.core
+local double = require "engine_double"
 
 local function sh(cmd)
   local p = assert(io.popen(cmd))
   local out = p:read("a")
   p:close()
   return (out:gsub("%s+$", ""))
-end
-
-local function wait_for(path)
-  local deadline = core.engine_clock() + 10
-  while core.engine_clock() < deadline do
-    local f = io.open(path, "rb")
-    if f then f:close() return true end
-    local st = sh("test -S '" .. path .. "' && echo yes")
-    if st == "yes" then return true end
-    os.execute("sleep 0.05")
-  end
-  return false
 end
 
 -- A hijacked exec against the fake's echoing start: bytes out and back, then the half-close
@@ -40,19 +29,14 @@ local function hijack_round_trip(eng)
 end
 
 describe("sandstack.engine faults", function()
-  local dir, sock, pid, eng
+  local fake, dir, sock, eng
 
   setup(function()
-    dir = sh("mktemp -d /tmp/sstest-engine-XXXXXX")
-    sock = dir .. "/fake.sock"
-    pid = sh("python3 spec/support/fake_engine.py '" .. sock .. "' >'" .. dir .. "/log' 2>&1 & echo $!")
-    assert(wait_for(sock), "the fake engine did not start")
+    fake = double.start("faults")
+    dir, sock = fake.dir, fake.sock
   end)
 
-  teardown(function()
-    if pid and pid:match("^%d+$") then os.execute("kill " .. pid .. " 2>/dev/null") end
-    if dir and dir:match("^/tmp/sstest%-engine%-") then os.execute("rm -rf '" .. dir .. "'") end
-  end)
+  teardown(function() fake.stop() end)
 
   before_each(function()
     eng = assert(sandstack.engine { host = "unix://" .. sock, timeout = 5 })
@@ -156,6 +140,7 @@ describe("sandstack.engine faults", function()
     assert.equal("server_error", err.reason)
     assert.equal(500, err.status)
     assert.equal("plain failure", err.message)
+    local _ -- the answer this test does not read
     _, err = eng:call("GET", "/htmlerr")
     assert.equal(502, err.status)
     assert.equal("<html><body>bad?gateway</body></html>", err.message)
@@ -247,6 +232,22 @@ describe("sandstack.engine faults", function()
     assert.equal("output_limit", err.kind)
   end)
 
+  it("counts an exec's timeout from its start: a create slower than the timeout takes none of it", function()
+    local r, err = eng:exec("slowcreate", { "x" }, { timeout = 1 })
+    assert.is_nil(err)
+    assert.same({ "started", "", 5 }, { r.stdout, r.stderr, r.exit_code })
+  end)
+
+  it("keeps an ended exec's stdout when the engine reports its Pid as 0 (Podman), unless it never ran", function()
+    -- Podman answers Pid 0 for every exec that has ended: its output is the program's
+    local r = assert(eng:exec("endedpid0", { "x" }))
+    assert.same({ "reached", "", 0 }, { r.stdout, r.stderr, r.exit_code })
+    -- Docker's Pid 0 with 126: the program never ran, and the engine's text is an error's
+    r = assert(eng:exec("notrun", { "nope" }))
+    assert.same({ "", 'OCI runtime exec failed: exec: "nope": executable file not found', 126 },
+      { r.stdout, r.stderr, r.exit_code })
+  end)
+
   it("reads an event stream split mid-line, and ends it with 'closed'", function()
     local s = assert(eng:events { filters = { type = { "container" } } })
     local got = {}
@@ -320,8 +321,63 @@ describe("sandstack.engine faults", function()
     assert.is_nil(io.open(dir .. "/big.tar")) -- the partial file is removed
   end)
 
+  it("streams a tar through a 1 MiB window into place, once; a budget or a drop leaves nothing", function()
+    local place = dir .. "/place"
+    assert(os.execute("mkdir " .. place))
+    local s = assert(eng:stream("/tree", { query = { mib = 5 } }))
+    local res = assert(core.archive_place(s.h, s.id, place, "t", {}))
+    assert.is_nil(s:close())
+    assert.same({ true, 2, 5 * 1024 * 1024 + 5 }, { res.is_dir, res.files, res.bytes })
+    local big = assert(io.open(place .. "/t/big", "rb"))
+    local data = big:read("a")
+    big:close()
+    assert.equal(5 * 1024 * 1024, #data)
+    assert.same({ 0, 250, 0, (#data - 1) % 251 }, { data:byte(1), data:byte(251), data:byte(252), data:byte(#data) })
+    assert.equal("750\n755", sh("stat -c %a " .. place .. "/t " .. place .. "/t/small"))
+    -- over the budget: output_limit, nothing of it left
+    s = assert(eng:stream("/tree", { query = { mib = 2 } }))
+    local _, err = core.archive_place(s.h, s.id, place, "t2", { max_bytes = 1024 * 1024 })
+    s:close()
+    assert.equal("output_limit", err.kind)
+    -- the engine drops the connection inside a file: the transfer's error, nothing left
+    s = assert(eng:stream("/tree", { query = { mib = 3, drop = 1 } }))
+    _, err = core.archive_place(s.h, s.id, place, "t3", {})
+    assert.same({ "engine", "bad_archive" }, { err.kind, err.reason })
+    assert.equal("transport", s:close().kind)
+    assert.equal("t", sh("ls -A " .. place))
+    -- a stream refused by the engine is its error, with nothing begun
+    _, err = eng:stream("/jsonerr")
+    assert.same({ "engine", 409 }, { err.kind, err.status })
+  end)
+
+  it("sends a host directory as a tar made as it is sent, links as links, never followed", function()
+    local up = dir .. "/up"
+    local long = string.rep("n", 150)
+    sh(table.concat({ "mkdir -p " .. up .. "/sub", "printf abc > " .. up .. "/a", "chmod 640 " .. up .. "/a",
+      "chmod 700 " .. up .. "/sub", ": > " .. up .. "/sub/empty", "ln -s /etc/passwd " .. up .. "/ln",
+      "ln -s " .. string.rep("x", 120) .. " " .. up .. "/longlink", "printf z > " .. up .. "/sub/" .. long,
+      "mkfifo " .. up .. "/fifo" }, " && "))
+    assert.is_true(eng:upload("/tarlist", "", nil, { tree = up, top = "top", content_type = "application/x-tar" }))
+    local got = {}
+    for _, m in ipairs(assert(eng:call("GET", "/tarlist"))) do
+      got[#got + 1] = ("%s %s %o %d %s %d"):format(m.name, m.type, m.mode, m.size, m.linkname, m.sum)
+    end
+    table.sort(got)
+    assert.same({
+      "top 5 755 0  0",
+      "top/a 0 640 3  294",
+      "top/ln 2 777 0 /etc/passwd 0",
+      "top/longlink 2 777 0 " .. string.rep("x", 120) .. " 0",
+      "top/sub 5 700 0  0",
+      "top/sub/empty 0 644 0  0",
+      "top/sub/" .. long .. " 0 644 1  122",
+    }, got)
+    local _, err = eng:upload("/tarlist", "", nil, { tree = dir .. "/none", top = "top" })
+    assert.same({ "io", "ENOENT" }, { err.kind, err.reason })
+  end)
+
   describe("over TLS", function()
-    local certs, tls_pid, port
+    local certs, tls, port
 
     -- A child interpreter of this mode's build running `script` (a file: the ASan interpreter
     -- takes no -e), for what only the environment can set (helpers.child_command).
@@ -345,21 +401,12 @@ describe("sandstack.engine faults", function()
       }, "\n")
       local ok = os.execute("(" .. string.format(gen, certs, certs) .. "\n) >/dev/null 2>&1")
       assert.is_truthy(ok == true or ok == 0) -- 5.4 returns true, LuaJIT 0
-      local port_file = dir .. "/tls.port"
-      tls_pid = sh(string.format("python3 spec/support/fake_engine.py --tls '%s' '%s' >'%s/tls.log' 2>&1 & echo $!",
-        certs, port_file, dir))
-      local deadline = core.engine_clock() + 15
-      while core.engine_clock() < deadline do
-        local f = io.open(port_file)
-        if f then port = f:read("l") f:close() break end
-        os.execute("sleep 0.05")
-      end
+      tls = double.start("tls", { certs = certs })
+      port = tls.port
       assert.matches("^%d+$", port)
     end)
 
-    teardown(function()
-      if tls_pid and tls_pid:match("^%d+$") then os.execute("kill " .. tls_pid .. " 2>/dev/null") end
-    end)
+    teardown(function() if tls then tls.stop() end end)
 
     it("hijacks an exec over TLS with the client certificate: stdin streams in, its half-close reaches the daemon", function()
       local e = assert(sandstack.engine { host = "tcp://127.0.0.1:" .. port,
@@ -413,24 +460,19 @@ describe("sandstack.engine faults", function()
 end)
 
 -- Issue 13: container removal in destroy and in rollback against the engine's transient
--- answers, as real HTTP answers from the scripted fake engine (see its header).
+-- answers, as real HTTP answers from the engine double's faults (see its header).
 describe("sandstack.docker container removal against a scripted engine", function()
   local batch = require "sandstack.stack.batch"
   local A = require "sandstack.docker.apply"
   local docker = require "sandstack.docker"
-  local dir, sock, pid, eng
+  local fake, sock, eng
 
   setup(function()
-    dir = sh("mktemp -d /tmp/sstest-engine-XXXXXX")
-    sock = dir .. "/fake.sock"
-    pid = sh("python3 spec/support/fake_engine.py '" .. sock .. "' >'" .. dir .. "/log' 2>&1 & echo $!")
-    assert(wait_for(sock), "the fake engine did not start")
+    fake = double.start("faults")
+    sock = fake.sock
   end)
 
-  teardown(function()
-    if pid and pid:match("^%d+$") then os.execute("kill " .. pid .. " 2>/dev/null") end
-    if dir and dir:match("^/tmp/sstest%-engine%-") then os.execute("rm -rf '" .. dir .. "'") end
-  end)
+  teardown(function() fake.stop() end)
 
   before_each(function() eng = assert(sandstack.engine { host = "unix://" .. sock, timeout = 5 }) end)
   after_each(function() eng:close() end)

@@ -1,25 +1,19 @@
 -- engine:perform, the batch call the stack executor makes once per step (issue 12), against the
--- misbehaving fake daemon (spec/support/fake_engine.py): every answer keeps its place in the
+-- engine double's faults (spec/support/engine_double.py): every answer keeps its place in the
 -- batch and its own shape, JSON is decoded in the C core, a hung request ends at its own
 -- deadline without holding the others, and the batch is one call into the core.
 local sandstack = require "sandstack"
 local core = sandstack.core
-local h = require "helpers"
 
 describe("sandstack.engine perform (a batch in one call)", function()
-  local dir, sock, pid, eng
+  local fake, sock, eng
 
   setup(function()
-    dir = h.must("mktemp -d /tmp/sstest-perform-XXXXXX"):gsub("%s+$", "")
-    sock = dir .. "/fake.sock"
-    pid = h.must("python3 spec/support/fake_engine.py " .. h.q(sock) .. " >" .. h.q(dir .. "/log") .. " 2>&1 & echo $!"):match("%d+")
-    for _ = 1, 200 do if h.sh("test -S " .. h.q(sock) .. " && echo yes"):find("yes") then break end; core.sleep(0.05) end
+    fake = require("engine_double").start("faults")
+    sock = fake.sock
   end)
 
-  teardown(function()
-    if pid then os.execute("kill " .. pid .. " 2>/dev/null") end
-    if dir and dir:match("^/tmp/sstest%-perform%-") then os.execute("rm -rf " .. h.q(dir)) end
-  end)
+  teardown(function() fake.stop() end)
 
   before_each(function() eng = assert(sandstack.engine { host = "unix://" .. sock, timeout = 5 }) end)
   after_each(function() eng:close() end)

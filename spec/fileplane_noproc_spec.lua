@@ -31,13 +31,7 @@ io.write(ok and res or ("error: " .. tostring(res)))
   return h.sh("unshare -m --propagation private " .. child_command(script, source))
 end
 
-local function alive(pid)
-  local f = io.open("/proc/" .. pid .. "/stat", "r")
-  if not f then return false end
-  local state = (f:read("*a") or ""):match("^%d+ %b() (%a)")
-  f:close()
-  return state ~= nil and state ~= "Z" and state ~= "X"
-end
+local alive = require("fileplane_helpers").alive
 
 describe("fileplane read without procfs", function()
   local base, pids
@@ -48,7 +42,7 @@ describe("fileplane read without procfs", function()
     pids = {}
   end)
   after_each(function()
-    for _, pid in ipairs(pids) do h.sh("kill " .. pid .. " 2>/dev/null") end
+    for _, pid in ipairs(pids) do h.signal(pid, "TERM") end
     if base and base:match("^/[%w/]+/sstest%-fpnoproc%-") then h.sh("rm -rf " .. h.q(base)) end
   end)
 
@@ -79,7 +73,7 @@ describe("fileplane read without procfs", function()
     -- the FIFO, and a hard link outside the workspace through which the writer waits on it
     h.must("mkfifo " .. h.q(w .. "/f.fifo") .. " && ln " .. h.q(w .. "/f.fifo") .. " " .. h.q(base .. "/fifo-keep"))
     local function spawn(cmd)
-      local pid = tonumber(h.must("sh -c " .. h.q(cmd .. " >/dev/null 2>&1 & echo $!")))
+      local pid = h.start("sh -c " .. h.q(cmd) .. " >/dev/null 2>&1 </dev/null")
       pids[#pids + 1] = pid
       return pid
     end
@@ -113,7 +107,7 @@ while time.monotonic() < end:
       table.sort(keys)
       return table.concat(keys, " ")
     ]])
-    h.sh("kill " .. racer)
+    h.signal(racer, "TERM")
     if os.getenv("SSTEST_VERBOSE") then io.stderr:write(out, "\n") end
     h.sh("sleep 0.2")
     assert.is_true(alive(pids[1]), "the writer should still be blocked: " .. out)

@@ -419,7 +419,7 @@ describe("fileplane", function()
               end
             end
           end
-          if caught then H.sh("kill -9 " .. pid) end
+          if caught then H.kill(pid, "KILL") end
           while H.alive(pid) do H.sleep(0.05) end
           local a = assert(p:attributes("f"))
           if a.size == #old then

@@ -7,7 +7,8 @@
 # It passes only if the demo exits 0 and its output shows each claim of the README's demo:
 # the agent answered through the forwarder, every host address was unreachable from the sandbox
 # (while the sidecars were reachable), the allowed CONNECT got 200 and the refused one 403, and
-# 0 objects were left. It prints, as comments, the time from the bare machine to the agent's
+# 0 objects were left; and what it installed works from / (the module, `sandstack` and
+# sandstack-proxy on PATH: spec/support/installed-check.sh, run there after it). It prints, as comments, the time from the bare machine to the agent's
 # first answer and each step bootstrap.sh timed (the apt install is "bootstrap: packages").
 # Then the test command's needs: each command it runs is on the clean rootfs already
 # or comes with a package of bootstrap.sh's lists (main and --test) or their dependencies.
@@ -34,7 +35,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "1..9"
+echo "1..10"
 n=0
 tap() { # tap OK|NOT DESCRIPTION [DIAGNOSTIC...]
   n=$((n + 1))
@@ -107,6 +108,15 @@ left=$(say '^  objects left with label io\.sandstack\.project=' | head -n 1)
 if [[ "$left" =~ :\ 0$ ]]; then tap OK "0 objects were left"
 else tap NOT "0 objects were left" "$left"; fi
 
+# 9: what the demo left installed, tried from / with no LUA_PATH (spec/support/installed-check.sh,
+# run in the machine after the demo): the module loads, `sandstack --help` and sandstack-proxy
+# run from PATH
+inst=$(say '^installed: ')
+if [ "$(printf '%s\n' "$inst" | grep -c '^installed: ok ')" -ge 3 ] && ! printf '%s\n' "$inst" | grep -q '^installed: not ok'; then
+  tap OK "installed: require \"sandstack\" from /, sandstack --help and sandstack-proxy on PATH"
+  printf '%s\n' "$inst" | sed 's/^/# /'
+else tap NOT "installed: require \"sandstack\" from /, sandstack --help and sandstack-proxy on PATH" "${inst:-no installed: line}"; fi
+
 # The times: from the bare machine (the container let go) to the agent's first answer, the
 # demo's own count, and each step bootstrap.sh timed (its apt install is "packages"), each with
 # the CPU seconds the machine used in it (both cores; on a loaded host the wall time says little).
@@ -123,7 +133,7 @@ if [ -n "$apt0" ] && [ -n "$apt1" ] && [ -n "$apt2" ]; then
 fi
 echo "# demo total: $(awk -F'\t' 'END { print $1 " s, CPU " $2 }' "$out/log" 2>/dev/null) s; this test: $((SECONDS - t0)) s"
 
-# 9: the test command's needs. The commands it runs (run-tests.sh, tap-runner, the .t files,
+# 10: the test command's needs. The commands it runs (run-tests.sh, tap-runner, the .t files,
 # the specs and their helpers); runsc is left out: runsc-setup.sh installs it from backports.
 needs=(
   prove                         # run-tests.sh runs every file through prove (perl)

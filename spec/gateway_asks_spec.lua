@@ -56,10 +56,10 @@ describe("gateway: egress asks #nginx #docker", function()
     local out = work .. "/held.out"
     h.must(("docker exec %s curl -sS -i --max-time 60 http://held.test/data > %s 2>&1 &"):format(sandbox(), h.q(out)))
     local list
-    assert.truthy(gh.wait_until(function()
+    assert.truthy(h.wait_for(function() return "the ask listed; " .. node:error_log() end, function()
       local st, doc = asks(TOKENS.alice, s.secret)
       if st == 200 and #doc == 1 then list = doc; return true end
-    end, 30), node:error_log())
+    end, 30, 0.2))
     local a = list[1]
     assert.same({ host = "held.test", port = 80, method = "GET", path = "/data", service = "http" },
       { host = a.host, port = a.port, method = a.method, path = a.path, service = a.service })
@@ -87,7 +87,7 @@ describe("gateway: egress asks #nginx #docker", function()
       body = core.json_encode { decision = "deny", reason = "not from the gateway" } })
     assert.equal(200, st)
     assert.same({ id = a.id, decision = "deny", remembered = false, by = "alice" }, doc)
-    assert.truthy(gh.wait_until(function() return (h.read_file(out) or ""):find("403", 1, true) end, 30))
+    assert.truthy(h.wait_for("the 403", function() return (h.read_file(out) or ""):find("403", 1, true) end, 30, 0.2))
     local text = h.read_file(out)
     assert.matches("ask_denied", text, 1, true)
     assert.matches("denied by alice when asked: not from the gateway", text, 1, true)

@@ -317,18 +317,18 @@ describe("sandstack gateway (the command) #nginx #docker", function()
     local conf = h.read_file(dir .. "/p/conf/nginx.conf")
     assert.truthy(conf:find("listen 127.0.0.1:" .. port .. ";", 1, true))
     assert.truthy(conf:find("daemon off;", 1, true))
-    local pid = h.sh("lua5.4 bin/sandstack gateway --config " .. h.q(dir .. "/config.lua") .. " --prefix "
-      .. h.q(dir .. "/p") .. " >" .. h.q(dir .. "/out") .. " 2>&1 </dev/null & echo $!"):match("%d+")
-    local health = gh.wait_until(function()
+    local pid = h.start("lua5.4 bin/sandstack gateway --config " .. h.q(dir .. "/config.lua") .. " --prefix "
+      .. h.q(dir .. "/p") .. " >" .. h.q(dir .. "/out") .. " 2>&1 </dev/null")
+    local up, health = pcall(h.wait_for, "the health check", function()
       local body = h.sh("curl -s --max-time 5 http://127.0.0.1:" .. port .. "/health")
       return body:find('"engine_api"', 1, true) and body
-    end, 20)
-    local master = (h.read_file(dir .. "/p/logs/nginx.pid") or ""):match("%d+")
-    if master then os.execute("kill -TERM " .. master) end
-    gh.wait_until(function() return not os.execute("kill -0 " .. pid .. " 2>/dev/null") end, 15)
+    end, 20, 0.2)
+    local master = h.track((h.read_file(dir .. "/p/logs/nginx.pid") or ""):match("%d+"))
+    if master then h.signal(master, "TERM") end
+    pcall(h.wait_for, "the exit", function() return not h.running(pid) end, 15, 0.2)
     local log = h.read_file(dir .. "/out") or ""
     os.execute("rm -rf " .. h.q(dir))
-    assert.truthy(health, log)
+    assert.truthy(up and health, log)
     assert.truthy(health:find('"node":"' .. c.name .. '"', 1, true), health)
   end)
 end)

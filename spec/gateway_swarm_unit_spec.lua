@@ -1,6 +1,6 @@
 -- The gateway's swarm backend without a cluster (every mode): the configuration it accepts and
 -- refuses, the nginx.conf it renders (docs/gateway.md "On a swarm"), and worker 0's expiry timer
--- against a scripted swarm (spec/support/swarm_scripted.lua). The backend on a real
+-- against a scripted swarm (spec/support/scripted_engine.lua). The backend on a real
 -- swarm, through real gateways and the front: spec/swarm_cluster_spec.lua.
 local core = require "sandstack.core"
 local config = require "sandstack.gateway.config"
@@ -74,7 +74,7 @@ describe("gateway backend swarm: nginx.conf", function()
 end)
 
 describe("gateway backend swarm: the expiry timer (a scripted swarm)", function()
-  local swarm_scripted = require "spec.support.swarm_scripted"
+  local scripted = require "spec.support.scripted_engine"
   local X = require "sandstack.expiry"
   local dict = require "spec.support.shared_dict"
 
@@ -83,8 +83,8 @@ describe("gateway backend swarm: the expiry timer (a scripted swarm)", function(
     local saved = _G.ngx
     _G.ngx = { ERR = 1, NOTICE = 2, log = function() end, now = os.time, update_time = function() end,
       timer = { every = function(t, fn) timers[#timers + 1] = { every = t, fn = fn }; return true end } }
-    local sw = swarm_scripted.new()
-    local undo = swarm_scripted.install(sw)
+    local sw = scripted.swarm()
+    local undo = scripted.install(sw)
     local ok, err = pcall(function()
       local c = assert(config.check(base { backend = "swarm", swarm = { node = "n1" }, expiry_interval = 3 }))
       local due = X.labels({ expires = os.time() - 5, on_expiry = "destroy" }, os.time() - 10)

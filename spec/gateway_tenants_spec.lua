@@ -7,6 +7,7 @@
 -- nginx runs LuaJIT only; the luajit and asan modes exclude #nginx and load nothing here.
 if jit or os.getenv("SANDSTACK_TEST_MODE") == "asan" then return end
 local core = require "sandstack.core"
+local h = require "helpers"
 local gh = require "gateway_harness"
 
 local TOKENS = gh.TOKENS
@@ -113,9 +114,9 @@ describe("gateway: a tenant's own key space #nginx #docker", function()
       local rst, _, rbody = node:api("GET", path, { secret = secret })
       assert.equal(200, rst, rbody)
       -- nginx writes the line in its log phase, after the answer went out: wait for it
-      local port = gh.wait_until(function()
+      local port = h.wait_for(function() return who .. "'s access log line; " .. node:access_log() end, function()
         return node:access_log():match('"GET ' .. path:gsub("%-", "%%-") .. '" 200 %d+ upstream=127%.0%.0%.1:(%d+)')
-      end, 5)
+      end, 5, 0.2)
       local want = who == "alice" and ea.record.port or eb.record.port
       assert.equal(tostring(want), port, who .. ": " .. node:access_log())
     end

@@ -297,8 +297,8 @@ describe("gateway routing with a stand-in provider #nginx", function()
     local root = dir .. "/www-" .. name
     os.execute("mkdir -p " .. h.q(root))
     h.write_file(root .. "/who", name)
-    local pid = sh("python3 -m http.server " .. port .. " --bind 127.0.0.1 --directory " .. h.q(root)
-      .. " >/dev/null 2>&1 </dev/null & echo $!"):match("%d+")
+    local pid = h.start("python3 -m http.server " .. port .. " --bind 127.0.0.1 --directory " .. h.q(root)
+      .. " >/dev/null 2>&1 </dev/null")
     servers[#servers + 1] = pid
     for _ = 1, 100 do
       if sh("curl -s http://127.0.0.1:" .. port .. "/who") == name then return pid end
@@ -308,9 +308,9 @@ describe("gateway routing with a stand-in provider #nginx", function()
   end
 
   local function stop_server(pid)
-    os.execute("kill " .. pid .. " 2>/dev/null")
+    h.signal(pid, "TERM")
     for _ = 1, 50 do
-      if not os.execute("kill -0 " .. pid .. " 2>/dev/null") then return end
+      if not h.running(pid) then return end
       os.execute("sleep 0.05")
     end
   end

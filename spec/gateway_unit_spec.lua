@@ -55,6 +55,18 @@ describe("gateway config", function()
     end
   end)
 
+  it("checks the sessions' egress policy, allow_private included, before nginx starts", function()
+    local pol = { allow = { "registry.internal:5000" }, allow_private = { "10.0.0.7" } }
+    local c = assert(config.check(base { stack = { services = {}, egress_policy = pol } }))
+    assert.same({ "10.0.0.7" }, c.stack.egress_policy.allow_private)
+    local _, err = config.check(base { stack = { services = {},
+      egress_policy = { allow = { "registry.internal" }, allow_private = { "10.0.0.0/8" } } } })
+    assert.equal("stack", err.option)
+    assert.matches("allow_private 1 ('10.0.0.0/8'): name one address", err.message, 1, true)
+    _, err = config.check(base { stack = { services = {}, egress_policy = "allow everything" } })
+    assert.equal("stack", err.option)
+  end)
+
   it("loads a file and reports its errors as error objects", function()
     local path = os.tmpname()
     local f = assert(io.open(path, "w"))
@@ -255,5 +267,143 @@ describe("gateway nginx.conf", function()
     assert.truthy(text:find("proxy_set_header Upgrade $http_upgrade;", 1, true))
     assert.truthy(text:find("listen 127.0.0.1:9145;", 1, true))
     assert.is_nil(text:find("{{", 1, true))
+  end)
+end)
+
+describe("gateway snapshot quota", function()
+  local Q = require "sandstack.gateway.snapshot_quota"
+  local MiB = 1024 * 1024
+
+  it("is set per gateway, and per tenant over it; refused when not whole numbers", function()
+    local c = assert(config.check(base()))
+    assert.same({ count = 10, bytes = 10 * 1024 * MiB }, c.snapshot_quota)
+    local t = base { snapshot_quota = { bytes = 5 * MiB } }
+    t.tenants[1].snapshot_quota = { count = 2 }
+    c = assert(config.check(t))
+    assert.same({ count = 10, bytes = 5 * MiB }, c.snapshot_quota)
+    assert.same({ count = 2, bytes = 5 * MiB }, c.tenants[1].snapshot_quota)
+    for i, bad in ipairs { { count = -1 }, { bytes = 1.5 }, { size = 1 }, "10g" } do
+      local _, err = config.check(base { snapshot_quota = bad })
+      assert.equal("snapshot_quota", err and err.option, "case " .. i)
+    end
+  end)
+
+  -- A /system/df answer: alice's two snapshots on this node (one kept), bob's one, another node's,
+  -- and what is no snapshot at all.
+  local function owner(tenant, key, created) return { node = "n1", tenant = tenant, key = key, created = created } end
+  local function labels(id, o, keep, taken)
+    local l = Q.labels(o, keep)
+    l["io.sandstack.snapshot"], l["io.sandstack.created"] = id, tostring(taken)
+    return l
+  end
+  local a1, b1 = owner("alice", "k1", 100), owner("bob", "k1", 100)
+  local df = {
+    Images = {
+      { Id = "base", Size = 3 * MiB },
+      { Id = "i1", ParentId = "base", Size = 8 * MiB, Labels = labels("snap-1", a1, false, 200) },
+      { Id = "i2", ParentId = "base", Size = 4 * MiB, Labels = labels("snap-2", a1, true, 300) },
+      { Id = "i3", ParentId = "i1", Size = 9 * MiB, Labels = labels("snap-3", b1, false, 250) }, -- built on i1
+      { Id = "i4", ParentId = "base", Size = 50 * MiB, Labels = labels("snap-4", { node = "n2", tenant = "alice",
+        key = "k1", created = 100 }, false, 200) },
+    },
+    Volumes = {
+      { Name = "snap-1-workspace", Labels = labels("snap-1", a1, false, 200), UsageData = { Size = 2 * MiB } },
+      { Name = "snap-2-workspace", Labels = labels("snap-2", a1, true, 300), UsageData = { Size = -1 } },
+      { Name = "p-workspace", Labels = {}, UsageData = { Size = 7 * MiB } },
+    },
+    Containers = { { Names = { "/p-sandbox" }, SizeRw = 5 * MiB }, { Names = { "/p-other" }, SizeRw = 100 * MiB } },
+  }
+
+  it("counts a tenant's snapshots on this node: the image's own layer and each volume copy", function()
+    local index = Q.index(df.Images, df.Volumes, "n1")
+    assert.equal(5 * MiB + 2 * MiB, index["snap-1"].bytes) -- 8 - 3, and its copy
+    assert.equal(1 * MiB, index["snap-2"].bytes) -- a size the engine does not report counts 0
+    assert.equal(1 * MiB, index["snap-3"].bytes) -- its own layer only, over the image it was built on
+    assert.is_nil(index["snap-4"]) -- another gateway's
+    assert.same({ "snap-1-workspace" }, index["snap-1"].volumes)
+    assert.is_true(index["snap-2"].keep)
+    local used, list = Q.usage(index, "alice")
+    assert.same({ count = 2, bytes = 8 * MiB }, used)
+    assert.same({ "snap-1", "snap-2" }, { list[1].id, list[2].id })
+    assert.same({ count = 1, bytes = 1 * MiB }, (Q.usage(index, "bob")))
+  end)
+
+  it("estimates a snapshot before it is taken, and refuses what would not fit, typed", function()
+    local record = { project = "p", sandbox = "sandbox", containers = { { service = "sandbox", name = "p-sandbox" } },
+      spec = { volumes = { { name = "workspace" } } } }
+    assert.equal(12 * MiB, Q.estimate(df, record)) -- the writable layer and the volume
+    local quota = { count = 3, bytes = 20 * MiB }
+    assert.is_nil(Q.check("alice", { count = 2, bytes = 8 * MiB }, { count = 1, bytes = 12 * MiB }, quota))
+    local err = Q.check("alice", { count = 2, bytes = 8 * MiB }, { count = 1, bytes = 13 * MiB }, quota)
+    assert.same({ "limit", "snapshot_bytes" }, { err.kind, err.reason })
+    assert.truthy(err.message:find("snapshot_quota.bytes", 1, true), err.message)
+    err = Q.check("alice", { count = 3, bytes = 0 }, { count = 1, bytes = 0 }, quota)
+    assert.same({ "limit", "snapshot_count" }, { err.kind, err.reason })
+    assert.is_true(core.is_error(err))
+    -- measured after: what is held may equal the quota, never pass it
+    assert.is_nil(Q.check("alice", { count = 3, bytes = 20 * MiB }, { count = 0, bytes = 0 }, quota))
+  end)
+
+  it("finds what a session owns and what no live session owns, never a kept one", function()
+    local index = Q.index(df.Images, df.Volumes, "n1")
+    assert.same({ "snap-1" }, Q.owned(index, a1))
+    assert.same({}, Q.owned(index, owner("alice", "k1", 101))) -- the key's later life owns none of them
+    local alive = { [Q.owner_key("alice", "k1", 100)] = true }
+    assert.same({ "snap-3" }, Q.orphans(index, alive, 1000))
+    assert.same({ "snap-3", "snap-1" }, Q.orphans(index, {}, 1000)) -- newest first: a child before its base
+    assert.same({}, Q.orphans(index, {}, 101)) -- an owner born as `alive` was read may not be in it
+  end)
+end)
+
+describe("gateway stream caps", function()
+  local streams = require "sandstack.gateway.streams"
+
+  it("caps a tenant's and a session's open streams, and gives places back", function()
+    local d = dict()
+    for _ = 1, 2 do assert.is_true(limits.open_stream(d, "a", "s1", 3, 2)) end
+    assert.same({ nil, "session" }, { limits.open_stream(d, "a", "s1", 3, 2) })
+    assert.is_true(limits.open_stream(d, "a", "s2", 3, 2))
+    assert.same({ nil, "tenant" }, { limits.open_stream(d, "a", "s3", 3, 2) })
+    assert.is_true(limits.open_stream(d, "b", "s4", 3, 2)) -- another tenant
+    limits.close_stream(d, "a", "s1")
+    assert.is_true(limits.open_stream(d, "a", "s3", 3, 2))
+    local c = assert(config.check(base()))
+    assert.same({ 8, 4 }, { c.max_streams_per_tenant, c.max_streams_per_session })
+  end)
+
+  it("polls once per interval for all of a session's streams, and stops when the last leaves", function()
+    local timers, calls = {}, 0
+    local function timer_at(_, fn) timers[#timers + 1] = fn; return true end
+    local function run_timers()
+      local now = timers
+      timers = {}
+      for _, fn in ipairs(now) do fn(false) end
+    end
+    local fetch = function() calls = calls + 1; return true, { n = calls } end
+    local readers = {}
+    for i = 1, 5 do readers[i] = streams.join("asks:k.a", 0.5, fetch, timer_at) end
+    assert.equal(readers[1], readers[5])
+    assert.equal(1, #timers)
+    run_timers()
+    run_timers()
+    assert.equal(2, calls)
+    assert.same({ 2, true, 2 }, { readers[1].seq, readers[1].ok, readers[1].value.n })
+    for i = 1, 5 do streams.leave(readers[i]) end
+    run_timers()
+    assert.equal(2, calls)
+    assert.same({}, timers)
+    assert.equal(0, streams.pollers_open())
+    -- a fetch that raises is an answer (false, err), and the poller goes on
+    local p = streams.join("audit:k.a", 1, function() error("boom") end, timer_at)
+    run_timers()
+    assert.is_false(p.ok)
+    assert.truthy(p.value.message:find("boom", 1, true))
+    assert.equal(1, #timers)
+    streams.leave(p)
+    run_timers()
+    -- no timer to be had: the readers are told, and the next join starts afresh
+    p = streams.join("audit:k.b", 1, fetch, function() return nil, "too many pending timers" end)
+    assert.same({ false, "busy" }, { p.ok, p.value.kind })
+    assert.equal(0, streams.pollers_open())
   end)
 end)

@@ -122,14 +122,14 @@ describe("core.claim_file", function()
       print("HELD"); io.stdout:flush()
       while true do core.sleep(1) end
     ]]):format(path))
-    local pid = tonumber((h.must(("%s > %s/out 2>&1 & echo $!"):format(cmd, h.q(dir)))))
+    local pid = h.start(("%s > %s/out 2>&1"):format(cmd, h.q(dir)))
     for _ = 1, 1000 do
       if (h.read_file(dir .. "/out") or ""):find("HELD", 1, true) then break end
       core.sleep(0.01)
     end
     local held, why = core.claim_file(path)
     assert.is_false(held); assert.equal("held", why)
-    h.must("kill -9 " .. pid)
+    assert(h.signal(pid, "KILL"), "the holder ended before it was killed")
     local c
     for _ = 1, 500 do -- the kernel drops the lock as the process goes
       c = core.claim_file(path)

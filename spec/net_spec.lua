@@ -39,6 +39,7 @@ describe("sandstack.conformance host TCP probes", function()
       core.sleep(0.02)
       port, pid = (h.read_file(info) or ""):match("^(%d+) (%d+)$")
     until port or core.engine_clock() > deadline
+    pid = h.track(pid)
     os.remove(info)
     assert.truthy(port, "the python listener did not start")
     local results = {}
@@ -47,7 +48,7 @@ describe("sandstack.conformance host TCP probes", function()
       local ok, err = core.tcp_connect("127.0.0.1", tonumber(port), 0.4)
       results[i] = { ok = ok, err = err, took = core.engine_clock() - t0 }
     end
-    os.execute("kill " .. pid)
+    h.signal(pid, "TERM")
     assert.is_true(results[1].ok) -- control: the queue had room for one
     local last = results[3]
     assert.is_nil(last.ok)

@@ -333,6 +333,35 @@ describe("policy:render and policy.load", function()
     assert.matches("'inspect' must be true or false", err.message, 1, true)
   end)
 
+  it("carries allow_private through compile, render and load, as written; absent, the render is as before", function()
+    local rules = { "registry.internal:5000" }
+    assert.equal('{"version":1,"allow":[{"host":"registry.internal","port":5000}]}',
+      compile_ok({ allow = rules }):render()) -- control
+    assert.equal(compile_ok({ allow = rules }):render(), compile_ok({ allow = rules, allow_private = {} }):render())
+    local p = compile_ok { allow = rules, allow_private = { "10.0.0.7", "127.0.0.1:9080", "[fd00::7]:5000" } }
+    assert.equal('{"version":1,"allow":[{"host":"registry.internal","port":5000}],'
+      .. '"allow_private":["10.0.0.7","127.0.0.1:9080","[fd00::7]:5000"]}', p:render())
+    assert.equal(p:render(), assert(policy.load(p:render())):render())
+    assert.same({ false }, { p:admits("10.0.0.7", nil, nil, 5000) }) -- it admits nothing by itself
+    local cases = {
+      { "10.0.0.0/8", "allow_private 1 ('10.0.0.0/8'): name one address: a range (CIDR) is never opened" },
+      { "8.8.8.8", "allow_private 1 ('8.8.8.8'): not in a refused range" },
+      { "0.0.0.0", "allow_private 1 ('0.0.0.0'): not a destination" },
+      { "registry.internal", "allow_private 1 ('registry.internal'): an address in a refused range" },
+      { 7, "allow_private 1: must be a string" },
+    }
+    for _, c in ipairs(cases) do
+      local q, err = policy.compile { allow = rules, allow_private = { c[1] } }
+      assert.is_nil(q, tostring(c[1]))
+      assert.equal("invalid", err.kind)
+      assert.equal(1, err.allow_private)
+      assert.matches(c[2], err.message, 1, true)
+    end
+    local q, err = policy.compile { allow = rules, allow_private = "10.0.0.7" }
+    assert.is_nil(q)
+    assert.matches("'allow_private' must be a list of addresses", err.message, 1, true)
+  end)
+
   it("refuses JSON that is not a policy", function()
     local inputs = {
       "", "{", "[]", "null", '{"allow":{}} x', '{"allow":["a.test"],"deny":[]}',

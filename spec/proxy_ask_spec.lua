@@ -15,8 +15,7 @@ local core = require "sandstack.core"
 
 local ph = require "proxy_harness"
 local H = ph.new("ssas")
-if os.getenv("SANDSTACK_PROXY_UNDER_TEST") then H.PROXY = os.getenv("SANDSTACK_PROXY_UNDER_TEST") end
-local TOKEN, PROXY_IP, top = H.TOKEN, H.PROXY_IP, H.top
+local TOKEN, PROXY_IP = H.TOKEN, H.PROXY_IP
 local in_p, audit = H.in_p, H.audit
 local SKIP = H.missing { { "test -r /etc/ssl/certs/ca-certificates.crt", "needs the system CA bundle" } }
 local work, sock
@@ -26,14 +25,13 @@ local SECRET = "cred-secret-" .. core.random_hex(8)
 local CREDS = ph.creds_json { { name = "CRED", host = "cred.test", port = 443, header = "X-Key", secret = SECRET,
   placeholder = ("P"):rep(#SECRET) } }
 
--- sandstack-proxy --control VERB [payload] -> the decoded answer
+-- sandstack-proxy --control VERB [payload] -> the decoded answer (raises unless it exits 0 with JSON)
 local function control(verb, payload)
-  local out = h.must(("env SANDSTACK_CONTROL_SOCKET=%s %s %s --control %s"):format(h.q(sock),
-    payload and ("SANDSTACK_CONTROL_PAYLOAD=" .. h.q(core.json_encode(payload))) or "", h.q(top .. "/" .. H.PROXY), verb))
-  return assert(core.json_decode(out:match("[^\n]+") or ""), out)
+  local a, code, out = H.control(sock, verb, payload and core.json_encode(payload))
+  assert(code == 0 and not a.raw, out)
+  return a
 end
 
-local wait_for = h.wait_for
 
 local n = 0
 -- spec/support/proxy_client.py's tunnel_requests to target:443 in the background (SNI sni, one
@@ -41,12 +39,12 @@ local n = 0
 local function client(target, sni, ...)
   n = n + 1
   local out = work .. "/client" .. n .. ".json"
-  local args = { "tunnel_requests", PROXY_IP, "3128", target .. ":443", sni, H.proxies.main.ca .. "/bundle.pem", TOKEN, ... }
-  for i, a in ipairs(args) do args[i] = h.q(a) end
-  h.must(in_p("sh -c " .. h.q("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " " .. table.concat(args, " ")
-    .. " > " .. h.q(out .. ".tmp") .. " && mv " .. h.q(out .. ".tmp") .. " " .. h.q(out))) .. " </dev/null >/dev/null 2>&1 &")
+  local run = H.client_command("tunnel_requests", { PROXY_IP, "3128", target .. ":443", sni,
+    H.proxies.main.ca .. "/bundle.pem", TOKEN, ... })
+  h.must("sh -c " .. h.q(run .. " > " .. h.q(out .. ".tmp") .. " && mv " .. h.q(out .. ".tmp") .. " " .. h.q(out))
+    .. " </dev/null >/dev/null 2>&1 &")
   return function()
-    return wait_for("the client's result", function()
+    return h.wait_for("the client's result", function()
       local s = h.read_file(out)
       return s and assert(core.json_decode(s), s)
     end)
@@ -55,7 +53,7 @@ end
 
 -- the one pending ask for host (waited for), answered
 local function answer(host, decision, reason)
-  local ask = wait_for("an ask for " .. host, function()
+  local ask = h.wait_for("an ask for " .. host, function()
     local asks = control("egress-asks").asks or {}
     for _, a in ipairs(asks) do if a.host == host then return a end end
   end)
@@ -86,17 +84,14 @@ describe("sandstack-proxy: an ask's allow once on an inspected host", function()
       SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = { "allowed.test:443" }, ask = true, ask_timeout = 20 })
         :render(),
       SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem"), SANDSTACK_CA_ROOTS = work .. "/roots.pem",
-      SANDSTACK_CREDENTIALS = CREDS, SANDSTACK_CONTROL_SOCKET = sock }), { ca_dir = true })
-    wait_for("the control socket", function()
-      return (h.read_file(work .. "/main/out") or ""):find("control_listening", 1, true)
-    end)
+      SANDSTACK_CREDENTIALS = CREDS }), { ca_dir = true, control = sock })
   end) then return end
 
   it("admits the requests inside that one inspected tunnel", function()
     local r, ask = allowed_once("cred.test", "cred.test")
     assert.same({ "CONNECT", 443, "https" }, { ask.method, ask.port, ask.service })
     assert.same({ { status = 200, body = "hello from cred.test /r0\n" } }, r.answers)
-    local line = wait_for("the tunnel's audit line", function() -- written when the connection ends
+    local line = h.wait_for("the tunnel's audit line", function() -- written when the connection ends
       for _, l in ipairs(audit("main")) do
         if l.route == "inspect" and l.host == "cred.test" and l.decision == "allow" then return l end
       end
@@ -108,9 +103,9 @@ describe("sandstack-proxy: an ask's allow once on an inspected host", function()
 
   it("another connection to the host asks again, held beside it or made after; a deny is readable", function()
     local first = client("cred.test", "cred.test", "cred.test") -- the connection before closed: asked again
-    local ask = wait_for("the ask", function() return (control("egress-asks").asks or {})[1] end)
+    local ask = h.wait_for("the ask", function() return (control("egress-asks").asks or {})[1] end)
     local second = client("cred.test", "cred.test", "cred.test")
-    wait_for("two asks", function() return #(control("egress-asks").asks or {}) == 2 end)
+    h.wait_for("two asks", function() return #(control("egress-asks").asks or {}) == 2 end)
     assert.is_true(control("egress-answer", { id = ask.id, decision = "allow", remember = "once", by = "spec" }).ok)
     assert.same({ { status = 200, body = "hello from cred.test /r0\n" } }, first().answers)
     -- the allow was this connection's alone: the other is still held
@@ -137,7 +132,7 @@ describe("sandstack-proxy: an ask's allow once on an inspected host", function()
     local r = allowed_once("other.test", "other.test")
     assert.same({}, r.answers)
     assert.is_string(r.error)
-    local seen = wait_for("the refused hello's audit line", function()
+    local seen = h.wait_for("the refused hello's audit line", function()
       for _, l in ipairs(audit("main")) do if l.security_event == "sni_mismatch" then return l end end
     end)
     assert.equal("cred.test", seen.host)
@@ -150,7 +145,7 @@ describe("sandstack-proxy: an ask's allow once on an inspected host", function()
       .. h.q(body) .. " http://other.test/up > " .. h.q(out .. ".tmp") .. " && mv " .. h.q(out .. ".tmp") .. " " .. h.q(out)))
       .. " </dev/null >/dev/null 2>&1 &")
     answer("other.test", "allow")
-    local got = wait_for("the answer", function()
+    local got = h.wait_for("the answer", function()
       local s = h.read_file(out)
       return s and assert(core.json_decode(s), s)
     end)
@@ -158,10 +153,70 @@ describe("sandstack-proxy: an ask's allow once on an inspected host", function()
     assert.is_true(got.body == h.read_file(body), "the body arrived changed")
   end)
 
+  -- A revocation revokes: an allow once answered a question the policy in force posed, so the
+  -- host's next policy (set-egress) takes it back, and a tunnel or inspected connection that the
+  -- grant alone admitted is closed, even when the new policy still asks. An answer remembered for
+  -- the session only adds a rule to the policy in force and takes back nothing.
+  it("set-egress closes the tunnels and inspected connections allowed once; a remembered answer does not", function()
+    -- proxy_client.py's hold: a tunnel to host:443, TLS naming host, "open", then "eof <s>" when
+    -- the proxy ends it
+    local pids = {}
+    finally(function() -- the drain at SIGTERM (the next test) waits for open tunnels
+      for _, pid in ipairs(pids) do h.signal(pid, "TERM") end
+    end)
+    local function hold(host)
+      local out = work .. "/hold-" .. host
+      local run = H.client_command("hold", { host, "60" },
+        { HTTPS_PROXY = H.proxy_url("main"), SSL_CERT_FILE = H.proxies.main.ca .. "/bundle.pem" })
+      pids[#pids + 1] = h.start(run .. " > " .. h.q(out) .. " 2>&1 </dev/null")
+      return function() return h.read_file(out) or "" end
+    end
+    local plain, inspected = hold("other.test"), hold("cred.test")
+    answer("other.test", "allow")
+    answer("cred.test", "allow")
+    local ruled = hold("allowed.test") -- the control: admitted by a rule of both policies
+    for name, f in pairs { plain = plain, inspected = inspected, ruled = ruled } do
+      h.wait_for("the " .. name .. " tunnel open", function() return f():find("open", 1, true) end)
+    end
+    -- a plain-HTTP ask for other.test:80, allowed for the session: a rule added, the grants stay
+    local got = work .. "/session.out"
+    h.must(in_p("sh -c " .. h.q("curl -sS --max-time 30 -x " .. h.q(H.proxy_url("main")) .. " http://other.test/kept > "
+      .. h.q(got .. ".tmp") .. " && mv " .. h.q(got .. ".tmp") .. " " .. h.q(got))) .. " </dev/null >/dev/null 2>&1 &")
+    local ask = h.wait_for("the session ask", function()
+      for _, a in ipairs(control("egress-asks").asks or {}) do if a.port == 80 then return a end end
+    end)
+    local r = control("egress-answer", { id = ask.id, decision = "allow", remember = "session", by = "spec" })
+    assert.is_true(r.ok and r.remembered, core.json_encode(r))
+    h.wait_for("the session ask's answer", function() return h.read_file(got) end)
+    core.sleep(1)
+    for name, f in pairs { plain = plain, inspected = inspected, ruled = ruled } do
+      assert.is_nil(f():find("eof", 1, true), "the " .. name .. " tunnel ended at a remembered answer: " .. f())
+    end
+    -- the host's new policy: the start's again (asking still), without the remembered rule
+    local start = assert(core.policy_compile { allow = { "allowed.test:443" }, ask = true, ask_timeout = 20 }):render()
+    r = control("set-egress", assert(core.json_decode(start)))
+    assert.is_true(r.ok, core.json_encode(r))
+    assert.equal(2, r.closed)
+    h.wait_for("the allowed-once tunnel closed", function() return plain():find("eof", 1, true) end, 5)
+    h.wait_for("the allowed-once inspected connection closed", function() return inspected():find("eof", 1, true) end, 5)
+    core.sleep(1)
+    assert.is_nil(ruled():find("eof", 1, true), "the tunnel a rule admits ended: " .. ruled())
+    local ended = h.wait_for("the closed connections' audit lines", function()
+      local hosts = {}
+      for _, l in ipairs(audit("main")) do
+        if l.answered_by == "spec" and l["end"] == "policy_changed" then hosts[#hosts + 1] = l.host end
+      end
+      table.sort(hosts)
+      return #hosts == 2 and hosts
+    end)
+    assert.same({ "cred.test", "other.test" }, ended)
+    -- once taken back, the host is asked again
+    local again = hold("other.test")
+    answer("other.test", "deny", "revoked")
+    h.wait_for("the refusal", function() return again():find("refused", 1, true) end)
+  end)
+
   it("exits cleanly on SIGTERM (and, under ASan, without a sanitizer report)", function()
-    local err = H.stop("main")
-    assert.is_nil(err:find("ERROR: AddressSanitizer", 1, true), err)
-    assert.is_nil(err:find("ERROR: LeakSanitizer", 1, true), err)
-    assert.is_nil(err:find("runtime error", 1, true), err)
+    H.stop_clean("main")
   end)
 end)

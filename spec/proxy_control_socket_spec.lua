@@ -15,8 +15,6 @@ local TOKEN = "tok-" .. core.random_hex(16)
 local work
 local pids = {}
 
-local function wait_for(what, f) return h.wait_for(what, f, 5, 0.025) end
-
 -- the proxy as uid 65534 with its control socket at sock; env: more variables
 local function start_proxy(name, sock, env)
   local vars = { "SANDSTACK_SESSION_TOKEN=" .. TOKEN, "SANDSTACK_EGRESS_POLICY='{\"allow\":[\"a.test:443\"]}'",
@@ -25,11 +23,11 @@ local function start_proxy(name, sock, env)
   local out = work .. "/" .. name .. ".out"
   h.must(("env %s setpriv --reuid=65534 --regid=65534 --clear-groups %s --listen 127.0.0.1 --port 0 >%s 2>&1 & echo $! > %s")
     :format(table.concat(vars, " "), h.q(PROXY), h.q(out), h.q(work .. "/" .. name .. ".pid")))
-  pids[#pids + 1] = tonumber(h.read_file(work .. "/" .. name .. ".pid"))
-  return wait_for(name .. "'s control socket", function()
+  pids[#pids + 1] = h.track(h.read_file(work .. "/" .. name .. ".pid"))
+  return h.wait_for(name .. "'s control socket", function()
     local text = h.read_file(out) or ""
     return text:find('"control_listening"', 1, true) and text
-  end)
+  end, 5, 0.025)
 end
 
 describe("the proxy's control socket reached from the host", function()
@@ -41,7 +39,7 @@ describe("the proxy's control socket reached from the host", function()
     sock = dir .. "/control/control.sock"
   end)
   lazy_teardown(function()
-    for _, pid in ipairs(pids) do h.sh("kill " .. pid) end
+    for _, pid in ipairs(pids) do h.signal(pid, "TERM") end
     if work then h.sh("rm -rf " .. h.q(work)) end
   end)
 
@@ -99,8 +97,8 @@ describe("the proxy's control socket reached from the host", function()
     h.must(("python3 -c %s %s >/dev/null 2>&1 & echo $! > %s"):format(h.q(
       "import socket,sys,time\ns=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen()\nc=s.accept()\ntime.sleep(30)"),
       h.q(mute), h.q(work .. "/mute.pid")))
-    pids[#pids + 1] = tonumber(h.read_file(work .. "/mute.pid"))
-    wait_for("the mute socket", function() return core.control_is_socket(mute) end)
+    pids[#pids + 1] = h.track(h.read_file(work .. "/mute.pid"))
+    h.wait_for("the mute socket", function() return core.control_is_socket(mute) end, 5, 0.025)
     local t0 = core.engine_clock()
     ok, err = core.control_request(mute, "{}", 0.3)
     assert.is_nil(ok)

@@ -11,21 +11,23 @@ local core = require "sandstack.core"
 
 local ph = require "proxy_harness"
 local H = ph.new("ssh2")
-local TOKEN, KEY, PROXY_IP, top = H.TOKEN, H.KEY, H.PROXY_IP, H.top
-local in_p, proxy_url, audit, proxies = H.in_p, H.proxy_url, H.audit, H.proxies
+local TOKEN, KEY, PROXY_IP = H.TOKEN, H.KEY, H.PROXY_IP
+local in_p, proxy_url, audit, proxies, client = H.in_p, H.proxy_url, H.audit, H.proxies, H.client
 local work
 
 local SKIP = H.missing()
 
--- proxy_client.py COMMAND args... in the proxy's namespace -> decoded JSON
-local function client(cmd, ...)
-  local args = {}
-  for i, a in ipairs { ... } do args[i] = h.q(a) end
-  local out = h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " " .. cmd .. " "
-    .. table.concat(args, " ")))
-  local v = core.json_decode(out:match("[^\n]*\n?$") ~= "" and out:match("([^\n]+)%s*$") or out)
-  assert(v, "client printed no JSON: " .. out)
-  return v
+-- proxy_client.py's many, in the background: its output in work/<name>.out once it is done,
+-- "<ok> <greeted>" in work/<name> once its tunnels are open
+local function many_bg(port, n, hold, name)
+  h.must(H.client_command("many", { PROXY_IP, port, "198.51.100.30:9002", TOKEN, n, hold, work .. "/" .. name })
+    .. " >" .. h.q(work .. "/" .. name .. ".out") .. " 2>&1 &")
+end
+
+-- the contents of work/<name> once it holds pattern (waited for up to seconds: a client that
+-- opens tunnels gets 30, as a fixture starting on a loaded machine)
+local function waited(name, pattern, seconds)
+  return h.wait_for(name, function() return (h.read_file(work .. "/" .. name) or ""):match(pattern) end, seconds)
 end
 
 local function rss_kb(pid)
@@ -109,12 +111,12 @@ describe("sandstack-proxy", function()
     end)
 
     it("python urllib through HTTPS_PROXY fetches allowed.test and is refused denied.test", function()
-      local script = ("import ssl, urllib.request\nctx = ssl.create_default_context(cafile=%q)\n"
-        .. "for u in ('https://allowed.test/py', 'https://denied.test/py'):\n"
-        .. "    try:\n        print(u, urllib.request.urlopen(u, context=ctx, timeout=10).read().decode().strip())\n"
-        .. "    except Exception as e:\n        print(u, 'ERROR', e)\n"):format(work .. "/ca.pem")
-      h.write_file(work .. "/urllib.py", script)
-      local out = h.must(in_p("env HTTPS_PROXY=" .. h.q(proxy_url("main")) .. " python3 " .. h.q(work .. "/urllib.py")))
+      local out = ""
+      local urls = { "10", "GET", "https://allowed.test/py", "GET", "https://denied.test/py" }
+      local env = { HTTPS_PROXY = proxy_url("main"), CAFILE = work .. "/ca.pem" }
+      for _, r in ipairs(H.client_lines("urllib", urls, { env = env })) do
+        out = out .. r.url .. " " .. (r.error and "ERROR " .. r.error or r.body:match("^%s*(.-)%s*$")) .. "\n"
+      end
       assert.matches("https://allowed.test/py hello from allowed.test /py", out, 1, true)
       assert.matches("https://denied.test/py ERROR[^\n]*403", out)
     end)
@@ -284,11 +286,8 @@ describe("sandstack-proxy", function()
     end)
 
     it("answers 503 beyond the connection cap", function()
-      local f = work .. "/held"
-      h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " many " .. PROXY_IP
-        .. " 3129 198.51.100.30:9002 " .. TOKEN .. " 2 6 " .. h.q(f)) .. " >" .. h.q(work .. "/many.out") .. " 2>&1 &")
-      h.must("for i in $(seq 100); do [ -s " .. h.q(f) .. " ] && break; sleep 0.05; done; cat " .. h.q(f))
-      assert.equal("2 2", (h.read_file(f) or ""):match("%d+ %d+")) -- control: two tunnels held
+      many_bg(3129, 2, 6, "held")
+      assert.equal("2 2", waited("held", "%d+ %d+", 30)) -- control: two tunnels held
       local r = client("raw", PROXY_IP, "3129", "CONNECT 198.51.100.30:9002 HTTP/1.1\\r\\nProxy-Authorization: Bearer "
         .. TOKEN .. "\\r\\n\\r\\n")
       assert.equal(503, r.status)
@@ -297,8 +296,7 @@ describe("sandstack-proxy", function()
       r = client("raw", PROXY_IP, "3129", "CONNECT 198.51.100.30:9002 HTTP/1.1\\r\\nProxy-Authorization: Bearer "
         .. TOKEN .. "\\r\\n\\r\\n", "0.5")
       assert.equal(503, r.status)
-      h.must("for i in $(seq 150); do grep -q alive " .. h.q(work .. "/many.out") .. " && break; sleep 0.1; done")
-      assert.equal(2, core.json_decode(h.read_file(work .. "/many.out")).alive) -- the held tunnels lived on
+      assert.equal(2, core.json_decode(waited("held.out", ".*alive.*", 15)).alive) -- the held tunnels lived on
     end)
 
     it("keeps its memory bounded when a fast sender meets a reader that does not read", function()
@@ -322,14 +320,11 @@ describe("sandstack-proxy", function()
     it("holds 1000 concurrent tunnels", function()
       local pid = proxies.main.pid
       local before = rss_kb(pid)
-      local f = work .. "/thousand"
-      h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " many " .. PROXY_IP
-        .. " 3128 198.51.100.30:9002 " .. TOKEN .. " 1000 2 " .. h.q(f)) .. " >" .. h.q(work .. "/thousand.out") .. " 2>&1 &")
-      h.must("for i in $(seq 600); do [ -s " .. h.q(f) .. " ] && break; sleep 0.1; done; cat " .. h.q(f))
+      many_bg(3128, 1000, 2, "thousand")
+      local opened = waited("thousand", "%d+ %d+", 60)
       local held = rss_kb(pid)
-      assert.equal("1000 1000", (h.read_file(f) or ""):match("%d+ %d+"))
-      h.must("for i in $(seq 100); do grep -q alive " .. h.q(work .. "/thousand.out") .. " && break; sleep 0.1; done")
-      local res = core.json_decode(h.read_file(work .. "/thousand.out"))
+      assert.equal("1000 1000", opened)
+      local res = core.json_decode(waited("thousand.out", ".*alive.*", 10))
       assert.equal(1000, res.alive)
       print(("# 1000 tunnels: RSS %d -> %d KiB (%.1f KiB per idle tunnel)"):format(before, held, (held - before) / 1000))
     end)
@@ -359,17 +354,14 @@ describe("sandstack-proxy", function()
 
     it("drains open tunnels on SIGTERM until the deadline, refusing new connections", function()
       local p = proxies.limited
-      local f = work .. "/drain"
-      h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " many " .. PROXY_IP
-        .. " 3129 198.51.100.30:9002 " .. TOKEN .. " 1 1 " .. h.q(f)) .. " >" .. h.q(work .. "/drain.out") .. " 2>&1 &")
-      h.must("for i in $(seq 100); do [ -s " .. h.q(f) .. " ] && break; sleep 0.05; done")
-      h.must("kill -TERM " .. p.pid)
+      many_bg(3129, 1, 1, "drain")
+      waited("drain", "%d+ %d+", 30)
+      assert(h.signal(p.pid, "TERM"), "the limited proxy had already ended")
       h.sh("sleep 0.3")
       local _, ok = h.sh(in_p("curl -sS --max-time 2 http://" .. PROXY_IP .. ":3129/"))
       assert.is_false(ok) -- the listener is closed
-      h.must("for i in $(seq 50); do grep -q alive " .. h.q(work .. "/drain.out") .. " && break; sleep 0.1; done")
-      assert.equal(1, core.json_decode(h.read_file(work .. "/drain.out")).alive) -- relayed during the drain
-      h.must("for i in $(seq 60); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid .. " 2>/dev/null")
+      assert.equal(1, core.json_decode(waited("drain.out", ".*alive.*", 5)).alive) -- relayed during the drain
+      h.wait_exit(p.pid, 6)
       local out = h.read_file(p.dir .. "/out")
       assert.matches('"event":"draining"', out, 1, true)
       assert.matches('"event":"stopped"', out, 1, true)
@@ -377,14 +369,8 @@ describe("sandstack-proxy", function()
     end)
 
     it("exits cleanly on SIGTERM (and, under ASan, without a sanitizer report)", function()
-      local p = proxies.main
-      h.must("kill -TERM " .. p.pid)
-      h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid .. " 2>/dev/null")
-      p.pid = nil
-      local err = h.read_file(p.dir .. "/err") or ""
-      assert.is_nil(err:find("Sanitizer", 1, true), err)
-      assert.is_nil(err:find("runtime error", 1, true), err)
-      err = h.read_file(proxies.limited.dir .. "/err") or ""
+      H.stop_clean("main")
+      local err = h.read_file(proxies.limited.dir .. "/err") or ""
       assert.is_nil(err:find("Sanitizer", 1, true), err)
     end)
   end)

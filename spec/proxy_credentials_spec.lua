@@ -1,11 +1,12 @@
 -- Credentials for any host (issue 25; csrc/proxy/parse/cred_table.c, cred_flow.c; docs/proxy.md
 -- "Credentials for any host") against the built proxy and real clients. As in
 -- spec/proxy_inspect_spec.lua: two network namespaces, the proxy and its clients in "sscrp*",
--- the outside in "sscro*": one TLS stand-in (a test CA the proxy trusts through
--- SANDSTACK_UPSTREAM_CA) answering for gh.test, keys.test, bot.test, basic.test and model.test on
--- 8443 and plain http on 80. It echoes what it received twice: as JSON text (which the proxy
--- scrubs on the way back, so the client sees placeholders) and hex-encoded (which no scrub
--- recognises, so the test sees the secret that arrived). It also logs every request it got.
+-- the outside in "sscro*": one stand-in (spec/support/echo_origin.py, with a test CA the proxy
+-- trusts through SANDSTACK_UPSTREAM_CA) answering for gh.test, keys.test, bot.test, basic.test
+-- and model.test on 8443 and plain http on 80. It echoes what it received twice: as JSON text
+-- (which the proxy scrubs on the way back, so the client sees placeholders) and hex-encoded
+-- (which no scrub recognises, so the test sees the secret that arrived). It also logs every
+-- request it got.
 -- Four credentials, one per placement (header Bearer, query parameter, path prefix, Basic), each
 -- toward its own host. Every refusal is preceded by a control that succeeds. Needs root and ip(8).
 --
@@ -16,9 +17,8 @@ local core = require "sandstack.core"
 
 local ph = require "proxy_harness"
 local H = ph.new("sscr")
-if os.getenv("SANDSTACK_PROXY_UNDER_TEST") then H.PROXY = os.getenv("SANDSTACK_PROXY_UNDER_TEST") end
 local TOKEN, KEY, PROXY_IP = H.TOKEN, H.KEY, H.PROXY_IP
-local in_p, in_o, proxy_url, audit, proxies = H.in_p, H.in_o, H.proxy_url, H.audit, H.proxies
+local in_p, proxy_url, audit, proxies = H.in_p, H.proxy_url, H.audit, H.proxies
 local work
 
 local SKIP = H.missing { { "test -r /etc/ssl/certs/ca-certificates.crt", "needs the system CA bundle" } }
@@ -55,136 +55,10 @@ local GH, REG, BOT, BASIC = CREDS[1], CREDS[2], CREDS[3], CREDS[4]
 local POLICY = { "gh.test:8443", "keys.test:8443", "bot.test:8443", "basic.test:8443", "model.test:8443", "gh.test:80",
   "plain.test:80" }
 
--- The stand-in: requests on a connection until the client closes it or asks to. /split/...
--- answers with the raw request it got as its body, written a few bytes at a time (so any secret
--- in it spans TLS records and reads).
-local STANDIN = [[
-import json, socket, ssl, sys, threading, time
-cert, key, log = sys.argv[1], sys.argv[2], sys.argv[3]
-ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-ctx.load_cert_chain(cert, key)
-lock = threading.Lock()
-def read_request(c):
-    raw = b""
-    while b"\r\n\r\n" not in raw:
-        d = c.recv(65536)
-        if not d:
-            return raw
-        raw += d
-    head, _, body = raw.partition(b"\r\n\r\n")
-    n = 0
-    for line in head.split(b"\r\n")[1:]:
-        k, _, v = line.partition(b":")
-        if k.strip().lower() == b"content-length":
-            n = int(v.strip())
-    while len(body) < n:
-        d = c.recv(65536)
-        if not d:
-            break
-        body += d
-    return head + b"\r\n\r\n" + body
-def serve(c, tls):
-    try:
-        if tls:
-            c = ctx.wrap_socket(c, server_side=True)
-        while answer(c):
-            pass
-        c.close()
-    except Exception:
-        c.close()
-def answer(c):
-        raw = read_request(c)
-        if not raw:
-            return False
-        with lock:
-            with open(log, "a") as f:
-                f.write(raw.hex() + "\n")
-        lines = raw.split(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
-        method, path, _ = lines[0].split(" ", 2)
-        headers = {}
-        for line in lines[1:]:
-            k, _, v = line.partition(":")
-            headers.setdefault(k.strip().lower(), []).append(v.strip())
-        keep = "close" not in [v.lower() for v in headers.get("connection", [])]
-        conn = b"keep-alive" if keep else b"close"
-        if path.startswith("/split"):
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: %s\r\n\r\n"
-                      % (len(raw), conn))
-            for i in range(0, len(raw), 5):
-                c.sendall(raw[i:i + 5])
-                time.sleep(0.002)
-        else:
-            body = json.dumps({"method": method, "path": path, "headers": headers,
-                               "body": raw.split(b"\r\n\r\n", 1)[1].decode("latin-1"), "hex": raw.hex()}).encode()
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: %s\r\n\r\n"
-                      % (len(body), conn) + body)
-        return keep
-def listen(port, tls):
-    s = socket.create_server(("0.0.0.0", port))
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=serve, args=(c, tls), daemon=True).start()
-threading.Thread(target=listen, args=(80, False), daemon=True).start()
-threading.Thread(target=listen, args=(8443, True), daemon=True).start()
-open(log + ".ready", "w").close()
-while True:
-    time.sleep(3600)
-]]
-
--- A client speaking raw bytes inside an inspected tunnel: CONNECT, TLS with the proxy's bundle,
--- the request written in pieces of `step` bytes with a pause between them, the whole answer read.
-local PIECES = [[
-import base64, json, socket, ssl, sys, time
-ph, pp, token, target, bundle, step, req = sys.argv[1:8]
-req = req.encode("latin-1").decode("unicode_escape").encode("latin-1")
-s = socket.create_connection((ph, int(pp)), timeout=20)
-auth = base64.b64encode(("sandstack:" + token).encode()).decode()
-s.sendall(("CONNECT %s HTTP/1.1\r\nProxy-Authorization: Basic %s\r\n\r\n" % (target, auth)).encode())
-head = b""
-while b"\r\n\r\n" not in head:
-    d = s.recv(1)
-    if not d:
-        break
-    head += d
-out = {"connect": head.split(b"\r\n")[0].decode()}
-if step == "0":  # the CONNECT's answer only
-    s.settimeout(2)
-    try:
-        out["reply"] = s.recv(65536).decode("latin-1")
-    except OSError:
-        out["reply"] = ""
-elif b" 200 " in head.split(b"\r\n")[0]:
-    t = ssl.create_default_context(cafile=bundle).wrap_socket(s, server_hostname=target.split(":")[0])
-    step = int(step)
-    try:
-        for i in range(0, len(req), step):
-            t.sendall(req[i:i + step])
-            time.sleep(0.003)
-    except OSError as e:
-        out["send_error"] = str(e)
-    raw = b""
-    try:
-        while True:
-            d = t.recv(65536)
-            if not d:
-                break
-            raw += d
-    except OSError as e:
-        out["recv_error"] = str(e)
-    out["reply"] = raw.decode("latin-1")
-else:
-    out["reply"] = s.recv(65536).decode("latin-1")
-print(json.dumps(out))
-]]
-
 local creds_json, unhex = ph.creds_json, ph.unhex
 
 -- every request the stand-in got, in order, as raw bytes
-local function received()
-  local t = {}
-  for line in (h.read_file(work .. "/received.log") or ""):gmatch("[^\n]+") do t[#t + 1] = unhex(line) end
-  return t
-end
+local function received() return ph.hex_lines(work .. "/received.log") end
 
 local function pct(s)
   return (s:gsub("[^%w%-%._~]", function(ch) return ("%%%02X"):format(ch:byte()) end))
@@ -237,15 +111,10 @@ end
 
 local function setup()
   work = H.net_up("/tmp/sscr-creds.XXXXXX", HOSTS, { "198.51.100.10" })
-  local d = h.q(work)
   H.make_certs("sscr-test-ca", "gh.test", { "gh.test", "keys.test", "bot.test", "basic.test", "model.test" },
     " && cat /etc/ssl/certs/ca-certificates.crt ca.pem > roots.pem")
-  h.write_file(work .. "/standin.py", STANDIN)
-  h.write_file(work .. "/pieces.py", PIECES)
-  h.must(in_o("setsid python3 " .. d .. "/standin.py " .. d .. "/srv.pem " .. d .. "/srv.key " .. d .. "/received.log")
-    .. " </dev/null >" .. d .. "/standin.out 2>&1 &")
-  h.must("for i in $(seq 200); do [ -f " .. d .. "/received.log.ready ] && break; sleep 0.05; done; [ -f " .. d
-    .. "/received.log.ready ]")
+  H.start_peer("echo_origin.py", { work .. "/srv.pem", work .. "/srv.key", work .. "/received.log" },
+    { ready = work .. "/received.log.ready" })
   local base = H.base_env("sscr-session", {
     SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
     SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem"), SANDSTACK_CA_ROOTS = work .. "/roots.pem",
@@ -362,9 +231,8 @@ describe("sandstack-proxy credentials for any host", function()
       local before = #received()
       for _, step in ipairs { 3, 7 } do
         local req = ("POST /v1/pieces HTTP/1.1\\r\\nHost: gh.test:8443\\r\\nContent-Length: %d\\r\\n\\r\\n%s"):format(#body, body)
-        local out = h.must(in_p("python3 " .. h.q(work .. "/pieces.py") .. " " .. PROXY_IP .. " 3128 " .. h.q(TOKEN)
-          .. " gh.test:8443 " .. h.q(proxies.main.ca .. "/bundle.pem") .. " " .. step .. " " .. h.q(req)))
-        local r = assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+        local r = H.client("pieces", PROXY_IP, "3128", "gh.test:8443", TOKEN, proxies.main.ca .. "/bundle.pem", step,
+          req)
         assert.matches("^HTTP/1%.1 403", r.reply, nil, nil)
         assert.truthy(r.reply:find("credential_misplaced", 1, true), r.reply)
       end
@@ -411,28 +279,14 @@ describe("sandstack-proxy credentials for any host", function()
 
   describe("keep-alive", function()
     it("each request on one inspected connection gets its secret placed, and a misplaced one ends it", function()
-      local script = [[
-import base64, http.client, json, ssl, sys
-ph, pp, token, bundle, good, bad = sys.argv[1:7]
-conn = http.client.HTTPSConnection(ph, int(pp), context=ssl.create_default_context(cafile=bundle), timeout=20)
-conn.set_tunnel("gh.test", 8443, headers={"Proxy-Authorization": "Basic " + base64.b64encode(("s:" + token).encode()).decode()})
-out = []
-for i, extra in enumerate(({}, {}, {"X-Other": bad})):
-    hdrs = {"Authorization": good}
-    hdrs.update(extra)
-    try:
-        conn.request("GET", "/v1/ka/%d" % i, headers=hdrs)
-        r = conn.getresponse()
-        out.append({"status": r.status, "body": r.read().decode("latin-1")})
-    except Exception as e:
-        out.append({"error": str(e)})
-print(json.dumps(out))
-]]
-      h.write_file(work .. "/ka.py", script)
+      local good = { Authorization = "Bearer " .. GH.placeholder }
+      local bad = { Authorization = good.Authorization, ["X-Other"] = GH.placeholder }
+      local reqs = { { method = "GET", path = "/v1/ka/0", headers = good },
+        { method = "GET", path = "/v1/ka/1", headers = good }, { method = "GET", path = "/v1/ka/2", headers = bad } }
+      h.write_file(work .. "/ka.json", core.json_encode(reqs))
       local before = #received()
-      local out = h.must(in_p("python3 " .. h.q(work .. "/ka.py") .. " " .. PROXY_IP .. " 3128 " .. h.q(TOKEN) .. " "
-        .. h.q(proxies.main.ca .. "/bundle.pem") .. " " .. h.q("Bearer " .. GH.placeholder) .. " " .. h.q(GH.placeholder)))
-      local res = assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+      local res, out = H.client("keepalive", PROXY_IP, "3128", "gh.test:8443", proxies.main.ca .. "/bundle.pem", TOKEN,
+        "20", work .. "/ka.json")
       for i = 1, 2 do
         assert.equal(200, res[i].status, out)
         local seen = core.json_decode(res[i].body)
@@ -480,12 +334,9 @@ print(json.dumps(out))
 
   describe("without a CA", function()
     it("a CONNECT to a credential's host is refused with the reason; other hosts tunnel", function()
-      local r = h.must(in_p("python3 " .. h.q(work .. "/pieces.py") .. " " .. PROXY_IP .. " 3129 " .. h.q(TOKEN)
-        .. " model.test:8443 /dev/null 0 x"))
-      assert.matches("200", core.json_decode(r:match("([^\n]+)%s*$")).connect) -- control
-      r = h.must(in_p("python3 " .. h.q(work .. "/pieces.py") .. " " .. PROXY_IP .. " 3129 " .. h.q(TOKEN)
-        .. " gh.test:8443 /dev/null 0 x"))
-      local j = core.json_decode(r:match("([^\n]+)%s*$"))
+      local r = H.client("pieces", PROXY_IP, "3129", "model.test:8443", TOKEN, "/dev/null", "0", "x")
+      assert.matches("200", r.connect) -- control
+      local j = H.client("pieces", PROXY_IP, "3129", "gh.test:8443", TOKEN, "/dev/null", "0", "x")
       assert.matches("403", j.connect)
       assert.truthy(j.reply:find("credential_needs_inspection", 1, true), j.reply)
     end)
@@ -528,13 +379,8 @@ print(json.dumps(out))
 
   it("no secret appears in anything the proxies wrote (stdout, stderr)", function()
     for _, name in ipairs { "main", "noca" } do
-      local p = proxies[name]
-      h.must("kill -TERM " .. p.pid)
-      h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done")
-      p.pid = nil
-      local all = (h.read_file(p.dir .. "/out") or "") .. (h.read_file(p.dir .. "/err") or "")
-      assert.truthy(all:find('"event":"stopped"', 1, true))
-      assert.is_nil(all:find("Sanitizer", 1, true), all)
+      local out, err = H.stop_clean(name)
+      local all = out .. err
       for _, c in ipairs(CREDS) do
         assert.is_nil(all:find(c.secret, 1, true), c.name)
         assert.is_nil(all:find(pct(c.secret), 1, true), c.name)

@@ -5,15 +5,14 @@
 -- reason: the X-Sandstack-Deny-Reason header, the JSON body's "deny" object (what, why,
 -- allow_hint, the rule's own reason), and for a refused CONNECT the status line's reason phrase,
 -- which is what Python's tunnel error shows. Every refusal follows a control that is admitted.
--- Needs root and ip(8). SANDSTACK_DENY_SPEC_PROXY (a path under the checkout) runs another proxy
+-- Needs root and ip(8). SANDSTACK_PROXY_UNDER_TEST (a path under the checkout) runs another proxy
 -- binary, e.g. one built from the code before this change, to see these tests fail there.
 local h = require "helpers"
 local core = require "sandstack.core"
 
 local ph = require "proxy_harness"
 local H = ph.new("ssh25d")
-if os.getenv("SANDSTACK_DENY_SPEC_PROXY") then H.PROXY = os.getenv("SANDSTACK_DENY_SPEC_PROXY") end
-local TOKEN, PROXY_IP, top = H.TOKEN, H.PROXY_IP, H.top
+local TOKEN, PROXY_IP = H.TOKEN, H.PROXY_IP
 local in_p, proxy_url, proxies = H.in_p, H.proxy_url, H.proxies
 local work
 
@@ -47,36 +46,6 @@ local HOSTS = [[
 198.51.100.10 ro.test
 198.51.100.10 long.test
 10.1.2.3 private.test
-]]
-
--- What each Python client shows its caller, as one JSON line:
---   urllib URL [METHOD]   urllib.request through HTTP(S)_PROXY from the environment
---   tunnel HOST PORT      http.client with set_tunnel (CONNECT), then GET / inside the tunnel
-local CLIENT = [[
-import base64, http.client, json, os, ssl, sys, urllib.error, urllib.request
-mode = sys.argv[1]
-out = {}
-ctx = ssl.create_default_context(cafile=os.environ.get("CAFILE"))
-auth = "Basic " + base64.b64encode(("sandstack:" + os.environ["TOKEN"]).encode()).decode()
-try:
-    if mode == "urllib":
-        req = urllib.request.Request(sys.argv[2], method=sys.argv[3] if len(sys.argv) > 3 else "GET",
-                                     data=b"x" if len(sys.argv) > 3 and sys.argv[3] == "POST" else None)
-        r = urllib.request.urlopen(req, context=ctx, timeout=15)
-        out.update(status=r.status, body=r.read().decode("latin-1"))
-    elif mode == "tunnel":
-        c = http.client.HTTPConnection(os.environ["PROXY_IP"], int(os.environ["PROXY_PORT"]), timeout=15)
-        c.set_tunnel(sys.argv[2], int(sys.argv[3]), headers={"Proxy-Authorization": auth})
-        c.request("GET", "/")
-        r = c.getresponse()
-        out.update(status=r.status, phrase=r.reason, header=r.getheader("X-Sandstack-Deny-Reason"),
-                   body=r.read().decode("latin-1"))
-except urllib.error.HTTPError as e:
-    out.update(status=e.code, error=str(e), header=e.headers.get("X-Sandstack-Deny-Reason"),
-               body=e.read().decode("latin-1"))
-except Exception as e:
-    out.update(error_type=type(e).__name__, error=str(e))
-print(json.dumps(out))
 ]]
 
 -- A keep-alive HTTPS origin (the stand-in's :443 answers one request per connection): each GET
@@ -129,15 +98,12 @@ print(json.dumps({"lines": n, "bad": bad}))
 local function setup()
   work = H.net_up("/tmp/ssh25d-proxy.XXXXXX", HOSTS, { "198.51.100.10", "198.51.100.11" })
   H.make_certs("ssh25d-test-ca", "allowed.test", { "allowed.test", "denied.test", "api.test" })
-  h.write_file(work .. "/client.py", CLIENT)
   h.write_file(work .. "/schema.py", SCHEMA)
   h.write_file(work .. "/ka_server.py", KA_SERVER)
   H.start_standin()
-  local d = h.q(work)
-  h.must(H.in_o("setsid python3 " .. d .. "/ka_server.py " .. d .. "/srv.pem " .. d .. "/srv.key 8444")
-    .. " </dev/null >" .. d .. "/ka.log 2>&1 &")
+  H.start_peer(work .. "/ka_server.py", { work .. "/srv.pem", work .. "/srv.key", "8444" },
+    { ready = 8444, log = work .. "/ka.log" })
   H.wait_standin()
-  h.must(H.in_o("sh -c 'for i in $(seq 100); do ss -ltn | grep -q :8444 && exit 0; sleep 0.05; done; exit 1'"))
   H.start_proxy("main", 3128, H.base_env("deny-session", {
     SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
     SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem") }), { ca_dir = true })
@@ -162,25 +128,24 @@ local function curl(args, name)
     .. " curl -sS --max-time 15 --cacert " .. h.q(cafile()) .. " " .. args .. " 2>&1"))
 end
 
+-- What Python's own clients show their caller (proxy_client.py): "urllib URL [METHOD]" is
+-- urllib.request through HTTP(S)_PROXY from the environment ("off" first: the inspection-off
+-- proxy's); "tunnel HOST PORT" is http.client with set_tunnel (CONNECT), then GET / inside it
 local function py(...)
   local args, name = { ... }, "main"
   if args[1] == "off" then name = table.remove(args, 1) end -- the inspection-off proxy
-  for i, a in ipairs(args) do args[i] = h.q(a) end
-  local out = h.must(in_p("env HTTP_PROXY=" .. h.q(proxy_url(name)) .. " HTTPS_PROXY=" .. h.q(proxy_url(name))
-    .. " CAFILE=" .. h.q(cafile()) .. " TOKEN=" .. h.q(TOKEN) .. " PROXY_IP=" .. PROXY_IP .. " PROXY_PORT="
-    .. proxies.main.port .. " python3 " .. h.q(work .. "/client.py") .. " " .. table.concat(args, " ")))
-  return assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+  if args[1] == "tunnel" then
+    return H.client("stdlib_tunnel", PROXY_IP, proxies.main.port, args[2], args[3], TOKEN)
+  end
+  return H.run_client("urllib", { "15", args[3] or "GET", args[2] },
+    { env = { HTTP_PROXY = proxy_url(name), HTTPS_PROXY = proxy_url(name), CAFILE = cafile() } })
 end
 
 -- spec/support/proxy_client.py COMMAND ARGS... (after the proxy's address) -> decoded JSON
 local function socket_client(cmd, ...)
-  local args = { PROXY_IP, tostring(proxies.main.port) }
-  if cmd == "raw_off" then cmd, args[2] = "raw", tostring(proxies.off.port) end
-  for _, a in ipairs { ... } do args[#args + 1] = a end
-  for i, a in ipairs(args) do args[i] = h.q(a) end
-  local out = h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " " .. cmd .. " "
-    .. table.concat(args, " ")))
-  return assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+  local port = proxies.main.port
+  if cmd == "raw_off" then cmd, port = "raw", proxies.off.port end
+  return H.client(cmd, PROXY_IP, port, ...)
 end
 
 -- the JSON body after curl -i's head (the last head when a CONNECT's 200 came first)
@@ -400,7 +365,7 @@ describe("sandstack-proxy refusals an agent can read", function()
     assert.truthy(#b.deny.allow_hint < 700, #b.deny.allow_hint)
   end)
 
-  it("an address the proxy does not connect to: the range, and the literal rule that would allow it", function()
+  it("an address the proxy does not connect to: the range, and the allow_private entry (or literal rule) that would allow it", function()
     local out = curl("-i http://private.test/a")
     assert.matches("^HTTP/1.1 403 Forbidden %(sandstack: address_refused; ", out)
     assert.matches("^address_refused; private.test resolves to 10.1.2.3 %(", deny_header(out))
@@ -408,6 +373,7 @@ describe("sandstack-proxy refusals an agent can read", function()
     assert.equal("address_refused", b.policy.decision) -- the older fields stay
     assert_deny(b, "address_refused", { host = "private.test", port = 80 })
     assert.equal("address_refused", b.deny.security_event)
+    assert.matches('allow_private = { "10.1.2.3:80" }', b.deny.allow_hint, 1, true)
     assert.matches('{ host = "10.1.2.3", port = 80 }', b.deny.allow_hint, 1, true)
     local r = py("urllib", "https://private.test/")
     assert.matches("Tunnel connection failed: 403 Forbidden (sandstack: address_refused; private.test resolves to 10.1.2.3",

@@ -4,17 +4,18 @@
 -- request naming another host than the one admitted (another name at the same front end, a
 -- pipelined second request, an absolute-form target). The test bed is the one of
 -- spec/proxy_core_spec.lua (spec/support/proxy_harness.lua): the proxy and the clients in one
--- network namespace, the outside in another. The outside is one recording origin (written
--- here): every name is served at 198.51.100.10, plain HTTP on :80, TLS on :443 and :8443, and
--- each connection's bytes are logged and echoed back as JSON, so a test sees exactly what an
--- origin received. Every refusal is preceded by a control that succeeds. Needs root and ip(8).
+-- network namespace, the outside in another. The outside is one recording origin
+-- (spec/support/record_origin.py): every name is served at 198.51.100.10, plain HTTP on :80,
+-- TLS on :443 and :8443, and each connection's bytes are logged and echoed back as JSON, so a
+-- test sees exactly what an origin received. Every refusal is preceded by a control that
+-- succeeds. Needs root and ip(8).
 local h = require "helpers"
 local core = require "sandstack.core"
 
 local ph = require "proxy_harness"
 local H = ph.new("shdr")
 local TOKEN, PROXY_IP = H.TOKEN, H.PROXY_IP
-local in_p, in_o, audit, proxies = H.in_p, H.in_o, H.audit, H.proxies
+local audit, proxies = H.audit, H.proxies
 local work
 
 local SKIP = H.missing()
@@ -33,114 +34,6 @@ local HOSTS = [[
 198.51.100.10 model.test
 ]]
 
--- The origin: :80 plain, :443 and :8443 TLS. Per connection: the request head, its
--- Content-Length of body, then whatever else arrives within 0.3 s (a pipelined request the
--- proxy let through); one JSON line per connection in LOG; the same JSON as the answer.
-local ORIGIN = [[
-import json, socket, ssl, sys, threading
-cert, key, log = sys.argv[1:4]
-ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-ctx.load_cert_chain(cert, key)
-lock = threading.Lock()
-
-def serve(c, port, tls):
-    try:
-        if tls:
-            c = ctx.wrap_socket(c, server_side=True)
-        c.settimeout(5)
-        raw = b""
-        while b"\r\n\r\n" not in raw:
-            d = c.recv(65536)
-            if not d:
-                return
-            raw += d
-        head = raw.split(b"\r\n\r\n", 1)[0].decode("latin-1")
-        lines = head.split("\r\n")
-        headers = [[k.strip(), v.strip()] for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)]
-        cl = [int(v) for k, v in headers if k.lower() == "content-length"]
-        want = len(head) + 4 + (cl[0] if cl else 0)
-        while len(raw) < want:
-            d = c.recv(65536)
-            if not d:
-                break
-            raw += d
-        c.settimeout(0.3)
-        try:
-            while True:
-                d = c.recv(65536)
-                if not d:
-                    break
-                raw += d
-        except OSError:
-            pass
-        rec = {"port": port, "line": lines[0], "headers": headers, "raw": raw.decode("latin-1")}
-        with lock:
-            with open(log, "a") as f:
-                f.write(json.dumps(rec) + "\n")
-        body = json.dumps(rec).encode()
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-                  b"Connection: close\r\n\r\n" % len(body) + body)
-    except Exception:
-        pass
-    finally:
-        c.close()
-
-def listen(port, tls):
-    s = socket.create_server(("0.0.0.0", port), backlog=64)
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=serve, args=(c, port, tls), daemon=True).start()
-
-for port, tls in ((80, False), (443, True), (8443, True)):
-    threading.Thread(target=listen, args=(port, tls), daemon=True).start()
-open(log + ".ready", "w").close()
-threading.Event().wait()
-]]
-
--- The client: requests from a JSON file, in order, one connection each: {target, sni, data}.
--- data goes to the proxy as it is (target "-"), or inside TLS after "CONNECT target" with SNI
--- sni, trusting CAFILE. Prints the answers as a JSON list. One process for many requests.
-local CLIENT = [[
-import base64, json, socket, ssl, sys
-ph, pp, cafile, token, reqs = sys.argv[1:6]
-ctx = ssl.create_default_context(cafile=cafile)
-auth = base64.b64encode(("sandstack:" + token).encode()).decode()
-
-def one(req):
-    s = socket.create_connection((ph, int(pp)), timeout=10)
-    out = {}
-    if req["target"] != "-":
-        s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n"
-                   % (req["target"], req["target"], auth)).encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            d = s.recv(1)
-            if not d:
-                break
-            head += d
-        out["connect"] = head.split(b"\r\n")[0].decode("latin-1")
-        s = ctx.wrap_socket(s, server_hostname=req["sni"])
-    s.sendall(req["data"].encode("latin-1"))
-    raw = b""
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            raw += d
-    except OSError:
-        pass
-    s.close()
-    head, _, body = raw.partition(b"\r\n\r\n")
-    first = head.split(b"\r\n")[0].decode("latin-1")
-    out["status"] = int(first.split(" ")[1]) if first.startswith("HTTP/") else None
-    out["responses"] = raw.count(b"HTTP/1.1 ")
-    out["body"] = body.decode("latin-1")
-    return out
-
-print(json.dumps([one(r) for r in json.load(open(reqs))]))
-]]
-
 local OVERRIDES = { "X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override", "X-Original-URL", "X-Rewrite-URL" }
 
 -- one line each, in several spellings of case (the names are case-insensitive)
@@ -156,13 +49,12 @@ local function fwd(line, headers)
   return req("-", "-", line .. "\r\nProxy-Authorization: Bearer " .. TOKEN .. "\r\n" .. (headers or "") .. "\r\n")
 end
 
--- the requests, in order, from one client process -> their answers (r.json: the body decoded)
+-- the requests, in order, from one client process (proxy_client.py's requests) -> their answers
+-- (r.json: the body decoded)
 local function run(reqs)
   local file = work .. "/reqs.json"
   h.write_file(file, assert(core.json_encode(reqs)))
-  local out = h.must(in_p("python3 " .. h.q(work .. "/client.py") .. " " .. PROXY_IP .. " " .. proxies.main.port .. " "
-    .. h.q(proxies.main.ca .. "/bundle.pem") .. " " .. h.q(TOKEN) .. " " .. h.q(file)))
-  local res = assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+  local res = H.client("requests", PROXY_IP, proxies.main.port, proxies.main.ca .. "/bundle.pem", TOKEN, file)
   assert.equal(#reqs, #res)
   for _, r in ipairs(res) do r.json = core.json_decode(r.body) end
   return res
@@ -190,13 +82,8 @@ end
 local function setup()
   work = H.net_up("/tmp/shdr-proxy.XXXXXX", HOSTS, { "198.51.100.10" })
   H.make_certs("shdr-test-ca", "api.test", { "api.test", "other.test", "plain.test", "model.test" })
-  h.write_file(work .. "/origin.py", ORIGIN)
-  h.write_file(work .. "/client.py", CLIENT)
-  local d = h.q(work)
-  h.must(in_o("setsid python3 " .. d .. "/origin.py " .. d .. "/srv.pem " .. d .. "/srv.key " .. d .. "/origin.log")
-    .. " </dev/null >" .. d .. "/origin.err 2>&1 &")
-  h.must("for i in $(seq 100); do [ -f " .. d .. "/origin.log.ready ] && break; sleep 0.05; done; [ -f " .. d
-    .. "/origin.log.ready ]")
+  H.start_peer("record_origin.py", { work .. "/srv.pem", work .. "/srv.key", work .. "/origin.log" },
+    { ready = work .. "/origin.log.ready" })
   H.start_proxy("main", 3128, H.base_env("shdr-session", {
     SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
     SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem"), SANDSTACK_CA_ROOTS = work .. "/ca.pem" }), { ca_dir = true })
@@ -396,15 +283,8 @@ describe("sandstack-proxy headers and Host", function()
 
   describe("shutdown", function()
     it("exits cleanly on SIGTERM (and, under ASan, without a sanitizer report)", function()
-      local p = proxies.main
-      h.must("kill -TERM " .. p.pid)
-      h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid
-        .. " 2>/dev/null")
-      p.pid = nil
-      local err = h.read_file(p.dir .. "/err") or ""
-      assert.is_nil(err:find("Sanitizer", 1, true), err)
-      assert.is_nil(err:find("runtime error", 1, true), err)
-      assert.is_nil(h.read_file(p.dir .. "/out"):find(TOKEN, 1, true))
+      local out = H.stop_clean("main")
+      assert.is_nil(out:find(TOKEN, 1, true))
     end)
   end)
 end)

@@ -11,7 +11,7 @@ local core = require "sandstack.core"
 
 local ph = require "proxy_harness"
 local H = ph.new("ssh9")
-local TOKEN, PROXY_IP, top = H.TOKEN, H.PROXY_IP, H.top
+local TOKEN, PROXY_IP = H.TOKEN, H.PROXY_IP
 local in_p, in_o, audit = H.in_p, H.in_o, H.audit
 local work
 
@@ -58,25 +58,16 @@ local function setup()
   end
   H.make_certs("ssh9-test-ca", "allowed.test", { "allowed.test", "denied.test", "git.test" })
   H.start_standin()
-  local peer, d = h.q(top .. "/spec/support/proxy_hostile.py"), h.q(work)
-  h.must(in_o("setsid python3 " .. peer .. " peer " .. d .. "/srv.pem " .. d .. "/srv.key " .. d .. "/peer.ready")
-    .. " </dev/null >" .. d .. "/peer.log 2>&1 &")
-  h.must(in_p("setsid python3 " .. peer .. " local " .. d .. "/local.ready") .. " </dev/null >" .. d .. "/local.log 2>&1 &")
+  H.start_peer("proxy_hostile.py", { "peer", work .. "/srv.pem", work .. "/srv.key", work .. "/peer.ready" },
+    { log = work .. "/peer.log" })
+  H.start_peer("proxy_hostile.py", { "local", work .. "/local.ready" }, { inside = true, log = work .. "/local.log",
+    ready = work .. "/local.ready" })
   H.wait_standin()
-  h.must("for i in $(seq 100); do [ -f " .. d .. "/peer.ready ] && [ -f " .. d .. "/local.ready ] && break; sleep 0.05; done; "
-    .. "[ -f " .. d .. "/peer.ready ] && [ -f " .. d .. "/local.ready ]")
+  h.wait_for("the peers", function() return h.read_file(work .. "/peer.ready") end, 30)
   H.start_proxy("main", 3128, H.base_env("ssh9-session", { SANDSTACK_EGRESS_POLICY = main_policy() }))
 end
 
--- a client script in the proxy's namespace -> decoded JSON
-local function run(script, cmd, ...)
-  local args = {}
-  for i, a in ipairs { ... } do args[i] = h.q(a) end
-  local out = h.must(in_p("python3 " .. h.q(top .. "/spec/support/" .. script) .. " " .. cmd .. " " .. table.concat(args, " ")))
-  return assert(core.json_decode(out:match("([^\n]+)%s*$") or ""), "the client printed no JSON: " .. out)
-end
-local function client(cmd, ...) return run("proxy_client.py", cmd, ...) end
-local function hostile(cmd, ...) return run("proxy_hostile.py", cmd, ...) end
+local client = H.client
 
 local function connect_text(target) return "CONNECT " .. target .. " HTTP/1.1\\r\\nProxy-Authorization: Bearer " .. TOKEN .. "\\r\\n\\r\\n" end
 local function get_text(url) return "GET " .. url .. " HTTP/1.1\\r\\nProxy-Authorization: Bearer " .. TOKEN .. "\\r\\n\\r\\n" end
@@ -153,7 +144,7 @@ describe("sandstack-proxy against hostile clients (issue 23)", function()
   end)
 
   it("item 2: does not let a server that speaks first (SSH) through a rule that is not raw", function()
-    local r = hostile("banner", PROXY_IP, "3128", "allowed.test:2222", TOKEN, "-")
+    local r = client("banner", PROXY_IP, "3128", "allowed.test:2222", TOKEN, "-")
     assert.equal(200, r.connect_status)
     assert.equal("", r.first) -- the destination is not read before the hello is checked
     assert.matches("^HTTP/1.1 403", r["then"])
@@ -161,16 +152,16 @@ describe("sandstack-proxy against hostile clients (issue 23)", function()
   end)
 
   it("item 2: relays raw TCP both ways when a raw rule names that host and port, and only there", function()
-    local p = H.start_proxy("raw", 3130, H.base_env("ssh9-raw", { SANDSTACK_EGRESS_POLICY = assert(core.policy_compile {
+    H.start_proxy("raw", 3130, H.base_env("ssh9-raw", { SANDSTACK_EGRESS_POLICY = assert(core.policy_compile {
       allow = { "allowed.test", { host = "git.test", port = 2222, raw = true } } }):render() }))
-    local r = hostile("banner", PROXY_IP, "3130", "git.test:2222", TOKEN, "-")
+    local r = client("banner", PROXY_IP, "3130", "git.test:2222", TOKEN, "-")
     assert.equal(200, r.connect_status)
     assert.equal("SSH-2.0-sandstack-test\r\n", r.first) -- it spoke first, and was heard
     assert.equal("ping\n", r["then"])
-    r = hostile("banner", PROXY_IP, "3130", "git.test:2222", TOKEN, "early\n") -- bytes behind the CONNECT
+    r = client("banner", PROXY_IP, "3130", "git.test:2222", TOKEN, "early\n") -- bytes behind the CONNECT
     assert.equal("SSH-2.0-sandstack-test\r\nearly\n", r.first)
     -- the same server under a name without a raw rule, and the raw name on another port
-    r = hostile("banner", PROXY_IP, "3130", "allowed.test:2222", TOKEN, "-")
+    r = client("banner", PROXY_IP, "3130", "allowed.test:2222", TOKEN, "-")
     assert.equal("", r.first)
     assert.matches("^HTTP/1.1 403", r["then"])
     assert.equal(403, client("raw", PROXY_IP, "3130", connect_text("git.test:2223")).status)
@@ -178,17 +169,15 @@ describe("sandstack-proxy against hostile clients (issue 23)", function()
     assert.truthy(line)
     assert.equal("raw", line.reason)
     assert.equal(2, line.rule)
-    h.must("kill -TERM " .. p.pid)
-    h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid .. " 2>/dev/null")
-    p.pid = nil
+    H.stop("raw")
   end)
 
   it("item 3: refuses a ClientHello offering Encrypted Client Hello or ESNI, naming them in the audit", function()
-    local ctl = hostile("hello", PROXY_IP, "3128", "allowed.test:443", "allowed.test", TOKEN, "none")
+    local ctl = client("hello", PROXY_IP, "3128", "allowed.test:443", "allowed.test", TOKEN, "none")
     assert.equal(200, ctl.connect_status)
     assert.matches("^160303", ctl.answer) -- control: the origin's ServerHello came back
     for _, kind in ipairs { "ech", "esni" } do
-      local r = hostile("hello", PROXY_IP, "3128", "allowed.test:443", "allowed.test", TOKEN, kind)
+      local r = client("hello", PROXY_IP, "3128", "allowed.test:443", "allowed.test", TOKEN, kind)
       assert.equal(200, r.connect_status)
       assert.equal("15030300020228", r.answer, kind) -- the proxy's fatal handshake_failure, nothing else
       local line = audited { host = "allowed.test", decision = kind }
@@ -199,11 +188,11 @@ describe("sandstack-proxy against hostile clients (issue 23)", function()
 
   it("item 4: refuses a TLS record of another type before the ClientHello, off port 443", function()
     local ca = work .. "/ca.pem"
-    local ctl = hostile("alert_tls", PROXY_IP, "3128", "allowed.test:8444", "allowed.test", ca, TOKEN, "")
+    local ctl = client("alert_tls", PROXY_IP, "3128", "allowed.test:8444", "allowed.test", ca, TOKEN, "")
     assert.equal("ok", ctl.tls, ctl.error) -- control: the lenient server, through the proxy
     assert.matches("hello from allowed.test", ctl.reply, 1, true)
     for _, record in ipairs { "15030300020170", "140303000101" } do -- a warning alert; a change_cipher_spec
-      local r = hostile("alert_tls", PROXY_IP, "3128", "allowed.test:8444", "denied.test", ca, TOKEN, record)
+      local r = client("alert_tls", PROXY_IP, "3128", "allowed.test:8444", "denied.test", ca, TOKEN, record)
       assert.equal(200, r.connect_status)
       assert.equal("error", r.tls, r.reply) -- not "hello from denied.test"
     end
@@ -241,7 +230,7 @@ describe("sandstack-proxy against hostile clients (issue 23)", function()
     local urls = {}
     for name in pairs(controls) do urls[#urls + 1] = url(name) end
     for name in pairs(attacks) do urls[#urls + 1] = url(name) end
-    local got = hostile("gets", PROXY_IP, "3128", TOKEN, (table.unpack or unpack)(urls))
+    local got = client("gets", PROXY_IP, "3128", TOKEN, (table.unpack or unpack)(urls))
     for name, addr in pairs(controls) do
       local r = got[url(name)]
       assert.equal(200, r.status, name .. ": " .. r.body)
@@ -257,10 +246,7 @@ describe("sandstack-proxy against hostile clients (issue 23)", function()
   end)
 
   it("exits cleanly on SIGTERM (and, under ASan, without a sanitizer report)", function()
-    local p = H.proxies.main
-    h.must("kill -TERM " .. p.pid)
-    h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid .. " 2>/dev/null")
-    p.pid = nil
+    H.stop_clean("main")
     for _, name in ipairs { "main", "raw" } do
       local err = h.read_file(H.work .. "/" .. name .. "/err") or ""
       assert.is_nil(err:find("Sanitizer", 1, true), err)

@@ -17,165 +17,36 @@ local core = require "sandstack.core"
 local ph = require "proxy_harness"
 local H = ph.new("ssu1")
 local TOKEN, PROXY_IP = H.TOKEN, H.PROXY_IP
-local in_p, in_o, audit, proxies = H.in_p, H.in_o, H.audit, H.proxies
+local audit, proxies = H.audit, H.proxies
 local work
 
 local SKIP = H.missing { { "test -r /etc/ssl/certs/ca-certificates.crt", "needs the system CA bundle" } }
 
 local POLICY = { { host = "slow.test", methods = { "POST" }, paths = { "/up" } } } -- inspected: POST /up only
 
--- A TLS origin that holds back its handshake until the file GO exists (so the proxy's handshake
--- with it is pending when the request arrives), then reads one request (Content-Length body) and
--- appends it as a JSON line to the log: request line, body length and sha256, whether the head
--- was printable text; or the error, with "line" empty when no request came (a denied one).
-local SLOW_ORIGIN = [[
-import hashlib, json, os, socket, ssl, sys, threading, time
-cert, key, log, ready, go = sys.argv[1:6]
-ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-ctx.load_cert_chain(cert, key)
-srv = socket.create_server(("0.0.0.0", 443), backlog=64)
-lock = threading.Lock()
-def serve(c):
-    rec = {"line": ""}
-    try:
-        for _ in range(400):
-            if os.path.exists(go):
-                break
-            time.sleep(0.025)
-        t = ctx.wrap_socket(c, server_side=True)
-        t.settimeout(10)
-        data = b""
-        while b"\r\n\r\n" not in data and len(data) < 1 << 20:
-            d = t.recv(65536)
-            if not d:
-                break
-            data += d
-        head, _, body = data.partition(b"\r\n\r\n")
-        lines = head.split(b"\r\n")
-        parts = lines[0].split(b" ")
-        rec["line"] = lines[0].decode("latin-1")
-        rec["method"] = parts[0].decode("latin-1")
-        rec["target"] = parts[1].decode("latin-1") if len(parts) > 1 else ""
-        rec["clean"] = all(32 <= b < 127 for b in head.replace(b"\r\n", b""))
-        n = 0
-        for l in lines[1:]:
-            k, _, v = l.partition(b":")
-            if k.strip().lower() == b"content-length":
-                n = int(v.strip())
-        while len(body) < n:
-            d = t.recv(65536)
-            if not d:
-                break
-            body += d
-        rec["body_len"] = len(body)
-        rec["body_sha"] = hashlib.sha256(body).hexdigest()
-        t.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
-        t.close()
-    except Exception as e:
-        rec["error"] = repr(e)
-        c.close()
-    with lock:
-        with open(log, "a") as f:
-            f.write(json.dumps(rec) + "\n")
-open(ready, "w").close()
-while True:
-    c, _ = srv.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-]]
-
--- The hostile client: CONNECT, TLS (memory BIOs, so the record boundaries are ours), then the
--- head and the body written as separate TLS records and sent to the proxy in ONE send. Prints
--- the status of the inner answer and the body's sha256, as JSON. Touches MARK once it has sent.
-local CLIENT = [[
-import base64, hashlib, json, socket, ssl, sys
-ph, pp, cafile, token, method, path, size, mark = sys.argv[1:9]
-size = int(size)
-body = bytes((i * 7 + len(path)) % 251 for i in range(size))
-s = socket.create_connection((ph, int(pp)), timeout=10)
-auth = base64.b64encode(("sandstack:" + token).encode()).decode()
-s.sendall(("CONNECT slow.test:443 HTTP/1.1\r\nHost: slow.test:443\r\nProxy-Authorization: Basic %s\r\n\r\n" % auth).encode())
-head = b""
-while b"\r\n\r\n" not in head:
-    d = s.recv(1)
-    if not d:
-        break
-    head += d
-out = {"connect": head.split(b"\r\n")[0].decode(), "sha": hashlib.sha256(body).hexdigest()}
-ctx = ssl.create_default_context(cafile=cafile)
-ctx.set_alpn_protocols(["http/1.1"])
-inc, outg = ssl.MemoryBIO(), ssl.MemoryBIO()
-tls = ctx.wrap_bio(inc, outg, server_hostname="slow.test")
-def pump():
-    d = outg.read()
-    if d:
-        s.sendall(d)
-try:
-    while True:
-        try:
-            tls.do_handshake()
-            break
-        except ssl.SSLWantReadError:
-            pump()
-            d = s.recv(65536)
-            if not d:
-                raise EOFError("proxy closed during the handshake")
-            inc.write(d)
-    pump()
-    req = ("%s %s HTTP/1.1\r\nHost: slow.test\r\nContent-Length: %d\r\n\r\n" % (method, path, size)).encode()
-    tls.write(req)
-    tls.write(body)
-    s.sendall(outg.read())  # head and body records in one send: one read at the proxy
-    open(mark, "w").close()
-    raw = b""
-    while True:
-        try:
-            d = tls.read(65536)
-            if not d:
-                break
-            raw += d
-            continue
-        except ssl.SSLWantReadError:
-            pass
-        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-            break
-        pump()
-        d = s.recv(65536)
-        if not d:
-            break
-        inc.write(d)
-    out["reply"] = raw.decode("latin-1")
-    out["status"] = int(raw.split(b" ", 2)[1]) if raw.startswith(b"HTTP/1.1 ") else None
-except Exception as e:
-    out["error"] = repr(e)
-open(mark, "w").close()
-print(json.dumps(out))
-]]
-
 local function setup()
   work = H.net_up("/tmp/ssu1-uaf.XXXXXX", "198.51.100.10 slow.test\n", { "198.51.100.10" })
-  local d = h.q(work)
   H.make_certs("ssu1-test-ca", "slow.test", { "slow.test" })
-  h.write_file(work .. "/slow_origin.py", SLOW_ORIGIN)
-  h.write_file(work .. "/client.py", CLIENT)
-  h.must(in_o("setsid python3 " .. d .. "/slow_origin.py " .. d .. "/srv.pem " .. d .. "/srv.key " .. d .. "/origin.log "
-    .. d .. "/origin.ready " .. d .. "/go") .. " </dev/null >" .. d .. "/origin.err 2>&1 &")
-  local _, up = h.sh("for i in $(seq 400); do [ -f " .. d .. "/origin.ready ] && break; sleep 0.05; done; [ -f " .. d .. "/origin.ready ]")
-  assert(up, "the origin did not start: " .. (h.read_file(work .. "/origin.err") or ""))
+  -- the origin holds back its handshake until work/go exists (spec/support/held_origin.py)
+  H.start_peer("held_origin.py", { work .. "/srv.pem", work .. "/srv.key", work .. "/origin.log",
+    work .. "/origin.ready", work .. "/go" }, { ready = work .. "/origin.ready" })
   H.start_proxy("main", 3128, H.base_env("ssu1-session", {
     SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
     SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem"),
     MALLOC_PERTURB_ = "165" }), { ca_dir = true }) -- glibc fills freed memory (ASan ignores it)
 end
 
--- runs the clients in parallel and lets the origin handshake once each has sent its request (or
--- given up); returns their JSON results in the order given
+-- runs the hostile clients (proxy_client.py's split_records: CONNECT, TLS through memory BIOs
+-- so the record boundaries are ours, the head and the body as separate records in ONE send) in
+-- parallel and lets the origin handshake once each has sent its request (or given up); returns
+-- their JSON results in the order given
 local function run_clients(list)
   local d = h.q(work)
   local cmds, marks = { "rm -f " .. d .. "/go " .. d .. "/mark.*;" }, {}
   for i, c in ipairs(list) do
-    cmds[#cmds + 1] = in_p("python3 " .. d .. "/client.py " .. PROXY_IP .. " " .. proxies.main.port .. " "
-      .. h.q(proxies.main.ca .. "/bundle.pem") .. " " .. h.q(TOKEN) .. " " .. c[1] .. " " .. h.q(c[2]) .. " " .. c[3] .. " "
-      .. d .. "/mark." .. i) .. " >" .. d .. "/client" .. i .. ".out 2>&1 &"
+    cmds[#cmds + 1] = H.client_command("split_records", { PROXY_IP, proxies.main.port, "slow.test:443",
+      proxies.main.ca .. "/bundle.pem", TOKEN, c[1], c[2], c[3], work .. "/mark." .. i }) .. " >" .. d .. "/client" .. i
+      .. ".out 2>&1 &"
     marks[#marks + 1] = "[ -f " .. d .. "/mark." .. i .. " ]"
   end
   cmds[#cmds + 1] = "for i in $(seq 600); do " .. table.concat(marks, " && ") .. " && break; sleep 0.05; done; touch " .. d
@@ -254,13 +125,6 @@ describe("sandstack-proxy, hostile clients: an inspected request sends exactly w
   end)
 
   it("exits cleanly on SIGTERM (and, under ASan, without a sanitizer report)", function()
-    local p = proxies.main
-    h.must("kill -TERM " .. p.pid)
-    h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid .. " 2>/dev/null")
-    p.pid = nil
-    local err = h.read_file(p.dir .. "/err") or ""
-    assert.is_nil(err:find("Sanitizer", 1, true), err)
-    assert.is_nil(err:find("runtime error", 1, true), err)
-    assert.matches('"event":"stopped"', h.read_file(p.dir .. "/out"), 1, true)
+    H.stop_clean("main")
   end)
 end)

@@ -11,8 +11,8 @@ local core = require "sandstack.core"
 
 local ph = require "proxy_harness"
 local H = ph.new("ssh7")
-local TOKEN, PROXY_IP, top = H.TOKEN, H.PROXY_IP, H.top
-local in_p, in_o, proxy_url, audit, proxies = H.in_p, H.in_o, H.proxy_url, H.audit, H.proxies
+local TOKEN, PROXY_IP = H.TOKEN, H.PROXY_IP
+local in_p, proxy_url, audit, proxies = H.in_p, H.proxy_url, H.audit, H.proxies
 local work
 
 local SKIP = H.missing { { "test -r /etc/ssl/certs/ca-certificates.crt", "needs the system CA bundle" } }
@@ -33,62 +33,6 @@ local HOSTS = [[
 198.51.100.10 wrongname.test
 ]]
 
--- a TLS server with one certificate: "bad <name> <path>" to any request (the 502 cases)
-local BAD_SERVER = [[
-import socket, ssl, sys, threading
-cert, key, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-ctx.load_cert_chain(cert, key)
-srv = socket.create_server(("0.0.0.0", port))
-def serve(c):
-    try:
-        t = ctx.wrap_socket(c, server_side=True)
-        data = t.recv(65536)
-        t.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbad!")
-        t.close()
-    except Exception:
-        c.close()
-while True:
-    c, _ = srv.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-]]
-
--- CONNECT through the proxy, TLS with the given CA file and ALPN list, one GET; prints the
--- certificate the client saw, the negotiated ALPN and the answer, as JSON
-local PEEK = [[
-import base64, json, socket, ssl, sys
-ph, pp, target, sni, cafile, token, path, alpn = sys.argv[1:9]
-s = socket.create_connection((ph, int(pp)), timeout=10)
-auth = base64.b64encode(("sandstack:" + token).encode()).decode()
-s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n" % (target, target, auth)).encode())
-head = b""
-while b"\r\n\r\n" not in head:
-    d = s.recv(1)
-    if not d:
-        break
-    head += d
-out = {"connect": head.split(b"\r\n")[0].decode()}
-ctx = ssl.create_default_context(cafile=cafile)
-ctx.set_alpn_protocols(alpn.split(","))
-try:
-    t = ctx.wrap_socket(s, server_hostname=sni)
-    cert = t.getpeercert()
-    out["issuer"] = dict(x[0] for x in cert["issuer"])
-    out["subject"] = dict(x[0] for x in cert.get("subject", ()))
-    out["alpn"] = t.selected_alpn_protocol()
-    t.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path, sni)).encode())
-    raw = b""
-    while True:
-        d = t.recv(65536)
-        if not d:
-            break
-        raw += d
-    out["reply"] = raw.decode("latin-1")
-except Exception as e:
-    out["error"] = str(e)
-print(json.dumps(out))
-]]
-
 -- curl in the proxy's namespace through HTTPS_PROXY, trusting only the proxy's bundle (the
 -- sandbox's CURL_CA_BUNDLE): status, body
 local function curl(name, url, extra)
@@ -99,18 +43,17 @@ local function curl(name, url, extra)
   return tonumber(status), h.read_file(work .. "/body") or "", version, out
 end
 
+-- CONNECT through the proxy, TLS with the proxy's bundle and the given ALPN list, one GET: the
+-- certificate the client saw, the negotiated ALPN and the answer
 local function peek(target, sni, path, alpn)
-  local out = h.must(in_p("python3 " .. h.q(work .. "/peek.py") .. " " .. PROXY_IP .. " " .. proxies.main.port .. " "
-    .. h.q(target) .. " " .. h.q(sni) .. " " .. h.q(proxies.main.ca .. "/bundle.pem") .. " " .. h.q(TOKEN) .. " "
-    .. h.q(path) .. " " .. h.q(alpn or "http/1.1")))
-  return assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+  return H.client("peek", PROXY_IP, proxies.main.port, target, sni, proxies.main.ca .. "/bundle.pem", TOKEN, path,
+    alpn or "http/1.1")
 end
 
 local function openssl_text(file) return h.must("openssl x509 -noout -text -in " .. h.q(file)) end
 
 local function setup()
   work = H.net_up("/tmp/ssh7-inspect.XXXXXX", HOSTS, { "198.51.100.10" })
-  local d = h.q(work)
   -- the test CA and the good server certificate; a CA nobody trusts; a good-CA certificate for another name
   H.make_certs("ssh7-test-ca", "api.test", { "api.test", "tunnel.test", "model.test" },
     " && openssl req -x509 -newkey rsa:2048 -nodes -keyout rogue.key -out rogue.pem -days 2 -subj /CN=untrusted.test"
@@ -119,15 +62,12 @@ local function setup()
     .. " && printf 'subjectAltName=DNS:someone-else.test\\n' > ext2"
     .. " && openssl x509 -req -in other.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out other.pem -days 2 -extfile ext2 2>&1"
     .. " && cat /etc/ssl/certs/ca-certificates.crt ca.pem > roots.pem")
-  h.write_file(work .. "/bad_server.py", BAD_SERVER)
-  h.write_file(work .. "/peek.py", PEEK)
   H.start_standin()
-  h.must(in_o("setsid python3 " .. d .. "/bad_server.py " .. d .. "/rogue.pem " .. d .. "/rogue.key 8444")
-    .. " </dev/null >/dev/null 2>&1 &")
-  h.must(in_o("setsid python3 " .. d .. "/bad_server.py " .. d .. "/other.pem " .. d .. "/other.key 8445")
-    .. " </dev/null >/dev/null 2>&1 &")
+  for name, port in pairs { rogue = 8444, other = 8445 } do -- the 502 cases
+    H.start_peer("bad_origin.py", { work .. "/" .. name .. ".pem", work .. "/" .. name .. ".key", port },
+      { ready = port, log = "/dev/null" })
+  end
   H.wait_standin()
-  h.must(in_o("sh -c 'for i in $(seq 100); do ss -ltn | grep -q :8445 && ss -ltn | grep -q :8444 && exit 0; sleep 0.05; done; exit 1'"))
   local base = H.base_env("ssh7-session", {
     SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
     SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem"), SANDSTACK_CA_ROOTS = work .. "/roots.pem" })
@@ -186,9 +126,8 @@ describe("sandstack-proxy TLS inspection", function()
       local out = h.sh(in_p("curl -sS --max-time 10 -p -x " .. h.q(proxy_url("off")) .. " -o /dev/null -w '%{http_code}' "
         .. "--cacert " .. h.q(dir .. "/bundle.pem") .. " https://api.test/v1/models 2>&1"))
       assert.matches("403", out)
-      local r = h.must(in_p("python3 " .. h.q(top .. "/spec/support/proxy_client.py") .. " raw " .. PROXY_IP .. " 3129 "
-        .. h.q("CONNECT api.test:443 HTTP/1.1\\r\\nProxy-Authorization: Bearer " .. TOKEN .. "\\r\\n\\r\\n")))
-      local resp = core.json_decode(r:match("([^\n]+)%s*$"))
+      local resp = H.client("raw", PROXY_IP, "3129", "CONNECT api.test:443 HTTP/1.1\\r\\nProxy-Authorization: Bearer "
+        .. TOKEN .. "\\r\\n\\r\\n")
       assert.equal(403, resp.status)
       local b = core.json_decode(resp.body)
       assert.equal("needs_inspection", b.policy.reason)
@@ -234,29 +173,22 @@ describe("sandstack-proxy TLS inspection", function()
         assert.equal("api.test", j.policy.host, case[2])
         assert.is_nil(b:find("hello from", 1, true))
       end
+      -- the proxy writes a request's audit line after its answer: the last may still be on its way
       local denied = 0
-      for _, l in ipairs(audit("main")) do
-        if l.kind == "inspect" and l.decision == "deny" and l.host == "api.test" then denied = denied + 1 end
-      end
+      pcall(h.wait_for, "an audit line for each case", function()
+        denied = 0
+        for _, l in ipairs(audit("main")) do
+          if l.kind == "inspect" and l.decision == "deny" and l.host == "api.test" then denied = denied + 1 end
+        end
+        return denied >= #cases
+      end, 5, 0.05)
       assert.equal(#cases, denied)
     end)
 
     it("python urllib with SSL_CERT_FILE: GET allowed, POST and /v10 refused with 403", function()
-      local script = [[
-import json, sys, urllib.request, urllib.error
-for method, url in (("GET", "https://api.test/v1/py"), ("POST", "https://api.test/v1/py"), ("GET", "https://api.test/v10")):
-    req = urllib.request.Request(url, data=b"x" if method == "POST" else None, method=method)
-    try:
-        r = urllib.request.urlopen(req, timeout=10)
-        print(json.dumps({"url": url, "method": method, "status": r.status, "body": r.read().decode()}))
-    except urllib.error.HTTPError as e:
-        print(json.dumps({"url": url, "method": method, "status": e.code, "body": e.read().decode()}))
-]]
-      h.write_file(work .. "/urllib.py", script)
-      local out = h.must(in_p("env HTTPS_PROXY=" .. h.q(proxy_url("main")) .. " SSL_CERT_FILE="
-        .. h.q(proxies.main.ca .. "/bundle.pem") .. " python3 " .. h.q(work .. "/urllib.py")))
-      local got = {}
-      for line in out:gmatch("[^\n]+") do got[#got + 1] = assert(core.json_decode(line), line) end
+      local got, out = H.client_lines("urllib", { "10", "GET", "https://api.test/v1/py",
+        "POST", "https://api.test/v1/py", "GET", "https://api.test/v10" },
+        { env = { HTTPS_PROXY = proxy_url("main"), SSL_CERT_FILE = proxies.main.ca .. "/bundle.pem" } })
       assert.equal(3, #got, out)
       assert.equal(200, got[1].status)
       assert.equal("hello from api.test /v1/py\n", got[1].body)
@@ -351,16 +283,7 @@ for method, url in (("GET", "https://api.test/v1/py"), ("POST", "https://api.tes
 
   describe("shutdown", function()
     it("exits cleanly on SIGTERM (and, under ASan, without a sanitizer report)", function()
-      for _, name in ipairs { "main", "off", "noca" } do
-        local p = proxies[name]
-        h.must("kill -TERM " .. p.pid)
-        h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid .. " 2>/dev/null")
-        p.pid = nil
-        local err = h.read_file(p.dir .. "/err") or ""
-        assert.is_nil(err:find("Sanitizer", 1, true), err)
-        assert.is_nil(err:find("runtime error", 1, true), err)
-        assert.matches('"event":"stopped"', h.read_file(p.dir .. "/out"), 1, true)
-      end
+      for _, name in ipairs { "main", "off", "noca" } do H.stop_clean(name) end
       assert.is_nil(h.read_file(proxies.main.dir .. "/out"):find(TOKEN, 1, true))
     end)
   end)

@@ -2,19 +2,18 @@
 -- http_chunked.c; docs/proxy.md "TLS inspection"): several requests on one inspected connection,
 -- each checked on its own (pipelined ones too), chunked request bodies framed strictly, and the
 -- smuggling shapes that live in framing differences refused. Real clients (curl, Python
--- http.client, a raw TLS client: spec/support/keepalive_client.py) through the built proxy to a
+-- http.client, a raw TLS client: spec/support/proxy_client.py) through the built proxy to a
 -- keep-alive HTTPS origin in another network namespace (spec/support/keepalive_origin.py, which
 -- logs every request it got and on which connection). As in spec/proxy_inspect_spec.lua: two
 -- namespaces joined by a veth pair; every refusal comes with a control that succeeds. Needs root.
--- SANDSTACK_KEEPALIVE_PROXY=path runs the spec against another proxy binary (the old one).
+-- SANDSTACK_PROXY_UNDER_TEST=path runs the spec against another proxy binary (the old one).
 local h = require "helpers"
 local core = require "sandstack.core"
 
 local ph = require "proxy_harness"
 local H = ph.new("sska")
-if os.getenv("SANDSTACK_KEEPALIVE_PROXY") then H.PROXY = os.getenv("SANDSTACK_KEEPALIVE_PROXY") end
-local TOKEN, PROXY_IP, top = H.TOKEN, H.PROXY_IP, H.top
-local in_p, in_o, proxy_url, audit, proxies = H.in_p, H.in_o, H.proxy_url, H.audit, H.proxies
+local TOKEN, PROXY_IP = H.TOKEN, H.PROXY_IP
+local in_p, proxy_url, audit, proxies = H.in_p, H.proxy_url, H.audit, H.proxies
 local work
 
 local SKIP = H.missing()
@@ -31,21 +30,16 @@ local function curl(args)
     .. " curl -sS --max-time 20 " .. args .. " 2>&1"))
 end
 
--- the raw client: payload sent inside TLS as mode says; {reply, end} (or a list for "cuts")
+-- the raw client (proxy_client.py's payload): payload sent inside TLS as mode says; {reply, end}
+-- (or a list for "cuts")
 local n_payload = 0
 local function raw(payload, mode)
   n_payload = n_payload + 1
   local file = work .. "/payload" .. n_payload
   h.write_file(file, payload)
-  local out = h.must(in_p("python3 " .. h.q(top .. "/spec/support/keepalive_client.py") .. " " .. PROXY_IP .. " "
-    .. proxies.main.port .. " api.test:443 " .. h.q(bundle()) .. " " .. h.q(TOKEN) .. " " .. (mode or "one") .. " "
-    .. h.q(file)))
-  if mode == "cuts" then
-    local list = {}
-    for line in out:gmatch("[^\n]+") do list[#list + 1] = assert(core.json_decode(line), line) end
-    return list
-  end
-  return assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+  local args = { PROXY_IP, proxies.main.port, "api.test:443", bundle(), TOKEN, mode or "one", file }
+  if mode == "cuts" then return (H.client_lines("payload", args)) end
+  return (H.run_client("payload", args))
 end
 
 -- the status codes of the responses in a reply, in order
@@ -77,11 +71,9 @@ end
 
 local function setup()
   work = H.net_up("/tmp/sska-keepalive.XXXXXX", "198.51.100.10 api.test\n", { "198.51.100.10" })
-  local d = h.q(work)
   H.make_certs("sska-test-ca", "api.test", { "api.test" }, " && cat /etc/ssl/certs/ca-certificates.crt ca.pem > roots.pem")
-  h.must(in_o("setsid python3 " .. h.q(top .. "/spec/support/keepalive_origin.py") .. " " .. d .. "/srv.pem " .. d
-    .. "/srv.key " .. d .. " 443") .. " </dev/null >" .. d .. "/origin.err 2>&1 &")
-  h.must("for i in $(seq 100); do [ -f " .. d .. "/origin.ready ] && break; sleep 0.05; done; [ -f " .. d .. "/origin.ready ]")
+  H.start_peer("keepalive_origin.py", { work .. "/srv.pem", work .. "/srv.key", work, "443" },
+    { ready = work .. "/origin.ready" })
   local base = H.base_env("sska-session", {
     SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
     SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem"), SANDSTACK_CA_ROOTS = work .. "/roots.pem" })
@@ -116,21 +108,14 @@ describe("sandstack-proxy keep-alive inspection", function()
     end)
 
     it("python http.client keeps the tunnel alive across GETs and into a POST; a body or a refusal ends it, the next request reconnects", function()
-      h.write_file(work .. "/httpclient.py", [[
-import base64, http.client, json, ssl, sys
-ph, pp, token, cafile = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-c = http.client.HTTPSConnection(ph, pp, context=ssl.create_default_context(cafile=cafile), timeout=10)
-c.set_tunnel("api.test", 443, headers={"Proxy-Authorization": "Basic " + base64.b64encode(("sandstack:" + token).encode()).decode()})
-for method, path, body in (("GET", "/v1/py-a", None), ("POST", "/v1/py-b", b"payload"), ("HEAD", "/v1/py-h", None),
-                           ("GET", "/v1/py-c", None), ("GET", "/v2/py-refused", None), ("GET", "/v1/py-d", None)):
-    c.request(method, path, body=body)
-    r = c.getresponse()
-    print(json.dumps({"path": path, "status": r.status, "body": r.read().decode()}), flush=True)
-]])
-      local out = h.must(in_p("python3 " .. h.q(work .. "/httpclient.py") .. " " .. PROXY_IP .. " " .. proxies.main.port
-        .. " " .. h.q(TOKEN) .. " " .. h.q(bundle())))
-      local got = {}
-      for line in out:gmatch("[^\n]+") do got[#got + 1] = assert(core.json_decode(line), line) end
+      local reqs = {}
+      for i, r in ipairs { { "GET", "/v1/py-a" }, { "POST", "/v1/py-b", "payload" }, { "HEAD", "/v1/py-h" },
+        { "GET", "/v1/py-c" }, { "GET", "/v2/py-refused" }, { "GET", "/v1/py-d" } } do
+        reqs[i] = { method = r[1], path = r[2], body = r[3] }
+      end
+      h.write_file(work .. "/reqs.json", core.json_encode(reqs))
+      local got, out = H.client("keepalive", PROXY_IP, proxies.main.port, "api.test:443", bundle(), TOKEN, "10",
+        work .. "/reqs.json")
       assert.equal(6, #got, out)
       assert.same({ 200, 200, 200, 200, 403, 200 }, { got[1].status, got[2].status, got[3].status, got[4].status,
         got[5].status, got[6].status })
@@ -296,14 +281,7 @@ for method, path, body in (("GET", "/v1/py-a", None), ("POST", "/v1/py-b", b"pay
 
   describe("shutdown", function()
     it("exits cleanly on SIGTERM (and, under ASan, without a sanitizer report)", function()
-      local p = proxies.main
-      h.must("kill -TERM " .. p.pid)
-      h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid .. " 2>/dev/null")
-      p.pid = nil
-      local err = h.read_file(p.dir .. "/err") or ""
-      assert.is_nil(err:find("Sanitizer", 1, true), err)
-      assert.is_nil(err:find("runtime error", 1, true), err)
-      assert.matches('"event":"stopped"', h.read_file(p.dir .. "/out"), 1, true)
+      H.stop_clean("main")
     end)
   end)
 end)

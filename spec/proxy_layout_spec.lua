@@ -17,6 +17,19 @@ local function includes(path)
   return out
 end
 
+-- "<file> includes <header>" for each include of the files that refused(header) is true of
+local function crossings(files, refused)
+  local bad = {}
+  for _, f in ipairs(files) do
+    for _, inc in ipairs(includes(f)) do
+      if refused(inc) then bad[#bad + 1] = f .. " includes " .. inc end
+    end
+  end
+  return bad
+end
+
+local function route_or_control(inc) return inc:match("^proxy/route/") or inc:match("^proxy/control/") end
+
 describe("sandstack-proxy's layout", function()
   it("has the four layers, each with sources", function()
     for _, dir in ipairs { "parse", "route", "control", "tls" } do
@@ -25,34 +38,19 @@ describe("sandstack-proxy's layout", function()
   end)
 
   it("keeps parse/ pure: its files include only parse/, util/ and the policy header", function()
-    local bad = {}
-    for _, f in ipairs(lines("ls csrc/proxy/parse/*.[ch]")) do
-      for _, inc in ipairs(includes(f)) do
-        if not (inc:match("^proxy/parse/") or inc:match("^util/") or inc == "policy/policy.h") then
-          bad[#bad + 1] = f .. " includes " .. inc
-        end
-      end
-    end
+    local bad = crossings(lines("ls csrc/proxy/parse/*.[ch]"), function(inc)
+      return not (inc:match("^proxy/parse/") or inc:match("^util/") or inc == "policy/policy.h")
+    end)
     assert.are.same({}, bad)
   end)
 
   it("keeps tls/ off the routes and the control socket", function()
-    local bad = {}
-    for _, f in ipairs(lines("ls csrc/proxy/tls/*.[ch]")) do
-      for _, inc in ipairs(includes(f)) do
-        if inc:match("^proxy/route/") or inc:match("^proxy/control/") then bad[#bad + 1] = f .. " includes " .. inc end
-      end
-    end
+    local bad = crossings(lines("ls csrc/proxy/tls/*.[ch]"), route_or_control)
     assert.are.same({}, bad)
   end)
 
   it("keeps the connection core off the routes: conn.c and conn.h include no route and no control file", function()
-    local bad = {}
-    for _, f in ipairs { "csrc/proxy/conn.c", "csrc/proxy/conn.h" } do
-      for _, inc in ipairs(includes(f)) do
-        if inc:match("^proxy/route/") or inc:match("^proxy/control/") then bad[#bad + 1] = f .. " includes " .. inc end
-      end
-    end
+    local bad = crossings({ "csrc/proxy/conn.c", "csrc/proxy/conn.h" }, route_or_control)
     assert.are.same({}, bad)
   end)
 

@@ -9,7 +9,7 @@ local core = require "sandstack.core"
 
 local ph = require "proxy_harness"
 local H = ph.new("sslv")
-local TOKEN, PROXY_IP, top = H.TOKEN, H.PROXY_IP, H.top
+local TOKEN, PROXY_IP = H.TOKEN, H.PROXY_IP
 local in_p, audit = H.in_p, H.audit
 local SKIP = H.missing()
 local sock
@@ -23,25 +23,10 @@ local B = compiled { allow = { "other.test", { host = "site.test", port = 80, me
   "198.51.100.30:9002" } }
 
 -- sandstack-proxy --control VERB [payload] -> decoded answer, exit code
-local function control(verb, payload, as_user)
-  local cmd = ("env SANDSTACK_CONTROL_SOCKET=%s %s %s --control %s"):format(h.q(sock),
-    payload and ("SANDSTACK_CONTROL_PAYLOAD=" .. h.q(payload)) or "", h.q(top .. "/" .. H.PROXY), verb)
-  if as_user then cmd = ("setpriv --reuid %d --regid %d --clear-groups %s"):format(as_user, as_user, cmd) end
-  local out, _, code = h.sh(cmd)
-  return core.json_decode(out:match("[^\n]+") or "") or { raw = out }, code
-end
+local function control(verb, payload, as_user) return H.control(sock, verb, payload, as_user) end
 
 local HOSTS = "198.51.100.10 site.test\n198.51.100.10 other.test\n"
 
--- another proxy of the spec, with a control socket at csock, once it listens on it
-local function start_controlled(name, port, env, csock, opts)
-  env.SANDSTACK_CONTROL_SOCKET = csock
-  H.start_proxy(name, port, env, opts)
-  for _ = 1, 100 do
-    if (h.read_file(H.work .. "/" .. name .. "/out") or ""):find("control_listening", 1, true) then return end
-    core.sleep(0.05)
-  end
-end
 
 describe("sandstack-proxy's policy changed live", function()
   if not H.bring_up(SKIP, function()
@@ -51,12 +36,7 @@ describe("sandstack-proxy's policy changed live", function()
     H.start_standin()
     H.wait_standin()
     sock = H.work .. "/ctl/control.sock"
-    H.start_proxy("main", 3128, H.base_env("sslv-session", { SANDSTACK_EGRESS_POLICY = A,
-      SANDSTACK_CONTROL_SOCKET = sock }))
-    for _ = 1, 100 do
-      if (h.read_file(H.work .. "/main/out") or ""):find("control_listening", 1, true) then break end
-      core.sleep(0.05)
-    end
+    H.start_proxy("main", 3128, H.base_env("sslv-session", { SANDSTACK_EGRESS_POLICY = A }), { control = sock })
   end) then return end
 
   it("answers egress with the policy in force and its digest; the socket is 0600 in a 0700 directory", function()
@@ -131,30 +111,23 @@ describe("sandstack-proxy's policy changed live", function()
     assert.equal(A, (control("egress")).rendered)
     -- a raw tunnel to the hold peer (it answers "hi" and keeps the connection)
     local out_file = H.work .. "/raw-hold"
-    h.must(in_p(("env HTTPS_PROXY=http://sandstack:%s@%s:3128 python3 %s hold 198.51.100.30 30 9002 raw"):format(
-      TOKEN, PROXY_IP, h.q(top .. "/spec/support/live_probe.py"))) .. " > " .. h.q(out_file) .. " 2>&1 &")
-    for _ = 1, 400 do
-      if (h.read_file(out_file) or ""):find("open") then break end
-      core.sleep(0.05)
-    end
+    h.must(H.client_command("hold", { "198.51.100.30", "30", "9002", "raw" }, { HTTPS_PROXY = H.proxy_url("main") })
+      .. " > " .. h.q(out_file) .. " 2>&1 &")
+    pcall(h.wait_for, "the tunnel", function() return (h.read_file(out_file) or ""):find("open") end, 20)
     assert.matches("open", h.read_file(out_file) or "")
     local live = (h.read_file(H.work .. "/main/out") or "")
     local r, code = control("set-egress", B)
     assert.equal(0, code, core.json_encode(r))
     assert.is_true(r.ok)
     local ended
-    for _ = 1, 200 do
+    pcall(h.wait_for, "the tunnel's audit line", function()
       for _, l in ipairs(audit("main")) do
         if l.port == 9002 and l["end"] == "policy_changed" then ended = l end
       end
-      if ended then break end
-      core.sleep(0.05)
-    end
+      return ended
+    end, 10)
     assert.truthy(ended, "the raw tunnel was not closed by the change: " .. live)
-    for _ = 1, 200 do
-      if (h.read_file(out_file) or ""):find("eof") then break end
-      core.sleep(0.05)
-    end
+    pcall(h.wait_for, "the tunnel's end", function() return (h.read_file(out_file) or ""):find("eof") end, 10)
     assert.matches("eof", h.read_file(out_file) or "") -- the client saw its tunnel end
     assert.equal(1, r.closed)
     local changes = {}
@@ -171,8 +144,8 @@ describe("sandstack-proxy's policy changed live", function()
   it("judges every request racing many swaps wholly by one of the two policies", function()
     local stop = H.work .. "/race.stop"
     local out_file = H.work .. "/race.out"
-    h.must(in_p(("python3 %s %s 3128 %s site.test 400 %s"):format(h.q(top .. "/spec/support/live_race.py"), PROXY_IP,
-      TOKEN, h.q(stop))) .. " > " .. h.q(out_file) .. " 2>" .. h.q(out_file .. ".err") .. " &")
+    h.must(H.client_command("race", { PROXY_IP, "3128", TOKEN, "site.test", "400", stop }) .. " > " .. h.q(out_file)
+      .. " 2>" .. h.q(out_file .. ".err") .. " &")
     local swaps = 0
     for i = 1, 60 do
       local r = control("set-egress", i % 2 == 1 and B or A)
@@ -181,11 +154,10 @@ describe("sandstack-proxy's policy changed live", function()
     end
     h.write_file(stop, "")
     local results
-    for _ = 1, 1200 do
+    pcall(h.wait_for, "the race client", function()
       results = core.json_decode(h.read_file(out_file) or "")
-      if results then break end
-      core.sleep(0.05)
-    end
+      return results
+    end, 60)
     assert.truthy(results, "the race client did not finish: " .. tostring(h.read_file(out_file .. ".err")))
     -- by the answer: under A /a is 200 and /b a 403 naming rule 1; under B /a a 403 naming rule 2
     -- and /b 200. Which policy an answer came from is known only by these; a 200 says nothing of
@@ -203,7 +175,7 @@ describe("sandstack-proxy's policy changed live", function()
     -- a line is written when its connection is freed, which may come just after the client saw
     -- its answer end: wait until there is one per answer
     local judged, n
-    for _ = 1, 200 do
+    pcall(h.wait_for, "an audit line per answer", function()
       judged, n = { A = 0, B = 0 }, 0
       for _, l in ipairs(audit("main")) do
         if l.host == "site.test" and l.path and (l.path:find("^/a/") or l.path:find("^/b/")) then
@@ -216,9 +188,8 @@ describe("sandstack-proxy's policy changed live", function()
           judged[underA and "A" or "B"] = judged[underA and "A" or "B"] + 1
         end
       end
-      if n >= #results then break end
-      core.sleep(0.05)
-    end
+      return n >= #results
+    end, 10)
     assert.equal(#results, n)
     assert.truthy(#results >= 400)
     print(("# %d requests raced %d swaps: %d judged by A, %d by B"):format(#results, swaps, judged.A, judged.B))
@@ -235,18 +206,12 @@ describe("sandstack-proxy's policy changed live", function()
     local P2 = compiled { allow = { "slow.test:443" } }
     local d = H.work .. "/dns"
     h.must("mkdir -p " .. h.q(d))
-    h.must(in_p(("setsid python3 %s 127.0.0.1 slow.test 10.9.9.9 %s"):format(h.q(top .. "/spec/support/live_dns.py"),
-      h.q(d))) .. " </dev/null >" .. h.q(d .. "/dns.log") .. " 2>&1 &")
-    for _ = 1, 100 do
-      if h.read_file(d .. "/dns.ready") then break end
-      core.sleep(0.05)
-    end
-    assert.truthy(h.read_file(d .. "/dns.ready"), "the DNS stand-in did not start: " .. tostring(h.read_file(d .. "/dns.log")))
+    H.start_peer("live_dns.py", { "127.0.0.1", "slow.test", "10.9.9.9", d }, { inside = true, log = d .. "/dns.log",
+      ready = d .. "/dns.ready" })
     local function connect_slow()
       local text = ("CONNECT slow.test:443 HTTP/1.1\\r\\nHost: slow.test:443\\r\\nProxy-Authorization: Basic %s\\r\\n\\r\\n")
         :format(core.base64("sandstack:" .. TOKEN))
-      return in_p(("python3 %s raw %s 3128 %s 10"):format(h.q(top .. "/spec/support/proxy_client.py"), PROXY_IP,
-        h.q(text)))
+      return H.client_command("raw", { PROXY_IP, "3128", text, "10" })
     end
     local function outcome(r) return r.status == 403 and "address_refused" or (r.status >= 500 and "connected" or r.status) end
     -- controls, unraced (the stand-in answers at once)
@@ -263,18 +228,14 @@ describe("sandstack-proxy's policy changed live", function()
     os.remove(d .. "/asked")
     local out = d .. "/raced"
     h.must(connect_slow() .. " > " .. h.q(out) .. " 2>&1 &")
-    for _ = 1, 400 do
-      if h.read_file(d .. "/asked") then break end
-      core.sleep(0.01)
-    end
+    pcall(h.wait_for, "the proxy's question", function() return h.read_file(d .. "/asked") end, 4, 0.01)
     assert.truthy(h.read_file(d .. "/asked"), "the proxy did not ask the DNS stand-in")
     assert(control("set-egress", P2).ok)
     h.write_file(d .. "/go", "")
-    for _ = 1, 400 do
+    pcall(h.wait_for, "the raced answer", function()
       r = core.json_decode(h.read_file(out) or "")
-      if r then break end
-      core.sleep(0.05)
-    end
+      return r
+    end, 20)
     assert.truthy(r, "no answer: " .. tostring(h.read_file(out)))
     assert.equal("connected", outcome(r), core.json_encode(r))
   end)
@@ -285,7 +246,8 @@ describe("sandstack-proxy's policy changed live", function()
   it("refuses a policy that would inspect a host the start CA cannot vouch for (needs_restart)", function()
     local start = compiled { allow = { { host = "site.test", port = 443, methods = { "GET" }, paths = { "/a/*" } } } }
     local csock = H.work .. "/ctl-ca/control.sock"
-    start_controlled("ca", 3130, H.base_env("sslv-ca", { SANDSTACK_EGRESS_POLICY = start }), csock, { ca_dir = true })
+    H.start_proxy("ca", 3130, H.base_env("sslv-ca", { SANDSTACK_EGRESS_POLICY = start }),
+      { ca_dir = true, control = csock })
     local saved = sock
     sock = csock
     local ok_p = compiled { allow = { { host = "site.test", port = 443, methods = { "GET", "POST" }, paths = { "/b/*" } } } }
@@ -311,12 +273,11 @@ describe("sandstack-proxy's policy changed live", function()
   it("replaces the credential route's model key live; a bad one is refused and the key in force stays", function()
     local mdir = H.work .. "/model-standin"
     h.must("mkdir -p " .. h.q(mdir))
-    h.must(H.in_o("setsid python3 " .. h.q(top .. "/spec/support/model_standin.py") .. " 198.51.100.30 9100 "
-      .. h.q(mdir)) .. " </dev/null >" .. h.q(mdir .. "/log") .. " 2>&1 &")
-    h.must("for i in $(seq 100); do [ -f " .. h.q(mdir .. "/model.ready") .. " ] && break; sleep 0.05; done")
+    H.start_peer("model_standin.py", { "198.51.100.30", "9100", mdir },
+      { log = mdir .. "/log", ready = mdir .. "/model.ready" })
     local msock = H.work .. "/ctl-model/control.sock"
-    start_controlled("model", 3131, H.base_env("sslv-model", { SANDSTACK_UPSTREAM = "http://198.51.100.30:9100",
-      SANDSTACK_EGRESS_POLICY = compiled { allow = { "198.51.100.30:9100" } } }), msock)
+    H.start_proxy("model", 3131, H.base_env("sslv-model", { SANDSTACK_UPSTREAM = "http://198.51.100.30:9100",
+      SANDSTACK_EGRESS_POLICY = compiled { allow = { "198.51.100.30:9100" } } }), { control = msock })
     local saved = sock
     sock = msock
     -- the x-api-key the stand-in got for one request on the credential route, carrying the token

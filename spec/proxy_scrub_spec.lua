@@ -15,9 +15,8 @@ local core = require "sandstack.core"
 
 local ph = require "proxy_harness"
 local H = ph.new("sscs")
-if os.getenv("SANDSTACK_PROXY_UNDER_TEST") then H.PROXY = os.getenv("SANDSTACK_PROXY_UNDER_TEST") end
 local TOKEN, PROXY_IP = H.TOKEN, H.PROXY_IP
-local in_p, in_o, proxy_url, audit, proxies = H.in_p, H.in_o, H.proxy_url, H.audit, H.proxies
+local audit, proxies = H.audit, H.proxies
 local work
 
 local SKIP = H.missing { { "test -r /etc/ssl/certs/ca-certificates.crt", "needs the system CA bundle" } }
@@ -42,13 +41,10 @@ local RB = { name = "RB_PW", host = "reflect.test", port = 8443, basic = "deploy
 local POLICY = { "reflect.test:8443", { host = "notes.test", port = 9443, methods = { "GET" } },
   { host = "198.51.100.10", port = 7000, raw = true } }
 
-local creds_json, unhex = ph.creds_json, ph.unhex
+local creds_json = ph.creds_json
 
-local function received()
-  local t = {}
-  for line in (h.read_file(work .. "/received.log") or ""):gmatch("[^\n]+") do t[#t + 1] = unhex(line) end
-  return t
-end
+-- every request the reflecting origin got, in order, as raw bytes
+local function received() return ph.hex_lines(work .. "/received.log") end
 
 local function lines(file)
   local t = {}
@@ -56,14 +52,12 @@ local function lines(file)
   return t
 end
 
--- the client of spec/support/scrub_client.py through proxy `name`: req with Python escapes
-local function raw(target, req, mode, name)
+-- proxy_client.py's inner through proxy `name`: req (Python escapes) inside an inspected tunnel
+local function inner_args(target, req, mode, name)
   local p = proxies[name or "main"]
-  local out = h.must(in_p("python3 " .. h.q(H.top .. "/spec/support/scrub_client.py") .. " " .. PROXY_IP .. " "
-    .. p.port .. " " .. h.q(TOKEN) .. " " .. target .. " " .. h.q(p.ca .. "/bundle.pem") .. " " .. (mode or "all")
-    .. " " .. h.q(req)))
-  return assert(core.json_decode(out:match("([^\n]+)%s*$")), out)
+  return { PROXY_IP, p.port, target, TOKEN, p.ca .. "/bundle.pem", mode or "all", req }
 end
+local function raw(target, req, mode, name) return (H.run_client("inner", inner_args(target, req, mode, name))) end
 
 -- a request to reflect.test with the header credential, as its client writes it
 local function reflected(path, extra)
@@ -86,30 +80,19 @@ local function dechunk(body)
   end
 end
 
-local function start_origin()
-  local d = h.q(work)
-  h.must(in_o("setsid python3 " .. h.q(H.top .. "/spec/support/scrub_origin.py") .. " " .. d .. "/srv.pem " .. d
-    .. "/srv.key " .. d .. " " .. h.q(SECRET)) .. " </dev/null >" .. d .. "/origin.out 2>&1 &")
-  h.must("for i in $(seq 200); do [ -f " .. d .. "/origin.ready ] && break; sleep 0.05; done; [ -f " .. d
-    .. "/origin.ready ]")
-end
 
 local function setup()
   work = H.net_up("/tmp/sscs-scrub.XXXXXX", HOSTS, { "198.51.100.10" })
   H.make_certs("sscs-test-ca", "reflect.test", { "reflect.test", "notes.test" },
     " && cat /etc/ssl/certs/ca-certificates.crt ca.pem > roots.pem")
-  start_origin()
+  H.start_peer("scrub_origin.py", { work .. "/srv.pem", work .. "/srv.key", work, SECRET },
+    { ready = work .. "/origin.ready" })
   local base = H.base_env("sscs-session", {
     SANDSTACK_EGRESS_POLICY = assert(core.policy_compile { allow = POLICY }):render(),
     SANDSTACK_UPSTREAM_CA = h.read_file(work .. "/ca.pem"), SANDSTACK_CA_ROOTS = work .. "/roots.pem",
     SANDSTACK_CREDENTIALS = creds_json { RF, RQ, RB } })
   H.start_proxy("main", 3128, base, { ca_dir = true })
-  local ctl = ph.with(base, { SANDSTACK_CONTROL_SOCKET = work .. "/ctl/control.sock" })
-  H.start_proxy("rot", 3129, ctl, { ca_dir = true })
-  for _ = 1, 100 do
-    if (h.read_file(work .. "/rot/out") or ""):find("control_listening", 1, true) then break end
-    core.sleep(0.05)
-  end
+  H.start_proxy("rot", 3129, base, { ca_dir = true, control = work .. "/ctl/control.sock" })
 end
 
 describe("sandstack-proxy: credentials that never come back", function()
@@ -176,28 +159,19 @@ describe("sandstack-proxy: credentials that never come back", function()
         .. "\\r\\nConnection: close\\r\\n\\r\\n"
       local before = #received()
       os.remove(work .. "/go")
-      local p = proxies.rot
-      h.must(in_p("python3 " .. h.q(H.top .. "/spec/support/scrub_client.py") .. " " .. PROXY_IP .. " " .. p.port .. " "
-        .. h.q(TOKEN) .. " reflect.test:8443 " .. h.q(p.ca .. "/bundle.pem") .. " all " .. h.q(req)) .. " > "
+      h.must(H.client_command("inner", inner_args("reflect.test:8443", req, "all", "rot")) .. " > "
         .. h.q(work .. "/rot.json") .. " 2>&1 &")
-      for _ = 1, 200 do
-        if #received() > before then break end
-        core.sleep(0.05)
-      end
+      h.wait_for("the origin's request", function() return #received() > before end, 10)
       assert.truthy(received()[#received()]:find(SECRET, 1, true))
       local new = { RF.name, RF.host, RF.port, "X-Key", "sk_live_" .. core.random_hex(16), RF.placeholder }
       local payload = creds_json { { name = new[1], host = new[2], port = new[3], header = new[4], secret = new[5],
         placeholder = new[6] }, RQ, RB }
-      local out, ok = h.sh("env SANDSTACK_CONTROL_SOCKET=" .. h.q(work .. "/ctl/control.sock") .. " SANDSTACK_CONTROL_PAYLOAD="
-        .. h.q(payload) .. " " .. h.q(H.top .. "/" .. H.PROXY) .. " --control set-credentials")
-      assert.is_true(ok, out)
+      local _, code, out = H.control(work .. "/ctl/control.sock", "set-credentials", payload)
+      assert.is_true(code == 0, out)
       h.write_file(work .. "/go", "")
-      local j
-      for _ = 1, 200 do
-        j = core.json_decode((h.read_file(work .. "/rot.json") or ""):match("([^\n]+)%s*$") or "")
-        if j then break end
-        core.sleep(0.05)
-      end
+      local j = h.wait_for("the client's answer", function()
+        return core.json_decode((h.read_file(work .. "/rot.json") or ""):match("([^\n]+)%s*$") or "")
+      end, 10)
       assert.truthy(j, h.read_file(work .. "/rot.json"))
       assert.equal(200, status(j.reply), j.reply)
       assert.truthy(body_of(j.reply):find("X-Key: ", 1, true), j.reply)
@@ -214,10 +188,7 @@ describe("sandstack-proxy: credentials that never come back", function()
         .. "\\r\\n\\r\\n" .. smuggled .. "GET /b HTTP/1.1\\r\\nHost: notes.test:9443\\r\\n\\r\\n")
       assert.equal(200, status(r.reply), r.reply)
       -- the origin logs each request line it parsed; give a smuggled one the time to show
-      for _ = 1, 20 do
-        if #lines("notes.log") >= 2 then break end
-        core.sleep(0.05)
-      end
+      pcall(h.wait_for, "a second request line", function() return #lines("notes.log") >= 2 end, 1)
       local seen = lines("notes.log")
       assert.equal("GET /a HTTP/1.1", seen[#seen], table.concat(seen, " | "))
       for _, l in ipairs(seen) do assert.is_nil(l:find("DELETE", 1, true), l) end
@@ -317,25 +288,10 @@ describe("sandstack-proxy: credentials that never come back", function()
 
   describe("spliced pipes", function()
     -- the sizes of the proxy's pipes, read through /proc (F_GETPIPE_SZ on a second open of each)
-    local SIZES = [[
-import fcntl, json, os, sys
-pid = sys.argv[1]
-out = {}
-for fd in os.listdir("/proc/%s/fd" % pid):
-    try:
-        link = os.readlink("/proc/%s/fd/%s" % (pid, fd))
-        if not link.startswith("pipe:") or link in out:
-            continue
-        f = os.open("/proc/%s/fd/%s" % (pid, fd), os.O_RDONLY | os.O_NONBLOCK)
-        out[link] = fcntl.fcntl(f, 1032)
-        os.close(f)
-    except OSError:
-        pass
-print(json.dumps(list(out.values())))
-]]
     local function sizes()
-      h.write_file(work .. "/sizes.py", SIZES)
-      return core.json_decode(h.must("python3 " .. h.q(work .. "/sizes.py") .. " " .. proxies.main.pid))
+      local list = {}
+      for _, size in pairs(H.pipe_sizes(proxies.main.pid)) do list[#list + 1] = size end
+      return list
     end
     local function grown(list)
       local n = 0
@@ -345,62 +301,38 @@ print(json.dumps(list(out.values())))
 
     it("splice-pipe-quota: grown pipes are capped per proxy and shrink back once empty and idle", function()
       local TUNNELS = 70
-      local CLIENT = [[
-import base64, os, socket, sys, time
-ph, pp, token, n, done = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
-auth = base64.b64encode(("sandstack:" + token).encode()).decode()
-socks = []
-for _ in range(n):
-    s = socket.create_connection((ph, pp), timeout=20)
-    s.sendall(("CONNECT 198.51.100.10:7000 HTTP/1.1\r\nProxy-Authorization: Basic %s\r\n\r\n" % auth).encode())
-    got = b""
-    while got.count(b"\r\n\r\n") < 1 or len(got.split(b"\r\n\r\n", 1)[1]) < 70 * 1024:
-        d = s.recv(65536)
-        if not d:
-            raise SystemExit("tunnel ended early: %r" % got[:200])
-        got += d
-    socks.append(s)
-with open(done + ".tmp", "w") as f:
-    f.write(str(os.getpid()))
-os.rename(done + ".tmp", done)
-time.sleep(60)
-]]
-      h.write_file(work .. "/tunnels.py", CLIENT)
       local base = grown(sizes()) -- the proxy's own pipes (libuv's signal pipe...) keep the default size
       os.remove(work .. "/tunnels.done")
-      h.must(in_p("setsid python3 " .. h.q(work .. "/tunnels.py") .. " " .. PROXY_IP .. " 3128 " .. h.q(TOKEN) .. " "
-        .. TUNNELS .. " " .. h.q(work .. "/tunnels.done")) .. " </dev/null >" .. h.q(work .. "/tunnels.out") .. " 2>&1 &")
-      finally(function()
-        local pid = tonumber(h.read_file(work .. "/tunnels.done") or "")
-        if pid then h.sh("kill " .. pid) end
-      end)
-      h.must("for i in $(seq 400); do [ -f " .. h.q(work .. "/tunnels.done") .. " ] && break; sleep 0.05; done; [ -f "
-        .. h.q(work .. "/tunnels.done") .. " ] || { cat " .. h.q(work .. "/tunnels.out") .. "; false; }")
+      -- TUNNELS raw tunnels to the 70 KiB sender, each read whole, then held open
+      h.must("setsid " .. H.client_command("fill", { PROXY_IP, "3128", "198.51.100.10:7000", TOKEN, TUNNELS, 70 * 1024,
+        work .. "/tunnels.done" }) .. " </dev/null >" .. h.q(work .. "/tunnels.out") .. " 2>&1 &")
+      local client
+      finally(function() if client then h.signal(client, "TERM") end end)
+      local ok = pcall(h.wait_for, "the tunnels", function() return h.read_file(work .. "/tunnels.done") end, 30)
+      -- the client's own pid, which it writes once its tunnels are open; it then holds them 60 s
+      client = ok and h.track(h.read_file(work .. "/tunnels.done"):match("^%s*(%d+)"))
+      assert(ok, "the tunnels did not open: " .. (h.read_file(work .. "/tunnels.out") or ""))
       local now = sizes()
       assert.truthy(#now >= 2 * TUNNELS, #now .. " pipes") -- every tunnel is spliced (a control)
       assert.truthy(grown(now) > base, "no pipe grew: " .. core.json_encode(now))
       assert.truthy(grown(now) - base <= 64, grown(now) - base .. " grown pipes")
       local left
-      for _ = 1, 120 do -- the sweep runs every 2 s: an idle pipe is back within two
+      -- the sweep runs every 2 s: an idle pipe is back within two
+      pcall(h.wait_for, "the grown pipes' shrinking", function()
         left = grown(sizes()) - base
-        if left == 0 then break end
-        core.sleep(0.1)
-      end
+        return left == 0
+      end, 12, 0.1)
       assert.equal(0, left)
     end)
   end)
 
   it("no secret appears in anything the proxies wrote, and they exit cleanly", function()
     for _, name in ipairs { "main", "rot" } do
-      local err = H.stop(name)
-      local out = h.read_file(proxies[name].dir .. "/out") or ""
+      local out, err = H.stop_clean(name)
       for _, s in ipairs { SECRET, QSECRET, BSECRET } do
         assert.is_nil(out:find(s, 1, true))
         assert.is_nil(err:find(s, 1, true))
       end
-      assert.is_nil(err:find("ERROR: AddressSanitizer", 1, true), err)
-      assert.is_nil(err:find("LeakSanitizer", 1, true), err)
-      assert.is_nil(err:find("runtime error", 1, true), err)
     end
   end)
 end)

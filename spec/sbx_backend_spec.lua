@@ -6,6 +6,7 @@ local core, policy, sbx = require "sandstack.core", require "sandstack.policy", 
 local h, H = require "helpers", require "sbx_helpers"
 -- internals, reached through their own modules (the Backend has only API.md's methods)
 local records, boxes = require "sandstack.sbx.records", require "sandstack.sbx.box"
+local retirement = require "sandstack.sbx.retirement"
 local egress = require "sandstack.sbx.egress"
 
 -- A backend on a scratch root whose sbx cannot run, and a Box on a recorded, local workspace
@@ -84,7 +85,7 @@ describe("box:dir", function()
     err = raised(function() for _ in box:dir("../../..") do end end) -- outside the workspace
     assert.equal("invalid", err.kind)
     -- a retired box raises its retirement
-    assert.is_true(boxes.retire(box, "test"))
+    assert.is_true(retirement.retire(box, "test"))
     err = raised(function() for _ in box:dir(".") do end end)
     assert.equal("retired", err.kind)
     b:close()

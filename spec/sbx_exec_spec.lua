@@ -4,10 +4,9 @@
 -- running, idle stop, secrets kept off host command lines. Every case runs once per simulator
 -- template (Debian with dash as /bin/sh, and busybox); a real sbx has one.
 local core = require "sandstack.core"
+local sbxt = require "sandstack_test.sbx" -- what core.sbx_exec keeps inside: its wrapper, its stderr split
 local sbx = require "sandstack.sbx"
 local H = require "sbx_helpers"
--- internal: the backend's own kill, driven directly below
-local boxes = require "sandstack.sbx.box"
 
 -- The wrapper's stdin (see csrc/sbx/wrapper.h): workspace, mount, cwd, env, "--", argv, ".".
 local function wrapper_input(box, argv, envlist)
@@ -38,20 +37,7 @@ for _, tpl in ipairs(H.templates) do
 
 describe("sbx exec #docker [" .. tpl.name .. "]", function()
   local env, backend, box
-
-  setup(function()
-    env = H.setup("exec", { template = tpl.image })
-    backend = assert(sbx.backend(env.backend_opts))
-    local err
-    box, err = backend:acquire{ conversation = "conv", key = "exec" }
-    assert(box, tostring(err))
-  end)
-
-  teardown(function()
-    if box then box:dispose() end
-    H.teardown(env)
-    assert.equal(0, H.containers(env))
-  end)
+  H.with_box("exec", { template = tpl.image }, function(e, b, x) env, backend, box = e, b, x end)
 
   it("runs argv verbatim with separate, byte-exact streams and the exit code", function()
     local bytes = {}
@@ -108,14 +94,17 @@ describe("sbx exec #docker [" .. tpl.name .. "]", function()
   end)
 
   it("a command that has not started yet never starts after its cancel", function()
-    -- the backend's own kill script and wrapper, driven with one token: cancel first, then start
+    -- the backend's own kill script (core.sbx_kill_script, as box:exec's kill runs it) and wrapper,
+    -- driven with one token: cancel first, then start
     local token = core.random_hex(12)
-    assert.is_true(boxes.kill(box, token))
+    local kill = assert(core.sbx_run({ env.sbx, "exec", box.name, "sh", "-c", core.sbx_kill_script, "sandstack-sbx",
+      "/tmp/.sandstack-exec", token }, { timeout = 60 }))
+    assert.equal(0, kill.exit_code, kill.stderr) -- the group is gone (never there): the kill did its part
     local nonce = "n" .. core.random_hex(8)
-    local res = assert(core.sbx_run({ env.sbx, "exec", "-i", box.name, "sh", "-c", core.sbx_wrapper_script,
+    local res = assert(core.sbx_run({ env.sbx, "exec", "-i", box.name, "sh", "-c", sbxt.wrapper_script,
       "sandstack-sbx", nonce, "/tmp/.sandstack-exec", token }, { timeout = 60,
       stdin = wrapper_input(box, { "touch", "started" }) }))
-    assert.truthy(core.sbx_split_stderr(res.stderr, nonce)) -- the wrapper ran ...
+    assert.truthy(sbxt.split_stderr(res.stderr, nonce)) -- the wrapper ran ...
     assert.equal(137, res.exit_code) -- ... and refused to start the command
     local r = assert(box:exec({ "sh", "-c", "test -e started && echo yes || echo no" }))
     assert.equal("no\n", r.stdout)
@@ -210,18 +199,8 @@ describe("sbx exec #docker [" .. tpl.name .. "]", function()
 end)
 
 describe("sbx box file methods #docker [" .. tpl.name .. "]", function()
-  local env, backend, box
-
-  setup(function()
-    env = H.setup("files", { template = tpl.image })
-    backend = assert(sbx.backend(env.backend_opts))
-    box = assert(backend:acquire{ conversation = "conv", key = "files" })
-  end)
-
-  teardown(function()
-    if box then box:dispose() end
-    H.teardown(env)
-  end)
+  local box
+  H.with_box("files", { template = tpl.image }, function(_, _, x) box = x end)
 
   it("delegates reads and writes to the host-side file plane", function()
     if not core.fileplane_open then pending("the file plane is not in this build") return end

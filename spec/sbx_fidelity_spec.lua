@@ -32,17 +32,25 @@ describe("sbx backend options", function()
 
   it("refuses values of the wrong shape as invalid, naming the option", function()
     local cases = {
-      { "cpus", 0 }, { "cpus", -2 }, { "cpus", 1.5 }, { "cpus", "2" },
+      { "cpus", 0 }, { "cpus", -2 }, { "cpus", 1.5 },
       { "memory", "lots" }, { "memory", "" }, { "memory", 0 }, { "memory", "2 g" },
-      { "max_output_bytes", 1.5 }, { "max_output_bytes", 0 }, { "max_output_bytes", -1 }, { "max_output_bytes", "8" },
+      { "max_output_bytes", 1.5 }, { "max_output_bytes", 0 }, { "max_output_bytes", -1 },
       { "storage_base", "relative/work" }, { "storage_base", "/work" }, { "storage_base", "/a/../b" },
     }
+    local mistyped = { { "cpus", "2" }, { "max_output_bytes", "8" }, { "memory", true } }
     for _, t in ipairs { "exec_timeout", "command_timeout", "create_timeout", "exec_cleanup_timeout" } do
-      for _, bad in ipairs { true, math.huge, -math.huge, 0 / 0, "600", 0, -1 } do cases[#cases + 1] = { t, bad } end
+      for _, bad in ipairs { math.huge, -math.huge, 0 / 0, 0, -1 } do cases[#cases + 1] = { t, bad } end
+      mistyped[#mistyped + 1] = { t, true }
+      mistyped[#mistyped + 1] = { t, "600" }
+    end
+    for _, c in ipairs(mistyped) do -- a wrong type is a programming error: it raises, naming the option
+      local ok, msg = pcall(backend, { [c[1]] = c[2] })
+      assert.is_false(ok, c[1] .. "=" .. tostring(c[2]))
+      assert.truthy(tostring(msg):find("option '" .. c[1] .. "' must be", 1, true), tostring(msg))
     end
     for _, c in ipairs(cases) do
       local b, err = backend { [c[1]] = c[2] }
-      refused("invalid", "option", b, err, c[1] .. "=" .. tostring(c[2]))
+      refused("invalid", "invalid_option", b, err, c[1] .. "=" .. tostring(c[2]))
       assert.equal(c[1], err.option)
       assert.truthy(err.message:find(c[1], 1, true), err.message)
     end
@@ -212,14 +220,19 @@ describe("sbx box path rules without a guest", function()
   end)
 
   it("refuses budgets and timeouts that are not well-formed, before any sbx call", function()
-    for _, bad in ipairs { 1.5, 0, -1, "8", 0 / 0 } do
-      local err = refused("invalid", "option", box:exec_bounded({ "true" }, { max_output_bytes = bad }))
+    for _, bad in ipairs { 1.5, 0, -1, 0 / 0 } do
+      local err = refused("invalid", "invalid_option", box:exec_bounded({ "true" }, { max_output_bytes = bad }))
       assert.equal("max_output_bytes", err.option)
     end
-    for _, bad in ipairs { true, math.huge, 0 / 0, "600", 0 } do
-      refused("invalid", "option", box:exec({ "true" }, { timeout = bad }))
-      refused("invalid", "option", box:reclaim("missing", { timeout = bad }))
+    for _, bad in ipairs { math.huge, 0 / 0, 0 } do
+      refused("invalid", "invalid_option", box:exec({ "true" }, { timeout = bad }))
+      refused("invalid", "invalid_option", box:reclaim("missing", { timeout = bad }))
     end
+    for _, bad in ipairs { true, "600" } do -- a wrong type raises
+      assert.has_error(function() box:exec({ "true" }, { timeout = bad }) end)
+      assert.has_error(function() box:reclaim("missing", { timeout = bad }) end)
+    end
+    assert.has_error(function() box:exec_bounded({ "true" }, { max_output_bytes = "8" }) end)
     assert.has_error(function() box:exec("") end)
     assert.has_error(function() box:reclaim("x", { bogus = 1 }) end)
     assert.has_error(function() box:remove("x", { bogus = 1 }) end)

@@ -4,6 +4,7 @@
 -- The guest is a container of the Debian test image with the simulator's options; the shell
 -- under test is both the outer shell and, through PATH, the `sh` of every nested stage.
 local core = require "sandstack.core"
+local sbxt = require "sandstack_test.sbx" -- what core.sbx_exec keeps inside: its wrapper, its stderr split
 local h = require "helpers"
 local q = h.q
 
@@ -11,9 +12,9 @@ local SHELLS = { "dash", "bash", "busybox" }
 local PATH_TAIL = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 -- create's SETUP script, read from the module source: the text that ships, not a copy.
--- the backend's own set-up script (internal to sandstack.sbx, exposed there for this spec)
 local function setup_script()
-  return assert(require("sandstack.sbx.create").SETUP)
+  local src = assert(h.read_file("lua/sandstack/sbx/create.lua"))
+  return assert(src:match("\nlocal SETUP = %[%[\n(.-)%]%]\n"), "no SETUP in lua/sandstack/sbx/create.lua")
 end
 
 local function x(s) return "x" .. core.base64(s) end
@@ -120,7 +121,7 @@ describe("guest shell code #docker", function()
         guest("touch /ws/seen && chown 1000 /ws/seen")
         local argv = { "/opt/shells/" .. sh .. "/sh", "-c", script, "sh" }
         for _, a in ipairs(tricky) do argv[#argv + 1] = a end
-        local r = run(sh, "agent", core.sbx_wrapper_script, { nonce, xdir, core.random_hex(12) },
+        local r = run(sh, "agent", sbxt.wrapper_script, { nonce, xdir, core.random_hex(12) },
           input("/ws", mnt, mnt, { "EMPTY=", "GREETING=hi = there", "MULTI=a\nb" }, argv))
         assert.equal(0, r.exit_code, r.stderr)
         assert.equal(nonce .. "\n", r.stderr)
@@ -131,14 +132,15 @@ describe("guest shell code #docker", function()
       end)
 
       it("a shell-command exec (box:exec of a string) runs through the wrapper under this shell", function()
-        -- the argv box:exec makes of a string, with its /bin/sh made the shell under test
-        local argv = require("sandstack.sbx.box").command_argv(
+        -- the argv box:exec makes of a string (every backend's, sandstack.session's), with its
+        -- /bin/sh made the shell under test
+        local argv = require("sandstack.session").command_argv(
           'a="x y"; printf "%s|" "$a" "$GREETING"; echo one two | wc -w; test -z "$1" && echo "no args"; exit 3')
         assert.equal("/bin/sh", argv[1])
         assert.equal(3, #argv)
         argv[1] = "/opt/shells/" .. sh .. "/sh"
         local nonce = "n" .. core.random_hex(8)
-        local r = run(sh, "agent", core.sbx_wrapper_script, { nonce, xdir, core.random_hex(12) },
+        local r = run(sh, "agent", sbxt.wrapper_script, { nonce, xdir, core.random_hex(12) },
           input("/ws", mnt, mnt, { "GREETING=hi there" }, argv))
         assert.equal(3, r.exit_code, r.stderr)
         assert.equal("x y|hi there|2\nno args\n", r.stdout)
@@ -147,9 +149,9 @@ describe("guest shell code #docker", function()
       it("the wrapper runs nothing from a cut or malformed input (exit 126)", function()
         local token = core.random_hex(12)
         local cmd = { "touch", mnt .. "/cut-" .. sh }
-        local r = run(sh, "agent", core.sbx_wrapper_script, { "n1", xdir, token }, input("/ws", mnt, mnt, {}, cmd, true))
+        local r = run(sh, "agent", sbxt.wrapper_script, { "n1", xdir, token }, input("/ws", mnt, mnt, {}, cmd, true))
         assert.equal(126, r.exit_code)
-        r = run(sh, "agent", core.sbx_wrapper_script, { "n1", xdir, token },
+        r = run(sh, "agent", sbxt.wrapper_script, { "n1", xdir, token },
           input("/ws", mnt, mnt, {}, cmd):gsub("%-%-\n", "junk\n"))
         assert.equal(126, r.exit_code)
         assert.equal(1, select(2, guest("test -e /ws/cut-" .. sh)))
@@ -161,7 +163,7 @@ describe("guest shell code #docker", function()
           "sleep " .. mark .. "1 & sh -c 'sleep " .. mark .. "2' & touch started; wait" })
         local log = dir .. "/bg-" .. sh
         h.must("( printf %s " .. q(data) .. " | docker exec -i -u agent -e PATH=/opt/shells/" .. sh .. ":" .. PATH_TAIL
-          .. " " .. q(cid) .. " /opt/shells/" .. sh .. "/sh -c " .. q(core.sbx_wrapper_script) .. " sandstack-sbx n2 "
+          .. " " .. q(cid) .. " /opt/shells/" .. sh .. "/sh -c " .. q(sbxt.wrapper_script) .. " sandstack-sbx n2 "
           .. xdir .. " " .. token .. " >" .. q(log) .. " 2>&1; echo $? > " .. q(log .. ".rc") .. " ) >/dev/null 2>&1 &")
         guest("rm -f /ws/started")
         for _ = 1, 100 do
@@ -184,7 +186,7 @@ describe("guest shell code #docker", function()
         local token, mark = core.random_hex(12), "7775" .. tostring(tonumber(core.random_hex(2), 16))
         local data = input("/ws", mnt, mnt, {}, { "sleep", mark })
         h.must("( printf %s " .. q(data) .. " | docker exec -i -u root " .. q(cid) .. " /opt/shells/" .. sh
-          .. "/sh -c " .. q(core.sbx_wrapper_script) .. " sandstack-sbx n3 " .. xdir .. " " .. token
+          .. "/sh -c " .. q(sbxt.wrapper_script) .. " sandstack-sbx n3 " .. xdir .. " " .. token
           .. " ) >/dev/null 2>&1 &")
         for _ = 1, 100 do
           if live(mark) == 1 then break end

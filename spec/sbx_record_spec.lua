@@ -4,7 +4,7 @@ local sbx = require "sandstack.sbx"
 local H = require "sbx_helpers"
 -- internals under test: the record, and the Box's retirement and usability
 local records = require "sandstack.sbx.records"
-local boxes = require "sandstack.sbx.box"
+local retirement = require "sandstack.sbx.retirement"
 
 describe("sbx record on a full disk #docker", function()
   local env, backend, mounted
@@ -39,19 +39,19 @@ describe("sbx record on a full disk #docker", function()
     local wrote = probe and probe:write(string.rep("x", 65536)) and probe:close()
     os.remove(env.workspace_root .. "/probe")
     assert.is_falsy(wrote, "control: the tmpfs is not full")
-    local ok, err = boxes.retire(box, "test")
+    local ok, err = retirement.retire(box, "test")
     assert.is_nil(ok, "a retirement that was not recorded was reported as done")
     assert.equal("io", err.kind) -- host I/O, through the records plane
     assert.equal("ENOSPC", err.reason)
     assert.matches("other processes", err.message)
     -- this process knows; the record on disk is the old one, whole
-    local _, uerr = boxes.usable(box)
+    local _, uerr = retirement.usable(box)
     assert.equal("retired", uerr.kind)
     rec = assert(records.read(backend, box.name))
     assert.is_nil(rec.retired)
     -- with room again, the mark is written
     H.sh("rm -f " .. H.q(env.workspace_root .. "/fill"))
-    assert.is_true(boxes.retire(box, "test"))
+    assert.is_true(retirement.retire(box, "test"))
     assert.equal("test", records.read(backend, box.name).retired)
     assert(box:dispose())
   end)

@@ -40,12 +40,9 @@ end
 -- Ends the racer and waits until it is gone or a zombie (its parent shell is gone, and the
 -- reaper that inherits it may take a second).
 local function stop(pid)
-  h.sh("kill " .. pid)
+  h.signal(pid, "TERM")
   for _ = 1, 500 do
-    local f = io.open("/proc/" .. pid .. "/stat", "r")
-    local state = f and (f:read("*a") or ""):match("^%d+ %b() (%a)")
-    if f then f:close() end
-    if not state or state == "Z" or state == "X" then return end
+    if not h.running(pid) then return end
     h.sh("sleep 0.01")
   end
   error("the racer " .. pid .. " did not end")
@@ -135,8 +132,8 @@ describe("rmtree", function()
       h.must(PY .. " " .. HELPER .. " build " .. h.q(root) .. " " .. h.q(outside))
       local n0 = count_files(outside)
       local ready = base .. "/ready" .. r
-      local pid = chomp(h.must("sh -c " .. h.q(PY .. " " .. HELPER .. " race " .. h.q(root) .. " " .. h.q(outside)
-        .. " 10 " .. h.q(ready) .. " >/dev/null 2>&1 & echo $!")))
+      local pid = h.start("sh -c " .. h.q(PY .. " " .. HELPER .. " race " .. h.q(root) .. " " .. h.q(outside)
+        .. " 10 " .. h.q(ready)) .. " >/dev/null 2>&1 </dev/null")
       h.must("for i in $(seq 200); do test -e " .. h.q(ready) .. " && exit 0; sleep 0.02; done; exit 1")
       local ok, err = core.rmtree(root)
       stop(pid)
@@ -162,8 +159,8 @@ describe("rmtree", function()
       h.must("mkdir -p " .. h.q(root .. "/p0/m") .. " " .. h.q(root .. "/p1") .. " && cd " .. h.q(root .. "/p0/m")
         .. " && for i in $(seq 100); do mkdir s$i && (cd s$i && touch $(seq -f f%g 30)); done")
       local ready = base .. "/ready" .. r
-      local pid = chomp(h.must("sh -c " .. h.q(PY .. " " .. HELPER .. " move " .. h.q(root .. "/p0/m") .. " "
-        .. h.q(root .. "/p1/m") .. " 10 " .. h.q(ready) .. " >/dev/null 2>&1 & echo $!")))
+      local pid = h.start("sh -c " .. h.q(PY .. " " .. HELPER .. " move " .. h.q(root .. "/p0/m") .. " "
+        .. h.q(root .. "/p1/m") .. " 10 " .. h.q(ready)) .. " >/dev/null 2>&1 </dev/null")
       h.must("for i in $(seq 200); do test -e " .. h.q(ready) .. " && exit 0; sleep 0.02; done; exit 1")
       local ok, err = core.rmtree(root)
       stop(pid)

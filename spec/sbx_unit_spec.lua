@@ -1,6 +1,7 @@
 -- sandstack.sbx without a sandbox: the subprocess runner, the wrapper's parsers, digests, and
 -- the egress logic that decides what the host's rules, secrets and governance mean.
 local core = require "sandstack.core"
+local sbxt = require "sandstack_test.sbx" -- what core.sbx_exec keeps inside: its wrapper, its stderr split
 local policy = require "sandstack.policy"
 local egress = require "sandstack.sbx.egress"
 local sbx = require "sandstack.sbx"
@@ -120,17 +121,17 @@ describe("sbx wrapper pieces", function()
   end)
 
   it("finds the nonce line and splits chatter from the command's stderr", function()
-    local chatter, own = core.sbx_split_stderr("Sandbox x started successfully\nN0NCE\nreal\nN0NCE\n", "N0NCE")
+    local chatter, own = sbxt.split_stderr("Sandbox x started successfully\nN0NCE\nreal\nN0NCE\n", "N0NCE")
     assert.equal("Sandbox x started successfully\n", chatter)
     assert.equal("real\nN0NCE\n", own)
-    assert.is_nil(core.sbx_split_stderr("error: sandbox 'x' not found\n", "N0NCE"))
-    assert.is_nil(core.sbx_split_stderr("xN0NCE\nN0NCEx\n", "N0NCE")) -- whole lines only
-    assert.is_nil(core.sbx_split_stderr("N0NCE", "N0NCE")) -- needs its newline
+    assert.is_nil(sbxt.split_stderr("error: sandbox 'x' not found\n", "N0NCE"))
+    assert.is_nil(sbxt.split_stderr("xN0NCE\nN0NCEx\n", "N0NCE")) -- whole lines only
+    assert.is_nil(sbxt.split_stderr("N0NCE", "N0NCE")) -- needs its newline
   end)
 
   it("skips daemon start-up lines before JSON", function()
-    assert.equal('{"a":1}\n', core.sbx_json_start('Starting daemon...\n  ok\n{"a":1}\n'))
-    assert.is_nil(core.sbx_json_start("no json here\n"))
+    assert.equal('{"a":1}\n', sbxt.json_start('Starting daemon...\n  ok\n{"a":1}\n'))
+    assert.is_nil(sbxt.json_start("no json here\n"))
   end)
 
   it("digests with SHA-256", function()
@@ -321,5 +322,18 @@ describe("sbx egress logic", function()
     assert.equal("service_secret", egress.drift(l, st(nil, { secrets = { { scope = "global", type = "service", name = "g" } } }), "n", fp))
     assert.equal("custom_secret", egress.drift(l, st(nil, { custom_secrets = { { scope = "global", env = "E",
       targets = { "api.github.com" } } } }), "n", fp))
+  end)
+end)
+
+describe("sbx errors", function()
+  it("say their kind once: tostring is sbx: <command>: <what sbx said>", function()
+    local cli = require "sandstack.sbx.cli"
+    local err = cli.classify({ stderr = "error: sandbox not found\n", exit_code = 1 }, "sbx rm sandstack-x")
+    assert.equal("sbx", err.kind)
+    assert.equal("not_found", err.reason)
+    assert.equal("sbx: rm sandstack-x: sandbox not found", tostring(err))
+    -- the other kinds name the command in parentheses, after what to do
+    err = cli.classify({ stderr = "error: Not authenticated to Docker\n", exit_code = 1 }, "sbx ls")
+    assert.equal("login_required: sbx is not signed in; run `sbx login` (sbx ls)", tostring(err))
   end)
 end)

@@ -137,4 +137,78 @@ describe("the session interface", function()
     assert.has_error(function() h:read("/tmp/x.txt") end, "the stack handle is closed")
     assert.has_error(function() h:stats() end, "the stack handle is closed")
   end)
+
+  it("lists a directory too large for the archive by names, in a confined helper sharing its PID namespace", function()
+    local core = require "sandstack.core"
+    local listing = "sandstack-list 1\nf 644 17179869184 5 6 0\nsparse\nl 777 4 -3 1 4\nl/etc\nend 2\n"
+    local eng, calls = { timeout = 30 }, {}
+    local runtime = "runc"
+    function eng.call(_, method, path, body, opts)
+      calls[#calls + 1] = { method, path, body, opts }
+      if path == "/containers/sbx-task/archive" then
+        return nil, core.error("output_limit", nil, "over the budget", { limit = opts.max_bytes })
+      end
+      if path == "/containers/sbx-task/json" then
+        return { Id = "cid", Name = "/p-sandbox", Image = "sha256:img", State = { Running = true },
+          Config = { Labels = { ["io.sandstack.project"] = "p" } }, HostConfig = { Runtime = runtime } }
+      end
+      if path == "/containers/create" then return { Id = "helper" } end
+      if path:match("/wait$") then return { StatusCode = 0 } end
+      if method == "GET" and path == "/containers/helper/archive" then
+        return core.tar_header("x.out", #listing, 384, 0) .. listing .. string.rep("\0", 512 - #listing % 512 + 1024)
+      end
+      return true
+    end
+    local h = setmetatable({ mgr = {}, node_eng = eng, plan = { sandbox = "sandbox" } }, { __index = swarm_handle.Stack })
+    h.container = function() return "sbx-task" end
+    local list = assert(h:list("/work/big"))
+    assert.same({ "l", "link", "/etc", -3 }, { list[1].name, list[1].type, list[1].link, list[1].mtime })
+    assert.same({ "sparse", "file", 17179869184 }, { list[2].name, list[2].type, list[2].size })
+    assert.equal(4 * 1024 * 1024, calls[1][4].max_bytes) -- the archive was read in memory, to 4 MiB only
+    local create = calls[3][3]
+    assert.same({ "POST", "/containers/create" }, { calls[3][1], calls[3][2] })
+    assert.same({ "sha256:img", { "/sandstack-list" }, "/work/big", "0", { "GLIBC_TUNABLES=" } }, { create.Image,
+      create.Entrypoint, create.Cmd[1], create.User, create.Env })
+    local hc = create.HostConfig
+    assert.same({ "container:cid", "none", { "ALL" }, { "SYS_PTRACE", "DAC_READ_SEARCH" }, { "no-new-privileges" },
+      "runc", 16 }, { hc.PidMode, hc.NetworkMode, hc.CapDrop, hc.CapAdd, hc.SecurityOpt, hc.Runtime, hc.PidsLimit })
+    assert.equal("p", create.Labels["io.sandstack.project"])
+    assert.same({ "PUT", "/containers/helper/archive", "/" }, { calls[4][1], calls[4][2], calls[4][4].query.path })
+    assert.same({ "DELETE", "/containers/helper" }, { calls[#calls][1], calls[#calls][2] })
+    -- under runsc no helper can see the guest's processes: the budget's error, nothing created
+    runtime, calls = "runsc", {}
+    local _, err = h:list("/work/big")
+    assert.same({ "output_limit", 4 * 1024 * 1024 }, { err.kind, err.limit })
+    assert.matches("runsc", err.message)
+    for _, c in ipairs(calls) do assert.not_equal("/containers/create", c[2]) end
+  end)
+
+  it("reads the list helper's output as data a guest chose the names of", function()
+    local core = require "sandstack.core"
+    local head = "sandstack-list 1\n"
+    local function parse(body, max) return core.list_parse(head .. body, max or 10) end
+    assert.same({}, parse("end 0\n"))
+    local _, err = parse("f 644 1 1 1 0\na\nf 644 1 1 1 0\nb\nover 2\n", 2)
+    assert.same({ "output_limit", 2 }, { err.kind, err.limit })
+    _, err = parse("f 644 1 1 1 0\na\nf 644 1 1 1 0\nb\nend 2\n", 1)
+    assert.equal("output_limit", err.kind)
+    _, err = parse("error EACCES\n")
+    assert.same({ "io", "EACCES" }, { err.kind, err.reason })
+    for _, bad in ipairs {
+      "f 644 1 1 3 0\na/b\nend 1\n",          -- a name with a slash
+      "f 644 1 1 2 0\n..\nend 1\n",           -- dot-dot
+      "f 644 1 1 9 0\nshort\nend 1\n",        -- a length past the data
+      "f 644 1 1 1 0\na\nend 2\n",            -- a count that does not match
+      "f 644 1 1 1 0\na\n",                   -- no end
+      "f 99999 1 1 1 0\na\nend 1\n",          -- not a mode
+      "f 644 99999999999999999999 1 1 0\na\nend 1\n", -- past a number
+      "f 644 1 1 1 5000\na\nend 1\n",         -- a link too long
+      "error enoent\n", "end 0\ntrailing",
+    } do
+      local r, e = parse(bad)
+      assert.is_nil(r, bad)
+      assert.same({ "engine", "bad_answer" }, { e.kind, e.reason }, bad)
+    end
+    assert.is_nil(core.list_parse("not the header\n", 1))
+  end)
 end)

@@ -158,8 +158,10 @@ describe("a swarm session's expiry and hibernation (scripted manager)", function
     assert.is_nil(mgr.svcs["id-proxy"].Spec.Labels["io.sandstack.expires"])
     local view = assert(sexpiry.expires(stack))
     assert.truthy(view.remaining > 290 and view.remaining <= 300)
-    assert.has_error(function() sexpiry.set_timeout(stack, -1) end)
-    assert.has_error(function() sexpiry.set_timeout(stack, "1h") end)
+    local ok, err = sexpiry.set_timeout(stack, -1) -- a value: refused
+    assert.is_nil(ok)
+    assert.same({ "compose", "invalid_option", "seconds" }, { err.kind, err.reason, err.option })
+    assert.has_error(function() sexpiry.set_timeout(stack, "1h") end) -- a wrong type: raised
   end)
 
   -- Every gateway of a cluster runs the expiry pass over the same sessions: passes that listed
@@ -253,27 +255,21 @@ describe("a swarm session's expiry and hibernation (scripted manager)", function
 
   it("scales every service but the proxy to 0, pinned to the node, and stops the forwarder", function()
     local mgr = manager(0)
-    local node = scripted.with({ sent = {} })
-    function node:request(m, path)
-      self.sent[#self.sent + 1] = m .. " " .. path
+    local node = scripted.new(function(_, path)
       if path == "/containers/json" then
         return 200, { { Id = "fw1", State = "running", Labels = { ["io.sandstack.role"] = "forwarder" } } }
       end
       return 204
-    end
+    end)
     assert.is_true(assert(lifecycle.hibernate_project(mgr, node, "p", "n1", {})))
     assert.equal(0, mgr.svcs["id-sbx"].Spec.Mode.Replicated.Replicas)
     assert.same({ "node.id==n1" }, mgr.svcs["id-sbx"].Spec.TaskTemplate.Placement.Constraints) -- not twice
     assert.equal(1, mgr.svcs["id-proxy"].Spec.Mode.Replicated.Replicas)
-    assert.same({ "GET /containers/json", "POST /containers/fw1/stop" }, node.sent)
+    assert.same({ "GET /containers/json", "POST /containers/fw1/stop" }, node.log)
   end)
 
   it("pauses and resumes the services, leaving the forwarder and the added proxy running", function()
-    local sent = {}
-    local node = scripted.with({ request = function(_, m, path)
-      sent[#sent + 1] = m .. " " .. path
-      return 204
-    end })
+    local node = scripted.new(function() return 204 end)
     local S = {}
     lifecycle.mix(S)
     local stack = { node_eng = node, plan = { project = "p", sandbox = "sandbox", forwarder = "forwarder",
@@ -284,7 +280,7 @@ describe("a swarm session's expiry and hibernation (scripted manager)", function
     assert.is_true(assert(S.pause(stack)))
     assert.is_true(assert(S.resume(stack)))
     assert.same({ "POST /containers/id-db/pause", "POST /containers/id-sandbox/pause",
-      "POST /containers/id-db/unpause", "POST /containers/id-sandbox/unpause" }, sent)
+      "POST /containers/id-db/unpause", "POST /containers/id-sandbox/unpause" }, node.log)
   end)
 
   it("lists a hibernated session (no task left) on the node its pin names", function()
@@ -309,9 +305,12 @@ describe("a swarm session's expiry and hibernation (scripted manager)", function
   end)
 
   it("checks start's ttl, idle_timeout and on_expiry and reap{expired}'s options before any engine", function()
-    assert.has_error(function() swarm.start("k", { ttl = 0 }) end)
-    assert.has_error(function() swarm.start("k", { idle_timeout = "5m" }) end)
-    assert.has_error(function() swarm.start("k", { ttl = 5, on_expiry = "stop" }) end)
+    for _, o in ipairs { { ttl = 0 }, { ttl = 5, on_expiry = "stop" } } do -- values: refused
+      local s, err = swarm.start("k", o)
+      assert.is_nil(s)
+      assert.same({ "compose", "invalid_option" }, { err.kind, err.reason })
+    end
+    assert.has_error(function() swarm.start("k", { idle_timeout = "5m" }) end) -- a wrong type: raised
     assert.has_error(function() swarm.reap { expired = true, older_than = 5 } end)
   end)
 end)

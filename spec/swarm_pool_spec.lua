@@ -123,9 +123,11 @@ describe("sandstack.swarm.pool checks, before any engine", function()
 
   it("refuses bad options as the Docker pool does", function()
     assert.has_error(function() pool { name = 3 } end)
-    assert.has_error(function() pool { size = -1 } end)
     assert.has_error(function() pool { nope = true } end)
-    local p, err = pool { size = 3, max = 2 }
+    local p, err = pool { size = -1 } -- a value of the right type: refused, as the Docker pool refuses it
+    assert.is_nil(p)
+    assert.same({ "invalid_option", "size" }, { err.reason, err.option })
+    p, err = pool { size = 3, max = 2 }
     assert.is_nil(p)
     assert.equal("max", err.option)
     local s = {}
@@ -159,13 +161,14 @@ describe("sandstack.swarm.pool checks, before any engine", function()
   it("checks its server's options as the Docker pool's", function()
     local p = assert(pool())
     assert.is_table(p:serve { target_idle = 1 })
-    assert.has_error(function() p:serve { target_idle = 2, max = 1 } end)
+    local none, err = p:serve { target_idle = 2, max = 1 } -- values: refused; a wrong type raises
+    assert.is_nil(none)
+    assert.same({ "invalid", "invalid_option", "max" }, { err.kind, err.reason, err.option })
     assert.has_error(function() p:serve { on_ask = "allow" } end)
   end)
 end)
 
 describe("sandstack.swarm.pool's server (a scripted swarm)", function()
-  local swarm_scripted = require "spec.support.swarm_scripted"
   local core = sandstack.core
   local X = require "sandstack.expiry"
   local answered = {}
@@ -187,8 +190,8 @@ describe("sandstack.swarm.pool's server (a scripted swarm)", function()
     services = { { name = "sandbox", image = "x/agent", command = { "agent" } } }, egress_policy = { allow = {}, ask = true } }
 
   it("answers the asks of its sessions in use through their nodes, and acts on their expiry", function()
-    local sw = swarm_scripted.new { exec = control }
-    local undo = swarm_scripted.install(sw)
+    local sw = scripted.swarm { exec = control }
+    local undo = scripted.install(sw)
     local ok, err = pcall(function()
       local p = assert(sandstack.swarm.pool { name = "swp", size = 1, stack = stack })
       assert.equal(1, assert(p:fill()))

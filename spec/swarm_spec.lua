@@ -60,7 +60,14 @@ describe("sandstack.swarm plan (no cluster)", function()
       local c = core.json_decode(containers[s.service].body_json)
       local cs = B(s).TaskTemplate.ContainerSpec
       assert.equal(c.Image, cs.Image)
-      assert.same(c.Entrypoint, cs.Command)
+      -- a docker sandbox runs under sandstack-init; a swarm task has none (its ttl is held by
+      -- the passes), so its command is the one the init would have run
+      local ep = c.Entrypoint
+      if ep and ep[1] == "/.sandstack/init" and ep[2] == "--" then
+        ep = { (table.unpack or unpack)(ep, 3) }
+        if #ep == 0 then ep = nil end
+      end
+      assert.same(ep, cs.Command)
       assert.same(c.Cmd, cs.Args)
       assert.same(c.Env and #c.Env > 0 and c.Env or nil, cs.Env)
       assert.same(c.Labels, cs.Labels)
@@ -174,6 +181,28 @@ describe("sandstack.swarm plan (no cluster)", function()
     assert.is_nil(B(loose.services[1]).TaskTemplate.ContainerSpec.CapabilityDrop)
   end)
 
+  it("hands the proxy's service allow_private as the docker plan does, and refuses a range as it does", function()
+    local pol = { allow = { "registry.test:5000" }, allow_private = { "10.0.0.7", "10.0.0.8:5000" } }
+    local s = assert(swarm.plan("s1", opts { egress_policy = pol }, FIXED))
+    local d = assert(sandstack.docker.plan("s1", opts { egress_policy = pol }, FIXED))
+    local function policy_env(env)
+      for _, e in ipairs(env or {}) do
+        local v = e:match("^SANDSTACK_EGRESS_POLICY=(.*)$")
+        if v then return v end
+      end
+    end
+    local svc = by_name(s.services, "service").proxy
+    local want = policy_env(core.json_decode(by_name(d.containers, "service").proxy.body_json).Env)
+    assert.equal(want, policy_env(B(svc).TaskTemplate.ContainerSpec.Env))
+    assert.truthy(want:find('"allow_private":["10.0.0.7","10.0.0.8:5000"]', 1, true), want)
+    local bad = opts { egress_policy = { allow = { "registry.test" }, allow_private = { "10.0.0.0/8" } } }
+    local _, serr = swarm.plan("s1", bad, FIXED)
+    local _, derr = sandstack.docker.plan("s1", bad, FIXED)
+    assert.truthy(serr)
+    assert.equal(tostring(derr), tostring(serr))
+    assert.matches("allow_private 1 ('10.0.0.0/8'): name one address", tostring(serr), 1, true)
+  end)
+
   it("gives the credentials to the proxy's service alone, the CA volume shared on the node", function()
     local GH = "ghp_" .. ("g"):rep(36)
     local s = assert(swarm.plan("s1", opts { credentials = { { name = "GH_TOKEN", host = "gh.test",
@@ -215,20 +244,23 @@ describe("sandstack.swarm plan (no cluster)", function()
       assert.is_function(handle.Stack[m], m)
     end
     st:close()
-    assert.has_error(function() st:set_egress { allow = {} } end, "the stack handle is closed")
+    assert.error_matches(function() st:set_egress { allow = {} } end, "^.-the stack handle is closed: make a new one with sandstack.swarm.reconnect$")
   end)
 
-  it("checks its own option shapes as programming errors", function()
+  it("checks its own options: a wrong type raises, a refused value is compose/invalid_option", function()
     assert.has_error(function() swarm.plan("s1", opts { constraints = "node.role==worker" }) end)
-    assert.has_error(function() swarm.plan("s1", opts { constraints = { "node.role worker" } }) end)
-    assert.has_error(function() swarm.plan("s1", opts { placement_timeout = -1 }) end)
+    for option, value in pairs { constraints = { "node.role worker" }, placement_timeout = -1 } do
+      local plan, err = swarm.plan("s1", opts { [option] = value })
+      assert.is_nil(plan)
+      assert.same({ "compose", "invalid_option", option }, { err.kind, err.reason, err.option })
+    end
     local s = assert(swarm.plan("s1", opts { constraints = { "node.labels.sandstack==yes" } }))
     assert.same({ "node.labels.sandstack==yes" }, B(s.services[1]).TaskTemplate.Placement.Constraints)
   end)
 end)
 
 describe("sandstack.swarm start (a scripted swarm)", function()
-  local scripted = require "spec.support.swarm_scripted"
+  local scripted = require "spec.support.scripted_engine"
   local function start(sw, extra)
     local undo = scripted.install(sw)
     local o = opts { docker_host = "tcp://manager.scripted:2376" }
@@ -249,7 +281,7 @@ describe("sandstack.swarm start (a scripted swarm)", function()
   end
 
   it("sends the C plan's creates as they are: the first service free, the others pinned to its node", function()
-    local sw = scripted.new()
+    local sw = scripted.swarm()
     local st, err, events = start(sw)
     assert.is_nil(err)
     local last = #events -- after "ready", only the names Swarm gives once it has seen a task healthy
@@ -282,7 +314,7 @@ describe("sandstack.swarm start (a scripted swarm)", function()
   end)
 
   it("removes what it made when a task fails, and says which service", function()
-    local sw = scripted.new { fail = "db" }
+    local sw = scripted.swarm { fail = "db" }
     local st, err, events = start(sw)
     assert.is_nil(st)
     assert.equal("exited", err.kind)
@@ -296,7 +328,7 @@ describe("sandstack.swarm start (a scripted swarm)", function()
   end)
 
   it("ends a req_adapter's readiness wait when a task ends meanwhile, by the swarm's task check", function()
-    local sw = scripted.new()
+    local sw = scripted.swarm()
     local adapter = function() sw.fail = "sandbox"; return { status = 503 } end -- the sandbox's task ends now
     local t0 = core.engine_clock()
     local st, err, events = start(sw, { ready_timeout = 20, req_adapter = adapter })

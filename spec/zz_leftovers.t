@@ -3,24 +3,26 @@
 # no nested engine the matrix or the scale-out test started, and no network namespace a test
 # made (stand-ins "<project>-inet", the proxy specs' "ssh*" namespaces, the demo's "sandstack-*"), and
 # no stack's control directory under /run/sandstack (a stack's destroy, down or reap removes it).
+# What the machine had before the run began is not this run's: run-tests.sh lists it in
+# $SANDSTACK_LEFTOVER_BASELINE (one "kind name" a line, kind-free for namespaces and directories,
+# written by the same function as below), and only what is new counts. Run alone, without it,
+# everything found counts.
+baseline=${SANDSTACK_LEFTOVER_BASELINE:-/dev/null}
+# shellcheck source=spec/support/leftovers.sh
+. "$(dirname "$0")/support/leftovers.sh"
+new_of() { # KIND: the objects of KIND now that the baseline did not have
+  leftovers_of "$1" | grep -vxF -f <(grep "^$1 " "$baseline" 2>/dev/null | cut -d' ' -f2-; echo "//none") || true
+}
+report() { # N WHAT HINT: ok when nothing new of WHAT is left
+  local left
+  left=$(new_of "$2")
+  if [ -z "$left" ]; then echo "ok $1 - no $2 left"
+  else echo "not ok $1 - $(printf '%s\n' "$left" | wc -l) $2 left ($3): $(printf '%s\n' "$left" | head -5 | tr '\n' ' ')"; fi
+}
 echo "1..6"
-n=1
-for kind in "ps -aq" "network ls -q" "volume ls -q"; do
-  # shellcheck disable=SC2086 # $kind is a subcommand and its flag, split on purpose
-  left=$(docker $kind --filter label=io.sandstack.project 2>/dev/null | wc -l)
-  if [ "$left" -eq 0 ]; then echo "ok $n - no labelled ${kind%% *} objects left"
-  else echo "not ok $n - $left labelled objects left by: docker $kind --filter label=io.sandstack.project"; fi
-  n=$((n + 1))
-done
-left=$(( $(docker ps -aq --filter label=io.sandstack.test=nested-engine 2>/dev/null | wc -l) +
-          $(docker ps -aq --filter label=io.sandstack.test=fresh-machine 2>/dev/null | wc -l) ))
-if [ "$left" -eq 0 ]; then echo "ok $n - no nested engine or fresh machine left running"
-else echo "not ok $n - $left left: docker ps -a --filter label=io.sandstack.test=nested-engine (or =fresh-machine)"; fi
-n=$((n + 1))
-left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^(sstest-|ssh[0-9]|sandstack-)' || true)
-if [ -z "$left" ]; then echo "ok $n - no test network namespace left"
-else echo "not ok $n - network namespaces left: ${left//$'\n'/ }"; fi
-n=$((n + 1))
-left=$(find /run/sandstack -mindepth 1 -maxdepth 1 2>/dev/null | head -5 || true)
-if [ -z "$left" ]; then echo "ok $n - no control directory left under /run/sandstack"
-else echo "not ok $n - control directories left: ${left//$'\n'/ }"; fi
+report 1 containers "docker ps -a --filter label=io.sandstack.project"
+report 2 networks "docker network ls --filter label=io.sandstack.project"
+report 3 volumes "docker volume ls --filter label=io.sandstack.project"
+report 4 nested-engines "docker ps -a --filter label=io.sandstack.test=nested-engine (or =fresh-machine)"
+report 5 namespaces "ip netns list: sstest-*, ssh*, sandstack-*"
+report 6 control-directories "under /run/sandstack"

@@ -68,10 +68,49 @@ int cap_remove_dir(const char *path, ss_error *e);
 int cap_extract_archive(const char *dir, const char *archive_name, const cap_options *o, cap_result *res,
                         ss_error *e);
 
+/* A tar of the host directory dir, made as it is read (tree_tar.c): its members are named
+ * top/..., top a plain name. Files, directories and symbolic links (sent as links, never
+ * followed); permission bits and mtimes kept. NULL with e set when dir cannot be opened. */
+typedef struct cap_tree_tar cap_tree_tar;
+cap_tree_tar *cap_tree_tar_open(const char *dir, const char *top, ss_error *e);
+/* Up to n bytes of the archive: the count (0 at its end), or -1 with errno set. */
+ssize_t cap_tree_tar_read(cap_tree_tar *t, void *buf, size_t n);
+void cap_tree_tar_close(cap_tree_tar *t);
+
+/* What a download put in place. */
+typedef struct cap_placed {
+  int is_dir;
+} cap_placed;
+
+/* A download (place.c): the archive read from src, unpacked into a fresh hidden directory
+ * inside parent as it streams, then its one top member renamed to parent/name (name: a plain
+ * name). A file replaces a file or link there (never followed) and is refused over a directory
+ * (EISDIR); a directory goes only where nothing stands (EEXIST). The hidden directory is
+ * removed whatever happens, so a failure leaves nothing. */
+int cap_place(const char *parent, const char *name, const cap_source *src, const cap_options *o, cap_result *res,
+              cap_placed *out, ss_error *e);
+
 /* The header of a regular file member named name (nlen bytes, no NUL) of size bytes, written to
  * out: one ustar block, or a pax header and its data before it when the name is longer than 100
- * bytes. Returns the bytes written (a multiple of 512), 0 when cap is too small. */
-#define CAP_TAR_HEADER_MAX(nlen) (512u * 3u + (nlen))
+ * bytes. Returns the bytes written (a multiple of 512), 0 when cap is too small.
+ * CAP_TAR_HEADER_MAX(nlen) is always enough: two header blocks and the pax record ("%d path=NAME\n",
+ * the name and at most 12 bytes more) padded to a block, under nlen + 1024. */
+#define CAP_TAR_HEADER_MAX(nlen) (512u * 4u + (nlen))
+
+/* A member of any type the writer makes: '0' (a file of size bytes), '5' (a directory: its
+ * name ends in '/'), '2' (a symbolic link to link). Names are written as given. */
+typedef struct cap_member {
+  const char *name, *link;
+  size_t nlen, llen;
+  char type;
+  unsigned long long size;
+  unsigned mode;
+  long long mtime;
+} cap_member;
+#define CAP_MEMBER_MAX(nlen, llen) (512u * 3u + 40u + (nlen) + (llen))
+/* The header of m (a pax header first for a long name or link): the bytes written (a multiple
+ * of 512), 0 when cap is too small. */
+size_t cap_tar_member(unsigned char *out, size_t cap, const cap_member *m);
 size_t cap_tar_header(unsigned char *out, size_t cap, const char *name, size_t nlen, unsigned long long size,
                       unsigned mode, long long mtime);
 

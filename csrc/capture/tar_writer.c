@@ -1,6 +1,7 @@
 /* Member headers of the archives sandstack sends the Engine (PUT /containers/{id}/archive): a
- * ustar header, preceded by a pax header carrying the path when the name does not fit ustar's
- * 100 bytes. Only regular files are written; the data and padding are the caller's. */
+ * ustar header, preceded by a pax header carrying the path and the link's target when they do
+ * not fit ustar's 100 bytes. Regular files, directories and symbolic links; the data and the
+ * padding are the caller's. */
 #include <stdio.h>
 #include <string.h>
 
@@ -33,27 +34,45 @@ static void ustar(unsigned char *h, const char *name, size_t nlen, char type, un
   checksum(h);
 }
 
-size_t cap_tar_header(unsigned char *out, size_t cap, const char *name, size_t nlen, unsigned long long size,
-                      unsigned mode, long long mtime) {
-  if (nlen <= 100) {
-    if (cap < CAP_BLOCK) return 0;
-    ustar(out, name, nlen, '0', size, mode, mtime);
-    return CAP_BLOCK;
-  }
-  /* "%d path=%s\n" where %d counts the whole record, its own digits included */
-  size_t rec = nlen + 7, digits = 1;
-  for (size_t v = rec; v >= 10; v /= 10) digits++;
+/* One pax record "%d key=value\n" at d, where %d counts the whole record, its own digits
+ * included. Returns its length; with d NULL only measures it. */
+static size_t pax_record(unsigned char *d, const char *key, const char *v, size_t vlen) {
+  size_t klen = strlen(key), rec = klen + vlen + 3, digits = 1;
+  for (size_t x = rec; x >= 10; x /= 10) digits++;
   rec += digits;
   if (snprintf(NULL, 0, "%zu", rec) > (int)digits) rec++; /* the count grew a digit */
-  size_t data_blocks = (rec + CAP_BLOCK - 1) / CAP_BLOCK;
-  size_t total = CAP_BLOCK * (2 + data_blocks);
+  if (d) {
+    int k = snprintf((char *)d, rec + 1, "%zu %s=", rec, key);
+    memcpy(d + k, v, vlen);
+    d[k + vlen] = '\n';
+  }
+  return rec;
+}
+
+size_t cap_tar_member(unsigned char *out, size_t cap, const cap_member *m) {
+  int long_name = m->nlen > 100, long_link = m->llen > 100;
+  size_t pax = (long_name ? pax_record(NULL, "path", m->name, m->nlen) : 0) +
+               (long_link ? pax_record(NULL, "linkpath", m->link, m->llen) : 0);
+  size_t data_blocks = (pax + CAP_BLOCK - 1) / CAP_BLOCK;
+  size_t total = CAP_BLOCK * (1 + (pax ? 1 + data_blocks : 0));
   if (cap < total) return 0;
-  ustar(out, "PaxHeader", 9, 'x', rec, 0644, mtime);
-  unsigned char *d = out + CAP_BLOCK;
-  memset(d, 0, data_blocks * CAP_BLOCK);
-  int k = snprintf((char *)d, rec + 1, "%zu path=", rec);
-  memcpy(d + k, name, nlen);
-  d[k + nlen] = '\n';
-  ustar(out + CAP_BLOCK * (1 + data_blocks), name, nlen, '0', size, mode, mtime);
+  unsigned char *h = out;
+  if (pax) {
+    ustar(out, "PaxHeader", 9, 'x', pax, 0644, m->mtime);
+    unsigned char *d = out + CAP_BLOCK;
+    memset(d, 0, data_blocks * CAP_BLOCK);
+    if (long_name) d += pax_record(d, "path", m->name, m->nlen);
+    if (long_link) pax_record(d, "linkpath", m->link, m->llen);
+    h = out + CAP_BLOCK * (1 + data_blocks);
+  }
+  ustar(h, m->name, m->nlen, m->type, m->type == '0' ? m->size : 0, m->mode, m->mtime);
+  if (m->llen) memcpy(h + 157, m->link, m->llen < 100 ? m->llen : 100);
+  if (m->llen) checksum(h);
   return total;
+}
+
+size_t cap_tar_header(unsigned char *out, size_t cap, const char *name, size_t nlen, unsigned long long size,
+                      unsigned mode, long long mtime) {
+  cap_member m = {.name = name, .nlen = nlen, .type = '0', .size = size, .mode = mode, .mtime = mtime};
+  return cap_tar_member(out, cap, &m);
 }

@@ -132,6 +132,13 @@ static void reap(sse_client *c) {
   }
 }
 
+static int is_2xx(long code) { return code >= 200 && code < 300; }
+
+/* STREAM mode: bytes of a 2xx body wait in the window. */
+static int stream_ready(const sse_xfer *x) {
+  return x->mode == SSE_BODY_STREAM && is_2xx(x->r.status) && x->r.body.len > x->stream_off;
+}
+
 static int satisfied(const sse_client *c, long id, int headers) {
   if (id < 0) return 0;
   if (headers) {
@@ -141,7 +148,7 @@ static int satisfied(const sse_client *c, long id, int headers) {
   if (id == 0) return sse_client_finished(c) > 0;
   sse_xfer *x = find(c, id);
   if (!x || x->r.done) return 1;
-  return x->mode == SSE_BODY_LINES && sse_lines_ready(&x->r.lines);
+  return (x->mode == SSE_BODY_LINES && sse_lines_ready(&x->r.lines)) || stream_ready(x);
 }
 
 static int run(sse_client *c, long id, double timeout, int headers) {
@@ -193,6 +200,30 @@ int sse_client_line(sse_client *c, long id, const char **line, size_t *len) {
     return sse_lines_next(&x->r.lines, line, len);
   }
   return 0;
+}
+
+size_t sse_client_read(sse_client *c, long id, void *buf, size_t n) {
+  sse_xfer *x = find(c, id);
+  if (!x || x->mode != SSE_BODY_STREAM) return 0;
+  if (!stream_ready(x)) {
+    if (x->r.done) return 0;
+    run(c, id, -1, 0); /* the transfer's own deadline ends this wait */
+    if (!stream_ready(x)) return 0;
+  }
+  ss_buf *b = &x->r.body;
+  size_t k = b->len - x->stream_off < n ? b->len - x->stream_off : n;
+  memcpy(buf, b->data + x->stream_off, k);
+  x->stream_off += k;
+  if (x->stream_off == b->len) {
+    /* The window is empty: start it over, and let curl deliver the piece it held. */
+    ss_buf_consume(b, b->len);
+    x->stream_off = 0;
+    if (x->paused && !x->r.done) {
+      x->paused = 0;
+      curl_easy_pause(x->easy, CURLPAUSE_CONT);
+    }
+  }
+  return k;
 }
 
 void sse_client_cancel(sse_client *c, long id) {

@@ -6,6 +6,7 @@
  * budget. No Lua here: the binding (csrc/lua/engine.c) and tests drive it. A client is used by
  * one thread at a time; nothing is shared between clients but curl_global_init (run once). */
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "util/buf.h"
 #include "engine/demux.h"
@@ -29,7 +30,8 @@ typedef enum {
   SSE_BODY_BUFFER, /* keep the body (up to max_bytes) */
   SSE_BODY_DEMUX,  /* a 2xx body is a framed stdout/stderr stream */
   SSE_BODY_FILE,   /* a 2xx body goes to fd */
-  SSE_BODY_LINES   /* a 2xx body is a line stream, taken with sse_client_line */
+  SSE_BODY_LINES,  /* a 2xx body is a line stream, taken with sse_client_line */
+  SSE_BODY_STREAM  /* a 2xx body is read as it arrives, with sse_client_read (max_bytes: the total) */
 } sse_body_mode;
 
 typedef struct sse_spec {
@@ -54,6 +56,13 @@ typedef struct sse_spec {
   /* Or, with no upload_file, the upload_len bytes sent from here, not copied: the caller keeps
    * them alive and unchanged until the transfer is done (the engine client's upload waits). */
   const char *upload_data;
+  /* Or a PUT body made as it is sent (chunked, its length unknown): upload_read fills buf and
+   * returns the count, 0 at the end, -1 with errno set (the transfer fails, kind "io"). The
+   * transfer owns upload_ctx from submit on, and calls upload_free on it when it is done (or
+   * when the submit is refused). */
+  ssize_t (*upload_read)(void *ctx, void *buf, size_t n);
+  void (*upload_free)(void *ctx);
+  void *upload_ctx;
 } sse_spec;
 
 /* A finished (or, for streams, running) transfer. */
@@ -93,6 +102,13 @@ sse_result *sse_client_take(sse_client *c, long id);
 sse_result *sse_client_peek(sse_client *c, long id);
 /* LINES mode: 1 and the next line, 0 when none is held yet; resumes a paused transfer. */
 int sse_client_line(sse_client *c, long id, const char **line, size_t *len);
+/* STREAM mode: up to n bytes of the 2xx body into buf, driving transfers until some arrive.
+ * Returns the count, or 0 when the body is over (or was never a 2xx one, or the transfer is
+ * unknown): the transfer is then done, and its result says why. The body waits in a window of
+ * SSE_STREAM_WINDOW bytes; curl is paused while the window is full, so a reader that stops
+ * reading holds the engine back, never the memory up. */
+#define SSE_STREAM_WINDOW (1024u * 1024u)
+size_t sse_client_read(sse_client *c, long id, void *buf, size_t n);
 /* Stops and forgets a transfer (running or finished). */
 void sse_client_cancel(sse_client *c, long id);
 /* Transfers finished but not taken. */

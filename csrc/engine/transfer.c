@@ -41,6 +41,30 @@ static size_t write_file(sse_xfer *x, const char *p, size_t n) {
   return n;
 }
 
+/* STREAM mode: the piece joins the window whole, or curl holds it (paused) until the reader has
+ * emptied the window; sse_client_read resumes it. */
+static size_t stream_in(sse_xfer *x, const char *p, size_t n) {
+  if (n > x->max_bytes - x->stream_total) {
+    x->abort_why = SSE_ABORT_OVER;
+    return 0;
+  }
+  if (ss_buf_room(&x->r.body) < n) {
+    if (x->r.body.len > x->stream_off) {
+      x->paused = 1;
+      return CURL_WRITEFUNC_PAUSE;
+    }
+    x->abort_why = SSE_ABORT_NOMEM; /* a piece larger than the window: never, with BUFFERSIZE below it */
+    return 0;
+  }
+  int rc = ss_buf_append(&x->r.body, p, n);
+  if (rc != SS_BUF_OK) {
+    x->abort_why = rc == SS_BUF_OVER ? SSE_ABORT_OVER : SSE_ABORT_NOMEM;
+    return 0;
+  }
+  x->stream_total += n;
+  return n;
+}
+
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud) {
   sse_xfer *x = ud;
   size_t n = size * nmemb;
@@ -63,6 +87,8 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud) {
     }
     case SSE_BODY_FILE:
       return write_file(x, p, n);
+    case SSE_BODY_STREAM:
+      return stream_in(x, p, n);
     case SSE_BODY_LINES: {
       int st = sse_lines_feed(&x->r.lines, p, n);
       if (st == SSE_LINES_OK) return n;
@@ -90,7 +116,10 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud) {
   if (n <= 2 && (p[0] == '\r' || p[0] == '\n')) {
     long code = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    if (code >= 200) x->got_headers = 1; /* not after a 1xx: the real answer follows */
+    if (code >= 200) { /* not after a 1xx: the real answer follows */
+      x->got_headers = 1;
+      x->r.status = code; /* a stream's reader looks at it before the body comes */
+    }
     return n;
   }
   if (ss_buf_append(&x->r.headers, p, n) != SS_BUF_OK) return n; /* over the cap: dropped */
@@ -192,6 +221,32 @@ static size_t on_upload(char *buf, size_t size, size_t nitems, void *ud) {
   return n;
 }
 
+/* A body made as it is sent (spec's upload_read): curl sends it chunked. */
+static size_t on_upload_source(char *buf, size_t size, size_t nitems, void *ud) {
+  sse_xfer *x = ud;
+  for (;;) {
+    ssize_t r = x->up_read(x->up_ctx, buf, size * nitems);
+    if (r >= 0) return (size_t)r;
+    if (errno == EINTR) continue;
+    x->abort_why = SSE_ABORT_IO;
+    x->io_errno = errno;
+    return CURL_READFUNC_ABORT;
+  }
+}
+
+/* What every streamed body sets: the upload, its reader, the method and the content type. */
+static int setup_streamed(sse_xfer *x, const sse_spec *spec, curl_read_callback reader) {
+  int ok = 1;
+  SET(CURLOPT_UPLOAD, 1L);
+  SET(CURLOPT_READFUNCTION, reader);
+  SET(CURLOPT_READDATA, x);
+  if (strcmp(spec->method, "PUT") != 0) SET(CURLOPT_CUSTOMREQUEST, spec->method);
+  char line[160];
+  snprintf(line, sizeof line, "Content-Type: %.128s",
+           spec->content_type && *spec->content_type ? spec->content_type : "application/octet-stream");
+  return ok && add_header(x, line) == 0;
+}
+
 static int setup_upload(sse_xfer *x, const sse_spec *spec) {
   int ok = 1;
   if (spec->upload_file) {
@@ -206,20 +261,14 @@ static int setup_upload(sse_xfer *x, const sse_spec *spec) {
   x->up_head_len = spec->body_len;
   x->up_left = spec->upload_len;
   x->up_zeros = spec->upload_zeros;
-  SET(CURLOPT_UPLOAD, 1L);
   SET(CURLOPT_INFILESIZE_LARGE, (curl_off_t)(spec->body_len + spec->upload_len + spec->upload_zeros));
-  SET(CURLOPT_READFUNCTION, on_upload);
-  SET(CURLOPT_READDATA, x);
-  if (strcmp(spec->method, "PUT") != 0) SET(CURLOPT_CUSTOMREQUEST, spec->method);
-  char line[160];
-  snprintf(line, sizeof line, "Content-Type: %.128s",
-           spec->content_type && *spec->content_type ? spec->content_type : "application/octet-stream");
-  return ok && add_header(x, line) == 0;
+  return ok && setup_streamed(x, spec, on_upload);
 }
 
 static int setup_method(sse_xfer *x, const sse_spec *spec) {
   int ok = 1;
   const char *m = spec->method;
+  if (spec->upload_read) return setup_streamed(x, spec, on_upload_source); /* no length: chunked */
   if (spec->upload_file || spec->upload_data) return setup_upload(x, spec);
   int wants_body = spec->body || strcmp(m, "POST") == 0 || strcmp(m, "PUT") == 0 || strcmp(m, "PATCH") == 0;
   if (strcmp(m, "GET") == 0 && !spec->body) {
@@ -265,6 +314,7 @@ static int setup(sse_xfer *x, const sse_endpoint *ep, const sse_spec *spec) {
   /* a body written to a file (an archive of a container's files, often large): fewer, larger
    * reads and writes than curl's 16 KiB default */
   if (spec->mode == SSE_BODY_FILE) SET(CURLOPT_BUFFERSIZE, 512L * 1024);
+  if (spec->mode == SSE_BODY_STREAM) SET(CURLOPT_BUFFERSIZE, (long)SSE_STREAM_WINDOW / 4);
   SET(CURLOPT_HEADERFUNCTION, on_header);
   SET(CURLOPT_HEADERDATA, x);
   SET(CURLOPT_FOLLOWLOCATION, 0L);
@@ -281,6 +331,7 @@ static int setup(sse_xfer *x, const sse_endpoint *ep, const sse_spec *spec) {
 
 static sse_xfer *refuse(const sse_spec *spec) {
   if (spec->close_fd && spec->fd >= 0) close(spec->fd); /* the result would have owned it */
+  if (spec->upload_free && spec->upload_ctx) spec->upload_free(spec->upload_ctx); /* so would the transfer */
   return NULL;
 }
 
@@ -305,6 +356,9 @@ sse_xfer *sse_xfer_new(const sse_endpoint *ep, const sse_spec *spec, long id, ss
   x->fd = spec->fd;
   x->close_fd = spec->close_fd;
   x->up_fd = -1;
+  x->up_read = spec->upload_read;
+  x->up_free = spec->upload_free;
+  x->up_ctx = spec->upload_ctx;
   snprintf(x->method, sizeof x->method, "%s", spec->method);
   snprintf(x->path, sizeof x->path, "%.*s", (int)strcspn(spec->target, "?"), spec->target);
   x->unix_socket = ep->host.unix_path[0] != '\0';
@@ -312,7 +366,9 @@ sse_xfer *sse_xfer_new(const sse_endpoint *ep, const sse_spec *spec, long id, ss
     snprintf(x->where, sizeof x->where, "unix://%.100s", ep->host.unix_path);
   else
     snprintf(x->where, sizeof x->where, "%.120s", ep->host.base);
-  ss_buf_init(&x->r.body, spec->mode == SSE_BODY_BUFFER ? spec->max_bytes : SSE_ERROR_BODY_MAX);
+  ss_buf_init(&x->r.body, spec->mode == SSE_BODY_BUFFER   ? spec->max_bytes
+                          : spec->mode == SSE_BODY_STREAM ? SSE_STREAM_WINDOW
+                                                          : SSE_ERROR_BODY_MAX);
   ss_buf_init(&x->r.headers, SSE_HEADERS_MAX);
   sse_demux_init(&x->r.demux, spec->mode == SSE_BODY_DEMUX ? spec->max_bytes : 0);
   /* One byte over the budget so a clean end of stream can always terminate the last line. */
@@ -365,8 +421,8 @@ void sse_xfer_finish(sse_xfer *x, CURLcode rc) {
     case SSE_ABORT_NOMEM: ss_error_set(&x->r.err, "transport", "nomem", "%s %s: out of memory", x->method, x->path); break;
     case SSE_ABORT_IO: { /* host I/O: kind "io", reason the errno name, as everywhere */
       const char *ename = strerrorname_np(x->io_errno);
-      ss_error_set(&x->r.err, "io", ename ? ename : "EIO", "%s %s: writing the body failed: %s", x->method, x->path,
-                   strerror(x->io_errno));
+      ss_error_set(&x->r.err, "io", ename ? ename : "EIO", "%s %s: %s the body failed: %s", x->method, x->path,
+                   x->up_fd >= 0 || x->up_read ? "reading" : "writing", strerror(x->io_errno));
       ss_error_field_num(&x->r.err, "errno", x->io_errno);
       break;
     }
@@ -414,6 +470,8 @@ void sse_xfer_release_curl(sse_xfer *x) {
   x->body_copy = NULL;
   if (x->up_fd >= 0) close(x->up_fd);
   x->up_fd = -1;
+  if (x->up_free && x->up_ctx) x->up_free(x->up_ctx);
+  x->up_ctx = NULL;
 }
 
 void sse_result_free(sse_result *r) {

@@ -35,7 +35,12 @@ typedef struct sse_xfer {
   size_t up_head_len, up_off; /* the head's length and what of it was sent */
   unsigned long long up_left, up_zeros;
   const char *up_data; /* the streamed body's bytes when they come from memory */
+  ssize_t (*up_read)(void *ctx, void *buf, size_t n); /* or a body made as it is sent */
+  void (*up_free)(void *ctx);
+  void *up_ctx;
   int paused;
+  size_t stream_off;                 /* STREAM mode: bytes of r.body already read */
+  unsigned long long stream_total;   /* STREAM mode: body bytes taken in so far */
   int got_headers; /* the final response's header block ended */
   int abort_why;
   int io_errno;

@@ -21,7 +21,9 @@
  * (denied.test's tunnel, a forward to ask.test, a CONNECT to askcred.test, a credential's host
  * that is inspected once allowed, a script's) is held, and the last event kind's
  * variants 12-15 answer the oldest pending ask (allow once, allow for the session, deny) or an
- * ask already gone (after its answer, its timeout or its client's close). At the end SIGTERM and the drain deadline must stop the proxy with
+ * ask already gone (after its answer, its timeout or its client's close); variant 5 of that kind
+ * (in either mode) sets the start policy again, as the host's set-egress, which takes back every
+ * allow-once grant. At the end SIGTERM and the drain deadline must stop the proxy with
  * every handle closed. csrc/fuzz/events/seeds.py writes the seeds (the review's reproductions);
  * FUZZ_PROXY_EVENTS_TRACE=1 prints each event and the audit lines.
  *
@@ -49,6 +51,8 @@
  *    tunnel allowed so, only requests to its own host (by Host and SNI), and an allow once leaves
  *    the policy in force unchanged (the grant is the connection's: the one thing connections
  *    share, the policy, never names the host);
+ *  - the host's new policy takes every grant back: a tunnel or inspected connection a grant alone
+ *    admitted is closed at once, no other connection is, and none keeps a grant;
  *  - the proxy stops after SIGTERM: no connection, handle, resolve or transfer left. */
 #include <signal.h>
 #include <stdint.h>
@@ -747,9 +751,43 @@ static void ask_event(run *r, unsigned arg) {
   }
 }
 
+/* The host sets its policy again (set-egress of the run's start policy, as control.c does): every
+ * allow-once grant is taken back. A tunnel or inspected connection that a grant alone admitted
+ * (its host named by no rule of the new policy) closes, and nothing else does: the rules are the
+ * start's, which admitted every other tunnel. No connection keeps a grant. */
+static void revoke_event(run *r) {
+  cJSON *j = ss_policy_render((r->ask_mode ? &G.cfg_ask : &G.cfg)->policy);
+  ss_error e;
+  ss_error_init(&e);
+  ss_policy *next = j ? ss_policy_from_json(j, &e) : NULL;
+  cJSON_Delete(j);
+  ss_error_clear(&e);
+  if (!next) fail("cannot copy the start policy");
+  proxy_conn *granted[16];
+  size_t expect = 0;
+  for (proxy_conn *c = r->srv.conns; c; c = c->next) {
+    if (c->state == ST_CLOSING || !c->ask_granted || c->on->seal != live_policy_seal_tunnel ||
+        (c->kind != KIND_CONNECT && c->kind != KIND_INSPECT))
+      continue;
+    ss_policy_verdict v;
+    ss_policy_check(next, c->host, strlen(c->host), NULL, 0, NULL, 0, c->port, &v);
+    if (v.reason == SS_DENY_HOST && expect < 16) granted[expect++] = c;
+  }
+  char old_digest[65], new_digest[65];
+  size_t closed = live_policy_swap(&r->srv, next, GRANTS_REVOKE, old_digest, new_digest);
+  if (closed == (size_t)-1) return; /* out of memory: the old policy stays, as control.c answers */
+  r->ask_remembered = 0;            /* a rule an answer remembered is gone with the old policy */
+  if (closed != expect) fail("a revocation did not close exactly the connections a grant alone admitted");
+  for (size_t i = 0; i < expect; i++)
+    if (granted[i]->state != ST_CLOSING) fail("a tunnel a grant alone admitted outlived the revocation");
+  for (const proxy_conn *c = r->srv.conns; c; c = c->next)
+    if (c->ask_granted) fail("an allow-once grant outlived a revocation");
+}
+
 static void misc_event(run *r, unsigned arg) {
   if (r->ask_mode && arg >= 12) return ask_event(r, arg);
-  if (arg < 6) mu_signal(r->w, SIGTERM);
+  if (arg == 5) return revoke_event(r);
+  if (arg < 5) mu_signal(r->w, SIGTERM);
   else if (arg < 9) mu_write_error(r->w, MU_CLIENT);
   else if (arg < 12) mu_write_error(r->w, MU_UPSTREAM);
   else peer_tls_close_notify(&r->client);

@@ -8,20 +8,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "capture/internal.h"
-
-typedef struct {
-  const unsigned char *p;
-  size_t len, at;
-} mem;
-
-static ssize_t mem_read(void *ctx, void *buf, size_t n) {
-  mem *m = ctx;
-  size_t k = m->len - m->at < n ? m->len - m->at : n;
-  memcpy(buf, m->p + m->at, k);
-  m->at += k;
-  return (ssize_t)k;
-}
+#include "fuzz/tar_fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 9) return 0;
@@ -39,14 +26,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (h == 0 || h % 512 != 0) abort();
   for (size_t i = 0; i < fsize; i++) buf[h + i] = (unsigned char)(i * 31 + 7);
   size_t len = h + (fsize + 511) / 512 * 512 + 1024;
-  mem m = {buf, len, 0};
-  cap_source src = {mem_read, &m};
+  mem m;
   cap_reader r;
-  cap_reader_init(&r, &src);
   cap_entry ent;
   ss_error e;
-  ss_error_init(&e);
-  if (cap_reader_next(&r, &ent, &e) != 1) abort();
+  read_first(buf, len, &m, &r, &ent, &e);
   if (ent.type != '0' || ent.size != fsize || (ent.mode & 07777) != mode || ent.mtime != mtime) abort();
   if (ent.name.len != nlen || memcmp(ent.name.s, name, nlen) != 0) abort();
   unsigned char chunk[4096];

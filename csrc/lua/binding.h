@@ -31,7 +31,11 @@ void sandstack_open_capture(lua_State *L);
 void sandstack_open_probe(lua_State *L);
 void sandstack_open_net(lua_State *L);
 void sandstack_open_options(lua_State *L);
+void sandstack_open_where(lua_State *L);
 void sandstack_open_reap(lua_State *L);
+void sandstack_open_listing(lua_State *L);
+void sandstack_open_init(lua_State *L);
+void sandstack_open_snapshot(lua_State *L);
 void sandstack_open_archive(lua_State *L);
 
 /* Pushes nil and an error object built from e (then clears e); returns 2 for `return`. */
@@ -47,6 +51,9 @@ int ss_return_error(lua_State *L, const char *kind, const char *reason, const ch
  * depth over 64 are refused: returns NULL and writes a reason into err (kind "invalid").
  * With skip_functions, function-valued object members are left out instead. */
 cJSON *ss_lua_to_json(lua_State *L, int idx, int skip_functions, ss_error *err);
+/* Argument idx, a table, as cJSON (functions skipped); raises "<what>: <reason>" when it is not
+ * a table or cannot be converted. For sandstack's own callers. */
+cJSON *ss_table_arg(lua_State *L, int idx, const char *what);
 /* Prints j unformatted, pushes the string and deletes j (NULL j raises out of memory). */
 int ss_push_json_string(lua_State *L, cJSON *j);
 /* cJSON -> Lua value pushed on the stack (null -> nil, integral numbers -> integers). */
@@ -63,8 +70,13 @@ int ss_opt_boolean(lua_State *L, int idx, const char *key, int def);
 /* Raises "unknown option 'x'" for any key of the table at idx not in allowed (NULL-ended); the
  * same walk as core.check_keys (helpers.c), the same rule as csrc/stack/validate.c (util/keys.h). */
 void ss_check_keys(lua_State *L, int idx, const char *const allowed[], const char *what);
-/* The same check for a table a Lua caller handed in, raised where luaL_where(level) points
- * (1: the Lua function that called the C function); a non-table is refused the same way. */
+/* The same check for a table a Lua caller handed in, raised at the caller outside the library
+ * (ss_where; luaL_where(level) when no library directory is registered); a non-table is
+ * refused the same way. */
 void ss_check_keys_at(lua_State *L, int idx, const char *const allowed[], const char *what, int level);
+
+/* Pushes "file:line: " of the caller a programming error is the fault of: the first Lua frame
+ * outside the directory sandstack.error registered (where.c); luaL_where(L, level) without one. */
+void ss_where(lua_State *L, int level);
 
 #endif

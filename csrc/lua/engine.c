@@ -3,16 +3,19 @@
  *   core.engine_client{host=, tls=, tls_verify=, ca=, cert=, key=}[, negotiate]
  *       -> handle[, api_version] | nil, err   (negotiate: seconds for GET /version)
  *   h:submit(method, target, body|nil, {content_type=, headers={"K: V"}, timeout=,
- *            connect_timeout=, max_bytes=, mode="buffer"|"demux"|"file"|"lines", file=,
+ *            connect_timeout=, max_bytes=, mode="buffer"|"demux"|"file"|"lines"|"stream", file=,
  *            upload_file=, upload_len=, upload_zeros=})
  *   upload_file: a PUT whose body is `body`, then upload_len bytes of that file, then
  *   upload_zeros zero bytes, streamed (client.h); upload_data: the same from a string, sent in
- *   place (the caller keeps it alive until the transfer is taken)
+ *   place (the caller keeps it alive until the transfer is taken); upload_tree (with
+ *   upload_top): a PUT whose body is a tar of that host directory, made as it is sent
+ *   (capture/tree_tar.c), its members named upload_top/...
  *       -> id | nil, err
  *   h:run(id, timeout) -> bool   (id 0: any finished; id -1: sleep; timeout nil: no limit)
  *   h:await_headers(id, timeout) -> bool (the response headers came, or the transfer ended)
  *   h:take(id[, settle]) -> result | nil   (id 0: the oldest finished; settle: see h_take)
- *   h:line(id) -> string | nil   h:state(id) -> "running"|"done"|nil
+ *   h:line(id) -> string | nil   h:state(id) -> "running"|"done"|nil, status (once the headers came)
+ *   mode "stream": the 2xx body is read by a C reader of the transfer (core.archive_place)
  *   h:cancel(id)  h:finished()  h:close()
  *   core.engine_clock() -> monotonic seconds
  * A result is {id=, status=, body=, headers={lowercased=value}, content_type=, stdout=,
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "capture/capture.h"
 #include "engine/client.h"
 #include "engine/errmsg.h"
 #include "lua/binding.h"
@@ -157,6 +161,7 @@ static sse_body_mode check_mode(lua_State *L, const char *m) {
   if (strcmp(m, "demux") == 0) return SSE_BODY_DEMUX;
   if (strcmp(m, "file") == 0) return SSE_BODY_FILE;
   if (strcmp(m, "lines") == 0) return SSE_BODY_LINES;
+  if (strcmp(m, "stream") == 0) return SSE_BODY_STREAM;
   luaL_error(L, "submit: unknown mode '%s'", m);
   return SSE_BODY_BUFFER;
 }
@@ -179,6 +184,9 @@ static int open_error(lua_State *L, const char *path, int e) {
   return ss_push_error(L, &err);
 }
 
+static ssize_t tree_read(void *ctx, void *buf, size_t n) { return cap_tree_tar_read(ctx, buf, n); }
+static void tree_free(void *ctx) { cap_tree_tar_close(ctx); }
+
 static int h_submit(lua_State *L) {
   handle *h = check_handle(L);
   const char *method = luaL_checkstring(L, 2);
@@ -186,7 +194,8 @@ static int h_submit(lua_State *L) {
   size_t body_len = 0;
   const char *body = lua_isnoneornil(L, 4) ? NULL : luaL_checklstring(L, 4, &body_len);
   static const char *const keys[] = {"content_type", "headers", "timeout", "connect_timeout",
-                                     "max_bytes", "mode", "file", "upload_file", "upload_len", "upload_zeros", "upload_data", NULL};
+                                     "max_bytes", "mode", "file", "upload_file", "upload_len", "upload_zeros", "upload_data",
+                                     "upload_tree", "upload_top", NULL};
   ss_check_keys(L, 5, keys, "submit");
   sse_spec spec = {
       .method = method,
@@ -236,6 +245,9 @@ static int h_submit(lua_State *L) {
   }
   spec.headers = lines;
   spec.nheaders = n;
+  const char *tree = opt_str(L, 5, "upload_tree"), *top = opt_str(L, 5, "upload_top");
+  if (tree && (!top || spec.mode == SSE_BODY_FILE))
+    luaL_error(L, "submit: option 'upload_tree' needs 'upload_top' and no file");
   if (spec.mode == SSE_BODY_FILE) {
     const char *path = opt_str(L, 5, "file");
     if (!path) luaL_error(L, "submit: mode 'file' needs option 'file'");
@@ -243,6 +255,15 @@ static int h_submit(lua_State *L) {
     if (fd < 0) return open_error(L, path, errno);
     spec.fd = fd;
     spec.close_fd = 1;
+  }
+  if (tree) {
+    ss_error terr;
+    ss_error_init(&terr);
+    cap_tree_tar *t = cap_tree_tar_open(tree, top, &terr);
+    if (!t) return ss_push_error(L, &terr);
+    spec.upload_read = tree_read;
+    spec.upload_free = tree_free;
+    spec.upload_ctx = t; /* the transfer's from here on, even when the submit is refused */
   }
   ss_error err;
   ss_error_init(&err);
@@ -402,7 +423,9 @@ static int h_state(lua_State *L) {
   sse_result *r = sse_client_peek(h->c, (long)luaL_checkinteger(L, 2));
   if (!r) return 0;
   lua_pushstring(L, r->done ? "done" : "running");
-  return 1;
+  if (!r->status) return 1;
+  lua_pushinteger(L, (lua_Integer)r->status);
+  return 2;
 }
 
 static int h_cancel(lua_State *L) {

@@ -4,11 +4,13 @@
  * client's settings): the argument and option checks, the Env list, exec create, start without a
  * hijack (the answer is the raw framed stream until EOF, demultiplexed byte-exact under the
  * budget by the transfer's DEMUX mode), then the exit code, re-read while the daemon is still
- * recording it. One deadline on CLOCK_MONOTONIC covers the three: timeout + 1 s, no request
- * longer than timeout. Every answer is settled by the one settle layer (engine_settle.c), so
- * the errors are the objects call() gives.
+ * recording it. The create is a request under the client's timeout; the command's timeout
+ * counts from the start (a daemon slow to create the exec takes none of it): one deadline on
+ * CLOCK_MONOTONIC covers the start and the exit code, timeout + 1 s, no request longer than
+ * timeout. Every answer is settled by the one settle layer (engine_settle.c), so the errors are
+ * the objects call() gives.
  *
- * Programming errors raise at the wrapper's caller (luaL_where level 2), where exec.lua's checks
+ * Programming errors raise at the caller outside the library (ss_where), where exec.lua's checks
  * raised them, with the same texts. */
 #include <stdlib.h>
 #include <string.h>
@@ -22,26 +24,35 @@ enum { A_CONTAINER = 2, A_ARGV, A_OPTS, A_API, A_TIMEOUT, A_MAX, A_EXEC_MAX };
 static const char START_BODY[] = "{\"Detach\":false,\"Tty\":false}";
 
 static int raise_at(lua_State *L, const char *msg) {
-  luaL_where(L, WHERE);
+  ss_where(L, WHERE);
   lua_pushstring(L, msg);
   lua_concat(L, 2);
   return lua_error(L);
 }
 
-/* nil, or a positive number (NaN refused), as engine/options.lua's check_number. */
-static void check_positive(lua_State *L, const char *name) {
+/* nil, or a positive number (NaN refused), as engine/options.lua's check_number: another type
+ * raises at the caller; a number that is not above 0 returns -1 with err set. */
+static int check_positive(lua_State *L, const char *name, ss_error *err) {
   lua_getfield(L, A_OPTS, name);
+  int rc = 0;
   if (!lua_isnil(L, -1)) {
-    lua_Number v = lua_tonumber(L, -1);
-    if (lua_type(L, -1) != LUA_TNUMBER || v != v || v <= 0) {
-      lua_pushfstring(L, "exec: option '%s' must be a positive number", name);
+    if (lua_type(L, -1) != LUA_TNUMBER) {
+      lua_pushfstring(L, "exec: option '%s' must be a number, got %s", name, luaL_typename(L, -1));
       raise_at(L, lua_tostring(L, -1));
+    }
+    lua_Number v = lua_tonumber(L, -1);
+    if (v != v || v <= 0) {
+      ss_error_set(err, "invalid", "invalid_option", "exec: option '%s' must be a number above 0", name);
+      ss_error_field_str(err, "option", name);
+      rc = -1;
     }
   }
   lua_pop(L, 1);
+  return rc;
 }
 
-static void check_args(lua_State *L) {
+/* The arguments: a misuse raises at the caller; 0, or -1 with err set for a refused value. */
+static int check_args(lua_State *L, ss_error *err) {
   size_t n = 0;
   if (lua_type(L, A_CONTAINER) != LUA_TSTRING || (lua_tolstring(L, A_CONTAINER, &n), n == 0))
     raise_at(L, "exec: container must be a string");
@@ -59,8 +70,8 @@ static void check_args(lua_State *L) {
     lua_newtable(L);
     lua_replace(L, A_OPTS);
   }
-  check_positive(L, "timeout");
-  check_positive(L, "max_bytes");
+  if (check_positive(L, "timeout", err) || check_positive(L, "max_bytes", err)) return -1;
+  return 0;
 }
 
 typedef struct {
@@ -262,8 +273,9 @@ static int body_field(lua_State *L, const char *key, int type) {
 
 /* The exit code once the daemon has it: ExitCode is null while the process runs, and for a
  * moment after the stream ended. Pushes it and returns 1, or returns fail(L)'s 2 (a failed
- * read, or no exit code by the deadline). */
-static int push_exit_code(lua_State *L, exec_run *x, const char *id) {
+ * read, or no exit code by the deadline). *started is 0 when the process never ran (Pid 0: the
+ * program is not there or cannot be executed; the stream then held the engine's message). */
+static int push_exit_code(lua_State *L, exec_run *x, const char *id, int *started) {
   const char *path = push_path(L, "/exec/", id, strlen(id), "/json");
   const char *target = push_target(L, path);
   int base = lua_gettop(L);
@@ -279,6 +291,10 @@ static int push_exit_code(lua_State *L, exec_run *x, const char *id) {
       lua_pop(L, 1);
     }
     lua_pop(L, 1);
+    if (stopped && body_field(L, "Pid", LUA_TNUMBER)) {
+      *started = lua_tonumber(L, -1) != 0;
+      lua_pop(L, 1);
+    }
     if (stopped && body_field(L, "ExitCode", LUA_TNUMBER)) return 1;
     lua_settop(L, base);
     if (ss_monotonic_now() >= x->deadline) {
@@ -325,15 +341,16 @@ static void keep_partial(lua_State *L, const sse_result *r, const char *id) {
 int ss_engine_exec(lua_State *L) {
   sse_client *c = ss_check_engine_client(L, 1);
   lua_settop(L, A_EXEC_MAX);
-  check_args(L);
+  ss_error err;
+  ss_error_init(&err);
+  if (check_args(L, &err)) return ss_push_error(L, &err);
   lua_getfield(L, A_OPTS, "timeout");
   double timeout = lua_isnil(L, -1) ? luaL_checknumber(L, A_TIMEOUT) : lua_tonumber(L, -1);
   lua_pop(L, 1);
-  exec_run x = {.c = c, .timeout = timeout, .deadline = ss_monotonic_now() + timeout + 1,
+  double request_timeout = luaL_checknumber(L, A_TIMEOUT);
+  exec_run x = {.c = c, .timeout = request_timeout, .deadline = ss_monotonic_now() + request_timeout,
                 .max_bytes = (size_t)luaL_checknumber(L, A_MAX)};
   size_t budget = exec_budget(L);
-  ss_error err;
-  ss_error_init(&err);
   if (!push_create_body(L, &err)) return ss_push_error(L, &err);
   const char *body = lua_tostring(L, -1);
   size_t clen;
@@ -351,6 +368,8 @@ int ss_engine_exec(lua_State *L) {
     return ss_push_error(L, &err);
   }
   const char *id = lua_tostring(L, -1);
+  x.timeout = timeout; /* the command's time starts now */
+  x.deadline = ss_monotonic_now() + timeout + 1;
 
   const char *spath = push_path(L, "/exec/", id, strlen(id), "/start");
   sse_spec start = {.method = "POST", .target = push_target(L, spath), .body = START_BODY,
@@ -371,8 +390,22 @@ int ss_engine_exec(lua_State *L) {
   sse_result_free(r);
   int result = lua_gettop(L);
 
-  if (push_exit_code(L, &x, id) != 1) return 2;
+  int started = 1;
+  if (push_exit_code(L, &x, id, &started) != 1) return 2;
+  int code = (int)lua_tointeger(L, -1);
   lua_setfield(L, result, "exit_code");
+  /* The engine's "OCI runtime exec failed: ..." came on stdout: it is an error text. Docker keeps
+   * an exec's Pid after it ends, so Pid 0 says it never ran; Podman reports Pid 0 for every
+   * ended exec, so only the codes of a program that could not be run (126, 127) count (the
+   * stdin path's twin: lua/sandstack/docker/process.lua). */
+  if (!started && (code == 126 || code == 127)) {
+    lua_getfield(L, result, "stdout");
+    lua_getfield(L, result, "stderr");
+    lua_concat(L, 2);
+    lua_setfield(L, result, "stderr");
+    lua_pushliteral(L, "");
+    lua_setfield(L, result, "stdout");
+  }
   lua_settop(L, result);
   return 1;
 }

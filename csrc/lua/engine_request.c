@@ -20,7 +20,7 @@ static const char *const PERFORM_KEYS[] = {"timeout", "query", "max_bytes", "raw
 static const char *const CALL_KEYS[] = {"timeout", "query", "max_bytes", "raw", "ok", NULL};
 
 static int raise_at(lua_State *L, int level, const char *fmt, ...) {
-  luaL_where(L, level);
+  ss_where(L, level);
   va_list ap;
   va_start(ap, fmt);
   lua_pushvfstring(L, fmt, ap);
@@ -140,14 +140,23 @@ void ss_push_target(lua_State *L, const char *path, int query_idx, const ss_requ
   lua_concat(L, 3);
 }
 
-/* A positive number or nil; 0 for nil. */
-static double positive(lua_State *L, int opts, const char *name, const ss_request_ctx *ctx) {
+/* A positive number (at most `max`) or nil; 0 for nil. A value of another type raises at the
+ * caller (a programming error); a number out of range is -1 with err set (invalid/invalid_option):
+ * docs/api/README.md, "Conventions". */
+static double positive(lua_State *L, int opts, const char *name, double max, const ss_request_ctx *ctx,
+                       ss_error *err) {
   if (!opts) return 0;
   lua_getfield(L, opts, name);
   double v = 0;
   if (!lua_isnil(L, -1)) {
-    v = lua_type(L, -1) == LUA_TNUMBER ? (double)lua_tonumber(L, -1) : -1;
-    if (!(v > 0)) raise_at(L, ctx->level, "%s: option '%s' must be a positive number", ctx->what, name);
+    if (lua_type(L, -1) != LUA_TNUMBER)
+      raise_at(L, ctx->level, "%s: option '%s' must be a number, got %s", ctx->what, name, luaL_typename(L, -1));
+    v = (double)lua_tonumber(L, -1);
+    if (!(v > 0 && v <= max)) {
+      ss_error_set(err, "invalid", "invalid_option", "%s: option '%s' must be a number above 0", ctx->what, name);
+      ss_error_field_str(err, "option", name);
+      v = -1;
+    }
   }
   lua_pop(L, 1);
   return v;
@@ -186,11 +195,14 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
       ss_check_keys_at(L, opts, ctx->call_keys ? CALL_KEYS : PERFORM_KEYS, ctx->what, ctx->level);
     }
   }
-  out->timeout = positive(L, opts, "timeout", ctx);
-  out->max_bytes = positive(L, opts, "max_bytes", ctx);
-  if (out->max_bytes > 1e15) raise_at(L, ctx->level, "%s: option 'max_bytes' must be a positive number", ctx->what);
+  out->timeout = positive(L, opts, "timeout", HUGE_VAL, ctx, err);
+  if (out->timeout < 0) return -1;
+  out->max_bytes = positive(L, opts, "max_bytes", 1e15, ctx, err);
+  if (out->max_bytes < 0) return -1;
   if (opts) {
     lua_getfield(L, opts, "raw");
+    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+      raise_at(L, ctx->level, "%s: option 'raw' must be a boolean, got %s", ctx->what, luaL_typename(L, -1));
     out->raw = lua_toboolean(L, -1);
     lua_pop(L, 1);
   }

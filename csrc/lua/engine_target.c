@@ -29,7 +29,7 @@ static int l_engine_target(lua_State *L) {
   int level = (int)luaL_checkinteger(L, 5);
   const char *path = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
   if (!path || path[0] != '/') {
-    luaL_where(L, level);
+    ss_where(L, level);
     lua_pushfstring(L, "%s: path must be a string starting with '/'", what);
     lua_concat(L, 2);
     return lua_error(L);

@@ -80,7 +80,8 @@ static void set_hint(lua_State *L, int set_idx, const char *key, char *buf, size
 
 /* The one walk over an options table's keys. The allowed names are a NULL-ended list, or (list
  * NULL) the keys of the Lua table at set_idx. A refusal is raised with the position of the
- * function `level` levels up (luaL_where: 1 is the function that called the C function). */
+ * caller outside the library (ss_where; without a registered library directory, the function
+ * `level` levels up, luaL_where's count). */
 static void check_keys(lua_State *L, int idx, const char *const list[], int set_idx, const char *what,
                        int level) {
   idx = ss_absindex(L, idx);
@@ -88,7 +89,7 @@ static void check_keys(lua_State *L, int idx, const char *const list[], int set_
   while (lua_next(L, idx)) {
     lua_pop(L, 1);
     if (lua_type(L, -1) != LUA_TSTRING) {
-      luaL_where(L, level);
+      ss_where(L, level);
       lua_pushfstring(L, "%s: option keys must be strings", what);
       lua_concat(L, 2);
       lua_error(L);
@@ -109,7 +110,7 @@ static void check_keys(lua_State *L, int idx, const char *const list[], int set_
         ss_key_hint(list, k, hint, sizeof hint);
       else
         set_hint(L, set_idx, k, hint, sizeof hint);
-      luaL_where(L, level);
+      ss_where(L, level);
       lua_pushfstring(L, SS_UNKNOWN_OPTION_FMT, what, k, hint);
       lua_concat(L, 2);
       lua_error(L);
@@ -126,7 +127,7 @@ void ss_check_keys(lua_State *L, int idx, const char *const allowed[], const cha
 void ss_check_keys_at(lua_State *L, int idx, const char *const allowed[], const char *what, int level) {
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx)) {
-    luaL_where(L, level);
+    ss_where(L, level);
     lua_pushfstring(L, "%s: options must be a table", what);
     lua_concat(L, 2);
     lua_error(L);
@@ -145,7 +146,7 @@ static int l_check_keys(lua_State *L) {
     return 1;
   }
   if (!lua_istable(L, 1)) {
-    luaL_where(L, 2);
+    ss_where(L, 2);
     lua_pushfstring(L, "%s: options must be a table", what);
     lua_concat(L, 2);
     return lua_error(L);

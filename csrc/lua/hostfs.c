@@ -3,11 +3,15 @@
  * write), never a raise: the host's state, not the caller's mistake. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "lua/binding.h"
 #include "util/durable.h"
+#include "util/io.h"
 #include "util/rmtree.h"
 
 /* core.write_file_durable(path, data[, kind]) -> true, or nil, err (kind, reason "io"). */
@@ -80,12 +84,14 @@ static int l_rmtree(lua_State *L) {
   return ss_push_error(L, &e);
 }
 
-/* core.file_stat(path) -> {size =, mode = permission bits, type = "file"|"directory"|"other"},
- * or nil, err (kind "io", reason the errno name). Follows links: the caller's own host path. */
+/* core.file_stat(path[, nofollow]) -> {size =, mode = permission bits, type = "file"|"directory"|
+ * "other"}, or nil, err (kind "io", reason the errno name). Follows links (the caller's own host
+ * path), unless nofollow: then a link is type "link". */
 static int l_file_stat(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
+  int nofollow = lua_toboolean(L, 2);
   struct stat st;
-  if (stat(path, &st) != 0) {
+  if ((nofollow ? lstat(path, &st) : stat(path, &st)) != 0) {
     int e = errno;
     const char *ename = strerrorname_np(e);
     return ss_return_error(L, "io", ename ? ename : "EIO", "%s: %s", path, strerror(e));
@@ -95,13 +101,48 @@ static int l_file_stat(lua_State *L) {
   lua_setfield(L, -2, "size");
   lua_pushinteger(L, (lua_Integer)(st.st_mode & 07777));
   lua_setfield(L, -2, "mode");
-  lua_pushstring(L, S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "directory" : "other");
+  lua_pushstring(L, S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "directory" : S_ISLNK(st.st_mode) ? "link" : "other");
   lua_setfield(L, -2, "type");
+  return 1;
+}
+
+/* core.write_new_file(path, data, mode) -> true, or nil, err (kind "io", reason the errno name):
+ * a file that was not there (O_EXCL, never through a link), given exactly mode. */
+static int l_write_new_file(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  size_t len;
+  const char *data = luaL_checklstring(L, 2, &len);
+  mode_t mode = (mode_t)(luaL_checkinteger(L, 3) & 07777);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+  int rc = fd < 0 ? -1 : ss_write_all(fd, data, len);
+  if (rc == 0) rc = fchmod(fd, mode);
+  int e = errno;
+  if (fd >= 0 && close(fd) != 0 && rc == 0) rc = -1, e = errno;
+  if (rc != 0) {
+    if (fd >= 0) unlink(path);
+    const char *ename = strerrorname_np(e);
+    return ss_return_error(L, "io", ename ? ename : "EIO", "cannot write %s: %s", path, strerror(e));
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* core.rename(from, to[, noreplace]) -> true, or nil, err (kind "io", reason the errno name).
+ * A link at `to` is replaced, never followed; with noreplace nothing at `to` is (EEXIST). */
+static int l_rename(lua_State *L) {
+  const char *from = luaL_checkstring(L, 1), *to = luaL_checkstring(L, 2);
+  if (renameat2(AT_FDCWD, from, AT_FDCWD, to, lua_toboolean(L, 3) ? RENAME_NOREPLACE : 0) != 0) {
+    int e = errno;
+    const char *ename = strerrorname_np(e);
+    return ss_return_error(L, "io", ename ? ename : "EIO", "cannot put %s at %s: %s", from, to, strerror(e));
+  }
+  lua_pushboolean(L, 1);
   return 1;
 }
 
 void sandstack_open_hostfs(lua_State *L) {
   static const luaL_Reg fns[] = {{"write_file_durable", l_write_file_durable}, {"listdir", l_listdir},
-                                 {"mkdir", l_mkdir}, {"rmtree", l_rmtree}, {"file_stat", l_file_stat}, {NULL, NULL}};
+                                 {"mkdir", l_mkdir}, {"rmtree", l_rmtree}, {"file_stat", l_file_stat},
+                                 {"write_new_file", l_write_new_file}, {"rename", l_rename}, {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }

@@ -159,3 +159,16 @@ int ss_push_json_string(lua_State *L, cJSON *j) {
   cJSON_free(s);
   return 1;
 }
+
+cJSON *ss_table_arg(lua_State *L, int idx, const char *what) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  ss_error err;
+  ss_error_init(&err);
+  cJSON *j = ss_lua_to_json(L, idx, 1, &err);
+  if (!j) {
+    lua_pushfstring(L, "%s: %s", what, err.message);
+    ss_error_clear(&err);
+    lua_error(L);
+  }
+  return j;
+}

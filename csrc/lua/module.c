@@ -30,7 +30,11 @@ int luaopen_sandstack_core(lua_State *L) {
   sandstack_open_probe(L);
   sandstack_open_net(L);
   sandstack_open_options(L);
+  sandstack_open_where(L);
   sandstack_open_reap(L);
+  sandstack_open_listing(L);
+  sandstack_open_init(L);
+  sandstack_open_snapshot(L);
   sandstack_open_archive(L);
   return 1;
 }

@@ -83,13 +83,32 @@ static int l_compile(lua_State *L) {
     lua_pop(L, 1);
     if (lua_type(L, -1) != LUA_TSTRING) {
       lua_pop(L, 1);
-      return invalid(L, root, 0, "a policy is { allow = {...}, inspect =, ask =, ask_timeout = } and has no other keys");
+      return invalid(L, root, 0,
+                     "a policy is { allow = {...}, inspect =, ask =, ask_timeout =, allow_private = {...} } and has no "
+                     "other keys");
     }
     const char *k = lua_tostring(L, -1);
     /* any other name goes on to the C validation, which names the key and the nearest known one */
-    if (strcmp(k, "allow") != 0 && strcmp(k, "inspect") != 0 && strcmp(k, "ask") != 0 && strcmp(k, "ask_timeout") != 0)
+    if (strcmp(k, "allow") != 0 && strcmp(k, "inspect") != 0 && strcmp(k, "ask") != 0 && strcmp(k, "ask_timeout") != 0 &&
+        strcmp(k, "allow_private") != 0)
       cJSON_AddNullToObject(root, k);
   }
+  lua_getfield(L, 1, "allow_private");
+  if (!lua_isnil(L, -1)) { /* its entries are checked by the C validation, as a rendered policy's are */
+    if (lua_type(L, -1) != LUA_TTABLE)
+      return invalid(L, root, 0, "'allow_private' must be a list of addresses ('10.0.0.7', '10.0.0.7:5000')");
+    ss_error e;
+    ss_error_init(&e);
+    cJSON *list = ss_lua_to_json(L, -1, 0, &e);
+    if (!list) {
+      char msg[1100];
+      snprintf(msg, sizeof msg, "'allow_private' cannot be read: %s", e.message);
+      ss_error_clear(&e);
+      return invalid(L, root, 0, msg);
+    }
+    cJSON_AddItemToObject(root, "allow_private", list);
+  }
+  lua_pop(L, 1);
   static const char *const flags[] = {"inspect", "ask"};
   for (int i = 0; i < 2; i++) {
     lua_getfield(L, 1, flags[i]);

@@ -2,22 +2,13 @@
  * kill runs inside a helper container (lua/sandstack/docker/exec_kill.lua). The build includes
  * the program's file here, so the module carries it wherever it is installed. */
 #include "lua/binding.h"
+#include "lua/incbin.h"
 
 #ifndef SANDSTACK_REAP_PATH
 #error "SANDSTACK_REAP_PATH: the build passes the path of the sandstack-reap program"
 #endif
 
-__asm__(".pushsection .rodata\n"
-        ".balign 16\n"
-        ".globl ss_reap_program_start\n.hidden ss_reap_program_start\n"
-        "ss_reap_program_start:\n"
-        ".incbin \"" SANDSTACK_REAP_PATH "\"\n"
-        ".globl ss_reap_program_end\n.hidden ss_reap_program_end\n"
-        "ss_reap_program_end:\n"
-        ".popsection\n");
-
-extern const char ss_reap_program_start[] __attribute__((visibility("hidden")));
-extern const char ss_reap_program_end[] __attribute__((visibility("hidden")));
+SS_INCBIN(ss_reap_program, SANDSTACK_REAP_PATH);
 
 static int l_reap_program(lua_State *L) {
   lua_pushlstring(L, ss_reap_program_start, (size_t)(ss_reap_program_end - ss_reap_program_start));

@@ -177,40 +177,11 @@ static int l_sbx_exec(lua_State *L) {
   return 1;
 }
 
-/* core.sbx_split_stderr(stderr, nonce) -> chatter, own_stderr  (nil when the nonce is absent) */
-static int l_sbx_split_stderr(lua_State *L) {
-  size_t n, nn;
-  const char *s = luaL_checklstring(L, 1, &n);
-  const char *nonce = luaL_checklstring(L, 2, &nn);
-  long off = ss_sbx_split_stderr(s, n, nonce, nn);
-  if (off < 0) {
-    lua_pushnil(L);
-    return 1;
-  }
-  lua_pushlstring(L, s, (size_t)off - nn - 1);
-  lua_pushlstring(L, s + off, n - (size_t)off);
-  return 2;
-}
-
-/* core.sbx_json_start(s) -> the text from the first line starting with '{', or nil */
-static int l_sbx_json_start(lua_State *L) {
-  size_t n;
-  const char *s = luaL_checklstring(L, 1, &n);
-  long off = ss_sbx_json_start(s, n);
-  if (off < 0) return 0;
-  lua_pushlstring(L, s + off, n - (size_t)off);
-  return 1;
-}
-
 void sandstack_open_sbx(lua_State *L) {
   static const luaL_Reg fns[] = {{"sbx_run", l_sbx_run},
                                  {"sbx_exec", l_sbx_exec},
-                                 {"sbx_split_stderr", l_sbx_split_stderr},
-                                 {"sbx_json_start", l_sbx_json_start},
                                  {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
-  lua_pushstring(L, ss_sbx_wrapper_script);
-  lua_setfield(L, -2, "sbx_wrapper_script");
   lua_pushstring(L, ss_sbx_kill_script);
   lua_setfield(L, -2, "sbx_kill_script");
 }

@@ -4,10 +4,12 @@
  *       stack has a proxy) and the run label. fixed = {now=, token=, run=} pins what is
  *       otherwise taken from the clock and the CSPRNG (for a plan shown to a user or a test).
  *   model:plan{api_version=, pool=, subnets={sbx=, pub=, egress=, isocheck=}, redact=, control_dir=,
- *              control_uid=} -> plan | nil, err
+ *              control_uid=, init={image=}} -> plan | nil, err
  *       Every create as a finished request {method, path, body_json}; the same model gives the
  *       same token, label, names and credential placeholders to every plan (a retry with new
  *       subnets plans again). redact = true: a plan to show, with no credential's secret in it.
+ *       init: the sandbox under sandstack-init (csrc/stack/init_wrap.h): {image = the sandbox
+ *       image's Config {Entrypoint =, Cmd =} as the engine's inspect gives it}.
  *   model:swarm_plan{api_version=, redact=, constraints={...}, node_id=, pool=} -> plan | nil, err
  *       The same plan with its Swarm shape as plan.swarm (csrc/stack/swarm.h): every service and
  *       overlay create finished; node_id pins every service after the first to that node.
@@ -55,7 +57,9 @@ static cJSON *opts_arg(lua_State *L, int idx) {
   luaL_checktype(L, idx, LUA_TTABLE);
   j = ss_lua_to_json(L, idx, 1, &err);
   if (!j) {
+    ss_where(L, 1);
     lua_pushfstring(L, "options: %s", err.message);
+    lua_concat(L, 2);
     ss_error_clear(&err);
     lua_error(L);
   }
@@ -75,10 +79,13 @@ static int m_close(lua_State *L) {
   return 0;
 }
 
-/* Unknown keys and non-table options are programming errors: raise them (after freeing). */
+/* Unknown keys, wrong types and non-table options are programming errors: raise them (after
+ * freeing) at the caller outside the library (ss_where). */
 static int fail(lua_State *L, ss_error *err) {
   if (strcmp(err->kind, "usage") == 0 && strcmp(err->reason, "oom") != 0) {
+    ss_where(L, 1);
     lua_pushstring(L, err->message);
+    lua_concat(L, 2);
     ss_error_clear(err);
     return lua_error(L);
   }
@@ -229,14 +236,45 @@ static void model_values(const model_ud *u, ss_stack_ctx *ctx) {
   ctx->run_label = u->run_label;
 }
 
+/* model:plan's init = {image =}: sets ctx.init_image (*out, which the caller deletes; NULL
+ * without init). Raises for a malformed one. */
+static void init_arg(lua_State *L, ss_stack_ctx *ctx, cJSON **out) {
+  lua_getfield(L, 2, "init");
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
+  int idx = lua_gettop(L);
+  luaL_checktype(L, idx, LUA_TTABLE);
+  static const char *const keys[] = {"image", NULL};
+  ss_check_keys(L, idx, keys, "model:plan init");
+  lua_getfield(L, idx, "image");
+  cJSON *image = NULL;
+  if (lua_istable(L, -1)) {
+    ss_error err;
+    ss_error_init(&err);
+    image = ss_lua_to_json(L, lua_gettop(L), 1, &err);
+    ss_error_clear(&err);
+    if (!image) luaL_error(L, "model:plan init: image must be the image's Config table");
+  } else if (lua_isnil(L, -1)) {
+    image = cJSON_CreateObject(); /* an image with neither: the body's own command */
+  } else {
+    luaL_error(L, "model:plan init: image must be the image's Config table");
+  }
+  lua_pop(L, 2);
+  ctx->init_image = *out = image;
+}
+
 static int m_plan(lua_State *L) {
   model_ud *u = luaL_checkudata(L, 1, STACK_MODEL_MT);
   if (!u->model) return luaL_error(L, "the stack model is closed");
+  cJSON *image = NULL;
   ss_stack_ctx ctx = {0};
   int picked = 0;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
-    static const char *const keys[] = {"api_version", "pool", "subnets", "redact", "subnet_pool", "used", "control_dir", "control_uid", NULL};
+    static const char *const keys[] = {"api_version", "pool", "subnets", "redact", "subnet_pool", "used", "control_dir",
+                                       "control_uid", "init", NULL};
     ss_check_keys(L, 2, keys, "model:plan");
     lua_getfield(L, 2, "redact");
     ctx.redact_secrets = lua_toboolean(L, -1);
@@ -260,11 +298,13 @@ static int m_plan(lua_State *L) {
     }
     lua_pop(L, 1);
     if ((picked = pick_all(L, &ctx)) < 0) return 2; /* nil, err */
+    init_arg(L, &ctx, &image);
   }
   model_values(u, &ctx);
   ss_error err;
   ss_error_init(&err);
   cJSON *plan = ss_stack_plan_model(u->model, &ctx, &err);
+  cJSON_Delete(image);
   if (!plan) return fail(L, &err);
   ss_json_to_lua(L, plan);
   cJSON_Delete(plan);
@@ -334,26 +374,11 @@ static int l_stack_pick_subnet(lua_State *L) {
   return 1;
 }
 
-/* core.stack_option_keys(level) -> { name, ... }: the names the validator accepts at that level
- * of a start's options (stack.h); raises for an unknown level. */
-static int l_stack_option_keys(lua_State *L) {
-  const char *level = luaL_checkstring(L, 1);
-  const char *const *keys = ss_stack_option_keys(level);
-  if (!keys) return luaL_argerror(L, 1, "no such level of the start options");
-  lua_newtable(L);
-  for (int i = 0; keys[i]; i++) {
-    lua_pushstring(L, keys[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  return 1;
-}
-
 void sandstack_open_stack(lua_State *L) {
   static const luaL_Reg methods[] = {{"plan", m_plan}, {"swarm_plan", m_swarm_plan}, {"close", m_close}, {NULL, NULL}};
   ss_define_class(L, STACK_MODEL_MT, methods, m_close);
   static const luaL_Reg fns[] = {{"stack_model", l_stack_model},
                                  {"stack_pick_subnet", l_stack_pick_subnet},
-                                 {"stack_option_keys", l_stack_option_keys},
                                  {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }

@@ -3,27 +3,13 @@
  * plan exists.
  *   core.stack_lifecycle(plan) -> a copy of plan with each container's start and inspect and
  *       the plan's removals (a handle rebuilt from a record, which keeps names only)
- *   core.stack_removals{containers =, networks =, volumes =} -> {containers = {...}, rest = {...}}
+ *   core.stack_removals{containers =, networks =, volumes =} -> the same keys, each a list of removals
  *   core.stack_list_requests(label, ...) -> the three lists of objects carrying every label
  *   core.isolation_memo_requests(labels, memo, stale) -> {create =, replace =, stale = {...}}
  *   core.engine_reads = {networks =, version =, info =, bridge =, memos =}   (made per state)
  * Each request is the keyed form the engine client sends as it is. */
 #include "lua/binding.h"
 #include "stack/requests.h"
-
-/* Converts argument idx (a table) to cJSON, raising with the function's name. */
-static cJSON *table_arg(lua_State *L, int idx, const char *what) {
-  luaL_checktype(L, idx, LUA_TTABLE);
-  ss_error err;
-  ss_error_init(&err);
-  cJSON *j = ss_lua_to_json(L, idx, 1, &err);
-  if (!j) {
-    lua_pushfstring(L, "%s: %s", what, err.message);
-    ss_error_clear(&err);
-    lua_error(L);
-  }
-  return j;
-}
 
 /* Pushes j as Lua and frees it. */
 static int push_owned(lua_State *L, cJSON *j) {
@@ -33,13 +19,13 @@ static int push_owned(lua_State *L, cJSON *j) {
 }
 
 static int l_stack_lifecycle(lua_State *L) {
-  cJSON *plan = table_arg(L, 1, "stack_lifecycle");
+  cJSON *plan = ss_table_arg(L, 1, "stack_lifecycle");
   ss_stack_add_lifecycle(plan);
   return push_owned(L, plan);
 }
 
 static int l_stack_removals(lua_State *L) {
-  cJSON *objs = table_arg(L, 1, "stack_removals");
+  cJSON *objs = ss_table_arg(L, 1, "stack_removals");
   cJSON *out = ss_stack_removals(cJSON_GetObjectItemCaseSensitive(objs, "containers"),
                                  cJSON_GetObjectItemCaseSensitive(objs, "networks"),
                                  cJSON_GetObjectItemCaseSensitive(objs, "volumes"));
@@ -60,7 +46,7 @@ static int l_stack_list_requests(lua_State *L) {
 static int l_isolation_memo_requests(lua_State *L) {
   const char *memo = luaL_checkstring(L, 2);
   if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
-  cJSON *stale = lua_isnoneornil(L, 3) ? NULL : table_arg(L, 3, "isolation_memo_requests");
+  cJSON *stale = lua_isnoneornil(L, 3) ? NULL : ss_table_arg(L, 3, "isolation_memo_requests");
   luaL_checktype(L, 1, LUA_TTABLE);
   ss_error err;
   ss_error_init(&err);

@@ -75,6 +75,10 @@ void ss_policy_check(const ss_policy *p, const char *host, size_t host_len, cons
 }
 
 int ss_policy_names_address(const ss_policy *p, const char *address, int port) {
+  for (int i = 0; p && i < p->nprivate; i++) {
+    const ss_policy_private *e = &p->allow_private[i];
+    if (strcmp(e->address, address) == 0 && (e->port == 0 || e->port == port)) return 1;
+  }
   for (int i = 0; p && i < p->n; i++) {
     const ss_policy_rule *r = &p->rules[i];
     if (!r->wildcard && strcmp(r->host, address) == 0 && (r->port == 0 || r->port == port)) return 1;
@@ -127,6 +131,14 @@ cJSON *ss_policy_render(const ss_policy *p) {
   if (p->ask) {
     cJSON_AddTrueToObject(root, "ask");
     cJSON_AddNumberToObject(root, "ask_timeout", p->ask_timeout);
+  }
+  if (p->nprivate) { /* absent when it names nothing, so older renders stay as they were */
+    cJSON *list = cJSON_AddArrayToObject(root, "allow_private");
+    for (int i = 0; list && i < p->nprivate; i++) {
+      char text[SS_POLICY_PRIVATE_TEXT];
+      ss_policy_private_text(&p->allow_private[i], text, sizeof text);
+      cJSON_AddItemToArray(list, cJSON_CreateString(text));
+    }
   }
   return root;
 }

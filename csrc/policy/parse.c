@@ -21,23 +21,31 @@ static ss_policy *fail(ss_policy *p, ss_error *err, int rule, const char *fmt, c
   return NULL;
 }
 
+const char *ss_port_text(const char *d, size_t n, int *port) {
+  static const char *const bad = "the port must be a number from 1 to 65535 without leading zeros";
+  if (n == 0 || n > 5 || d[0] == '0') return bad;
+  long v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (d[i] < '0' || d[i] > '9') return bad;
+    v = v * 10 + (d[i] - '0');
+  }
+  if (v > 65535) return bad;
+  *port = (int)v;
+  return NULL;
+}
+
 /* "host", "host:port", "*.apex", "*.apex:port" -> r->host/wildcard/port. */
 static const char *parse_host(const char *s, int allow_port, ss_policy_rule *r) {
   size_t len = strlen(s);
+  /* a URL pasted as a rule would otherwise be read as "host:port" with a port of "//x.com/" */
+  if (strstr(s, "://")) return "a rule is a host, not a URL: write \"x.com\" or \"x.com:443\" (no scheme), and paths in 'paths'";
+  if (memchr(s, '/', len)) return "a rule's host has no path: write \"host\" or \"host:port\", and paths in 'paths'";
   if (memchr(s, '[', len)) return "IPv6 literals are not supported";
   const char *colon = memchr(s, ':', len);
   if (colon) {
     if (!allow_port) return "give the port either in 'host' or in 'port', not both";
-    const char *d = colon + 1;
-    size_t dl = len - (size_t)(d - s);
-    if (dl == 0 || dl > 5 || d[0] == '0') return "the port must be a number from 1 to 65535 without leading zeros";
-    long v = 0;
-    for (size_t i = 0; i < dl; i++) {
-      if (d[i] < '0' || d[i] > '9') return "the port must be a number from 1 to 65535 without leading zeros";
-      v = v * 10 + (d[i] - '0');
-    }
-    if (v > 65535) return "the port must be a number from 1 to 65535 without leading zeros";
-    r->port = (int)v;
+    const char *why = ss_port_text(colon + 1, len - (size_t)(colon + 1 - s), &r->port);
+    if (why) return why;
     len = (size_t)(colon - s);
   }
   if (len >= 2 && s[0] == '*' && s[1] == '.') {
@@ -158,17 +166,53 @@ static int inside(const ss_policy_rule *r, const ss_policy_rule *w) {
   return strcmp(w->host, r->host) == 0 || ss_host_covered(w, r->host);
 }
 
+/* "allow_private" (private.c) into p; on a refusal frees p, sets err (field "allow_private": the
+ * entry, from 1) and returns -1. */
+static int parse_private(ss_policy *p, const cJSON *list, ss_error *err) {
+  if (!list || (cJSON_IsObject(list) && list->child == NULL)) return 0; /* {} from an empty Lua table */
+  if (!cJSON_IsArray(list)) {
+    fail(p, err, 0, "'allow_private' must be a list of addresses ('10.0.0.7', '10.0.0.7:5000')%s", "");
+    return -1;
+  }
+  int n = cJSON_GetArraySize(list);
+  if (n > SS_POLICY_MAX_PRIVATE) {
+    fail(p, err, 0, "'allow_private' names more than %s addresses", "64");
+    return -1;
+  }
+  if (n > 0 && !(p->allow_private = calloc((size_t)n, sizeof *p->allow_private))) {
+    fail(p, err, 0, "out of memory%s", "");
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    const cJSON *e = cJSON_GetArrayItem(list, i);
+    ss_policy_private *out = &p->allow_private[i];
+    const char *why = cJSON_IsString(e) ? ss_policy_private_parse(e->valuestring, out) : "must be a string";
+    for (int k = 0; !why && k < i; k++)
+      if (strcmp(p->allow_private[k].address, out->address) == 0) why = "names an address an earlier entry names";
+    if (why) {
+      char msg[400];
+      snprintf(msg, sizeof msg, "allow_private %d%s%.80s%s: %s", i + 1, cJSON_IsString(e) ? " ('" : "",
+               cJSON_IsString(e) ? e->valuestring : "", cJSON_IsString(e) ? "')" : "", why);
+      fail(p, err, 0, "%s", msg);
+      ss_error_field_num(err, "allow_private", i + 1);
+      return -1;
+    }
+    p->nprivate = i + 1;
+  }
+  return 0;
+}
+
 ss_policy *ss_policy_from_json(const cJSON *root, ss_error *err) {
   ss_policy *p = calloc(1, sizeof *p);
   if (!p) return fail(NULL, err, 0, "out of memory%s", "");
   if (!cJSON_IsObject(root)) return fail(p, err, 0, "a policy is a table { allow = {...} }%s", "");
   const cJSON *it;
-  static const char *const POLICY_KEYS[] = {"allow", "version", "inspect", "ask", "ask_timeout", NULL};
+  static const char *const POLICY_KEYS[] = {"allow", "version", "inspect", "ask", "ask_timeout", "allow_private", NULL};
   cJSON_ArrayForEach(it, root) {
     if (!ss_key_allowed(POLICY_KEYS, it->string)) {
       char msg[SS_KEY_MAX * 2 + 140], hint[SS_KEY_MAX + 32];
       ss_key_hint(POLICY_KEYS, it->string, hint, sizeof hint);
-      snprintf(msg, sizeof msg, "unknown key '%.*s'%s in the policy (only 'allow', 'inspect', 'ask' and 'ask_timeout')", SS_KEY_MAX, it->string,
+      snprintf(msg, sizeof msg, "unknown key '%.*s'%s in the policy (only 'allow', 'inspect', 'ask', 'ask_timeout' and 'allow_private')", SS_KEY_MAX, it->string,
                hint);
       return fail(p, err, 0, "%s", msg);
     }
@@ -191,6 +235,7 @@ ss_policy *ss_policy_from_json(const cJSON *root, ss_error *err) {
   const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
   if (version && !(cJSON_IsNumber(version) && version->valuedouble == 1))
     return fail(p, err, 0, "unsupported policy version%s", "");
+  if (parse_private(p, cJSON_GetObjectItemCaseSensitive(root, "allow_private"), err) != 0) return NULL;
   const cJSON *allow = cJSON_GetObjectItemCaseSensitive(root, "allow");
   /* an empty Lua table arrives as {}: an empty list, which denies everything */
   if (!allow || (cJSON_IsObject(allow) && allow->child == NULL)) allow = NULL;
@@ -256,5 +301,6 @@ void ss_policy_free(ss_policy *p) {
     free(p->rules[i].reason);
   }
   free(p->rules);
+  free(p->allow_private);
   free(p);
 }

@@ -45,9 +45,19 @@ typedef struct ss_policy_rule {
 
 #define SS_POLICY_REASON_MAX 200
 
+/* One address of "allow_private": an address in a refused range (address.h) that the proxy may
+ * connect to when a name an allow rule admits resolves to it, on one port or every port. */
+#define SS_POLICY_MAX_PRIVATE 64
+typedef struct ss_policy_private {
+  char address[46]; /* canonical text (ss_address_text), as a resolved address is compared */
+  int port;         /* 0: every port */
+} ss_policy_private;
+
 typedef struct ss_policy {
   int n;
   ss_policy_rule *rules;
+  int nprivate;
+  ss_policy_private *allow_private; /* "allow_private": what the operator named, nothing more */
   int no_inspect; /* "inspect": false: a proxy never terminates TLS, so method and path rules
                      cannot be enforced on HTTPS and such hosts are refused over CONNECT */
   int ask;        /* "ask": true: a request no rule admits is held while the host decides (the proxy's ask.c) */
@@ -80,7 +90,8 @@ typedef struct ss_policy_verdict {
 
 /* Builds a policy from {"allow": [rule...]} (optional "version": 1, optional "inspect": bool,
  * default true: whether a proxy may terminate TLS to enforce method and path rules; optional
- * "ask": bool and "ask_timeout": whole seconds, which needs "ask"). A rule is a string
+ * "ask": bool and "ask_timeout": whole seconds, which needs "ask"; optional "allow_private": a
+ * list of "address" or "address:port" ("[v6]:port"), each in a refused range). A rule is a string
  * "host", "host:port", "*.apex[:port]" or an object {host, port?, methods?, paths?, raw?, reason?}; a
  * raw rule names its port and has no methods or paths; reason is 1..SS_POLICY_REASON_MAX bytes of
  * printable ASCII (space to '~').
@@ -98,13 +109,21 @@ void ss_policy_check(const ss_policy *p, const char *host, size_t host_len, cons
                      ss_policy_verdict *out);
 const char *ss_deny_reason_name(ss_deny_reason r);
 
-/* Whether a rule that is not a wildcard names exactly this address (canonical text) on this port
- * (a rule without a port names every port): the proxy's exception for addresses it otherwise
- * refuses to connect to (csrc/proxy/parse/addr.h) holds only for such a rule. */
+/* Whether the policy names exactly this address (canonical text) on this port: an allow_private
+ * entry, or a rule that is not a wildcard naming the literal (an entry or a rule without a port
+ * names every port). The proxy's exception for addresses it otherwise refuses to connect to
+ * (csrc/policy/address.h) holds only then. */
 int ss_policy_names_address(const ss_policy *p, const char *address, int port);
 
+/* "allow_private" (csrc/policy/private.c): one entry's text -> *out, or NULL; else why not. */
+const char *ss_policy_private_parse(const char *s, ss_policy_private *out);
+/* The entry as text: "address", "address:port" or "[v6]:port" (out: SS_POLICY_PRIVATE_TEXT bytes). */
+#define SS_POLICY_PRIVATE_TEXT 56
+void ss_policy_private_text(const ss_policy_private *e, char *out, size_t cap);
+
 /* The canonical JSON form: {"version":1,"allow":[{"host","port"?,"methods"?,"paths"?,"raw"?,"reason"?}...]},
- * plus "inspect":false when inspection is off (absent means on), "ask":true and "ask_timeout" when asking.
+ * plus "inspect":false when inspection is off (absent means on), "ask":true and "ask_timeout" when asking,
+ * "allow_private":[text...] when it names any address.
  * ss_policy_parse of it builds an equal policy. */
 cJSON *ss_policy_render(const ss_policy *p);
 /* One rule as a JSON object (host with "*." for a wildcard). */
@@ -132,6 +151,8 @@ int ss_policy_pattern_reaches(const ss_policy *p, const char *pattern, size_t le
  * canonical IPv4 address, else -1 with a reason in *why. */
 int ss_host_normalize(const char *src, size_t len, char *out, const char **why);
 int ss_host_covered(const ss_policy_rule *r, const char *host);
+/* The port spelled by the n bytes at d (1..65535, no sign, no leading zero) into *port; else why not. */
+const char *ss_port_text(const char *d, size_t n, int *port);
 /* s holds n >= 1 bytes, each a decimal digit. */
 int ss_all_digits(const char *s, size_t n);
 unsigned ss_method_bit(const char *m, size_t len);

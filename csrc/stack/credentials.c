@@ -95,8 +95,17 @@ static const char *placement_problem(const char *placement, const char *v) {
   return NULL;
 }
 
-static const cJSON *string_member(const cJSON *o, const char *key) {
+/* A value of the wrong type for credentials[i].field: raised by the binding (ss_stack_fail_type). */
+static int wrong_type(ss_error *err, int i, const char *field, const char *wanted, const cJSON *v) {
+  char option[64];
+  snprintf(option, sizeof option, "credentials[%d].%s", i, field);
+  return ss_stack_fail_type(err, option, wanted, v);
+}
+
+/* The string member key, or NULL when absent; *bad is set when it is there but not a string. */
+static const cJSON *string_member(const cJSON *o, const char *key, const cJSON **bad) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (v && !cJSON_IsString(v)) *bad = v;
   return cJSON_IsString(v) ? v : NULL;
 }
 
@@ -105,8 +114,8 @@ static int check_placement(const cJSON *c, int i, ss_cred *cr, ss_error *err) {
   for (int k = 0; PLACEMENTS[k]; k++) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, PLACEMENTS[k]);
     if (!v) continue;
+    if (!cJSON_IsString(v)) return wrong_type(err, i, PLACEMENTS[k], "a string", v);
     if (found++) return refuse(err, i, NULL, "%s: give exactly one of header, query, basic and path%s", NULL);
-    if (!cJSON_IsString(v)) return refuse(err, i, PLACEMENTS[k], "%s must be a string%s", NULL);
     const char *why = placement_problem(PLACEMENTS[k], v->valuestring);
     if (why) return refuse(err, i, PLACEMENTS[k], "%s %s", why);
     cr->placement = PLACEMENTS[k];
@@ -115,9 +124,9 @@ static int check_placement(const cJSON *c, int i, ss_cred *cr, ss_error *err) {
   if (!found) return refuse(err, i, NULL, "%s needs one of header, query, basic or path: where the secret goes%s", NULL);
   const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "format");
   if (!f) return 0;
+  if (!cJSON_IsString(f)) return wrong_type(err, i, "format", "a string", f);
   if (strcmp(cr->placement, "header") != 0)
     return refuse(err, i, "format", "%s goes with header only%s", NULL);
-  if (!cJSON_IsString(f)) return refuse(err, i, "format", "%s must be a string%s", NULL);
   size_t n = strlen(f->valuestring);
   int ok = n > 0 && n <= PLACEMENT_MAX_LEN && one_slot(f->valuestring);
   for (size_t k = 0; ok && k < n; k++) ok = f->valuestring[k] == ' ' || visible((unsigned char)f->valuestring[k]);
@@ -127,7 +136,8 @@ static int check_placement(const cJSON *c, int i, ss_cred *cr, ss_error *err) {
 }
 
 static int check_host(const cJSON *c, int i, ss_cred *cr, ss_error *err) {
-  const cJSON *h = string_member(c, "host");
+  const cJSON *bad = NULL, *h = string_member(c, "host", &bad);
+  if (bad) return wrong_type(err, i, "host", "a string", bad);
   if (!h) return refuse(err, i, "host", "%s is required: the one host this credential is for%s", NULL);
   size_t n = strlen(h->valuestring);
   if (n > 0 && h->valuestring[n - 1] == '.') n--; /* "api.github.com." is the same host */
@@ -138,8 +148,9 @@ static int check_host(const cJSON *c, int i, ss_cred *cr, ss_error *err) {
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(c, "port");
   cr->port = DEFAULT_PORT;
   if (p) {
+    if (!cJSON_IsNumber(p)) return wrong_type(err, i, "port", "a port number", p);
     /* the range first: a double outside int's range may not be cast */
-    if (!cJSON_IsNumber(p) || !(p->valuedouble >= 1 && p->valuedouble <= 65535) || p->valuedouble != floor(p->valuedouble))
+    if ( !(p->valuedouble >= 1 && p->valuedouble <= 65535) || p->valuedouble != floor(p->valuedouble))
       return refuse(err, i, "port", "%s must be a port number (1-65535)%s", NULL);
     cr->port = (int)p->valuedouble;
   }
@@ -148,7 +159,8 @@ static int check_host(const cJSON *c, int i, ss_cred *cr, ss_error *err) {
 
 static int check_secret(const cJSON *c, int i, ss_cred *cr, ss_error *err) {
   const cJSON *s = cJSON_GetObjectItemCaseSensitive(c, "secret");
-  if (!cJSON_IsString(s)) return refuse(err, i, "secret", "%s is required and must be a string%s", NULL);
+  if (s && !cJSON_IsString(s)) return wrong_type(err, i, "secret", "a string", s);
+  if (!s) return refuse(err, i, "secret", "%s is required and must be a string%s", NULL);
   size_t n = strlen(s->valuestring);
   int ok = n >= SS_CRED_SECRET_MIN && n <= SS_CRED_SECRET_MAX;
   for (size_t k = 0; ok && k < n; k++) ok = visible((unsigned char)s->valuestring[k]);
@@ -158,7 +170,8 @@ static int check_secret(const cJSON *c, int i, ss_cred *cr, ss_error *err) {
 }
 
 static int check_name(const cJSON *c, int i, const ss_stack_model *m, ss_cred *cr, ss_error *err) {
-  const cJSON *v = string_member(c, "name");
+  const cJSON *bad = NULL, *v = string_member(c, "name", &bad);
+  if (bad) return wrong_type(err, i, "name", "a string", bad);
   if (!v || !env_name_ok(v->valuestring))
     return refuse(err, i, "name", "%s must be an environment variable name ([A-Z_][A-Z0-9_]*, at most 128)%s", NULL);
   if (reserved_name(v->valuestring))
@@ -188,7 +201,8 @@ static int check_against_policy(const cJSON *opts, ss_stack_model *m, ss_error *
     ss_error_field_str(err, "option", "credentials");
     rc = -1;
   }
-  for (int i = 0; rc == 0 && i < m->ncreds; i++) {
+  /* under ask = true a host no rule names may still be admitted, by the host's answer to an ask */
+  for (int i = 0; rc == 0 && !p->ask && i < m->ncreds; i++) {
     if (admitted(p, &m->creds[i])) continue;
     char detail[SS_HOST_MAX + 16];
     snprintf(detail, sizeof detail, "%s:%d", m->creds[i].host, m->creds[i].port);
@@ -202,7 +216,8 @@ static int check_against_policy(const cJSON *opts, ss_stack_model *m, ss_error *
 int ss_stack_check_credentials(const cJSON *opts, ss_stack_model *m, ss_error *err) {
   const cJSON *list = cJSON_GetObjectItemCaseSensitive(opts, "credentials");
   if (!list) return 0;
-  if (!ss_is_list(list) || ss_list_size(list) > SS_STACK_MAX_CREDENTIALS) {
+  if (!ss_is_list(list)) return ss_stack_fail_type(err, "credentials", "a list of credential tables", list);
+  if (ss_list_size(list) > SS_STACK_MAX_CREDENTIALS) {
     ss_error_set(err, "compose", "invalid_option", "credentials must be a list of at most %d credential tables",
                  SS_STACK_MAX_CREDENTIALS);
     ss_error_field_str(err, "option", "credentials");
@@ -212,7 +227,7 @@ int ss_stack_check_credentials(const cJSON *opts, ss_stack_model *m, ss_error *e
   const cJSON *c;
   cJSON_ArrayForEach(c, list) {
     i++;
-    if (!cJSON_IsObject(c)) return refuse(err, i, NULL, "%s must be a table {name=, host=, ..., secret=}%s", NULL);
+    if (!cJSON_IsObject(c)) return ss_stack_fail_type(err, "credentials", "a list of credential tables", c);
     char what[32];
     snprintf(what, sizeof what, "credentials[%d]", i);
     for (const cJSON *k = c->child; k; k = k->next) {

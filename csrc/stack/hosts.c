@@ -43,19 +43,17 @@ int ss_stack_check_hosts(const cJSON *v, const char *option, ss_error *err) {
   const char *why = NULL;
   const cJSON *c = NULL;
   int n = 0;
-  if (!cJSON_IsObject(v)) {
-    why = "must map host names to addresses, like {[\"registry.internal\"] = \"203.0.113.7\"}";
-  } else {
-    cJSON_ArrayForEach(c, v) {
-      if (++n > HOSTS_MAX) { why = "holds more than 256 names"; break; }
-      if (!c->string || !hostname_ok(c->string)) { why = "has a name that is not a host name"; break; }
-      if (!cJSON_IsString(c) || !address_ok(c->valuestring)) { why = "has a value that is not an IPv4 or IPv6 address"; break; }
-    }
+  if (!cJSON_IsObject(v)) return ss_stack_fail_type(err, option, "a table of host names to addresses", v);
+  cJSON_ArrayForEach(c, v) {
+    if (!cJSON_IsString(c)) return ss_stack_fail_type(err, option, "a table of host names to address strings", c);
+    if (++n > HOSTS_MAX) { why = "holds more than 256 names"; break; }
+    if (!c->string || !hostname_ok(c->string)) { why = "has a name that is not a host name"; break; }
+    if (!address_ok(c->valuestring)) { why = "has a value that is not an IPv4 or IPv6 address"; break; }
   }
   if (!why) return 0;
   ss_error_set(err, "compose", "invalid_option", "%s %s", option, why);
   ss_error_field_str(err, "option", option);
-  if (cJSON_IsObject(v) && c && c->string) ss_error_field_str(err, "host", c->string);
+  if (c && c->string) ss_error_field_str(err, "host", c->string);
   return -1;
 }
 

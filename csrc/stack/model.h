@@ -48,6 +48,16 @@ typedef struct ss_cred {
   char placeholder[SS_CRED_SECRET_MAX + 1]; /* as long as the secret, [A-Za-z0-9] */
 } ss_cred;
 
+/* One entry of the `ports` option (ports.c): a port of a service published on the host's
+ * 127.0.0.1 through a forwarder of its own, on a host port chosen (host_port) or ephemeral (0). */
+#define SS_STACK_MAX_PORTS 16
+typedef struct ss_port {
+  int svc;       /* index into svc[] */
+  int port;      /* in the service */
+  int host_port; /* 0: ephemeral */
+  char forwarder[140]; /* the service name of its forwarder container */
+} ss_port;
+
 typedef struct ss_stack_model {
   const cJSON *opts;
   char project[96];
@@ -66,6 +76,9 @@ typedef struct ss_stack_model {
   int inspect_ca; /* the added proxy inspects TLS: the CA volume and its wiring (inspect.c) */
   int ncreds;
   ss_cred creds[SS_STACK_MAX_CREDENTIALS];
+  int agent_host_port; /* the agent's forwarder on a chosen host port; 0: ephemeral */
+  int nports;          /* the other published ports, each with a forwarder of its own */
+  ss_port ports[SS_STACK_MAX_PORTS];
 } ss_stack_model;
 
 /* The proxy sandstack adds when egress_policy comes without a proxy_service. */
@@ -95,6 +108,14 @@ cJSON *ss_stack_ca_volume_opts(const ss_stack_model *m);
 /* credentials.c: the `credentials` option checked into m->creds (after the proxy is known);
  * 0, or -1 with compose/invalid_option naming credentials[i].field (never quoting a secret). */
 int ss_stack_check_credentials(const cJSON *opts, ss_stack_model *m, ss_error *err);
+/* ports.c: the `ports` option checked into m->ports and m->agent_host_port (after the services
+ * are known); 0, or -1 with compose/invalid_option naming ports[i] (duplicate_service when a
+ * forwarder's name is a service's). */
+int ss_stack_check_ports(const cJSON *opts, ss_stack_model *m, ss_error *err);
+/* The plan's `ports` (service, port, host_port, forwarder) and, with a chosen host port, the
+ * preflight read of the engine's published ports (`port_check`). */
+void ss_stack_plan_ports(cJSON *plan, const ss_stack_model *m);
+
 /* Mints every credential's placeholder from the kernel CSPRNG; 0, or -1 with io/random. */
 int ss_stack_mint_placeholders(ss_stack_model *m, ss_error *err);
 /* A credential as JSON: with secret, the entry of SANDSTACK_CREDENTIALS; with NULL, what a plan
@@ -125,5 +146,10 @@ int ss_is_list(const cJSON *v); /* an array, or {} (how an empty Lua table arriv
 int ss_list_size(const cJSON *v);
 /* Parses "512m"-style sizes or plain numbers into bytes; -1 when malformed. */
 double ss_parse_size(const cJSON *v);
+
+/* A value of the wrong type (docs/api/README.md: a programming error, which the binding raises
+ * at the caller): kind "usage", reason "bad_type", `option`; "sandstack.docker.start: option
+ * 'OPTION' must be WANTED, got <what>", never quoting a secret. Returns -1. */
+int ss_stack_fail_type(ss_error *err, const char *option, const char *wanted, const cJSON *v);
 
 #endif

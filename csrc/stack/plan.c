@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deadline/deadline.h"
+#include "stack/init_wrap.h"
 #include "stack/model.h"
 #include "stack/requests.h"
+#include "stack/volume_mount.h"
 #include "util/random.h"
 #include "util/version.h"
 
@@ -307,6 +310,14 @@ static cJSON *ca_mount(const plan_ctx *p, const ss_svc *s) {
   return o;
 }
 
+/* sandstack-init's volume (init_wrap.h, csrc/deadline/deadline.h): read-only in the sandbox,
+ * read-write in the holder that writes it. */
+static cJSON *init_mount(const plan_ctx *p, int read_only) {
+  char name[200];
+  snprintf(name, sizeof name, "%s-%s", p->m->project, SS_INIT_VOLUME_KEY);
+  return ss_volume_mount(name, DL_DIR, read_only);
+}
+
 static cJSON *mounts_of(const plan_ctx *p, const ss_svc *s) {
   cJSON *out = cJSON_CreateArray();
   const cJSON *mounts = s->spec ? cJSON_GetObjectItemCaseSensitive(s->spec, "volumes") : NULL;
@@ -323,6 +334,7 @@ static cJSON *mounts_of(const plan_ctx *p, const ss_svc *s) {
     cJSON_AddItemToArray(out, o);
   }
   if (p->m->inspect_ca && (s->added || s->is_sandbox)) cJSON_AddItemToArray(out, ca_mount(p, s));
+  if (s->is_sandbox && p->ctx->init_image) cJSON_AddItemToArray(out, init_mount(p, 1));
   return out;
 }
 
@@ -337,7 +349,7 @@ static cJSON *endpoint(const char *alias) {
 static cJSON *container(const plan_ctx *p, const cJSON *hard, const char *service, const char *role,
                         const char *image, cJSON *config, cJSON *hostcfg, const char *const nets[],
                         const char *const aliases[], int nnets) {
-  char name[200];
+  char name[256];
   snprintf(name, sizeof name, "%s-%s", p->m->project, service);
   cJSON *c = cJSON_CreateObject();
   cJSON_AddStringToObject(c, "service", service);
@@ -398,6 +410,59 @@ static void no_egress_dns(cJSON *hostcfg) {
   cJSON_AddItemToObject(hostcfg, "Dns", string_array(&dns, 1));
 }
 
+/* What sandstack waits for itself before the service counts as ready (stack/readiness.lua): a
+ * text in its log, so many times, and a port that accepts a connection on the stack's network. */
+static void add_ready_waits(cJSON *c, const cJSON *ready) {
+  const cJSON *log = cJSON_GetObjectItemCaseSensitive(ready, "log");
+  const cJSON *times = cJSON_GetObjectItemCaseSensitive(ready, "times");
+  const cJSON *port = cJSON_GetObjectItemCaseSensitive(ready, "port");
+  if (log) {
+    cJSON_AddStringToObject(c, "ready_log", log->valuestring);
+    cJSON_AddNumberToObject(c, "ready_times", times ? times->valuedouble : 1);
+  }
+  if (port) cJSON_AddNumberToObject(c, "ready_port", port->valuedouble);
+}
+
+/* The sandbox's command under sandstack-init: the body's Entrypoint and Cmd merged with the
+ * image's as the engine would, then wrapped (init_wrap.h). A command that merges to nothing is
+ * left alone: the engine refuses the create, as it would have. */
+static void wrap_command(cJSON *cfg, const cJSON *image) {
+  cJSON *e, *c;
+  if (ss_stack_init_wrap(cJSON_GetObjectItemCaseSensitive(cfg, "Entrypoint"), cJSON_GetObjectItemCaseSensitive(cfg, "Cmd"),
+                         cJSON_GetObjectItemCaseSensitive(image, "Entrypoint"), cJSON_GetObjectItemCaseSensitive(image, "Cmd"),
+                         &e, &c) != 0)
+    return;
+  cJSON_DeleteItemFromObjectCaseSensitive(cfg, "Entrypoint");
+  cJSON_DeleteItemFromObjectCaseSensitive(cfg, "Cmd");
+  cJSON_AddItemToObject(cfg, "Entrypoint", e);
+  cJSON_AddItemToObject(cfg, "Cmd", c);
+}
+
+/* Under a runtime of the user's (gVisor), a guest can stop the sandbox's PID 1, which Linux
+ * forbids: the sandbox's health check becomes sandstack-init --check (csrc/init/check.c), which
+ * the engine runs at least every DL_CHECK_INTERVAL_S seconds and which then runs the user's own
+ * test, when there is one, in its place. */
+static void guard_check(cJSON *cfg) {
+  cJSON *hc = cJSON_GetObjectItemCaseSensitive(cfg, "Healthcheck");
+  cJSON *test = cJSON_CreateArray();
+  const char *head[] = {"CMD", DL_PROGRAM, "--check"};
+  for (int i = 0; i < 3; i++) cJSON_AddItemToArray(test, cJSON_CreateString(head[i]));
+  cJSON *own = hc ? check_argv(cJSON_GetObjectItemCaseSensitive(hc, "Test")) : NULL;
+  if (own) {
+    cJSON_AddItemToArray(test, cJSON_CreateString("--"));
+    while (own->child) cJSON_AddItemToArray(test, cJSON_DetachItemViaPointer(own, own->child));
+    cJSON_Delete(own);
+  }
+  if (!hc) hc = cJSON_AddObjectToObject(cfg, "Healthcheck");
+  cJSON_DeleteItemFromObjectCaseSensitive(hc, "Test");
+  cJSON_AddItemToObject(hc, "Test", test);
+  const cJSON *iv = cJSON_GetObjectItemCaseSensitive(hc, "Interval");
+  if (!cJSON_IsNumber(iv) || iv->valuedouble > DL_CHECK_INTERVAL_S * NS_PER_S) {
+    cJSON_DeleteItemFromObjectCaseSensitive(hc, "Interval");
+    cJSON_AddNumberToObject(hc, "Interval", DL_CHECK_INTERVAL_S * NS_PER_S);
+  }
+}
+
 static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_svc *s) {
   cJSON *cfg = cJSON_CreateObject();
   const cJSON *spec = s->spec;
@@ -406,6 +471,7 @@ static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_s
     cJSON_AddItemToObject(cfg, "Entrypoint", v);
   if (spec && (v = argv_of(cJSON_GetObjectItemCaseSensitive(spec, "command"), 1)))
     cJSON_AddItemToObject(cfg, "Cmd", v);
+  if (s->is_sandbox && p->ctx->init_image) wrap_command(cfg, p->ctx->init_image);
   cJSON *env = env_of(s);
   wire_credentials(p, s, env);
   cJSON_AddItemToObject(cfg, "Env", env);
@@ -413,7 +479,7 @@ static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_s
   if (user) cJSON_AddStringToObject(cfg, "User", user->valuestring);
   cJSON *check = NULL;
   double check_timeout = 5;
-  if (s->ready) {
+  if (s->ready && cJSON_GetObjectItemCaseSensitive(s->ready, "test")) {
     cJSON *h = healthcheck(s->ready);
     check = check_argv(cJSON_GetObjectItemCaseSensitive(h, "Test"));
     cJSON_AddItemToObject(cfg, "Healthcheck", h);
@@ -424,6 +490,9 @@ static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_s
     check = check_argv(cJSON_GetObjectItemCaseSensitive(h, "Test"));
     cJSON_AddItemToObject(cfg, "Healthcheck", h);
   }
+  /* whether start waits for the engine's health verdict: a check of the user's or the proxy's */
+  int health_gate = cJSON_GetObjectItemCaseSensitive(cfg, "Healthcheck") != NULL;
+  if (s->is_sandbox && p->ctx->init_image && p->m->runtime) guard_check(cfg);
   if (s->is_sandbox) {
     char port[24];
     snprintf(port, sizeof port, "%d/tcp", p->m->agent_port);
@@ -458,16 +527,22 @@ static cJSON *service_container(const plan_ctx *p, const cJSON *hard, const ss_s
     cJSON_AddItemToObject(c, "check", check);
     cJSON_AddNumberToObject(c, "check_timeout", check_timeout);
   }
-  cJSON_AddBoolToObject(c, "healthcheck", cJSON_GetObjectItemCaseSensitive(cfg, "Healthcheck") != NULL);
+  cJSON_AddBoolToObject(c, "healthcheck", health_gate);
+  add_ready_waits(c, s->ready);
   return c;
 }
 
-static cJSON *forwarder_container(const plan_ctx *p, const cJSON *hard) {
+/* A forwarder: socat relaying host:port on the sandbox network to 127.0.0.1:<host_port> of the
+ * host (0: ephemeral, re-read after every start). The agent's is `m->forwarder_name`, with an alias
+ * on the sandbox network; each port of `ports` has one more (ports.c), without one. */
+static cJSON *forwarder_container(const plan_ctx *p, const cJSON *hard, const char *service, const char *host,
+                                  int port, int host_port, int agent) {
   const ss_stack_model *m = p->m;
-  char listen[64], target[128], port[24];
-  snprintf(listen, sizeof listen, "TCP-LISTEN:%d,fork,reuseaddr", m->agent_port);
-  snprintf(target, sizeof target, "TCP:%s:%d", m->sandbox_name, m->agent_port);
-  snprintf(port, sizeof port, "%d/tcp", m->agent_port);
+  char listen[64], target[128], key[24], hp[16];
+  snprintf(listen, sizeof listen, "TCP-LISTEN:%d,fork,reuseaddr", port);
+  snprintf(target, sizeof target, "TCP:%s:%d", host, port);
+  snprintf(key, sizeof key, "%d/tcp", port);
+  snprintf(hp, sizeof hp, "%d", host_port);
   cJSON *cfg = cJSON_CreateObject();
   const char *ep[] = {"socat"};
   const char *cmd[] = {listen, target};
@@ -475,30 +550,30 @@ static cJSON *forwarder_container(const plan_ctx *p, const cJSON *hard) {
   cJSON_AddItemToObject(cfg, "Cmd", string_array(cmd, 2));
   cJSON_AddItemToObject(cfg, "Env", cJSON_CreateArray());
   cJSON *ex = cJSON_CreateObject();
-  cJSON_AddItemToObject(ex, port, cJSON_CreateObject());
+  cJSON_AddItemToObject(ex, key, cJSON_CreateObject());
   cJSON_AddItemToObject(cfg, "ExposedPorts", ex);
-  /* 127.0.0.1 with an empty HostPort: an ephemeral port, re-read after every start */
+  /* 127.0.0.1 only: nothing off this host reaches it */
   cJSON *hostcfg = cJSON_CreateObject();
   cJSON *pb = cJSON_CreateObject(), *binds = cJSON_CreateArray(), *b = cJSON_CreateObject();
   cJSON_AddStringToObject(b, "HostIp", "127.0.0.1");
-  cJSON_AddStringToObject(b, "HostPort", "");
+  cJSON_AddStringToObject(b, "HostPort", host_port ? hp : "");
   cJSON_AddItemToArray(binds, b);
-  cJSON_AddItemToObject(pb, port, binds);
+  cJSON_AddItemToObject(pb, key, binds);
   cJSON_AddItemToObject(hostcfg, "PortBindings", pb);
   cJSON_AddItemToObject(hostcfg, "Mounts", cJSON_CreateArray());
   /* created on -pub (which carries the published port), -sbx connected before start */
   const char *nets[2] = {p->net_pub, p->net_sbx};
-  const char *aliases[2] = {NULL, m->forwarder_name};
-  cJSON *c = container(p, hard, m->forwarder_name, "forwarder", m->forwarder_image, cfg, hostcfg,
-                       nets, aliases, 2);
-  cJSON_AddNumberToObject(c, "port", m->agent_port);
+  const char *aliases[2] = {NULL, agent ? m->forwarder_name : NULL};
+  cJSON *c = container(p, hard, service, "forwarder", m->forwarder_image, cfg, hostcfg, nets, aliases, 2);
+  cJSON_AddNumberToObject(c, "port", port);
+  if (host_port) cJSON_AddNumberToObject(c, "host_port", host_port);
+  cJSON_AddStringToObject(c, "target", host);
   cJSON_AddItemToObject(c, "depends_on", cJSON_CreateArray());
   cJSON_AddBoolToObject(c, "egress", 0);
   cJSON_AddBoolToObject(c, "healthcheck", 0);
-  char agent_port[16];
-  snprintf(agent_port, sizeof agent_port, "%d", m->agent_port);
+  snprintf(hp, sizeof hp, "%d", port);
   cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "body"), "Labels"),
-                          "io.sandstack.port", agent_port);
+                          "io.sandstack.port", hp);
   return c;
 }
 
@@ -668,6 +743,42 @@ static void add_volumes(cJSON *plan, const plan_ctx *p) {
   cJSON_AddItemToObject(b, "DriverOpts", ss_stack_ca_volume_opts(p->m));
 }
 
+/* sandstack-init's volume and its holder (docker/deadline.lua): a container that mounts the
+ * volume read-write and is never started, so the host can write the volume through the engine's
+ * archive API at any time, the sandbox running or not. It runs nothing, has no network and the
+ * stack's hardening; its image is the forwarder's, which the start has on the engine anyway. */
+static void add_init(cJSON *plan, const plan_ctx *p, const cJSON *hard) {
+  if (!p->ctx->init_image) return;
+  add_volume(cJSON_GetObjectItemCaseSensitive(plan, "volumes"), p, SS_INIT_VOLUME_KEY);
+  cJSON *in = cJSON_AddObjectToObject(plan, "init");
+  char name[200];
+  snprintf(name, sizeof name, "%s-%s", p->m->project, SS_INIT_VOLUME_KEY);
+  cJSON_AddStringToObject(in, "volume", name);
+  cJSON_AddStringToObject(in, "dir", DL_DIR);
+  cJSON *holder = cJSON_AddObjectToObject(in, "holder");
+  cJSON_AddStringToObject(holder, "name", name);
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "Image", p->m->forwarder_image);
+  const char *never[] = {DL_PROGRAM};
+  cJSON_AddItemToObject(b, "Entrypoint", string_array(never, 1));
+  cJSON_AddBoolToObject(b, "NetworkDisabled", 1);
+  cJSON_AddItemToObject(b, "Labels", labels(p, "io.sandstack.role", "init"));
+  cJSON *hc = cJSON_Duplicate(hard, 1);
+  cJSON_AddStringToObject(hc, "NetworkMode", "none");
+  cJSON *mounts = cJSON_AddArrayToObject(hc, "Mounts");
+  cJSON_AddItemToArray(mounts, init_mount(p, 0));
+  cJSON_AddItemToObject(b, "HostConfig", hc);
+  cJSON_AddItemToObject(holder, "body", b);
+  /* the write itself: the archive (program and deadline file) is the caller's body */
+  cJSON *w = cJSON_AddObjectToObject(in, "write");
+  cJSON_AddStringToObject(w, "method", "PUT");
+  snprintf(name, sizeof name, "/containers/%s-%s/archive", p->m->project, SS_INIT_VOLUME_KEY);
+  cJSON_AddStringToObject(w, "path", name);
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(w, "query"), "path", DL_DIR);
+  snprintf(name, sizeof name, "%s-%s", p->m->project, p->m->sandbox_name);
+  cJSON_AddStringToObject(in, "container", name);
+}
+
 static void copy_opt(cJSON *plan, const cJSON *opts, const char *key, const char *as, double def) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(opts, key);
   if (v) cJSON_AddItemToObject(plan, as, cJSON_Duplicate(v, 1));
@@ -781,7 +892,8 @@ cJSON *ss_stack_plan_draft(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_
     cJSON_AddStringToObject(in, "bundle", SS_CA_BUNDLE);
   }
   const cJSON *rp = cJSON_GetObjectItemCaseSensitive(opts, "ready_path");
-  cJSON_AddStringToObject(plan, "ready_path", rp ? rp->valuestring : "/health");
+  if (cJSON_IsFalse(rp)) cJSON_AddFalseToObject(plan, "ready_path");
+  else cJSON_AddStringToObject(plan, "ready_path", rp ? rp->valuestring : "/health");
   copy_opt(plan, opts, "ready_timeout", "ready_timeout", 60);
   copy_opt(plan, opts, "health_timeout", "health_timeout", 60);
   copy_opt(plan, opts, "timeout", "timeout", NAN);
@@ -796,6 +908,7 @@ cJSON *ss_stack_plan_draft(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_
   add_networks(plan, &p);
   add_volumes(plan, &p);
   cJSON *hard = hardening(&m->hard, m->runtime);
+  add_init(plan, &p, hard);
   cJSON *cs = cJSON_AddArrayToObject(plan, "containers");
   cJSON *order = cJSON_AddArrayToObject(plan, "order");
   for (int k = 0; k < m->nsvc; k++) {
@@ -803,8 +916,16 @@ cJSON *ss_stack_plan_draft(const ss_stack_model *m, const ss_stack_ctx *ctx, ss_
     cJSON_AddItemToArray(cs, service_container(&p, hard, s));
     cJSON_AddItemToArray(order, cJSON_CreateString(s->name));
   }
-  cJSON_AddItemToArray(cs, forwarder_container(&p, hard));
+  cJSON_AddItemToArray(cs, forwarder_container(&p, hard, m->forwarder_name, m->sandbox_name, m->agent_port,
+                                               m->agent_host_port, 1));
   cJSON_AddItemToArray(order, cJSON_CreateString(m->forwarder_name));
+  for (int i = 0; i < m->nports; i++) {
+    const ss_port *pt = &m->ports[i];
+    cJSON_AddItemToArray(cs, forwarder_container(&p, hard, pt->forwarder, m->svc[pt->svc].name, pt->port,
+                                                 pt->host_port, 0));
+    cJSON_AddItemToArray(order, cJSON_CreateString(pt->forwarder));
+  }
+  ss_stack_plan_ports(plan, m);
   cJSON *images = cJSON_AddArrayToObject(plan, "images");
   const cJSON *c;
   cJSON_ArrayForEach(c, cs) {
@@ -828,6 +949,8 @@ void ss_stack_plan_finish(cJSON *plan) {
   finish_requests(cs, "/containers/create", 1);
   finish_requests(networks, "/networks/create", 0);
   finish_requests(cJSON_GetObjectItemCaseSensitive(plan, "volumes"), "/volumes/create", 0);
+  cJSON *holder = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(plan, "init"), "holder");
+  if (holder) finish_request(holder, "/containers/create", 1);
   cJSON *chk = cJSON_GetObjectItemCaseSensitive(plan, "isolation_check");
   if (chk) {
     cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(chk, "network"), "name",

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "stack/init_wrap.h"
 #include "stack/requests.h"
 
 #define PULL_TIMEOUT_S 300
@@ -71,22 +72,21 @@ static const char *entry_name(const cJSON *e) {
   return cJSON_IsString(n) ? n->valuestring : NULL;
 }
 
+/* One round of a teardown: out[key] holds make(name) for each named entry of list. */
+static void add_round(cJSON *out, const char *key, const cJSON *list, cJSON *(*make)(const char *)) {
+  cJSON *round = cJSON_AddArrayToObject(out, key);
+  const cJSON *e;
+  cJSON_ArrayForEach(e, list) {
+    const char *n = entry_name(e);
+    if (n) cJSON_AddItemToArray(round, make(n));
+  }
+}
+
 cJSON *ss_stack_removals(const cJSON *containers, const cJSON *networks, const cJSON *volumes) {
   cJSON *out = cJSON_CreateObject();
-  cJSON *cs = cJSON_AddArrayToObject(out, "containers"), *rest = cJSON_AddArrayToObject(out, "rest");
-  const cJSON *e;
-  cJSON_ArrayForEach(e, containers) {
-    const char *n = entry_name(e);
-    if (n) cJSON_AddItemToArray(cs, remove_container(n));
-  }
-  cJSON_ArrayForEach(e, networks) {
-    const char *n = entry_name(e);
-    if (n) cJSON_AddItemToArray(rest, remove_network(n));
-  }
-  cJSON_ArrayForEach(e, volumes) {
-    const char *n = entry_name(e);
-    if (n) cJSON_AddItemToArray(rest, remove_volume(n));
-  }
+  add_round(out, "containers", containers, remove_container);
+  add_round(out, "networks", networks, remove_network);
+  add_round(out, "volumes", volumes, remove_volume);
   return out;
 }
 
@@ -178,6 +178,26 @@ static void add_preflight(cJSON *plan) {
   cJSON_Delete(reads);
 }
 
+/* The containers to remove by name: the plan's, and sandstack-init's volume holder, which has its
+ * volume's name (a record keeps the volumes' names, not the holder's). A new list of names the
+ * caller deletes. */
+static cJSON *with_init_holder(const cJSON *containers, const cJSON *volumes) {
+  static const char suffix[] = "-" SS_INIT_VOLUME_KEY;
+  cJSON *out = cJSON_CreateArray();
+  const cJSON *e;
+  cJSON_ArrayForEach(e, containers) {
+    const char *n = entry_name(e);
+    if (n) cJSON_AddItemToArray(out, cJSON_CreateString(n));
+  }
+  cJSON_ArrayForEach(e, volumes) {
+    const char *n = entry_name(e);
+    size_t len = n ? strlen(n) : 0;
+    if (len > sizeof suffix - 1 && strcmp(n + len - (sizeof suffix - 1), suffix) == 0)
+      cJSON_AddItemToArray(out, cJSON_CreateString(n));
+  }
+  return out;
+}
+
 void ss_stack_add_lifecycle(cJSON *plan) {
   cJSON *c;
   cJSON *cs = cJSON_GetObjectItemCaseSensitive(plan, "containers");
@@ -190,8 +210,10 @@ void ss_stack_add_lifecycle(cJSON *plan) {
     cJSON_AddItemToObject(c, "inspect", request("GET", "/containers/%s/json", name));
   }
   cJSON_DeleteItemFromObjectCaseSensitive(plan, "removals");
-  cJSON *rm = ss_stack_removals(cs, cJSON_GetObjectItemCaseSensitive(plan, "networks"),
-                                cJSON_GetObjectItemCaseSensitive(plan, "volumes"));
+  const cJSON *volumes = cJSON_GetObjectItemCaseSensitive(plan, "volumes");
+  cJSON *containers = with_init_holder(cs, volumes);
+  cJSON *rm = ss_stack_removals(containers, cJSON_GetObjectItemCaseSensitive(plan, "networks"), volumes);
+  cJSON_Delete(containers);
   /* what else carries the project's label (a pool's marks, another process's objects), listed
    * while the known removals run */
   const cJSON *project = cJSON_GetObjectItemCaseSensitive(plan, "project");

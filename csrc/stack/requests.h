@@ -8,9 +8,9 @@
 /* The label of the isolation self-check's memo volumes (docker/isolation.lua). */
 #define SS_ISOLATION_MEMO_LABEL "io.sandstack.isolation"
 
-/* {containers = [removals], rest = [network and volume removals]}, each removal with its kind
- * and name: the two rounds of a
- * teardown. Each list holds names or objects with a "name". */
+/* {containers = [removals], networks = [...], volumes = [...]}, each removal with its kind and
+ * name: the three rounds of a teardown, in compose's order (stack/batch.lua). Each list holds
+ * names or objects with a "name". */
 cJSON *ss_stack_removals(const cJSON *containers, const cJSON *networks, const cJSON *volumes);
 
 /* The lists of containers (stopped ones too), networks and volumes carrying all n labels
@@ -21,7 +21,7 @@ cJSON *ss_stack_list_requests(const char *const *labels, int n);
 cJSON *ss_engine_reads(void);
 
 /* Adds to a plan (full or the slim one a handle keeps) each container's start and inspect and
- * the plan's removals {containers, rest, lists (the project's three label lists)}. */
+ * the plan's removals {containers, networks, volumes, lists (the project's three label lists)}. */
 void ss_stack_add_lifecycle(cJSON *plan);
 
 /* ss_stack_add_lifecycle, and the start's first round (preflight: image reads, the self-check's

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "stack/init_wrap.h"
 #include "stack/session_requests.h"
 
 /* A request's shape: method and path (with at most one %s, the object's name), the statuses
@@ -19,7 +20,8 @@ typedef struct {
 enum {
   NAMED = 1u << 0,      /* one request per name (else one request, no name in the path) */
   Q_STOP_T = 1u << 1,   /* ?t=<args.t> and a timeout of t + 30 s */
-  Q_COMMIT = 1u << 2,   /* ?container=&repo=&tag=&pause=true, body {Labels = args.labels} */
+  Q_COMMIT = 1u << 2,   /* ?container=&repo=&tag=&pause=true, body {Labels = args.labels}, and with
+                           args.config (the container's): its command without sandstack-init */
   Q_FORCE = 1u << 3,    /* ?force=1 */
   Q_LABEL = 1u << 4,    /* ?filters={"label":[args.label]} */
   Q_CREATE = 1u << 5,   /* ?name=<name>, body args.body */
@@ -30,7 +32,8 @@ enum {
   B_BODY = 1u << 10,     /* body args.body (a Swarm service's or an overlay's spec) */
   B_CHECKPOINT = 1u << 11, /* body {CheckpointID = CHECKPOINT_ID, Exit = true} */
   Q_CHECKPOINT = 1u << 12, /* ?checkpoint=CHECKPOINT_ID */
-  Q_VERSION = 1u << 13     /* ?version=<args.version>: a Swarm object's update at the version read */
+  Q_VERSION = 1u << 13,    /* ?version=<args.version>: a Swarm object's update at the version read */
+  Q_SIGNAL = 1u << 14      /* ?signal=<args.signal>, a number */
 };
 
 /* The one checkpoint a hibernation with memory leaves on each container: a fixed name, so a
@@ -43,6 +46,9 @@ static const action_def ACTIONS[] = {
     {"unpause", "POST", "/containers/%s/unpause", 0, 0, NAMED},
     {"stop", "POST", "/containers/%s/stop", 304, 0, NAMED | Q_STOP_T},
     {"start", "POST", "/containers/%s/start", 304, 0, NAMED},
+    /* a signal to a container's PID 1 (sandstack-init's "read the deadline again"); 404 gone and
+     * 409 not running are done: the file is read at the next start */
+    {"signal", "POST", "/containers/%s/kill", 404, 409, NAMED | Q_SIGNAL},
     /* a hibernation with memory (experimental daemons, runc with CRIU): the checkpoint stops
      * the container; a start from it restores the processes; 404 on removal: already gone */
     {"checkpoint", "POST", "/containers/%s/checkpoints", 0, 0, NAMED | B_CHECKPOINT | LONG},
@@ -65,6 +71,8 @@ static const action_def ACTIONS[] = {
     {"list_volumes", "GET", "/volumes", 0, 0, Q_LABEL},
     {"list_containers", "GET", "/containers/json", 0, 0, Q_LABEL},
     {"info", "GET", "/info", 0, 0, 0},
+    /* the engine's sizes of every image, container and volume (a gateway's snapshot quota) */
+    {"disk_usage", "GET", "/system/df", 0, 0, 0},
     /* a swarm's manager (sandstack.swarm): services, their tasks, nodes, overlays */
     {"list_services", "GET", "/services", 0, 0, Q_LABEL},
     {"inspect_service", "GET", "/services/%s", 0, 0, NAMED},
@@ -104,6 +112,20 @@ static cJSON *labels_copy(const cJSON *args) {
   return cJSON_IsObject(l) ? cJSON_Duplicate(l, 1) : cJSON_CreateObject();
 }
 
+/* An image committed from a sandbox under sandstack-init gets the command the sandbox had
+ * without it (config: the container's Config), so a start from the image wraps it once. The
+ * commit merges what the body leaves empty from the container: an empty Entrypoint is given as
+ * [] (not left out), which the engine keeps as "none". */
+static void unwrapped_command(cJSON *body, const cJSON *config) {
+  cJSON *e, *c;
+  if (!cJSON_IsObject(config) ||
+      ss_stack_init_unwrap(cJSON_GetObjectItemCaseSensitive(config, "Entrypoint"),
+                           cJSON_GetObjectItemCaseSensitive(config, "Cmd"), &e, &c) != 0)
+    return;
+  cJSON_AddItemToObject(body, "Entrypoint", e);
+  cJSON_AddItemToObject(body, "Cmd", c);
+}
+
 /* One request of def for name (NULL for the unnamed ones); NULL with why when args lack what
  * the action needs. */
 static cJSON *make(const action_def *d, const char *name, const cJSON *args, const char **why) {
@@ -119,7 +141,7 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
   }
   cJSON *q = NULL;
   if (d->flags & (Q_STOP_T | Q_COMMIT | Q_FORCE | Q_LABEL | Q_CREATE | Q_CONDITION | Q_SERVICES | Q_CHECKPOINT |
-                  Q_VERSION))
+                  Q_VERSION | Q_SIGNAL))
     q = cJSON_AddObjectToObject(r, "query");
   if (d->flags & Q_VERSION) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "version");
@@ -131,6 +153,17 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
     char num[32];
     snprintf(num, sizeof num, "%.0f", v->valuedouble);
     cJSON_AddStringToObject(q, "version", num);
+  }
+  if (d->flags & Q_SIGNAL) {
+    double sig = num_arg(args, "signal", 0);
+    if (sig < 1 || sig > 64 || sig != (int)sig) {
+      *why = "signal needs args.signal, a number from 1 to 64";
+      cJSON_Delete(r);
+      return NULL;
+    }
+    char num[8];
+    snprintf(num, sizeof num, "%d", (int)sig);
+    cJSON_AddStringToObject(q, "signal", num);
   }
   if (d->flags & Q_CHECKPOINT) cJSON_AddStringToObject(q, "checkpoint", CHECKPOINT_ID);
   if (d->flags & B_CHECKPOINT) {
@@ -161,6 +194,7 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
     cJSON_AddStringToObject(q, "pause", "true"); /* a consistent image of a running sandbox */
     cJSON *body = cJSON_CreateObject();
     cJSON_AddItemToObject(body, "Labels", labels_copy(args));
+    unwrapped_command(body, cJSON_GetObjectItemCaseSensitive(args, "config"));
     add_body(r, body);
   }
   if (d->flags & Q_LABEL) {

@@ -30,6 +30,8 @@ typedef struct ss_stack_ctx {
   long control_uid;               /* the uid the host connects to it as (with control_dir) */
   int redact_secrets; /* a plan shown, not applied: each credential's secret in the proxy's
                          environment is SS_STACK_REDACTED (the plan a start applies has it) */
+  const cJSON *init_image; /* non-NULL: the sandbox runs under sandstack-init (init_wrap.h); the
+                             sandbox image's Config (its Entrypoint and Cmd), as the engine has it */
   ss_stack_subnets subnets;
 } ss_stack_ctx;
 
@@ -53,11 +55,13 @@ cJSON *ss_stack_plan(const cJSON *opts, const ss_stack_ctx *ctx, ss_error *err);
 char *ss_stack_egress_policy(const cJSON *opts, ss_error *err);
 
 /* The option names one level of a start's options accepts, NULL-ended: "start" (the top level),
- * "service", "mount" (a service's volume), "volume", "ready", "network", "credential"; NULL for
+ * "service", "mount" (a service's volume), "volume", "ready", "network", "credential", "port"; NULL for
  * another level. The validator refuses every other name; the reference is checked against these
  * (spec/docs_api_spec.lua), so a new option cannot go undocumented. */
 const char *const *ss_stack_option_keys(const char *level);
 const char *const *ss_stack_credential_keys(void);
+/* The keys of one entry of `ports` (ports.c). */
+const char *const *ss_stack_port_keys(void);
 
 /* API version "1.41" -> 141 (major*100+minor); -1 when unparsable. */
 int ss_stack_api_number(const char *v);

@@ -19,6 +19,9 @@ int ss_swarm_check_options(const cJSON *opts, ss_error *err) {
   if (get(opts, "subnet_pool"))
     return ss_swarm_refuse(err, "subnet_pool", "overlay subnets come from the swarm's own pool (docker swarm init "
                            "--default-addr-pool)");
+  if (get(opts, "ports"))
+    return ss_swarm_refuse(err, "ports", "on a swarm the session publishes its agent's port alone (on the node's "
+                           "127.0.0.1); publish more ports with sandstack.docker");
   const cJSON *pull = get(opts, "pull");
   if (cJSON_IsString(pull) && strcmp(pull->valuestring, "missing") != 0)
     return ss_swarm_refuse(err, "pull", "on a swarm the node's agent pulls a task's image itself when it is absent; "
@@ -108,7 +111,8 @@ static cJSON *tasks_request(const char *service_name) {
  * of its tasks and of the spec the manager kept. */
 static cJSON *service_entry(const cJSON *c, const cJSON *spec) {
   cJSON *e = cJSON_CreateObject();
-  static const char *const copied[] = {"service", "name", "role", "image", "depends_on", "check", "check_timeout", "healthcheck"};
+  static const char *const copied[] = {"service", "name", "role", "image", "depends_on", "check", "check_timeout",
+                                       "healthcheck", "ready_log", "ready_times", "ready_port"};
   for (size_t i = 0; i < sizeof copied / sizeof copied[0]; i++) {
     const cJSON *v = get(c, copied[i]);
     if (v) cJSON_AddItemToObject(e, copied[i], cJSON_Duplicate(v, 1));

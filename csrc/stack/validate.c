@@ -1,12 +1,15 @@
 /* Spec 000's rules, checked before any Engine call. Each refusal names what to fix:
- * kind "compose" with the reasons of API.md, or "usage"/"unknown_option" for a key that
- * does not exist (the binding raises that one: a typo must never be silently ignored). */
+ * kind "compose" with the reasons of API.md for a value of the right type that is refused, or
+ * "usage" for a programming error, which the binding raises at the caller: "unknown_option" for
+ * a key that does not exist (a typo must never be silently ignored), "bad_type" for a value of
+ * the wrong type (docs/api/README.md, "Conventions"). */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "deadline/deadline.h"
 #include "stack/model.h"
 #include "util/keys.h"
 
@@ -17,14 +20,14 @@ static const char *const TOP_KEYS[] = {
     "api_key", "health_timeout", "cpus", "memory", "cap_drop", "security_opt", "pids_limit",
     "user", "readonly_rootfs", "tmpfs", "pull", "egress_policy", "on_event", "subnet_pool",
     "session_token", "runtime", "proxy_image", "proxy_hosts", "proxy_upstream",
-    "proxy_upstream_ca", "credentials", NULL};
+    "proxy_upstream_ca", "credentials", "ports", NULL};
 static const char *const SERVICE_KEYS[] = {"name", "image", "egress", "entrypoint", "command",
                                            "env", "volumes", "depends_on", "user", "port",
                                            "hosts", NULL};
 static const char *const MOUNT_KEYS[] = {"name", "target", "read_only", NULL};
 static const char *const VOLUME_KEYS[] = {"name", NULL};
 static const char *const READY_KEYS[] = {"test", "interval", "timeout", "retries",
-                                         "start_period", NULL};
+                                         "start_period", "log", "times", "port", NULL};
 static const char *const NETWORK_KEYS[] = {"internal", "driver", "options", NULL};
 
 const char *const *ss_stack_option_keys(const char *level) {
@@ -36,6 +39,7 @@ const char *const *ss_stack_option_keys(const char *level) {
   for (size_t i = 0; i < sizeof LEVELS / sizeof LEVELS[0]; i++)
     if (strcmp(LEVELS[i].level, level) == 0) return LEVELS[i].keys;
   if (strcmp(level, "credential") == 0) return ss_stack_credential_keys();
+  if (strcmp(level, "port") == 0) return ss_stack_port_keys();
   return NULL;
 }
 
@@ -71,6 +75,7 @@ static int fail_option(ss_error *err, const char *option, const char *fmt, const
   ss_error_field_str(err, "option", option);
   return -1;
 }
+
 
 /* The options-key rule of util/keys.h over a JSON object (the binding raises "usage" errors). */
 static int check_keys(const cJSON *obj, const char *const allowed[], const char *what,
@@ -114,6 +119,17 @@ static int bad_name(ss_error *err, const char *option, const char *value) {
   return -1;
 }
 
+/* A session key or a project name: the engine's object-name rule, which (unlike a DNS label)
+ * takes upper case; the message says so. */
+static int bad_object_name(ss_error *err, const char *option, const char *value, size_t max) {
+  ss_error_set(err, "compose", "invalid_name",
+               "%s: '%.64s' is not a valid name (letters, digits, '_', '.' and '-', starting with a letter or a "
+               "digit, at most %zu characters)", option, value, max);
+  ss_error_field_str(err, "option", option);
+  ss_error_field_str(err, "name", value);
+  return -1;
+}
+
 /* Optional typed members: 0 when absent or well-typed, -1 (invalid_option) otherwise. */
 /* ", got string \"8080\"": the value a check refused, by its Lua type, for the message (so a
  * user sees why "8080" is not a port). A secret's value is never quoted, only its type. */
@@ -133,6 +149,14 @@ static const char *got(const cJSON *v, const char *option, char *buf, size_t n) 
   return buf;
 }
 
+int ss_stack_fail_type(ss_error *err, const char *option, const char *wanted, const cJSON *v) {
+  char buf[96];
+  ss_error_set(err, "usage", "bad_type", "sandstack.docker.start: option '%s' must be %s%s", option, wanted,
+               got(v, option, buf, sizeof buf));
+  ss_error_field_str(err, "option", option);
+  return -1;
+}
+
 /* fail_option whose message ends with what was given instead (got()). */
 static int fail_got(ss_error *err, const char *option, const char *fmt, const cJSON *v) {
   char buf[96];
@@ -143,7 +167,7 @@ static int opt_string(const cJSON *o, const char *key, const char *option, const
                       ss_error *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   if (!v) return 0;
-  if (!cJSON_IsString(v)) return fail_got(err, option, "%s must be a string%s", v);
+  if (!cJSON_IsString(v)) return ss_stack_fail_type(err, option, "a string", v);
   *out = v->valuestring;
   return 0;
 }
@@ -151,14 +175,15 @@ static int opt_string(const cJSON *o, const char *key, const char *option, const
 static int opt_number(const cJSON *o, const char *key, double min, ss_error *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   if (!v) return 0;
-  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < min)
+  if (!cJSON_IsNumber(v)) return ss_stack_fail_type(err, key, "a number of seconds", v);
+  if (!isfinite(v->valuedouble) || v->valuedouble < min)
     return fail_got(err, key, min > 0 ? "%s must be a number above zero%s" : "%s must be a number >= 0%s", v);
   return 0;
 }
 
 static int opt_bool(const cJSON *o, const char *key, const char *option, ss_error *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  if (v && !cJSON_IsBool(v)) return fail_got(err, option, "%s must be true or false%s", v);
+  if (v && !cJSON_IsBool(v)) return ss_stack_fail_type(err, option, "true or false", v);
   return 0;
 }
 
@@ -172,7 +197,7 @@ static int string_list(const cJSON *v) {
 static int opt_argv(const cJSON *o, const char *key, const char *option, ss_error *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   if (v && !cJSON_IsString(v) && !string_list(v))
-    return fail_option(err, option, "%s must be a string or a list of strings%s", NULL);
+    return ss_stack_fail_type(err, option, "a string or a list of strings", v);
   return 0;
 }
 
@@ -189,11 +214,11 @@ static int find_service(const ss_stack_model *m, const char *name) {
 
 static int check_env(const cJSON *env, const char *option, ss_error *err) {
   if (!env) return 0;
-  if (!cJSON_IsObject(env)) return fail_option(err, option, "%s must be a table of strings%s", NULL);
+  if (!cJSON_IsObject(env)) return ss_stack_fail_type(err, option, "a table of strings", env);
   const cJSON *c;
   cJSON_ArrayForEach(c, env) {
-    if (!(cJSON_IsString(c) || cJSON_IsNumber(c)) || !c->string || !c->string[0] ||
-        strchr(c->string, '='))
+    if (!(cJSON_IsString(c) || cJSON_IsNumber(c))) return ss_stack_fail_type(err, option, "a table of strings", c);
+    if (!c->string || !c->string[0] || strchr(c->string, '='))
       return fail_option(err, option, "%s: names must be non-empty without '=', values strings%s",
                          NULL);
   }
@@ -205,17 +230,27 @@ static int check_mounts(const cJSON *opts, const cJSON *svc, const char *sname, 
   if (!mounts) return 0;
   char option[160];
   snprintf(option, sizeof option, "services.%s.volumes", sname);
-  if (!ss_is_list(mounts)) return fail_option(err, option, "%s must be a list%s", NULL);
+  if (!ss_is_list(mounts)) return ss_stack_fail_type(err, option, "a list of mount tables", mounts);
   const cJSON *decl = cJSON_GetObjectItemCaseSensitive(opts, "volumes");
   const cJSON *mnt;
   cJSON_ArrayForEach(mnt, mounts) {
-    if (!cJSON_IsObject(mnt)) return fail_option(err, option, "%s: each entry is a table%s", NULL);
+    if (!cJSON_IsObject(mnt)) return ss_stack_fail_type(err, option, "a list of mount tables", mnt);
     if (check_keys(mnt, MOUNT_KEYS, option, err)) return -1;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(mnt, "name");
     const cJSON *target = cJSON_GetObjectItemCaseSensitive(mnt, "target");
-    if (!cJSON_IsString(name) || !cJSON_IsString(target) || target->valuestring[0] != '/')
+    char field[200];
+    snprintf(field, sizeof field, "%s.name", option);
+    if (name && !cJSON_IsString(name)) return ss_stack_fail_type(err, field, "a string", name);
+    snprintf(field, sizeof field, "%s.target", option);
+    if (target && !cJSON_IsString(target)) return ss_stack_fail_type(err, field, "a string", target);
+    if (!name || !target || target->valuestring[0] != '/')
       return fail_option(err, option, "%s: each mount needs a name and an absolute target%s", NULL);
-    if (opt_bool(mnt, "read_only", option, err)) return -1;
+    size_t dl = strlen(DL_DIR);
+    if (strncmp(target->valuestring, DL_DIR, dl) == 0 && (target->valuestring[dl] == '\0' || target->valuestring[dl] == '/'))
+      return fail_option(err, option, "%s: " DL_DIR " is sandstack-init's (the sandbox's PID 1): mount '%s' elsewhere",
+                         name->valuestring);
+    snprintf(field, sizeof field, "%s.read_only", option);
+    if (opt_bool(mnt, "read_only", field, err)) return -1;
     int declared = 0;
     const cJSON *d;
     if (ss_is_list(decl)) {
@@ -232,10 +267,11 @@ static int check_mounts(const cJSON *opts, const cJSON *svc, const char *sname, 
 }
 
 static int check_service(const cJSON *opts, const cJSON *spec, ss_stack_model *m, ss_error *err) {
-  if (!cJSON_IsObject(spec)) return fail_option(err, "services", "%s: each service is a table%s", NULL);
+  if (!cJSON_IsObject(spec)) return ss_stack_fail_type(err, "services", "a list of service tables", spec);
   if (check_keys(spec, SERVICE_KEYS, "service", err)) return -1;
   const cJSON *name = cJSON_GetObjectItemCaseSensitive(spec, "name");
-  if (!cJSON_IsString(name)) {
+  if (name && !cJSON_IsString(name)) return ss_stack_fail_type(err, "services.name", "a string", name);
+  if (!name) {
     ss_error_set(err, "compose", "invalid_name", "every service needs a `name` string");
     ss_error_field_str(err, "option", "services");
     return -1;
@@ -260,8 +296,8 @@ static int check_service(const cJSON *opts, const cJSON *spec, ss_stack_model *m
   if (opt_string(spec, "image", option, &s->image, err)) return -1;
   const cJSON *egress = cJSON_GetObjectItemCaseSensitive(spec, "egress");
   snprintf(option, sizeof option, "services.%s.egress", sname);
-  if (egress && !(cJSON_IsString(egress) && (strcmp(egress->valuestring, "none") == 0 ||
-                                             strcmp(egress->valuestring, "allow") == 0)))
+  if (egress && !cJSON_IsString(egress)) return ss_stack_fail_type(err, option, "\"none\" or \"allow\"", egress);
+  if (egress && !(strcmp(egress->valuestring, "none") == 0 || strcmp(egress->valuestring, "allow") == 0))
     return fail_option(err, option, "%s must be \"none\" or \"allow\"%s", NULL);
   s->egress_allow = egress && strcmp(egress->valuestring, "allow") == 0;
   if (s->is_sandbox && s->egress_allow) {
@@ -291,9 +327,10 @@ static int check_service(const cJSON *opts, const cJSON *spec, ss_stack_model *m
     return fail_option(err, option, "%s differs from the stack-wide `user` (%s)", top_user);
   const cJSON *deps = cJSON_GetObjectItemCaseSensitive(spec, "depends_on");
   snprintf(option, sizeof option, "services.%s.depends_on", sname);
-  if (deps && !string_list(deps)) return fail_option(err, option, "%s must be a list of names%s", NULL);
+  if (deps && !string_list(deps)) return ss_stack_fail_type(err, option, "a list of service names", deps);
   const cJSON *port = cJSON_GetObjectItemCaseSensitive(spec, "port");
   snprintf(option, sizeof option, "services.%s.port", sname);
+  if (port && !cJSON_IsNumber(port)) return ss_stack_fail_type(err, option, "a port number", port);
   if (port && !port_ok(port)) return fail_got(err, option, "%s must be a port number 1-65535%s", port);
   if (check_mounts(opts, spec, sname, err)) return -1;
   snprintf(option, sizeof option, "services.%s.hosts", sname);
@@ -422,34 +459,81 @@ static const char *never_healthy(const cJSON *test) {
   return NULL;
 }
 
+/* Readiness sandstack waits for itself, beside a test (stack/readiness.lua): a text in the
+ * service's log (`times` occurrences) and a TCP port that accepts a connection on the stack's
+ * network. The log text is matched as plain bytes, never as a pattern. */
+#define SS_READY_LOG_MAX 1024
+#define SS_READY_TIMES_MAX 1000
+
+static int check_ready_by_log_or_port(const cJSON *r, const char *option, ss_error *err) {
+  const cJSON *log = cJSON_GetObjectItemCaseSensitive(r, "log");
+  const cJSON *times = cJSON_GetObjectItemCaseSensitive(r, "times");
+  const cJSON *port = cJSON_GetObjectItemCaseSensitive(r, "port");
+  char field[200];
+  snprintf(field, sizeof field, "%s.log", option);
+  if (log && !cJSON_IsString(log)) return ss_stack_fail_type(err, field, "a text", log);
+  if (log && !(log->valuestring[0] && strlen(log->valuestring) <= SS_READY_LOG_MAX))
+    return fail_option(err, field, "%s must be a text of 1 to 1024 bytes%s", NULL);
+  snprintf(field, sizeof field, "%s.times", option);
+  if (times && !cJSON_IsNumber(times)) return ss_stack_fail_type(err, field, "a whole number", times);
+  if (times && !log) return fail_option(err, field, "%s counts the log text: give log too%s", NULL);
+  if (times && !(times->valuedouble >= 1 && times->valuedouble <= SS_READY_TIMES_MAX &&
+                 times->valuedouble == floor(times->valuedouble)))
+    return fail_got(err, field, "%s must be a whole number 1-1000%s", times);
+  snprintf(field, sizeof field, "%s.port", option);
+  if (port && !cJSON_IsNumber(port)) return ss_stack_fail_type(err, field, "a port number", port);
+  if (port && !port_ok(port)) return fail_got(err, field, "%s must be a number 1-65535%s", port);
+  return 0;
+}
+
 static int check_ready(const cJSON *opts, ss_stack_model *m, ss_error *err) {
   const cJSON *ready = cJSON_GetObjectItemCaseSensitive(opts, "ready");
   if (!ready) return 0;
-  if (!cJSON_IsObject(ready)) return fail_option(err, "ready", "%s must be a table keyed by service%s", NULL);
+  if (!cJSON_IsObject(ready))
+    return ss_stack_fail_type(err, "ready", "a table keyed by service", ready);
   const cJSON *r;
   cJSON_ArrayForEach(r, ready) {
     char option[160];
     snprintf(option, sizeof option, "ready.%s", r->string);
     int i = find_service(m, r->string);
     if (i < 0) return fail_option(err, option, "%s: no such service%s", NULL);
-    if (!cJSON_IsObject(r)) return fail_option(err, option, "%s must be a table%s", NULL);
+    if (!cJSON_IsObject(r)) return ss_stack_fail_type(err, option, "a healthcheck table", r);
     if (check_keys(r, READY_KEYS, option, err)) return -1;
+    if (check_ready_by_log_or_port(r, option, err)) return -1;
     const cJSON *test = cJSON_GetObjectItemCaseSensitive(r, "test");
-    if (!test || !(cJSON_IsString(test) || (string_list(test) && ss_list_size(test) > 0)))
-      return fail_option(err, option, "%s.test must be a command string or a non-empty list%s", NULL);
+    char field[200];
+    if (!test && (cJSON_GetObjectItemCaseSensitive(r, "log") || cJSON_GetObjectItemCaseSensitive(r, "port"))) {
+      static const char *const of_test[] = {"interval", "timeout", "retries", "start_period", NULL};
+      for (int k = 0; of_test[k]; k++)
+        if (cJSON_GetObjectItemCaseSensitive(r, of_test[k])) {
+          snprintf(field, sizeof field, "%s.%s", option, of_test[k]);
+          return fail_option(err, field, "%s: interval, timeout, retries and start_period belong to a test%s", NULL);
+        }
+      m->svc[i].ready = r;
+      continue;
+    }
+    snprintf(field, sizeof field, "%s.test", option);
+    if (test && !cJSON_IsString(test) && !string_list(test))
+      return ss_stack_fail_type(err, field, "a command string or a list of strings", test);
+    if (!test || !(cJSON_IsString(test) || ss_list_size(test) > 0))
+      return fail_option(err, field, "%s must be a command string or a non-empty list (or give log or port)%s", NULL);
     const char *why = never_healthy(test);
-    if (why) return fail_option(err, option, "%s.test can never report healthy: %s", why);
+    if (why) return fail_option(err, field, "%s can never report healthy: %s", why);
     static const char *const durations[] = {"interval", "timeout", "start_period", NULL};
     for (int k = 0; durations[k]; k++) {
       const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, durations[k]);
+      snprintf(field, sizeof field, "%s.%s", option, durations[k]);
+      if (v && !cJSON_IsNumber(v)) return ss_stack_fail_type(err, field, "a number of seconds", v);
       /* the engine takes 0 (inherit) or at least 1 ms */
-      if (v && !(cJSON_IsNumber(v) && v->valuedouble >= 0.001 && v->valuedouble < 1e6))
-        return fail_option(err, option, "%s: durations are seconds between 0.001 and 1e6%s", NULL);
+      if (v && !(v->valuedouble >= 0.001 && v->valuedouble < 1e6))
+        return fail_option(err, field, "%s must be seconds between 0.001 and 1e6%s", NULL);
     }
     const cJSON *retries = cJSON_GetObjectItemCaseSensitive(r, "retries");
-    if (retries && !(cJSON_IsNumber(retries) && retries->valuedouble >= 0 &&
+    snprintf(field, sizeof field, "%s.retries", option);
+    if (retries && !cJSON_IsNumber(retries)) return ss_stack_fail_type(err, field, "a count", retries);
+    if (retries && !(retries->valuedouble >= 0 &&
                      retries->valuedouble == floor(retries->valuedouble)))
-      return fail_option(err, option, "%s.retries must be a count%s", NULL);
+      return fail_option(err, field, "%s must be a count%s", NULL);
     m->svc[i].ready = r;
   }
   return 0;
@@ -462,24 +546,30 @@ static int check_ready(const cJSON *opts, ss_stack_model *m, ss_error *err) {
 static int check_hardening(const cJSON *opts, ss_stack_model *m, ss_error *err) {
   const cJSON *v;
   ss_hardening *h = &m->hard;
-  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "cpus")) &&
-      !(cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e6))
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "cpus")) && !cJSON_IsNumber(v))
+    return ss_stack_fail_type(err, "cpus", "a number of CPUs", v);
+  if (v && !(v->valuedouble > 0 && v->valuedouble < 1e6))
     return fail_option(err, "cpus", "%s must be a number of CPUs above zero%s", NULL);
-  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "memory")) && ss_parse_size(v) < 4 * 1024 * 1024)
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "memory")) && !cJSON_IsNumber(v) && !cJSON_IsString(v))
+    return ss_stack_fail_type(err, "memory", "bytes or a size string like \"512m\"", v);
+  if (v && ss_parse_size(v) < 4 * 1024 * 1024)
     return fail_option(err, "memory", "%s must be bytes or a size like \"512m\" (at least 4m)%s", NULL);
   /* false is the typed-out loosening of the default 512 (no limit) */
-  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "pids_limit")) && !cJSON_IsFalse(v) &&
-      !(cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= 4194304 &&
+  if ((v = cJSON_GetObjectItemCaseSensitive(opts, "pids_limit")) && !cJSON_IsFalse(v) && !cJSON_IsNumber(v))
+    return ss_stack_fail_type(err, "pids_limit", "a whole number or false", v);
+  if (v && !cJSON_IsFalse(v) && !(v->valuedouble >= 1 && v->valuedouble <= 4194304 &&
         v->valuedouble == floor(v->valuedouble)))
     return fail_option(err, "pids_limit", "%s must be a positive integer, or false for no limit%s", NULL);
   static const char *const lists[] = {"cap_drop", "security_opt", NULL};
   for (int i = 0; lists[i]; i++)
     if ((v = cJSON_GetObjectItemCaseSensitive(opts, lists[i])) && !string_list(v))
-      return fail_option(err, lists[i], "%s must be a list of strings%s", NULL);
+      return ss_stack_fail_type(err, lists[i], "a list of strings", v);
   if (opt_bool(opts, "readonly_rootfs", "readonly_rootfs", err)) return -1;
   const char *user = NULL;
   if (opt_string(opts, "user", "user", &user, err)) return -1;
   if ((v = cJSON_GetObjectItemCaseSensitive(opts, "tmpfs"))) {
+    if (!cJSON_IsArray(v) && !cJSON_IsObject(v))
+      return ss_stack_fail_type(err, "tmpfs", "a list of paths or a table of paths to mount options", v);
     int ok = string_list(v);
     if (!ok && cJSON_IsObject(v)) {
       ok = 1;
@@ -510,7 +600,8 @@ static int check_hardening(const cJSON *opts, ss_stack_model *m, ss_error *err) 
 static int check_runtime(const cJSON *opts, ss_stack_model *m, ss_error *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(opts, "runtime");
   if (!v) return 0;
-  if (!cJSON_IsString(v) || !object_name_ok(v->valuestring, 64))
+  if (!cJSON_IsString(v)) return ss_stack_fail_type(err, "runtime", "a string", v);
+  if (!object_name_ok(v->valuestring, 64))
     return fail_option(err, "runtime",
                        "%s must be the name of a runtime registered with the engine, like "
                        "\"runsc\" (letters, digits, '_', '.', '-'; at most 64 characters)%s",
@@ -523,12 +614,12 @@ static int check_network(const cJSON *opts, ss_stack_model *m, ss_error *err) {
   const cJSON *net = cJSON_GetObjectItemCaseSensitive(opts, "network");
   m->internal = 1;
   if (!net) return 0;
-  if (!cJSON_IsObject(net)) return fail_option(err, "network", "%s must be a table%s", NULL);
+  if (!cJSON_IsObject(net)) return ss_stack_fail_type(err, "network", "a table", net);
   if (check_keys(net, NETWORK_KEYS, "network", err)) return -1;
   const cJSON *internal = cJSON_GetObjectItemCaseSensitive(net, "internal");
   /* internal = false throws away the module's point: only a literal boolean false counts */
   if (internal && !cJSON_IsBool(internal))
-    return fail_option(err, "network.internal", "%s must be the boolean true or false%s", NULL);
+    return ss_stack_fail_type(err, "network.internal", "the boolean true or false", internal);
   if (internal) m->internal = cJSON_IsTrue(internal);
   const char *driver = NULL;
   if (opt_string(net, "driver", "network.driver", &driver, err)) return -1;
@@ -536,8 +627,8 @@ static int check_network(const cJSON *opts, ss_stack_model *m, ss_error *err) {
   if (o) {
     int ok = cJSON_IsObject(o);
     const cJSON *c;
-    if (ok) cJSON_ArrayForEach(c, o) ok &= cJSON_IsString(c);
-    if (!ok) return fail_option(err, "network.options", "%s must map names to strings%s", NULL);
+    if (ok) cJSON_ArrayForEach(c, o) ok &= cJSON_IsString(c) && c->string != NULL;
+    if (!ok) return ss_stack_fail_type(err, "network.options", "a table of names to strings", o);
   }
   return 0;
 }
@@ -545,13 +636,14 @@ static int check_network(const cJSON *opts, ss_stack_model *m, ss_error *err) {
 static int check_volumes(const cJSON *opts, ss_error *err) {
   const cJSON *vols = cJSON_GetObjectItemCaseSensitive(opts, "volumes");
   if (!vols) return 0;
-  if (!ss_is_list(vols)) return fail_option(err, "volumes", "%s must be a list of {name = ...}%s", NULL);
+  if (!ss_is_list(vols)) return ss_stack_fail_type(err, "volumes", "a list of {name = ...}", vols);
   const cJSON *v, *w;
   cJSON_ArrayForEach(v, vols) {
-    if (!cJSON_IsObject(v)) return fail_option(err, "volumes", "%s: each entry is a table%s", NULL);
+    if (!cJSON_IsObject(v)) return ss_stack_fail_type(err, "volumes", "a list of {name = ...}", v);
     if (check_keys(v, VOLUME_KEYS, "volumes", err)) return -1;
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(v, "name");
-    if (!cJSON_IsString(n)) return fail_option(err, "volumes", "%s: each entry needs a name%s", NULL);
+    if (n && !cJSON_IsString(n)) return ss_stack_fail_type(err, "volumes.name", "a string", n);
+    if (!n) return fail_option(err, "volumes", "%s: each entry needs a name%s", NULL);
     if (!dns_safe(n->valuestring)) return bad_name(err, "volumes", n->valuestring);
     for (w = v->next; w; w = w->next) {
       const cJSON *wn = cJSON_GetObjectItemCaseSensitive(w, "name");
@@ -573,8 +665,7 @@ static int check_session_token(const cJSON *opts, ss_error *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(opts, "session_token");
   if (!v) return 0;
   /* the message never quotes the value: it is a secret */
-  if (!cJSON_IsString(v))
-    return fail_option(err, "session_token", "%s must be a string%s", NULL);
+  if (!cJSON_IsString(v)) return ss_stack_fail_type(err, "session_token", "a string", v);
   size_t n = strlen(v->valuestring);
   int ok = n >= SS_TOKEN_MIN && n <= SS_TOKEN_MAX;
   for (size_t i = 0; ok && i < n; i++) {
@@ -595,8 +686,9 @@ static int check_scalars(const cJSON *opts, ss_error *err) {
   const cJSON *port = cJSON_GetObjectItemCaseSensitive(opts, "agent_port");
   if (!port)
     return fail_option(err, "agent_port", "%s is required: the port the agent listens on (1-65535)%s", NULL);
+  if (!cJSON_IsNumber(port)) return ss_stack_fail_type(err, "agent_port", "a port number", port);
   if (!port_ok(port)) return fail_got(err, "agent_port", "%s must be a number 1-65535%s", port);
-  static const char *const strings[] = {"image", "ready_path", "capture_path", "docker_host",
+  static const char *const strings[] = {"image", "capture_path", "docker_host",
                                         "sandbox_service", "forwarder_service", "forwarder_image",
                                         "project_name", "proxy_service", "api_key", "pull",
                                         "subnet_pool", "proxy_image", "proxy_upstream",
@@ -607,8 +699,12 @@ static int check_scalars(const cJSON *opts, ss_error *err) {
   if (opt_number(opts, "ready_timeout", 0.001, err) || opt_number(opts, "health_timeout", 0.001, err) ||
       opt_number(opts, "timeout", 0.001, err))
     return -1;
+  /* false: no HTTP wait (an agent that is not HTTP; a ready.<sandbox>.port or .log instead) */
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(opts, "ready_path");
-  if (v && v->valuestring[0] != '/') return fail_option(err, "ready_path", "%s must start with '/'%s", NULL);
+  if (v && !cJSON_IsFalse(v) && !cJSON_IsString(v))
+    return ss_stack_fail_type(err, "ready_path", "a path starting with '/', or false", v);
+  if (v && !cJSON_IsFalse(v) && v->valuestring[0] != '/')
+    return fail_got(err, "ready_path", "%s must be a path starting with '/', or false%s", v);
   v = cJSON_GetObjectItemCaseSensitive(opts, "capture_path");
   if (v && v->valuestring[0] != '/') return fail_option(err, "capture_path", "%s must be absolute%s", NULL);
   v = cJSON_GetObjectItemCaseSensitive(opts, "pull");
@@ -627,8 +723,13 @@ static int check_scalars(const cJSON *opts, ss_error *err) {
     }
   }
   if (check_session_token(opts, err)) return -1;
+  /* the added proxy's tables: their types before whether they apply (add_proxy) */
+  v = cJSON_GetObjectItemCaseSensitive(opts, "proxy_hosts");
+  if (v && !cJSON_IsObject(v)) return ss_stack_fail_type(err, "proxy_hosts", "a table of host names to addresses", v);
+  v = cJSON_GetObjectItemCaseSensitive(opts, "credentials");
+  if (v && !ss_is_list(v)) return ss_stack_fail_type(err, "credentials", "a list of credential tables", v);
   v = cJSON_GetObjectItemCaseSensitive(opts, "egress_policy");
-  if (v && !cJSON_IsObject(v)) return fail_option(err, "egress_policy", "%s must be a table%s", NULL);
+  if (v && !cJSON_IsObject(v)) return ss_stack_fail_type(err, "egress_policy", "a table", v);
   return 0;
 }
 
@@ -643,7 +744,8 @@ int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_mo
     return -1;
   }
   if (check_keys(opts, TOP_KEYS, "sandstack.docker.start", err)) return -1;
-  if (!session_key || !object_name_ok(session_key, 200)) return bad_name(err, "session_key", session_key ? session_key : "");
+  if (!session_key || !object_name_ok(session_key, 200))
+    return bad_object_name(err, "session_key", session_key ? session_key : "", 200);
   if (check_scalars(opts, err) || check_hardening(opts, m, err) || check_runtime(opts, m, err) ||
       check_network(opts, m, err) || check_volumes(opts, err))
     return -1;
@@ -654,7 +756,7 @@ int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_mo
   else snprintf(m->project, sizeof m->project, "sandstack-%s", session_key);
   /* 64 leaves room for "-<service>" within the engine's limits and keeps names readable */
   if (!object_name_ok(m->project, 64) || (v && strlen(v->valuestring) >= sizeof m->project))
-    return bad_name(err, "project_name", v ? v->valuestring : m->project);
+    return bad_object_name(err, "project_name", v ? v->valuestring : m->project, 64);
 
   v = cJSON_GetObjectItemCaseSensitive(opts, "sandbox_service");
   m->sandbox_name = v ? v->valuestring : "sandbox";
@@ -672,8 +774,7 @@ int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_mo
   m->forwarder_image = v ? v->valuestring : SS_DEFAULT_FORWARDER_IMAGE;
 
   const cJSON *services = cJSON_GetObjectItemCaseSensitive(opts, "services");
-  if (services && !ss_is_list(services))
-    return fail_option(err, "services", "%s must be a list of service tables%s", NULL);
+  if (services && !ss_is_list(services)) return ss_stack_fail_type(err, "services", "a list of service tables", services);
   const cJSON *spec;
   if (cJSON_IsArray(services))
     cJSON_ArrayForEach(spec, services) if (check_service(opts, spec, m, err)) return -1;
@@ -725,7 +826,9 @@ int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_mo
     m->svc[p].port = (int)port->valuedouble;
     m->proxy_idx = p;
   }
-  if (ss_stack_check_credentials(opts, m, err) || ss_stack_mint_placeholders(m, err)) return -1;
+  if (ss_stack_check_credentials(opts, m, err) || ss_stack_check_ports(opts, m, err) ||
+      ss_stack_mint_placeholders(m, err))
+    return -1;
   return ss_stack_check_inspection(opts, m, err);
 }
 

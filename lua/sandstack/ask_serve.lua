@@ -15,6 +15,7 @@ function M.pass(list, answer, on_ask)
   local n = 0
   for _, a in ipairs(asks) do
     local ok, decision, opts = pcall(on_ask, a)
+    if not ok and E.interrupted(decision) then error(decision, 0) end
     if ok and (decision == "allow" or decision == "deny") then
       opts = type(opts) == "table" and opts or {}
       local r, aerr = answer(a.id, decision, { remember = opts.remember, reason = opts.reason, by = opts.by or "on_ask" })
@@ -27,16 +28,20 @@ function M.pass(list, answer, on_ask)
   return n
 end
 
-local SERVE_KEYS = { on_ask = true, interval = true }
+local SERVE_KEYS = { on_ask = "function",
+  interval = { "number", min = 0.01, says = "a number of seconds >= 0.01", wanted = "a number of seconds" } }
 
 -- h:serve(seconds, { on_ask =, interval = 0.25 }): answers asks for `seconds` (once when 0).
 -- Returns { answered = n }, or nil, err at the first error that is not an ask gone meanwhile.
 function M.serve(h, seconds, opts)
-  opts = E.check_keys(opts, SERVE_KEYS, "serve")
-  if type(opts.on_ask) ~= "function" then error("serve: on_ask must be a function(ask) returning \"allow\" or \"deny\"", 3) end
-  if type(seconds) ~= "number" or seconds < 0 then error("serve: seconds must be a number >= 0", 3) end
+  local err
+  opts, err = E.options(opts, SERVE_KEYS, "serve")
+  if not opts then return nil, err end
+  if opts.on_ask == nil then E.raise('serve: option \'on_ask\' must be a function(ask) returning "allow" or "deny", got nil') end
+  E.want(seconds, "number", "serve", "argument 'seconds'", "a number of seconds")
+  if seconds == nil then E.raise("serve: argument 'seconds' must be a number of seconds, got nil") end
+  if not (seconds >= 0) then return E.refuse("serve", "argument 'seconds'", "must be a number of seconds >= 0") end
   local interval = opts.interval or 0.25
-  if type(interval) ~= "number" or interval < 0.01 then error("serve: interval must be a number >= 0.01", 3) end
   local stop, answered = A.now() + seconds, 0
   repeat
     local t0 = A.now()

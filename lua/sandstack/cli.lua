@@ -13,7 +13,8 @@ local M = {}
 
 local FOOTER = [[
 Every command takes --help. A stack is named by its session key or its project name.
-Exit codes: 0 ok, 1 failure, 2 usage error. Errors are one line: sandstack: <kind>: <message>.
+Exit codes: 0 ok, 1 failure, 2 usage error, 130 interrupted (Ctrl-C). Errors are one line:
+sandstack: <kind>: <message>.
 The engine is $DOCKER_HOST or unix:///var/run/docker.sock.]]
 
 -- The command modules: name -> module, and the names in listing order.
@@ -56,7 +57,7 @@ function M.help_text(name, mod)
   if mod.json then lines[#lines + 1] = "  --json       print one JSON document (its schema: docs/cli.md)" end
   lines[#lines + 1] = "  -h, --help   show this help"
   lines[#lines + 1] = ""
-  lines[#lines + 1] = "Exit codes: 0 ok, 1 failure, 2 usage error."
+  lines[#lines + 1] = "Exit codes: 0 ok, 1 failure, 2 usage error, 130 interrupted (Ctrl-C)."
   return table.concat(lines, "\n") .. "\n"
 end
 
@@ -111,16 +112,33 @@ local function dispatch(ctx, argv)
   return mod.run(ctx, args, opts)
 end
 
+-- The line of an interruption (Ctrl-C): what a start that was stopped says it rolled back, or
+-- that the command stopped where it was.
+local function interrupted(e)
+  local okc, core = pcall(require, "sandstack.core")
+  if okc and core.is_error(e) then return tostring(e) end
+  return "interrupted: the command was stopped (Ctrl-C)"
+end
+
+-- Exit code of an interruption: 128 + SIGINT, as a shell reports a command Ctrl-C ended.
+M.INTERRUPTED = 130
+
 function M.main(argv, o, e)
   local ctx = kit.context(o or io.stdout, e or io.stderr)
   local dbg = os.getenv("SANDSTACK_DEBUG")
+  local stopped = false
   local ok, code = xpcall(dispatch, function(err)
+    local okE, E = pcall(require, "sandstack.error")
+    if okE and E.interrupted(err) then
+      stopped = true
+      return interrupted(err)
+    end
     if dbg and dbg ~= "" and dbg ~= "0" then return raised(err) .. "\n" .. debug.traceback() end
     return raised(err)
   end, ctx, argv or {})
   if ok then return type(code) == "number" and code or 1 end
   ctx.err:write("sandstack: ", tostring(code), "\n")
-  return 1
+  return stopped and M.INTERRUPTED or 1
 end
 
 return M

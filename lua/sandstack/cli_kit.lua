@@ -110,21 +110,40 @@ function M.isatty(fd)
   return r == true or r == 0
 end
 
+-- What a rollback removed, as "2 containers, 2 networks", or nil when it had nothing to remove.
+local function removed(ev)
+  local parts = {}
+  for _, k in ipairs { "containers", "networks", "volumes", "services", "overlays" } do
+    local n = tonumber(ev[k]) or 0
+    if n > 0 then parts[#parts + 1] = ("%d %s"):format(n, n == 1 and k:sub(1, -2) or k) end
+  end
+  return #parts > 0 and table.concat(parts, ", ") or nil
+end
+
 -- Progress of a start: one line per service redrawn in place on a terminal, plain lines
 -- otherwise. A wait names what it waits for (the port and path of readiness, a healthcheck).
+-- A failure is not a progress line (the error line after it says what failed), and a rollback
+-- is one only when it removed something: a start refused before it made anything says so in
+-- its error alone.
 function M.progress(out, tty)
   local order, state, drawn = {}, {}, 0
   return function(ev)
+    if ev.phase == "failed" then return end
+    local gone = ev.phase == "rolled_back" and removed(ev)
+    if ev.phase == "rolled_back" and not gone and not ev.error then return end
     local svc = ev.service or (ev.network and "network") or (ev.volume and "volume") or ev.phase
     local what = tostring(ev.phase):gsub("_", " ")
+    if gone then what = "rolled back: removed " .. gone end
+    if ev.error then what = what .. "; left: " .. tostring(ev.error.message or ev.error) end
     if ev.network then what = what .. " " .. ev.network end
     if ev.volume then what = what .. " " .. ev.volume end
     if ev.port then what = what .. " on port " .. ev.port end
     if ev.path then what = what .. " for GET " .. ev.path .. " 2xx" end
     if ev.agent_port then what = what .. " from the agent's port " .. ev.agent_port end
     if ev.timeout then what = what .. (" (up to %gs)"):format(ev.timeout) end
-    if not tty then
+    if not tty then -- a line as it happens, also into a pipe or a file
       out:write(("%7.2fs %-12s %s\n"):format(ev.elapsed or 0, svc, what))
+      if out.flush then out:flush() end
       return
     end
     if not state[svc] then order[#order + 1] = svc end

@@ -1,6 +1,7 @@
 -- What the commands of a session over time share (lua/sandstack/cli/pause.lua, resume,
 -- hibernate, wake, snapshot, fork; docs/lifecycle.md): the handle on the stack a NAME names,
--- rebuilt from the record sandstack.docker.start keeps on the engine (sandstack.docker.open).
+-- rebuilt from the record sandstack.docker.start or a warm pool's claim keeps on the engine
+-- (sandstack.docker.open).
 local M = {}
 
 -- open(ctx, args, extra) -> stack handle | nil, exit code (after the error line). extra: how

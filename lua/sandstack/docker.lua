@@ -42,10 +42,14 @@ M.list = inventory.list
 function M.reap(opts) return session.reap(opts, inventory.reap) end
 
 -- sandstack.docker.down(project, opts): removes one project by name, without a handle.
-local DOWN_KEYS = { docker_host = true, timeout = true }
+local DOWN_KEYS = { docker_host = "string", timeout = E.SECONDS }
 function M.down(project, opts)
-  if type(project) ~= "string" then error("sandstack.docker.down: project must be a string", 2) end
-  return inventory.down(project, E.check_keys(opts, DOWN_KEYS, "sandstack.docker.down"))
+  E.want(project, "string", "sandstack.docker.down", "argument 'project'")
+  if project == nil then E.raise("sandstack.docker.down: argument 'project' must be a string, got nil") end
+  local err
+  opts, err = E.options(opts, DOWN_KEYS, "sandstack.docker.down")
+  if not opts then return nil, err end
+  return inventory.down(project, opts)
 end
 
 -- sandstack.docker.build_images{...}: the default proxy and forwarder images, built locally (docker/images.lua).

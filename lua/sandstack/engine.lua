@@ -43,13 +43,16 @@ engine_mt.__tostring = function(self)
 end
 
 -- The transport settings from the options and the environment (raises on bad options).
-local function config(opts, level)
-  level = level + 1
+local function config(opts)
   local host = opts.host
-  if host ~= nil and type(host) ~= "string" then error("sandstack.engine: option 'host' must be a string", level) end
+  E.want(host, "string", "sandstack.engine", "host")
   host = host or O.nonempty(os.getenv("DOCKER_HOST")) or "unix:///var/run/docker.sock"
   if opts.tls ~= nil and type(opts.tls) ~= "table" and opts.tls ~= false then
-    error("sandstack.engine: option 'tls' must be a table or false", level)
+    E.raise("sandstack.engine: option 'tls' must be a table or false, got " .. type(opts.tls))
+  end
+  if type(opts.tls) == "table" then
+    for _, k in ipairs { "ca", "cert", "key" } do E.want(opts.tls[k], "string", "sandstack.engine tls", k) end
+    E.want(opts.tls.verify, "boolean", "sandstack.engine tls", "verify")
   end
   local cfg = { host = host }
   local tls = O.tls_config(opts.tls)
@@ -60,18 +63,19 @@ local function config(opts, level)
 end
 
 -- The client from options already checked (the public constructor's, or a caller's own table
--- such as the stack start's, made from options the stack model checked). level: where an
--- argument error is raised, as error() counts it from connect's caller.
-local function connect(opts, level)
-  level = level + 1
-  O.check_number(opts.timeout, "sandstack.engine", "timeout", level)
-  O.check_number(opts.max_bytes, "sandstack.engine", "max_bytes", level)
-  local pinned = opts.api_version
-  if pinned == nil then pinned = O.nonempty(os.getenv("DOCKER_API_VERSION")) end
-  if pinned ~= nil and (type(pinned) ~= "string" or not pinned:match("^%d+%.%d+$")) then
-    error("sandstack.engine: option 'api_version' must be a string like \"1.41\"", level)
+-- such as the stack start's, made from options the stack model checked). A wrong type raises
+-- at the caller; a refused value is nil, err.
+local function connect(opts)
+  for _, k in ipairs { "timeout", "max_bytes" } do
+    local ok, err = O.check_number(opts[k], "sandstack.engine", k)
+    if not ok then return nil, err end
   end
-  local cfg = config(opts, level)
+  local pinned = E.want(opts.api_version, "string", "sandstack.engine", "api_version", 'a string like "1.41"')
+  if pinned == nil then pinned = O.nonempty(os.getenv("DOCKER_API_VERSION")) end
+  if pinned ~= nil and not pinned:match("^%d+%.%d+$") then
+    return E.refuse("sandstack.engine", "api_version", 'must be major.minor, like "1.41" (from the option or $DOCKER_API_VERSION)')
+  end
+  local cfg = config(opts)
   local timeout = opts.timeout or M.DEFAULT_TIMEOUT
   -- Unless pinned, the version is negotiated in the same call (csrc/lua/engine.c): unversioned
   -- /version runs at the daemon's maximum; its ApiVersion is that maximum (never
@@ -88,13 +92,13 @@ end
 function M.new(opts)
   opts = E.check_keys(opts, NEW_KEYS, "sandstack.engine")
   if type(opts.tls) == "table" then E.check_keys(opts.tls, TLS_KEYS, "sandstack.engine tls") end
-  local eng, err = connect(opts, 2)
+  local eng, err = connect(opts)
   return eng, err
 end
 
 -- Internal (sandstack.docker): a client from a table the caller made and checked itself.
 function M.connect(opts)
-  local eng, err = connect(opts, 2)
+  local eng, err = connect(opts)
   return eng, err
 end
 

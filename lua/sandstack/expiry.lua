@@ -31,18 +31,28 @@ M.SET = "io.sandstack.expiry_set" -- present on whatever carries a mark
 
 function M.now() return os.time() end
 
--- Checks ttl, idle_timeout and on_expiry (raises at the caller's caller on a wrong type or value).
+-- A number of seconds above 0: true, or nil, err (compose/invalid_option); a wrong type raises
+-- at the caller (docs/api/README.md, "Conventions"). name: an option's, or "argument 'x'".
+function M.check_seconds(v, what, name)
+  local E = require "sandstack.error"
+  E.want(v, "number", what, name, "a number of seconds")
+  if v ~= nil and (v ~= v or v <= 0 or v == math.huge) then
+    return E.refuse(what, name, "must be a number of seconds above 0", "compose")
+  end
+  return true
+end
+
+-- Checks ttl, idle_timeout and on_expiry as M.check_seconds does: true, or nil, err.
 function M.check(ttl, idle, on_expiry, what)
-  local function secs(v, k)
-    if v ~= nil and (type(v) ~= "number" or v ~= v or v <= 0 or v == math.huge) then
-      error(what .. ": option '" .. k .. "' must be a number of seconds > 0", 4)
-    end
-  end
-  secs(ttl, "ttl")
-  secs(idle, "idle_timeout")
+  local E = require "sandstack.error"
+  local ok, err = M.check_seconds(ttl, what, "ttl")
+  if ok then ok, err = M.check_seconds(idle, what, "idle_timeout") end
+  if not ok then return nil, err end
+  E.want(on_expiry, "string", what, "on_expiry", '"destroy" or "hibernate"')
   if on_expiry ~= nil and not M.ON_EXPIRY[on_expiry] then
-    error(what .. ": option 'on_expiry' must be \"destroy\" or \"hibernate\"", 4)
+    return E.refuse(what, "on_expiry", 'must be "destroy" or "hibernate"', "compose")
   end
+  return true
 end
 
 local function label_value(v) return v and ("%.0f"):format(v) or "" end
@@ -181,7 +191,15 @@ function M.start(session_key, opts, keys, plain, after)
   for k, v in pairs(opts) do if not keys[k] then clean[k] = v end end
   local stack, err = plain(session_key, clean)
   if not stack then return nil, err end
-  local ok; ok, err = after(stack, clean)
+  local done, ok
+  done, ok, err = pcall(after, stack, clean)
+  if not done then -- a raise (Ctrl-C, most likely): the stack goes, then the raise goes on
+    local left = select(2, stack:destroy())
+    stack:close()
+    local E = require "sandstack.error"
+    if E.interrupted(ok) then error(require("sandstack.stack.steps").interrupted(stack.project, left), 0) end
+    error(ok, 0)
+  end
   if not ok then
     stack:destroy()
     stack:close()

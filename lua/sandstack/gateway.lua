@@ -68,6 +68,7 @@ G.run, G.run_in = run, run_in
 
 local function failure_status(err)
   if err.kind == "busy" then ngx.header["Retry-After"] = "1"; return 503 end
+  if err.kind == "limit" then return 429 end -- a snapshot quota (gateway/snapshot_quota.lua)
   if err.kind == "timeout" then return 504 end
   return 502
 end
@@ -110,16 +111,20 @@ local function pool_options()
   return { name = conf.project_prefix .. "pool", size = conf.pool.size, max = conf.pool.max, stack = conf.stack }
 end
 
--- destroy(key, entry, reason) -> true | nil, err: used by DELETE and by expiry.
+-- destroy(key, entry, reason) -> true | nil, err: used by DELETE and by expiry. The session's
+-- snapshots go with it, but the kept ones (gateway/snapshots.lua).
 function G.destroy(key, entry, reason)
   local dict, mdict = dicts()
   local marked, merr = S.mark(dict, key, entry, "stopping")
   if not marked then return nil, { kind = "gateway", message = "session table: " .. tostring(merr) } end
-  local ok, err = run("destroy", entry.record)
+  local ok, err = run("destroy", entry.record, require("sandstack.gateway.snapshots").owner(G, entry))
   if not ok then
     S.ready(dict, key, entry)
     metrics.failure(mdict, err.kind)
     return nil, err
+  end
+  if err.snapshots_left then
+    ngx.log(ngx.WARN, "sandstack gateway: snapshots of ", key, " left for the sweep: ", err.snapshots_left)
   end
   S.remove(dict, key, entry)
   limits.release(dict, entry.tenant)
@@ -170,8 +175,12 @@ function DOCKER.create(_, tenant, key, fork_from, console)
     fork_from = fork_from }
   local t0 = ngx.now()
   local started, res
+  local snapshots = require "sandstack.gateway.snapshots"
   if conf.pool and not fork_from then
     started, res = run("acquire", sid, pool_options(), meta)
+  elseif fork_from then -- the fork's snapshot is the child's, within the tenant's quota
+    meta.snapshot_quota = snapshots.quota(G, tenant.name)
+    started, res = snapshots.locked(G, tenant.name, run, "start", sid, stack_options(tenant.name, key), meta)
   else
     started, res = run("start", sid, stack_options(tenant.name, key), meta)
   end
@@ -180,7 +189,9 @@ function DOCKER.create(_, tenant, key, fork_from, console)
     S.remove(dict, sid, entry)
     limits.release(dict, tenant.name)
     metrics.failure(mdict, res.kind)
-    return fail(failure_status(res), res.kind or "gateway", res.message or "start failed", { reason = res.reason })
+    local message = res.message or "start failed"
+    if console then message = require("sandstack.gateway.console").scrub(conf, message) end -- no project to a browser
+    return fail(failure_status(res), res.kind or "gateway", message, { reason = res.reason })
   end
   local how = conf.pool and "pool" or "cold"
   metrics.observe(mdict, conf.pool and "sandstack_gateway_acquire_seconds" or "sandstack_gateway_start_seconds",
@@ -194,7 +205,7 @@ function DOCKER.create(_, tenant, key, fork_from, console)
   entry.record = res
   local stored, serr = S.ready(dict, sid, entry)
   if not stored then
-    run("destroy", res) -- nowhere to keep it: do not leak the stack
+    run("destroy", res, snapshots.owner(G, entry)) -- nowhere to keep it: do not leak the stack (or its fork's snapshot)
     S.remove(dict, sid, entry)
     limits.release(dict, tenant.name)
     return fail(503, "gateway", "cannot keep the session: " .. tostring(serr))
@@ -357,11 +368,7 @@ function DOCKER.route(_, force_refresh)
   local verb = not force_refresh and ngx.req.get_method() == "POST"
     and require("sandstack.gateway.lifecycle").verb(ngx.var.sandstack_path)
   local tenant = verb and tenant_of_request()
-  if tenant then
-    local arg = verb == "hibernate" and tonumber(ngx.var.arg_timeout) or verb == "snapshot" and ngx.var.arg_name
-      or verb == "fork" and ngx.var.arg_key or nil
-    return lifecycle(tenant, key, verb, arg)
-  end
+  if tenant then return lifecycle(tenant, key, verb, require("sandstack.gateway.lifecycle").arg(verb)) end
   local sid, entry = session_of_secret(key)
   if not sid then return entry end -- the answer was sent
   ngx.var.sandstack_sid = sid
@@ -392,9 +399,11 @@ function M.route() return G.backend.route(G, false) end
 -- access of the named location nginx jumps to when connecting failed: the port re-read once.
 function M.reroute() return G.backend.route(G, true) end
 
--- log phase of the proxied locations: a request that was let through has ended.
+-- log phase of the proxied and console locations: a request that was let through has ended,
+-- and a stream's places are given back (gateway/streams.lua).
 function M.done()
   if ngx.var.sandstack_open == "1" then S.closed(dicts(), ngx.var.sandstack_sid) end
+  require("sandstack.gateway.streams").done()
 end
 
 function M.health()
@@ -402,6 +411,12 @@ function M.health()
   if not ok then return fail(failure_status(res), res.kind or "gateway", res.message or "health check failed") end
   res.node = conf.name
   return reply(200, res)
+end
+
+-- GET /openapi.json: the API as OpenAPI 3.1 (gateway/openapi.lua), for generated clients.
+function M.openapi()
+  ngx.header["Content-Type"] = "application/json"
+  ngx.say(require("sandstack.gateway.openapi").json(conf))
 end
 
 function M.metrics()
@@ -424,7 +439,8 @@ local function refill(premature)
   dict:delete("lock:fill")
   if not ok then
     metrics.failure(mdict, st.kind)
-    ngx.log(ngx.ERR, "sandstack gateway: pool fill: ", tostring(st.message))
+    -- every thread-pool VM busy serving requests: the next refill fills, so not an error
+    ngx.log(st.kind == "busy" and ngx.WARN or ngx.ERR, "sandstack gateway: pool fill: ", tostring(st.message))
     return
   end
   for _, s in ipairs { "ready", "starting", "in_use", "failed" } do metrics.gauge(mdict, "pool_" .. s, st[s] or 0) end
@@ -449,6 +465,12 @@ function DOCKER.start_worker()
     ngx.timer.at(0, refill)
     ngx.timer.every(conf.pool.interval, refill)
   end
+end
+
+-- content of /snapshots[/<id>]: a tenant's snapshots (gateway/snapshots.lua).
+function M.snapshots()
+  dicts()
+  return require("sandstack.gateway.snapshots").api(G)
 end
 
 -- content of /console/api/...: the operator's console (gateway/console.lua).

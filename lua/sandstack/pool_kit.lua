@@ -64,14 +64,46 @@ function M.run_bounded(width, n, job, stop_on_error)
   return out, crash
 end
 
-function M.check_width(width, what)
-  if type(width) ~= "number" or width ~= math.floor(width) or width < 1 or width > MAX_CONCURRENCY then
-    error(what .. ": concurrency must be a whole number from 1 to " .. MAX_CONCURRENCY, 3)
+-- The options of both backends' pools (docs/api/docker.md): a wrong type raises at the caller,
+-- a refused value is nil, err (docs/api/README.md, "Conventions").
+M.CONCURRENCY = { "number", min = 1, max = MAX_CONCURRENCY, whole = true, says = "a whole number from 1 to 16",
+  wanted = "a whole number" }
+M.POOL_KEYS = { name = "string", size = E.COUNT0, max = E.COUNT1, stack = "table", on_event = "function",
+  concurrency = M.CONCURRENCY }
+M.SERVE_KEYS = { target_idle = E.COUNT0, max = E.COUNT1, concurrency = M.CONCURRENCY, on_ask = "function",
+  interval = { "number", min = 0.1, says = "a number of seconds >= 0.1", wanted = "a number of seconds" } }
+
+-- sandstack.docker.pool's and sandstack.swarm.pool's options -> opts | nil, err (compose)
+function M.pool_options(opts, what)
+  E.want(opts, "table", what, "argument 'opts'", "an options table")
+  if opts == nil then E.raise(what .. ": argument 'opts' must be an options table, got nil") end
+  local err
+  opts, err = E.options(opts, M.POOL_KEYS, what, "compose")
+  if not opts then return nil, err end
+  if opts.name == nil then E.raise(what .. ": option 'name' must be a string, got nil") end
+  if opts.stack == nil then E.raise(what .. ": option 'stack' must be a table of start options, got nil") end
+  if (opts.max or math.max(opts.size or 0, 1)) < (opts.size or 0) then
+    return E.refuse(what, "max", "must be at least size", "compose")
   end
+  return opts
+end
+
+-- pool:serve's options with the pool's defaults -> { target_idle =, max =, interval =,
+-- concurrency =, on_ask = } | nil, err
+function M.serve_options(self, opts)
+  local err
+  opts, err = E.options(opts, M.SERVE_KEYS, "pool:serve")
+  if not opts then return nil, err end
+  local target = opts.target_idle or self.size
+  local max = opts.max or math.max(self.max, target)
+  if max < target then return E.refuse("pool:serve", "max", "must be at least target_idle") end
+  return { target_idle = target, max = max, interval = opts.interval or 5, concurrency = opts.concurrency or self.concurrency,
+    on_ask = opts.on_ask }
 end
 
 
 function M.check_session_key(session_key)
+  E.want(session_key, "string", "pool:acquire", "argument 'session_key'")
   if type(session_key) ~= "string" or not session_key:match("^%w[%w_.%-]*$") or #session_key > 200 then
     return E.fail("compose", "invalid_name", "pool: session_key must be a valid name", { option = "session_key" })
   end
@@ -80,7 +112,7 @@ end
 
 function M.check_overrides(self, overrides)
   local pool_stack, slots = self.stack, self.slots
-  if overrides ~= nil and type(overrides) ~= "table" then error("pool:acquire: overrides must be a table", 3) end
+  E.want(overrides, "table", "pool:acquire", "argument 'overrides'", "a table of start options")
   local hooks = {}
   for k, v in pairs(overrides or {}) do
     if not M.ACQUIRE_OVERRIDES[k] then
@@ -107,7 +139,7 @@ function M.check_overrides(self, overrides)
   if hooks.egress_policy ~= nil then -- a policy the proxy would refuse is refused before a stack is claimed
     local policy = require "sandstack.policy"
     if not policy.is_policy(hooks.egress_policy) then
-      if type(hooks.egress_policy) ~= "table" then error("pool:acquire: egress_policy must be a policy table", 3) end
+      E.want(hooks.egress_policy, "table", "pool:acquire", "egress_policy", "a policy table")
       local _, perr = policy.compile(hooks.egress_policy)
       if perr then return E.fail("invalid", "invalid_policy", "pool: egress_policy: " .. tostring(perr.message), { rule = perr.rule }) end
     end
@@ -145,7 +177,8 @@ end
 -- (the fill's own scheduler). Returns {[i] = {stack =, err =, seconds =}} in the order of keys;
 -- seconds counts from the call.
 function M.acquire_many(self, keys, overrides)
-  if type(keys) ~= "table" then error("pool:acquire_many: keys must be a list", 2) end
+  E.want(keys, "table", "pool:acquire_many", "argument 'keys'", "a list of session keys")
+  if keys == nil then E.raise("pool:acquire_many: argument 'keys' must be a list of session keys, got nil") end
   for _, key in ipairs(keys) do
     local ok, err = M.check_session_key(key)
     if not ok then return nil, err end
@@ -238,12 +271,13 @@ end
 -- processes, by self:status()), never more than `max` in the pool (in use included), up to
 -- `concurrency` at once (default: the pool's, 4; at most 16). After the first error no new start
 -- begins; the ones running finish. Returns the number started, or nil, the first error and it.
-local FILL_KEYS = { concurrency = true }
+local FILL_KEYS = { concurrency = M.CONCURRENCY }
 function M.fill(self, opts)
-  opts = E.check_keys(opts, FILL_KEYS, "pool:fill")
+  local err
+  opts, err = E.options(opts, FILL_KEYS, "pool:fill")
+  if not opts then return nil, err end
   local width = opts.concurrency or self.concurrency
-  M.check_width(width, "pool:fill")
-  local st, err = self:status()
+  local st; st, err = self:status()
   if not st then return nil, err end
   local live = st.ready + st.starting + st.in_use
   return M.start_many(self, math.min(self.size - st.ready - st.starting, self.max - live), width)

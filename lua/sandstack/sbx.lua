@@ -31,27 +31,29 @@ M.defaults = {
 local Backend = {}
 Backend.__index = Backend
 
-local acquire_keys = { conversation = true, key = true, kind = true, image = true, image_id = true, egress = true,
-  egress_allow = true, work_dir = true }
+local acquire_keys = { conversation = "string", key = "string", kind = "string", image = "string", image_id = "string",
+  egress = "string", egress_allow = "table", work_dir = "string" }
 
 function Backend:acquire(opts)
   cli.live(self)
-  if type(opts) ~= "table" then error("acquire: options table required", 2) end
-  return create.acquire(self, E.check_keys(opts, acquire_keys, "acquire"))
+  E.want(opts, "table", "acquire", "argument 'opts'", "an options table")
+  if opts == nil then E.raise("acquire: argument 'opts' must be an options table { conversation =, key = }, got nil") end
+  return create.acquire(self, E.options(opts, acquire_keys, "acquire"))
 end
 
 -- dispose{conversation =, key =}: every kind of one key. dispose_scope(conversation): all of it.
 function Backend:dispose(key)
   cli.live(self)
   if type(key) ~= "table" or type(key.conversation) ~= "string" or type(key.key) ~= "string" then
-    error("dispose: expects { conversation = , key = }", 2)
+    E.raise("dispose: argument must be { conversation = <string>, key = <string> }")
   end
   return dispose.prefix(self, records.key_prefix(self, key.conversation, key.key))
 end
 
 function Backend:dispose_scope(conversation)
   cli.live(self)
-  if type(conversation) ~= "string" or conversation == "" then error("dispose_scope: conversation string required", 2) end
+  E.want(conversation, "string", "dispose_scope", "argument 'conversation'")
+  if conversation == nil or conversation == "" then E.raise("dispose_scope: argument 'conversation' must be a non-empty string") end
   return dispose.prefix(self, records.scope_prefix(self, conversation))
 end
 
@@ -76,7 +78,7 @@ function M.backend(opts)
   if opts.storage_base ~= nil then
     local parent, perr = create.validate_work_dir(opts.storage_base)
     if not parent then
-      perr.reason, perr.option = "option", "storage_base"
+      perr.reason, perr.option = "invalid_option", "storage_base"
       perr.message = "sbx.backend: storage_base: " .. perr.message
       return nil, perr
     end
@@ -86,8 +88,8 @@ function M.backend(opts)
   for k, v in pairs(opts) do self[k] = v end
   self.sbx_path = opts.sbx_path or os.getenv("SANDSTACK_SBX_PATH") or "sbx"
   self.workspace_root = opts.workspace_root or records.default_workspace_root()
-  if type(self.name_prefix) ~= "string" or not self.name_prefix:match("^[A-Za-z0-9][A-Za-z0-9.+-]*$") then
-    error("sbx.backend: name_prefix may hold letters, numbers, '-', '.' and '+' only", 2)
+  if not self.name_prefix:match("^[A-Za-z0-9][A-Za-z0-9.+-]*$") then
+    return E.refuse("sbx.backend", "name_prefix", "may hold letters, digits, '-', '.' and '+' only")
   end
   local ok, err = records.mkdir_p(self.workspace_root)
   if not ok then return nil, err end

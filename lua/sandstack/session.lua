@@ -10,11 +10,11 @@ local M = {}
 -- Every method a session handle has, in the order docs/session.md describes them.
 M.METHODS = {
   -- commands and processes
-  "exec", "spawn",
+  "exec", "spawn", "processes", "attach",
   -- files
   "read", "write", "list", "stat", "remove", "upload", "download",
   -- observing
-  "logs", "stats",
+  "logs", "stats", "ports",
   -- lifecycle
   "pause", "resume", "hibernate", "snapshot", "fork", "changes", "set_timeout", "expires",
   "stop", "start", "restart",
@@ -29,16 +29,17 @@ for _, m in ipairs(M.METHODS) do KNOWN[m] = true end
 M.KNOWN = KNOWN
 
 -- The argv of a command as every backend's exec takes it: a non-empty list of strings, or one
--- string that /bin/sh -c runs. A wrong one raises at `level` (as error() counts it from here).
-function M.command_argv(cmd, level)
-  level = (level or 2) + 1
+-- string that /bin/sh -c runs. A wrong one raises at the caller (sandstack.error).
+function M.command_argv(cmd)
   if type(cmd) == "string" then
-    if cmd == "" then error("exec: the command string is empty", level) end
+    if cmd == "" then E.raise("exec: the command string is empty") end
     return { "/bin/sh", "-c", cmd }
   end
-  if type(cmd) ~= "table" or #cmd == 0 then error("exec: argv must be a non-empty list of strings or a string", level) end
+  if type(cmd) ~= "table" or #cmd == 0 then
+    E.raise("exec: argument 'cmd' must be a non-empty list of strings or a string, got " .. type(cmd))
+  end
   for i, a in ipairs(cmd) do
-    if type(a) ~= "string" then error("exec: argv[" .. i .. "] is not a string", level) end
+    if type(a) ~= "string" then E.raise("exec: argv[" .. i .. "] is not a string") end
   end
   return cmd
 end

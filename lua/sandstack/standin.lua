@@ -4,8 +4,11 @@
 -- the internet, it can answer only traffic that was NATed to the host's end (198.51.100.1): a
 -- packet from a container address gets no route back. A TCP listener inside answers with a
 -- fixed line, so a probe can tell it from anything else. Needs root, iproute2, socat and bash.
+-- With opts.within = "A.B.0.0/16" (a private range) it takes a free /30 of that /16 instead: a
+-- lab service at a private address, to try allow_private with (design/proxy.md, "A local stand-in").
 --   local standin = require "sandstack.standin"
 --   local addr, err = standin.up(name, port)   -- "198.51.100.2"
+--   local lab = standin.up(name, port, { within = "10.213.0.0/16" })   -- e.g. "10.213.41.6"
 --   standin.down(name)
 -- spec/support/inet_standin.sh runs the same script from a shell.
 local M = {}
@@ -19,13 +22,32 @@ short=$(printf '%s' "$name" | md5sum | cut -c1-8)
 host_if="si${short}h" ns_if="si${short}n"
 case "$cmd" in
   up)
-    port=${3:?port}
+    port=${3:?port} within=${4:-}
     ip netns add "$name"
     ip link add "$host_if" type veth peer name "$ns_if"
     ip link set "$ns_if" netns "$name"
-    ip addr add 198.51.100.1/30 dev "$host_if"
-    ip link set "$host_if" up
-    ip netns exec "$name" ip addr add 198.51.100.2/30 dev "$ns_if"
+    a_host=198.51.100.1 a_ns=198.51.100.2
+    ip link set "$host_if" up # (a route through a device that is down is refused)
+    if [ -z "$within" ]; then
+      ip addr add "$a_host/30" dev "$host_if"
+    else
+      # a /30 of the /16 "A.B" that no route covers or lies in (an engine's network, another
+      # stand-in); the route itself is the claim, which a concurrent run cannot also make
+      a_host=
+      for _ in $(seq 1 64); do
+        n=$(( (RANDOM * 32768 + RANDOM) % 16384 * 4 ))
+        net="$within.$((n / 256)).$((n % 256))"
+        [ -z "$(ip -4 route show match "$net/30" | grep -v '^default')$(ip -4 route show root "$net/30")" ] || continue
+        ip addr add "$within.$((n / 256)).$((n % 256 + 1))/30" dev "$host_if" noprefixroute
+        if ip route add "$net/30" dev "$host_if" src "$within.$((n / 256)).$((n % 256 + 1))" 2>/dev/null; then
+          a_host=$within.$((n / 256)).$((n % 256 + 1)) a_ns=$within.$((n / 256)).$((n % 256 + 2))
+          break
+        fi
+        ip addr del "$within.$((n / 256)).$((n % 256 + 1))/30" dev "$host_if"
+      done
+      [ -n "$a_host" ] || { echo "no free /30 in $within.0.0/16" >&2; exit 1; }
+    fi
+    ip netns exec "$name" ip addr add "$a_ns/30" dev "$ns_if"
     ip netns exec "$name" ip link set "$ns_if" up
     ip netns exec "$name" ip link set lo up
     # the listener answers with a fixed line, so a test can tell it from anything else
@@ -36,7 +58,7 @@ case "$cmd" in
       ip netns exec "$name" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null && break
       sleep 0.1
     done
-    echo 198.51.100.2 ;;
+    echo "$a_ns" ;;
   down)
     if [ -f "/run/sandstack-standin-$name.pid" ]; then
       kill "$(cat "/run/sandstack-standin-$name.pid")" 2>/dev/null || true
@@ -44,7 +66,7 @@ case "$cmd" in
     fi
     ip link del "$host_if" 2>/dev/null || true
     ip netns del "$name" 2>/dev/null || true ;;
-  *) echo "usage: $0 up NAME PORT | down NAME" >&2; exit 2 ;;
+  *) echo "usage: $0 up NAME PORT [A.B] | down NAME" >&2; exit 2 ;;
 esac
 ]=]
 
@@ -58,14 +80,19 @@ local function run(args)
 end
 
 -- Brings the stand-in up as network namespace `name`, listening on port. Returns its address,
--- or nil and the script's output (then whatever it made is removed again).
-function M.up(name, port)
-  local ok, out = run(("up %s %d"):format(q(name), port))
-  if not ok or not out:find(M.ADDR, 1, true) then
+-- or nil and the script's output (then whatever it made is removed again). opts.within: a /16
+-- of a private range ("10.213.0.0/16") to take the address from instead of 198.51.100.0/30.
+function M.up(name, port, opts)
+  local within = opts and opts.within
+  local ab = within and within:match("^(%d+%.%d+)%.0%.0/16$")
+  if within and not ab then return nil, "within must be a /16 written A.B.0.0/16, got " .. tostring(within) end
+  local ok, out = run(("up %s %d%s"):format(q(name), port, ab and (" " .. ab) or ""))
+  local addr = ok and out:match("(%d+%.%d+%.%d+%.%d+)%s*$")
+  if not addr or (not ab and addr ~= M.ADDR) then
     M.down(name)
     return nil, out
   end
-  return M.ADDR
+  return addr
 end
 
 function M.down(name) run("down " .. q(name)) end

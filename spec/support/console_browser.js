@@ -2,7 +2,7 @@
 // installed by scripts/vendor-console.sh). Run by spec/console_browser_spec.lua against a real
 // gateway; prints one line per step and exits non-zero on the first failure.
 //   env: CONSOLE_URL (http://127.0.0.1:PORT), TOKEN_A, TOKEN_B, SHOTS (a directory),
-//        CHROMIUM (default /usr/bin/chromium)
+//        CHROMIUM (default /usr/bin/chromium); POOLED_PREFIX: the pooled gateway's test instead
 "use strict";
 const path = require("path");
 const fs = require("fs");
@@ -19,7 +19,9 @@ function check(ok, what) {
 }
 
 let failPage = null;
-async function main() {
+// The browser and its page, with a screenshot per step, every answer of the console's API kept
+// (to look for what must never reach the browser) and the page's errors.
+async function openPage() {
   fs.mkdirSync(SHOTS, { recursive: true });
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
     args: ["--no-sandbox", "--disable-gpu"] });
@@ -32,7 +34,6 @@ async function main() {
     await page.screenshot({ path: file, fullPage: true });
     console.log("step " + shot + ": " + name + " (" + file + ")");
   };
-  // every answer of the console's API, to look for what must never reach the browser
   const bodies = [];
   page.on("response", async (res) => {
     if (!res.url().includes("/console/api/") || res.url().includes("/egress/log")) return;
@@ -41,6 +42,72 @@ async function main() {
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
   page.on("console", (m) => { if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) errors.push(m.text()); });
+  return { browser, context, page, step, bodies, errors };
+}
+
+async function signIn(page, token) {
+  await page.fill("#token", token);
+  await page.click("#signin-form button[type=submit]");
+  await page.waitForSelector("#app:not([hidden])");
+}
+
+// A gateway whose sessions come from a warm pool and have no proxy (the example configuration's
+// shape): the page offers what such a session can do (a terminal, pause, snapshot, fork; no
+// egress panel), each works, and no text the page shows or the API answers names a project of
+// the gateway (POOLED_PREFIX: its project_prefix).
+async function pooled() {
+  const prefix = process.env.POOLED_PREFIX;
+  const { browser, page, step, bodies, errors } = await openPage();
+  await page.goto(URL + "/console/");
+  await signIn(page, process.env.TOKEN_A);
+  await page.click("#create");
+  await page.waitForSelector("#sessions tbody tr[data-state=ready]", { timeout: 180000 });
+  const key = await page.getAttribute("#sessions tbody tr[data-state=ready]", "data-key");
+  await page.waitForFunction(() => document.getElementById("terminal-state").textContent.startsWith("Connected"),
+    null, { timeout: 60000 });
+  check(await page.isHidden("#egress-panel"), "the egress panel is offered for a session without a proxy");
+  check((await page.textContent(`#sessions tr[data-key="${key}"] .policy`)) === "none (no proxy)", "the policy cell");
+  await page.click("#terminal");
+  await page.keyboard.type("echo poo''led\n");
+  await page.waitForFunction(() => document.querySelector("#terminal .xterm-rows").textContent.includes("pooled"),
+    null, { timeout: 20000 });
+  await step("pooled-created");
+  await page.click(`button[aria-label="Snapshot ${key}"]`);
+  await page.waitForFunction(() => /Snapshot .* taken|snapshot failed/.test(document.getElementById("status").textContent),
+    null, { timeout: 120000 });
+  check(/Snapshot .* taken/.test(await page.textContent("#status")), "snapshot: " + await page.textContent("#status"));
+  await page.click(`button[aria-label="Fork ${key}"]`);
+  await page.waitForFunction(() => /Forked|fork failed/.test(document.getElementById("status").textContent),
+    null, { timeout: 180000 });
+  const said = await page.textContent("#status");
+  check(/^Forked /.test(said), "fork: " + said);
+  const child = said.match(/ into (\S+)\.$/)[1];
+  await page.waitForSelector(`#sessions tr[data-key="${child}"][data-state=ready]`, { timeout: 60000 });
+  await step("pooled-forked");
+  // a failure the page shows names the session by its key: asks of a session without a proxy
+  const asked = await page.evaluate(async (k) => {
+    const res = await fetch("/console/api/sessions/" + k + "/egress/asks",
+      { headers: { Authorization: "Bearer " + sessionStorage.getItem("sandstack.console.token") } });
+    return res.status + " " + await res.text();
+  }, key);
+  check(/^409 /.test(asked) && asked.includes(key), "the asks of a session without a proxy: " + asked);
+  bodies.push("asks " + asked);
+  for (const k of [child, key]) {
+    await page.click(`button[aria-label="Destroy ${k}"]`);
+    await page.waitForFunction((x) => !document.querySelector(`#sessions tr[data-key="${x}"]`), k, { timeout: 60000 });
+  }
+  await step("pooled-destroyed");
+  const shown = await page.evaluate(() => document.body.innerText);
+  check(!shown.includes(prefix), "the page shows a project: " + shown);
+  for (const b of bodies) check(!b.includes(prefix), "the API answered a project: " + b);
+  console.log("api answers checked: " + bodies.length);
+  check(errors.length === 0, "errors in the page: " + errors.join("; "));
+  await browser.close();
+}
+
+async function main() {
+  if (process.env.POOLED_PREFIX) return pooled();
+  const { browser, context, page, step, bodies, errors } = await openPage();
 
   const res = await page.goto(URL + "/console/");
   const csp = res.headers()["content-security-policy"] || "";
@@ -60,9 +127,7 @@ async function main() {
   await step("sign-in");
 
   // sign in as tenant a: the token goes to sessionStorage, never to the URL or a cookie
-  await page.fill("#token", process.env.TOKEN_A);
-  await page.click("#signin-form button[type=submit]");
-  await page.waitForSelector("#app:not([hidden])");
+  await signIn(page, process.env.TOKEN_A);
   check(!page.url().includes(process.env.TOKEN_A), "the token is in the URL");
   check((await context.cookies()).length === 0, "a cookie was set");
   check(await page.evaluate(() => Object.values(sessionStorage).length === 1), "the token in sessionStorage");
@@ -165,9 +230,7 @@ async function main() {
   await page.waitForSelector("#sessions tbody tr[data-state=ready]", { timeout: 180000 });
   const keyA = await page.getAttribute("#sessions tbody tr[data-state=ready]", "data-key");
   await page.click("#signout");
-  await page.fill("#token", process.env.TOKEN_B);
-  await page.click("#signin-form button[type=submit]");
-  await page.waitForSelector("#app:not([hidden])");
+  await signIn(page, process.env.TOKEN_B);
   await page.waitForSelector("#empty:not([hidden])");
   check((await page.$$("#sessions tbody tr")).length === 0, "tenant b sees a session");
   await step("tenant-b");

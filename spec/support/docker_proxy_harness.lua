@@ -6,6 +6,9 @@
 --   local dh = require "docker_proxy_harness"
 --   local plan = dh.planner(TOKEN)               -- plan(opts[, ctx]) -> plan with decoded bodies
 --   local S = dh.stack("h6", "sh6", base)         -- names, images, TOKEN, KEY, missing(), ...
+--   local work = S.workdir(); S.outside_up { 2 }; S.start_standin(work); S.wait_ready(work, { "standin.ready" })
+--   stack, err = docker.start(S.PROJECT, S.options { services = S.trusting(ca), egress_policy = ... })
+--   local r = S.client("raw", "proxy", "3128", text)   -- spec/support/proxy_client.py in the sandbox
 local h = require "helpers"
 local sandstack = require "sandstack"
 local core = sandstack.core
@@ -61,6 +64,18 @@ function M.refused(plan, o, option, reason)
   return err
 end
 
+-- the planner raises for o, a value of the wrong type (a programming error, docs/api/README.md):
+-- one line naming option; returns the message
+function M.mistyped(plan, o, option)
+  local check = require "luassert"
+  local ok, err = pcall(plan, o)
+  check.is_false(ok, option)
+  check.is_string(err, option)
+  check.is_truthy(err:find("option '" .. option .. "' must be ", 1, true), err)
+  check.is_falsy(err:find("\n"), err)
+  return err
+end
+
 -- The /28s of 203.0.113.0/24 to try for the outside, best first: base(r), base(r + 1), ... (the
 -- spec's own share, without repeats), then every other one.
 local function candidates(base, r)
@@ -74,10 +89,11 @@ local function candidates(base, r)
 end
 
 -- The live stack of spec "sstest-<id>": project and namespace names, the veth pair (interface
--- names from ifname), addresses addr(n) in a /28 of 203.0.113.0/24 that no other interface
--- routes (the spec's base(r) when free; see S.outside_up), the images built from this mode's
--- proxy binary under test names, a token and a key.
-function M.stack(id, ifname, base)
+-- names from ifname), addresses addr(n) in a /28 of 203.0.113.0/24 (or of the /24 that net, e.g.
+-- "10.250.77.", names) that no other interface routes (the spec's base(r) when free; see
+-- S.outside_up), the images built from this mode's proxy binary under test names, a token and a key.
+function M.stack(id, ifname, base, net)
+  net = net or "203.0.113."
   local build = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
   local tag = core.random_hex(3)
   -- the image tag names the build directory and the tree it is in (two work trees of one
@@ -99,7 +115,7 @@ function M.stack(id, ifname, base)
   local r = tonumber(tag, 16)
   local first = base(r) -- until outside_up claims one
 
-  function S.addr(n) return ("203.0.113.%d"):format(first + n) end
+  function S.addr(n) return ("%s%d"):format(net, first + n) end
 
   function S.missing()
     if h.must("id -u"):gsub("%s", "") ~= "0" then return "needs root (a network namespace)" end
@@ -115,6 +131,44 @@ function M.stack(id, ifname, base)
 
   function S.sandbox() return S.PROJECT .. "-sandbox" end
   function S.in_sandbox(cmd) return h.sh(("docker exec %s sh -c %s"):format(S.sandbox(), h.q(cmd))) end
+
+  -- a fresh directory for the spec's certificates and logs
+  function S.workdir() return (h.must("mktemp -d /tmp/sstest-" .. id .. ".XXXXXX"):gsub("%s+$", "")) end
+
+  -- the shell command running spec/support/proxy_client.py COMMAND ARGS... with the sandbox's
+  -- python3 (as `python3 -`: the script goes in on stdin)
+  function S.client_command(cmd, args)
+    local words = {}
+    for i, a in ipairs(args) do words[i] = h.q(a) end
+    return ("docker exec -i %s python3 - %s %s < %s"):format(S.sandbox(), cmd, table.concat(words, " "),
+      h.q(S.top .. "/spec/support/proxy_client.py"))
+  end
+
+  -- proxy_client.py COMMAND ARGS... in the sandbox -> its last line decoded (raises when it is not
+  -- JSON), and its whole output
+  function S.client(cmd, ...)
+    local out = h.must(S.client_command(cmd, { ... }))
+    local v = core.json_decode(out:match("([^\n]+)%s*$") or "")
+    assert(v ~= nil, "the client printed no JSON: " .. out)
+    return v, out
+  end
+
+  -- A stack's start options: the agent on 8080, the images built from this mode's proxy binary
+  -- (never pulled), the spec's key and session token; the fields of extra set over them (a false
+  -- value removes one)
+  function S.options(extra)
+    local o = { project_name = S.PROJECT, agent_port = 8080, pull = "never", forwarder_image = S.FORWARDER_IMAGE,
+      proxy_image = S.PROXY_IMAGE, api_key = S.KEY, session_token = S.TOKEN }
+    for k, v in pairs(extra) do o[k] = v or nil end
+    return o
+  end
+
+  -- the services of a stack whose one sandbox (the client image) trusts the PEM text ca, as
+  -- SSL_CERT_FILE and CURL_CA_BUNDLE
+  function S.trusting(ca)
+    return { { name = "sandbox", image = S.CLIENT, command = 'printf "%s" "$TEST_CA_PEM" > /tmp/ca.pem && exec agent',
+      env = { TEST_CA_PEM = ca, SSL_CERT_FILE = "/tmp/ca.pem", CURL_CA_BUNDLE = "/tmp/ca.pem" } } }
+  end
 
   -- the added proxy's audit lines (those with a decision), from its container log
   function S.audit()
@@ -133,16 +187,16 @@ function M.stack(id, ifname, base)
   local function claim()
     local held = {}
     for _, f in ipairs(candidates(base, r)) do
-      local a1, net = ("203.0.113.%d"):format(f + 1), ("203.0.113.%d/28"):format(f)
+      local a1, cidr = ("%s%d"):format(net, f + 1), ("%s%d/28"):format(net, f)
       h.must(("ip addr add %s/28 dev %s noprefixroute"):format(a1, S.HOST_IF))
-      if select(2, h.sh(("ip route add %s dev %s src %s"):format(net, S.HOST_IF, a1))) then
+      if select(2, h.sh(("ip route add %s dev %s src %s"):format(cidr, S.HOST_IF, a1))) then
         first = f
         return
       end
-      held[#held + 1] = (h.sh("ip -o route show " .. net):gsub("%s+$", ""))
+      held[#held + 1] = (h.sh("ip -o route show " .. cidr):gsub("%s+$", ""))
       h.must(("ip addr del %s/28 dev %s"):format(a1, S.HOST_IF))
     end
-    error("no /28 of 203.0.113.0/24 is free for the outside namespace; held: " .. table.concat(held, "; "), 3)
+    error("no /28 of " .. net .. "0/24 is free for the outside namespace; held: " .. table.concat(held, "; "), 3)
   end
 
   -- the outside namespace: the host end gets addr(1) of a /28 it claims, the namespace end each
@@ -155,11 +209,27 @@ function M.stack(id, ifname, base)
     h.must(("ip netns exec %s ip link set %s up && ip netns exec %s ip link set lo up"):format(S.NS, S.NS_IF, S.NS))
   end
 
+  -- python3 script args... (a path, or a name under spec/support) in the outside namespace, its
+  -- output in log
+  function S.start_peer(script, args, log)
+    local words = {}
+    for i, a in ipairs(args) do words[i] = h.q(a) end
+    local path = script:find("/", 1, true) and script or S.top .. "/spec/support/" .. script
+    h.must(("ip netns exec %s setsid python3 %s %s </dev/null >%s 2>&1 &"):format(S.NS, h.q(path),
+      table.concat(words, " "), h.q(log)))
+  end
+
   -- spec/support/proxy_standin.py in the outside, serving srv.pem/srv.key of work
   function S.start_standin(work)
-    local d = h.q(work)
-    h.must(("ip netns exec %s setsid python3 %s %s/srv.pem %s/srv.key %s </dev/null >%s/standin.log 2>&1 &"):format(
-      S.NS, h.q(S.top .. "/spec/support/proxy_standin.py"), d, d, d, d))
+    S.start_peer("proxy_standin.py", { work .. "/srv.pem", work .. "/srv.key", work }, work .. "/standin.log")
+  end
+
+  -- waits until each of the files (names in work) exists: the peers' marks that they serve (a
+  -- fixture's start: 30 s at most, python3 behind pyenv's shims starts slowly on a loaded machine)
+  function S.wait_ready(work, files)
+    for _, f in ipairs(files) do
+      h.wait_for(f, function() return h.read_file(work .. "/" .. f) end, 30)
+    end
   end
 
   -- the sandbox's client image and the proxy and forwarder images, under test names

@@ -65,19 +65,15 @@ function H.python()
   return select(2, H.sh("test -x /usr/bin/python3")) and "/usr/bin/python3" or "python3"
 end
 
--- Starts a background command; returns its pid.
+-- Starts a background command; returns its pid (tracked: helpers.lua's h.start).
 function H.spawn(cmd)
-  return tonumber(H.must("sh -c " .. H.q(cmd .. " >/dev/null 2>&1 & echo $!")))
+  return h.start("sh -c " .. H.q(cmd) .. " >/dev/null 2>&1 </dev/null")
 end
 
--- Whether pid still runs, read from /proc (no fork: the kill test polls in a tight loop).
-function H.alive(pid)
-  local f = io.open("/proc/" .. pid .. "/stat", "r")
-  if not f then return false end
-  local state = (f:read("*a") or ""):match("^%d+ %b() (%a)")
-  f:close()
-  return state ~= nil and state ~= "Z" and state ~= "X"
-end
+-- Whether the process H.spawn started still runs, read from /proc (no fork: the kill test polls
+-- in a tight loop), and is still that process (its start time).
+H.alive = h.running
+H.kill = h.signal
 
 function H.sleep(s) H.sh("sleep " .. s) end
 

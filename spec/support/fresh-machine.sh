@@ -91,7 +91,8 @@ cmd_base() {
 }
 
 # The entrypoint: waits until the host has put the egress filter in place (the file /run/go),
-# remounts what the host engine mounted read-only, then runs the README's main command.
+# remounts what the host engine mounted read-only, then runs the README's main command and, when
+# it succeeded, spec/support/installed-check.sh.
 # shellcheck disable=SC2016 # a script for the container's sh: it expands there, not here
 entry='set -e
 while [ ! -e /run/go ]; do sleep 0.1; done
@@ -101,7 +102,11 @@ for d in /sys/fs/cgroup/*; do
   [ -d "$d" ] && { mount -o remount,bind,rw "$d" 2>/dev/null || true; }
 done
 cd /root/sandstack
-exec bash examples/demo.sh 2>&1'
+rc=0
+bash examples/demo.sh 2>&1 || rc=$?
+# what the demo left installed, tried from / as a user would (its lines start "installed: ")
+if [ "$rc" = 0 ]; then sh spec/support/installed-check.sh 2>&1 || true; fi
+exit "$rc"'
 
 # mirror_endpoint: "HOST PORT" of the mirror's URL
 mirror_endpoint() {

@@ -89,9 +89,9 @@ end
 -- wait_adopted(seconds) -> true once worker 0 has adopted the engine's stacks (until then an
 -- unknown key is 503, not 404), nil after `seconds`.
 function Node:wait_adopted(seconds)
-  return G.wait_until(function()
+  return pcall(h.wait_for, "the adoption", function()
     return self.srv:error_log():find("sandstack gateway: adoption done", 1, true) ~= nil
-  end, seconds or 30)
+  end, seconds or 30, 0.2) or nil
 end
 
 function Node:error_log() return self.srv:error_log() end
@@ -153,17 +153,6 @@ function G.cleanup(prefix)
   if type(prefix) == "string" and prefix:match("^[%w][%w._-]*$") then
     h.sh("rm -rf /run/sandstack/" .. prefix .. "*")
   end
-end
-
--- wait_until(fn, seconds) -> fn's last truthy value, or nil after `seconds`.
-function G.wait_until(fn, seconds)
-  local deadline = os.time() + seconds
-  repeat
-    local v = fn()
-    if v then return v end
-    os.execute("sleep 0.2")
-  until os.time() > deadline
-  return nil
 end
 
 return G

@@ -78,11 +78,15 @@ function M.intercept(proxy, on_request, on_answer)
   return proxy
 end
 
--- The memo volumes on eng: { name = labels }.
-function M.memos(eng)
+-- The memo volumes on eng: { name = labels }; with engine_id, only those of that engine (a fake
+-- one's: other processes on the machine write the real engine's memo whenever they check it).
+function M.memos(eng, engine_id)
   local vols = assert(eng:call("GET", "/volumes", nil, { query = { filters = { label = { isolation.MEMO_LABEL } } } }))
   local out = {}
-  for _, v in ipairs(vols.Volumes or {}) do out[v.Name] = v.Labels or {} end
+  for _, v in ipairs(vols.Volumes or {}) do
+    local labels = v.Labels or {}
+    if not engine_id or labels["io.sandstack.isolation.engine"] == engine_id then out[v.Name] = labels end
+  end
   return out
 end
 

@@ -1,11 +1,7 @@
 #!/usr/bin/env python3
-"""Probes spec/docker_live_egress_spec.lua runs inside the sandbox (python3 - CMD ARGS < this file).
+"""Probes spec/docker_live_egress_spec.lua runs inside the sandbox (python3 - CMD ARGS < this file);
+its tunnels through the proxy are spec/support/proxy_client.py's.
 
-  hold HOST SECONDS [PORT raw]
-                         a CONNECT tunnel to HOST:443 through the stack's proxy (HTTPS_PROXY, its
-                         token), a TLS handshake naming HOST (SSL_CERT_FILE), "open" once it is up,
-                         then waits: "eof <s>" when the proxy ends it, "timeout" after SECONDS;
-                         with PORT and "raw": no TLS, "open" once the peer's first line came
   scan HOST              connects to every TCP port 1..65535 of HOST: JSON list of those that accept
   unix PATH...           connect(2) to each unix socket path ("@name": the abstract namespace):
                          JSON {path: "connected" | errno name}
@@ -14,52 +10,7 @@
   procs                  JSON list of the command lines this sandbox can see in /proc
   send HOST PORT TEXT    sends TEXT (\\n for newlines), then reads until EOF: the answer's first line
 """
-import asyncio, errno, json, os, socket, ssl, sys, time, urllib.parse
-
-
-def proxy_of():
-    u = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
-    return u.hostname, u.port, u.username or "", urllib.parse.unquote(u.password or "")
-
-
-def hold(host, seconds, port="443", mode="tls"):
-    import base64
-    ph, pp, user, token = proxy_of()
-    s = socket.create_connection((ph, pp), timeout=10)
-    auth = base64.b64encode(f"{user}:{token}".encode()).decode()
-    s.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\nProxy-Authorization: Basic {auth}\r\n\r\n".encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = s.recv(4096)
-        if not chunk:
-            print("refused " + head.decode("latin-1").split("\r\n")[0], flush=True)
-            return
-        head += chunk
-    if b" 200 " not in head.split(b"\r\n")[0]:
-        print("refused " + head.decode("latin-1").split("\r\n")[0], flush=True)
-        return
-    if mode == "raw":
-        t = s
-        got = head.split(b"\r\n\r\n", 1)[1]
-        while b"\n" not in got:
-            got += s.recv(4096)
-    else:
-        ctx = ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE"))
-        t = ctx.wrap_socket(s, server_hostname=host)
-    print("open", flush=True)
-    t.settimeout(float(seconds))
-    start = time.time()
-    try:
-        while True:
-            data = t.recv(4096)
-            if not data:
-                break
-    except socket.timeout:
-        print("timeout", flush=True)
-        return
-    except (ssl.SSLError, OSError):
-        pass  # a reset or an unclean TLS end is an end too
-    print("eof %.1f" % (time.time() - start), flush=True)
+import asyncio, errno, json, os, socket, sys
 
 
 async def scan(host):
@@ -152,9 +103,7 @@ def send(host, port, text):
 
 
 cmd, args = sys.argv[1], sys.argv[2:]
-if cmd == "hold":
-    hold(*args)
-elif cmd == "scan":
+if cmd == "scan":
     asyncio.run(scan(args[0]))
 elif cmd == "unix":
     unix(args)

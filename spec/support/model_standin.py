@@ -9,6 +9,8 @@ token).
 Usage: model_standin.py ADDRESS PORT STATE_DIR [GAP]"""
 import asyncio, json, os, sys, time
 
+from http_peer import read_request_async
+
 ADDR, PORT, STATE = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 GAP = float(sys.argv[4]) if len(sys.argv) > 4 else 2.0
 
@@ -20,15 +22,7 @@ def log(name, line):
 
 async def serve(reader, writer):
     try:
-        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-        method, path, _ = head[0].split(" ", 2)
-        headers = {}
-        for line in head[1:]:
-            if ":" in line:
-                k, v = line.split(":", 1)
-                headers.setdefault(k.strip().lower(), []).append(v.strip())
-        if "content-length" in headers:
-            await reader.readexactly(int(headers["content-length"][0]))
+        method, path, headers, _ = await read_request_async(reader)
         log("requests.jsonl", json.dumps({"method": method, "path": path, "headers": headers}))
         if path.startswith("/v1/stream"):
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"

@@ -24,9 +24,7 @@ local function sleep(s)
   os.execute("sleep " .. s)
 end
 
-local function alive(pid)
-  return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true
-end
+local alive = h.running -- by pid and start time: a pid alone may name a later process
 
 -- A port nothing listens on right now (the kernel's pick); nginx may still lose a race for it,
 -- in which case start() tries another.
@@ -128,14 +126,7 @@ end
 
 -- stop(): fast shutdown (TERM), KILL after 15 s, then the prefix dir goes.
 function Server:stop()
-  if self.pid and alive(self.pid) then
-    os.execute("kill -TERM " .. self.pid)
-    for _ = 1, 150 do
-      if not alive(self.pid) then break end
-      sleep(0.1)
-    end
-    if alive(self.pid) then os.execute("kill -KILL " .. self.pid) end
-  end
+  if self.pid then h.stop(self.pid, 15) end
   self.pid = nil
   if self.prefix and self.prefix:match("^/tmp/sandstack%-nginx%.") then
     os.execute("rm -rf " .. sh_quote(self.prefix))
@@ -147,7 +138,7 @@ local function launch(self, values, template)
   local out, ok = h.sh("cd " .. sh_quote(self.prefix) .. " && nginx -p " .. sh_quote(self.prefix .. "/")
     .. " -c conf/nginx.conf > logs/stdout 2>&1 < /dev/null & echo $!")
   assert(ok, out)
-  self.pid = tonumber(out:match("%d+"))
+  self.pid = h.track(out:match("%d+"))
   for _ = 1, 100 do
     if not alive(self.pid) then return false end
     local status = self:request("GET", "/ping", { timeout = 2 })
@@ -180,7 +171,7 @@ local function boot(self, opts)
     if not stdout:find("Address already in use", 1, true) then
       error("nginx did not start:\n" .. stdout .. self:error_log(), 0)
     end
-    if self.pid and alive(self.pid) then os.execute("kill -KILL " .. self.pid) end
+    if self.pid then h.signal(self.pid, "KILL") end
   end
   error("nginx: no free port after 5 attempts", 0)
 end

@@ -2,18 +2,26 @@
 -- two namespaces joined by a veth pair, "<prefix>p*" holding the proxy and the clients (its
 -- /etc/hosts is /etc/netns/<ns>/hosts, which `ip netns exec` mounts over /etc/hosts) and
 -- "<prefix>o*" the outside in 198.51.100.0/24; a test CA made with openssl; sandstack-proxy
--- instances started from the mode's build directory and ended by pid.
+-- instances started from the mode's build directory (or SANDSTACK_PROXY_UNDER_TEST, a path
+-- relative to the checkout: another binary, e.g. one built from the code before a change, to see
+-- the specs fail there) and ended by pid.
 --
 --   local H = require("proxy_harness").new("ssh2")
 --   local SKIP = H.missing()                 -- nil, or why the spec cannot run here
 --   H.net_up("/tmp/ssh2-proxy.XXXXXX", HOSTS, { "198.51.100.10" })  -> work directory
 --   H.make_certs("ssh2-test-ca", "allowed.test", { "allowed.test", ... }, more_shell)
---   H.start_standin(); H.start_proxy("main", 3128, env); H.teardown()
+--   H.start_standin(); H.start_peer(script, args, { ready = file }); H.start_proxy("main", 3128, env)
+--   local r = H.client("raw", H.PROXY_IP, "3128", text)   -- spec/support/proxy_client.py, decoded
+--   local err = H.stop("main"); H.teardown()
 --   describe(..., function() if not H.bring_up(SKIP, setup) then return end ... end)
 local h = require "helpers"
 local core = require "sandstack.core"
 
 local M = {}
+
+-- how long a peer, a stand-in or a proxy may take to start serving: a fixture's start, not a
+-- bound under test (python3 behind pyenv's shims starts slowly on a loaded 2-core machine)
+local START_SECONDS = 30
 
 -- in dir: ca.pem/ca.key (a test CA, CN ca_cn) and srv.pem/srv.key (CN server_cn, for the given
 -- DNS names), then the shell in `more` (further certificates), run in dir
@@ -31,7 +39,7 @@ function M.new(prefix)
   local sfx = core.random_hex(3)
   local build = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
   local H = {
-    PROXY = build .. "/sandstack-proxy",
+    PROXY = os.getenv("SANDSTACK_PROXY_UNDER_TEST") or build .. "/sandstack-proxy",
     TOKEN = "tok-" .. core.random_hex(16),
     KEY = "sk-real-" .. core.random_hex(16),
     NS_P = prefix .. "p" .. sfx, NS_O = prefix .. "o" .. sfx,
@@ -88,8 +96,30 @@ function M.new(prefix)
   end
 
   function H.wait_standin()
-    local d = h.q(H.work)
-    h.must("for i in $(seq 100); do [ -f " .. d .. "/standin.ready ] && break; sleep 0.05; done; [ -f " .. d .. "/standin.ready ]")
+    h.wait_for("the stand-in", function() return h.read_file(H.work .. "/standin.ready") end, START_SECONDS)
+  end
+
+  -- python3 script args... (a path, or a name under spec/support) started in the outside
+  -- namespace (opts.inside: the proxy's), its output in opts.log (default <work>/<name>.log);
+  -- then, when opts.ready says how to tell, waits until it serves (START_SECONDS at most):
+  -- ready is a file it makes, or a TCP port it listens on
+  function H.start_peer(script, args, opts)
+    opts = opts or {}
+    local path = script:find("/", 1, true) and script or H.top .. "/spec/support/" .. script
+    local words = {}
+    for i, a in ipairs(args or {}) do words[i] = h.q(a) end
+    local log = opts.log or H.work .. "/" .. script:match("([^/]-)%.py$") .. ".log"
+    local within = opts.inside and H.in_p or H.in_o
+    h.must(within("setsid python3 " .. h.q(path) .. " " .. table.concat(words, " ")) .. " </dev/null >" .. h.q(log)
+      .. " 2>&1 &")
+    local ready = opts.ready
+    if type(ready) == "number" then
+      local listening = "ss -ltn 'sport = :" .. ready .. "' | grep -q LISTEN"
+      h.wait_for(script .. " on port " .. ready, function() return select(2, h.sh(within(listening))) end,
+        START_SECONDS)
+    elseif ready then
+      h.wait_for(script .. " (" .. ready .. ")", function() return h.read_file(ready) end, START_SECONDS)
+    end
   end
 
   -- the environment every proxy of a spec shares; fields of extra are added
@@ -103,7 +133,8 @@ function M.new(prefix)
   end
 
   -- opts.raise_nofile: lift the soft open-file limit to the hard one first;
-  -- opts.ca_dir: give the proxy <dir>/ca as SANDSTACK_CA_DIR (p.ca)
+  -- opts.ca_dir: give the proxy <dir>/ca as SANDSTACK_CA_DIR (p.ca);
+  -- opts.control: its control socket's path (SANDSTACK_CONTROL_SOCKET), waited for
   function H.start_proxy(name, port, env, opts)
     opts = opts or {}
     local dir = H.work .. "/" .. name
@@ -111,6 +142,7 @@ function M.new(prefix)
     local vars = {}
     for k, v in pairs(env) do vars[#vars + 1] = k .. "=" .. h.q(v) end
     if opts.ca_dir then vars[#vars + 1] = "SANDSTACK_CA_DIR=" .. h.q(dir .. "/ca") end
+    if opts.control then vars[#vars + 1] = "SANDSTACK_CONTROL_SOCKET=" .. h.q(opts.control) end
     local lines = {}
     if opts.raise_nofile then lines[#lines + 1] = "ulimit -n $(ulimit -Hn)" end
     lines[#lines + 1] = "echo $$ > " .. h.q(dir .. "/pid")
@@ -119,16 +151,79 @@ function M.new(prefix)
     h.write_file(dir .. "/run.sh", table.concat(lines, "\n") .. "\n")
     h.must(H.in_p("setsid sh " .. h.q(dir .. "/run.sh")) .. " </dev/null >/dev/null 2>&1 &")
     local p = { dir = dir, port = port, ca = opts.ca_dir and dir .. "/ca" or nil }
-    for _ = 1, 100 do
-      local out = h.read_file(dir .. "/out") or ""
-      if out:find('"event":"listening"', 1, true) then
-        p.pid = tonumber((h.read_file(dir .. "/pid") or ""):match("%d+"))
-        H.proxies[name] = p
-        return p
-      end
-      h.sh("sleep 0.05")
+    local function said(event) return (h.read_file(dir .. "/out") or ""):find('"event":"' .. event .. '"', 1, true) end
+    local ok = pcall(h.wait_for, "proxy " .. name, function() return said("listening") end, START_SECONDS)
+    if not ok then error("proxy " .. name .. " did not start: " .. (h.read_file(dir .. "/err") or "")) end
+    p.pid = h.track((h.read_file(dir .. "/pid") or ""):match("%d+"))
+    H.proxies[name] = p
+    if opts.control then
+      h.wait_for("proxy " .. name .. "'s control socket", function() return said("control_listening") end,
+        START_SECONDS)
     end
-    error("proxy " .. name .. " did not start: " .. (h.read_file(dir .. "/err") or ""))
+    return p
+  end
+
+  -- the shell command running spec/support/proxy_client.py (or script there) COMMAND ARGS... in
+  -- the proxy's namespace, with the variables of env set
+  function H.client_command(cmd, args, env, script)
+    local words = {}
+    for k, v in pairs(env or {}) do words[#words + 1] = k .. "=" .. h.q(v) end
+    words[#words + 1] = "python3 " .. h.q(H.top .. "/spec/support/" .. (script or "proxy_client.py")) .. " " .. cmd
+    for _, a in ipairs(args) do words[#words + 1] = h.q(a) end
+    return H.in_p((env and "env " or "") .. table.concat(words, " "))
+  end
+
+  -- proxy_client.py COMMAND ARGS... in the proxy's namespace -> its last line decoded (raises
+  -- when it is not JSON), and its whole output; opts.env: variables set for it, opts.script:
+  -- another client under spec/support
+  function H.run_client(cmd, args, opts)
+    opts = opts or {}
+    local out = h.must(H.client_command(cmd, args, opts.env, opts.script))
+    local v = core.json_decode(out:match("([^\n]+)%s*$") or "")
+    assert(v ~= nil, "the client printed no JSON: " .. out)
+    return v, out
+  end
+
+  function H.client(cmd, ...) return H.run_client(cmd, { ... }) end
+
+  -- every line the client printed, decoded
+  function H.client_lines(cmd, args, opts)
+    local _, out = H.run_client(cmd, args, opts)
+    local list = {}
+    for line in out:gmatch("[^\n]+") do list[#list + 1] = assert(core.json_decode(line), line) end
+    return list, out
+  end
+
+  -- the proxy's pipes: inode -> capacity in bytes (F_GETPIPE_SZ on the pipe opened through /proc)
+  function H.pipe_sizes(pid)
+    local out = h.must("python3 -c " .. h.q([[
+import fcntl, os, sys
+d = "/proc/%s/fd" % sys.argv[1]
+for fd in os.listdir(d):
+    try:
+        link = os.readlink(os.path.join(d, fd))
+        if not link.startswith("pipe:"):
+            continue
+        f = os.open(os.path.join(d, fd), os.O_RDONLY | os.O_NONBLOCK)
+        print(link[6:-1], fcntl.fcntl(f, 1032))
+        os.close(f)
+    except OSError:
+        pass
+]]) .. " " .. pid)
+    local sizes = {}
+    for inode, size in out:gmatch("(%d+) (%d+)") do sizes[inode] = tonumber(size) end
+    return sizes
+  end
+
+  -- sandstack-proxy --control VERB (payload: SANDSTACK_CONTROL_PAYLOAD) on the control socket
+  -- sock, as the user as_user when given -> the answer decoded ({ raw = output } when it is not
+  -- JSON), the exit code, the output
+  function H.control(sock, verb, payload, as_user)
+    local cmd = ("env SANDSTACK_CONTROL_SOCKET=%s %s %s --control %s"):format(h.q(sock),
+      payload and ("SANDSTACK_CONTROL_PAYLOAD=" .. h.q(payload)) or "", h.q(H.top .. "/" .. H.PROXY), verb)
+    if as_user then cmd = ("setpriv --reuid %d --regid %d --clear-groups %s"):format(as_user, as_user, cmd) end
+    local out, _, code = h.sh(cmd)
+    return core.json_decode(out:match("[^\n]+") or "") or { raw = out }, code, out
   end
 
   function H.proxy_url(name, token)
@@ -149,16 +244,27 @@ function M.new(prefix)
   -- report (ASan, LSan, UBSan's "runtime error") for the caller to assert on
   function H.stop(name)
     local p = H.proxies[name]
-    h.must("kill -TERM " .. p.pid)
-    h.must("for i in $(seq 100); do kill -0 " .. p.pid .. " 2>/dev/null || break; sleep 0.1; done; ! kill -0 " .. p.pid
-      .. " 2>/dev/null")
+    assert(h.signal(p.pid, "TERM"), "proxy " .. name .. " had already ended")
+    h.wait_exit(p.pid, 10)
     p.pid = nil
     return h.read_file(p.dir .. "/err") or ""
   end
 
+  -- H.stop, asserting the exit was clean: its stderr holds no sanitizer report ("Sanitizer",
+  -- UBSan's "runtime error") and its stdout says "stopped"; -> stdout, stderr
+  function H.stop_clean(name)
+    local check = require "luassert" -- a support module does not see busted's global assert
+    local err = H.stop(name)
+    local out = h.read_file(H.proxies[name].dir .. "/out") or ""
+    check.is_nil(err:find("Sanitizer", 1, true), err)
+    check.is_nil(err:find("runtime error", 1, true), err)
+    check.truthy(out:find('"event":"stopped"', 1, true), name .. " did not say it stopped")
+    return out, err
+  end
+
   function H.teardown()
     for _, p in pairs(H.proxies) do
-      if p.pid then h.sh("kill -TERM " .. p.pid .. " 2>/dev/null") end
+      if p.pid then h.signal(p.pid, "TERM") end
     end
     -- the stand-ins run in the namespaces: end exactly the processes in them, by pid
     for _, ns in ipairs { H.NS_P, H.NS_O } do
@@ -197,6 +303,14 @@ function M.creds_json(list)
 end
 
 function M.unhex(s) return (s:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end)) end
+
+-- the lines of the file at path (none when it is missing), each hex-decoded: what an origin
+-- logged of every request it got, in order, as raw bytes
+function M.hex_lines(path)
+  local t = {}
+  for line in (h.read_file(path) or ""):gmatch("[^\n]+") do t[#t + 1] = M.unhex(line) end
+  return t
+end
 
 -- a copy of env with the fields of changes set (a false value removes the field)
 function M.with(env, changes)

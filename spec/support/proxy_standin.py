@@ -14,28 +14,15 @@
   :9004  source: sends N bytes (first line of the request: N) then closes (for the bench)
 Usage: proxy_standin.py CERT KEY STATE_DIR
 """
-import asyncio, json, os, resource, ssl, sys, time
+import asyncio, json, os, resource, sys, time
+
+from http_peer import read_request_async as read_head, tls_context
 
 CERT, KEY, STATE = sys.argv[1], sys.argv[2], sys.argv[3]
 SNI_SEEN = {}  # the server name each TLS connection asked for, by its SSL object
 STREAM_GAP = float(os.environ.get("STREAM_GAP", "1.5"))
 _hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
-
-
-async def read_head(reader):
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    method, path, _ = lines[0].split(" ", 2)
-    headers = {}
-    for line in lines[1:]:
-        if line:
-            k, v = line.split(":", 1)
-            headers.setdefault(k.strip().lower(), []).append(v.strip())
-    body = b""
-    if "content-length" in headers:
-        body = await reader.readexactly(int(headers["content-length"][0]))
-    return method, path, headers, body
 
 
 def respond(writer, status, body, ctype="text/plain", extra=""):
@@ -158,9 +145,7 @@ LISTENERS = [
 
 
 async def main():
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(CERT, KEY)
-    ctx.sni_callback = lambda obj, name, c: SNI_SEEN.__setitem__(id(obj), name)
+    ctx = tls_context(CERT, KEY, SNI_SEEN)
     servers = [await asyncio.start_server(handler, "0.0.0.0", port, ssl=ctx if tls else None, backlog=backlog)
                for handler, port, tls, backlog in LISTENERS]
     open(os.path.join(STATE, "standin.ready"), "w").close()

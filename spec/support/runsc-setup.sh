@@ -117,7 +117,8 @@ else
   for _ in $(seq 1 60); do [ -d "/proc/$pid" ] || break; sleep 0.5; done
   [ -d "/proc/$pid" ] && { echo "runsc-setup: dockerd $pid did not stop" >&2; exit 1; }
   # as bootstrap.sh starts it
-  setsid nohup dockerd >>"$dockerd_log" 2>&1 </dev/null &
+  # shellcheck disable=SC2086 # the arguments, split on purpose
+  setsid nohup dockerd ${SANDSTACK_DOCKERD_ARGS:-} >>"$dockerd_log" 2>&1 </dev/null &
 fi
 wait_for engine_up 60 || { echo "runsc-setup: dockerd did not come back" >&2; exit 1; }
 wait_for registered 20 || { echo "runsc-setup: runsc is still not registered" >&2; exit 1; }

@@ -43,7 +43,7 @@ function H.setup(tag, opts)
       opts.template and (" SANDSTACK_SBX_SIM_TEMPLATE=" .. q(opts.template)) or "",
       " exec /usr/bin/python3 ", q(top .. "/spec/support/sbx-sim"), ' "$@"\n' })
     sh("chmod +x " .. q(env.sbx))
-    -- prepare the host the way the README says
+    -- prepare the host the way docs/sbx.md says
     sh(q(env.sbx) .. " policy init deny-all")
     sh(q(env.sbx) .. " settings set ssh.agentForwardingEnabled false")
     sh(q(env.sbx) .. " daemon restart")
@@ -65,6 +65,27 @@ function H.teardown_backend(env, backend)
   backend:close()
   H.teardown(env)
   return H.containers(env)
+end
+
+-- In a describe: before its first test, a private env (H.setup(tag, opts)), a backend on it and
+-- one box acquired as key `tag`, handed to use(env, backend, box); after its last, the box
+-- disposed and the env torn down, with no container left.
+function H.with_box(tag, opts, use)
+  local busted, check = require "busted", require "luassert" -- a support module sees no globals
+  local env, box
+  busted.setup(function()
+    env = H.setup(tag, opts)
+    local backend = assert(require("sandstack.sbx").backend(env.backend_opts))
+    local err
+    box, err = backend:acquire { conversation = "conv", key = tag }
+    assert(box, tostring(err))
+    use(env, backend, box)
+  end)
+  busted.teardown(function()
+    if box then box:dispose() end
+    H.teardown(env)
+    check.equal(0, H.containers(env))
+  end)
 end
 
 -- Runs the Lua source in a child under strace (fsync and rename calls only) and returns the

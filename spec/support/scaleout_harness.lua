@@ -26,22 +26,10 @@ local STATE_ROOT = os.getenv("SANDSTACK_NESTED_DIR") or "/var/lib/sandstack-nest
 
 local q = h.q
 
-local function alive(pid)
-  return pid ~= nil and os.execute("kill -0 " .. pid .. " 2>/dev/null") == true
-end
+-- The run's processes, by pid and start time (a pid alone may name a later process: helpers.lua)
+local alive, stop_pid = h.running, h.stop
 
 local function sleep(s) os.execute("sleep " .. s) end
-
--- stop_pid(pid): TERM, then KILL after `grace` seconds.
-local function stop_pid(pid, grace)
-  if not alive(pid) then return end
-  os.execute("kill -TERM " .. pid)
-  for _ = 1, (grace or 15) * 10 do
-    if not alive(pid) then return end
-    sleep(0.1)
-  end
-  os.execute("kill -KILL " .. pid .. " 2>/dev/null")
-end
 
 S.stop_pid = stop_pid
 
@@ -148,7 +136,7 @@ function S.start_gateway(engine, token_sha256)
   local cmd = ("nsenter -t %d -n -- env LUA_CPATH=%s lua5.4 %s gateway --config %s --prefix %s"
     .. " > %s 2>&1 < /dev/null & echo $!"):format(engine.pid, q(S.lua_build .. "/?.so;;"),
     q(S.root .. "/bin/sandstack"), q(conf), q(dir .. "/prefix"), q(dir .. "/gateway.out"))
-  engine.cli_pid = tonumber(h.must(cmd):match("%d+"))
+  engine.cli_pid = h.track(h.must(cmd):match("%d+"))
   run.pids[#run.pids + 1] = engine.cli_pid
   engine.url = "http://" .. engine.ip .. ":" .. S.NODE_PORT
   for _ = 1, 150 do
@@ -157,7 +145,7 @@ function S.start_gateway(engine, token_sha256)
     if not alive(engine.cli_pid) then break end
     sleep(0.2)
   end
-  engine.nginx_pid = tonumber((h.read_file(dir .. "/prefix/logs/nginx.pid") or ""):match("%d+"))
+  engine.nginx_pid = h.track((h.read_file(dir .. "/prefix/logs/nginx.pid") or ""):match("%d+"))
   if engine.nginx_pid then run.pids[#run.pids + 1] = engine.nginx_pid end
   local st, _, body = S.curl(engine.url .. "/health", "GET", { timeout = 5 })
   assert(st == 200, "gateway " .. engine.name .. " is not healthy (" .. tostring(st) .. " " .. body .. "):\n"
@@ -190,7 +178,7 @@ function S.start_front(servers, opts)
     local t, n = text:gsub("listen 127%.0%.0%.1:8080;", "listen 127.0.0.1:" .. port .. ";")
     assert(n == 1, "front.conf: expected one `listen 127.0.0.1:8080;`")
     h.write_file(dir .. "/front.conf", t)
-    local pid = tonumber(h.must("nginx -p " .. q(dir .. "/") .. " -c front.conf > " .. q(dir .. "/stdout")
+    local pid = h.track(h.must("nginx -p " .. q(dir .. "/") .. " -c front.conf > " .. q(dir .. "/stdout")
       .. " 2>&1 < /dev/null & echo $!"):match("%d+"))
     run.pids[#run.pids + 1] = pid
     local front = { url = "http://127.0.0.1:" .. port, pid = pid, dir = dir }
@@ -218,7 +206,14 @@ end
 function S.cleanup()
   for i = #run.pids, 1, -1 do stop_pid(run.pids[i]) end
   h.sh(NESTED .. " stop-prefix " .. q(S.prefix))
+  S.remove_workdir()
+end
+
+-- remove_workdir(): the run's directory goes (S.curl makes it again when called after), for a
+-- user of S.curl alone that has no engines to clean (spec/support/swarm_gateway_harness.lua).
+function S.remove_workdir()
   if run.dir and run.dir:match("^/tmp/sstest%-h8%-") then h.sh("rm -rf " .. q(run.dir)) end
+  run.dir = nil
 end
 
 -- leftovers() -> list of what is still there of this run (empty when nothing).

@@ -25,11 +25,11 @@ body it was sent is read as the next request (the CL.0 class of request smugglin
 import gzip
 import http.server
 import os
-import socket
-import ssl
 import sys
 import threading
 import time
+
+from http_peer import read_request, serve, tls_context
 
 CERT, KEY, WORK, SECRET = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].encode()
 LOCK = threading.Lock()
@@ -39,33 +39,6 @@ def log(name, line):
     with LOCK:
         with open(os.path.join(WORK, name), "a") as f:
             f.write(line + "\n")
-
-
-def read_request(c):
-    raw = b""
-    while b"\r\n\r\n" not in raw:
-        d = c.recv(65536)
-        if not d:
-            return raw
-        raw += d
-    head, _, body = raw.partition(b"\r\n\r\n")
-    n = 0
-    for line in head.split(b"\r\n")[1:]:
-        k, _, v = line.partition(b":")
-        if k.strip().lower() == b"content-length":
-            n = int(v.strip())
-        if k.strip().lower() == b"transfer-encoding":  # read (not decoded) up to the last chunk
-            while not body.endswith(b"0\r\n\r\n"):
-                d = c.recv(65536)
-                if not d:
-                    break
-                body += d
-    while len(body) < n:
-        d = c.recv(65536)
-        if not d:
-            break
-        body += d
-    return head + b"\r\n\r\n" + body
 
 
 def answer(c, raw):
@@ -100,23 +73,11 @@ def answer(c, raw):
         c.sendall(head + b"Content-Length: %d\r\n\r\n" % len(raw) + raw)
 
 
-def serve(c, ctx):
-    try:
-        c = ctx.wrap_socket(c, server_side=True)
-        raw = read_request(c)
-        if raw:
-            log("received.log", raw.hex())
-            answer(c, raw)
-        c.close()
-    except Exception:
-        c.close()
-
-
-def reflect(ctx):
-    s = socket.create_server(("0.0.0.0", 8443))
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=serve, args=(c, ctx), daemon=True).start()
+def reflect(c, _port):
+    raw = read_request(c)
+    if raw:
+        log("received.log", raw.hex())
+        answer(c, raw)
 
 
 class Notes(http.server.BaseHTTPRequestHandler):
@@ -140,28 +101,16 @@ class Notes(http.server.BaseHTTPRequestHandler):
     do_DELETE = do_GET
 
 
-def sink(c):
-    try:
-        c.sendall(b"r" * (70 * 1024))
-        while c.recv(65536):
-            pass
-    except OSError:
+def sink(c, _port):
+    c.sendall(b"r" * (70 * 1024))
+    while c.recv(65536):
         pass
-    c.close()
-
-
-def raw_sink():
-    s = socket.create_server(("0.0.0.0", 7000))
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=sink, args=(c,), daemon=True).start()
 
 
 def main():
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(CERT, KEY)
-    threading.Thread(target=reflect, args=(ctx,), daemon=True).start()
-    threading.Thread(target=raw_sink, daemon=True).start()
+    ctx = tls_context(CERT, KEY)
+    serve(8443, reflect, ctx)
+    serve(7000, sink)
     notes = http.server.ThreadingHTTPServer(("0.0.0.0", 9443), Notes)
     notes.socket = ctx.wrap_socket(notes.socket, server_side=True)
     threading.Thread(target=notes.serve_forever, daemon=True).start()

@@ -16,24 +16,18 @@ prints one JSON object. splice_client.py COMMAND PROXY_HOST PROXY_PORT TARGET TO
                                 open, closed when DIR/release appears
   fill K N DIR                  K tunnels on which the peer sends N and the client reads
                                 nothing; DIR/ready and DIR/release as for hold"""
-import base64, hashlib, json, os, socket, struct, sys, threading, time
+import hashlib, json, os, socket, struct, sys, threading, time
+
+import proxy_client  # its CONNECT (this script's directory is on sys.path)
 
 CHUNK = 65536
 
 
-# tunnel.c's answer to an admitted CONNECT, read whole and nothing after it (MSG_WAITALL on its
-# exact length): the tunnel's first bytes stay in the socket
-ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"
-
-
 def tunnel(ph, pp, target, token, early=b"", timeout=120):
-    """A tunnel through the proxy; early: bytes sent with the CONNECT head, before the 200."""
-    s = socket.create_connection((ph, int(pp)), timeout=timeout)
-    auth = base64.b64encode(("sandstack:" + token).encode()).decode()
-    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n"
-               % (target, target, auth)).encode() + early)
-    head = s.recv(len(ESTABLISHED), socket.MSG_WAITALL)
-    return s, 200 if head == ESTABLISHED else None  # any other answer fails the spec's status check
+    """A tunnel through the proxy; early: bytes sent with the CONNECT head, before the 200. The
+    answer's head is read alone: the tunnel's first bytes stay in the socket."""
+    s, answer = proxy_client.connect(ph, pp, target, token, early=early, timeout=timeout)
+    return s, answer["status"]
 
 
 def send_random(s, n, h=None, sent=0):

@@ -17,7 +17,7 @@ G.PORT = 8088
 G.curl = SO.curl
 local pids = {}
 
-local function alive(pid) return pid ~= nil and os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
+local alive = h.running -- by pid and start time (helpers.lua)
 
 local function lit(v)
   if type(v) == "table" then
@@ -60,7 +60,7 @@ function G.start(W, mgr, a)
       :format(n.pid, q(W.lua_cpath), q(W.root .. "/bin/sandstack"), q(dir .. "/config.lua"), q(dir .. "/prefix"),
         q(dir .. "/gateway.out"))
     local g = { url = "http://" .. addr, dir = dir, addr = addr }
-    g.cli_pid = tonumber(h.must(cmd):match("%d+"))
+    g.cli_pid = h.track(h.must(cmd):match("%d+"))
     pids[#pids + 1] = g.cli_pid
     out.nodes[i] = g
   end
@@ -71,7 +71,7 @@ function G.start(W, mgr, a)
       if st == 200 or not alive(g.cli_pid) then break end
       core.sleep(0.2)
     end
-    g.nginx_pid = tonumber((h.read_file(g.dir .. "/prefix/logs/nginx.pid") or ""):match("%d+"))
+    g.nginx_pid = h.track((h.read_file(g.dir .. "/prefix/logs/nginx.pid") or ""):match("%d+"))
     if g.nginx_pid then pids[#pids + 1] = g.nginx_pid end
     assert(st == 200, "the gateway of node " .. i .. " is not healthy (" .. tostring(st) .. "):\n"
       .. (h.read_file(g.dir .. "/gateway.out") or "") .. (h.read_file(g.dir .. "/prefix/logs/error.log") or ""))
@@ -96,7 +96,7 @@ function G.front(root, nodes)
     local t, n = text:gsub("listen 127%.0%.0%.1:8080;", "listen 127.0.0.1:" .. port .. ";")
     assert(n == 1)
     h.write_file(dir .. "/front.conf", t)
-    local pid = tonumber(h.must("nginx -p " .. q(dir .. "/") .. " -c front.conf > " .. q(dir .. "/stdout")
+    local pid = h.track(h.must("nginx -p " .. q(dir .. "/") .. " -c front.conf > " .. q(dir .. "/stdout")
       .. " 2>&1 < /dev/null & echo $!"):match("%d+"))
     pids[#pids + 1] = pid
     local front = { url = "http://127.0.0.1:" .. port, dir = dir, pid = pid }
@@ -124,6 +124,7 @@ function G.access_log(g) return h.read_file(g.dir .. "/prefix/logs/access.log") 
 
 function G.stop()
   for i = #pids, 1, -1 do SO.stop_pid(pids[i]) end
+  SO.remove_workdir() -- the body file of SO.curl
 end
 
 function G.leftovers()

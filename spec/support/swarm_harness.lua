@@ -19,7 +19,7 @@ W.lua_path = package.path
 local CLUSTER = "bash " .. h.q(W.root .. "/spec/support/swarm-cluster.sh")
 local q = h.q
 
-local run = { pids = {}, born = {}, dir = nil, up = false }
+local run = { pids = {}, dir = nil, up = false }
 
 function W.workdir()
   if not run.dir then run.dir = h.must("mktemp -d /tmp/" .. W.prefix .. "XXXXXX"):match("[^\n]+") end
@@ -72,27 +72,11 @@ function W.listen(i, port)
   return pid
 end
 
--- A process's state letter and start time (in clock ticks since boot), or nil once it is gone.
-local function stat_of(pid)
-  local f = io.open("/proc/" .. pid .. "/stat")
-  if not f then return nil end
-  local rest = (f:read("a") or ""):match("^%d+ %b() (.*)$") or ""
-  f:close()
-  local fields = {}
-  for x in rest:gmatch("%S+") do fields[#fields + 1] = x end
-  return fields[1], fields[20]
-end
-
--- A process's start time, or false once it is gone: with its pid, what tells it from a later
--- process that got the same pid.
-function W.born(pid) return select(2, stat_of(pid)) or false end
-
--- A process of the run's (killed at cleanup, only while it is that process).
+-- A process of the run's (killed at cleanup, only while it is that process: helpers.lua's
+-- h.track keeps its start time, which tells it from a later process that got the same pid).
 function W.track(pid)
-  if pid then
-    run.pids[#run.pids + 1] = pid
-    run.born[pid] = W.born(pid)
-  end
+  pid = h.track(pid)
+  if pid then run.pids[#run.pids + 1] = pid end
 end
 
 -- The IPv4 addresses of node i's namespace, loopback excepted.
@@ -151,7 +135,7 @@ function W.start_many(jobs, workers)
     W.track(pids[g])
   end
   for _, pid in ipairs(pids) do
-    while os.execute("kill -0 " .. pid .. " 2>/dev/null") do core.sleep(0.2) end
+    while h.running(pid) do core.sleep(0.2) end
   end
   local results = {}
   for g in ipairs(groups) do
@@ -198,16 +182,11 @@ function W.node_projects(i)
   return out
 end
 
--- Whether a process of the run's is still running (a zombie waiting for its reaper is not, nor
--- another process that got its pid again after it ended: pids wrap on a busy machine).
-local function running(pid)
-  local state, born = stat_of(pid)
-  return state ~= nil and state ~= "Z" and born == run.born[pid]
-end
+local running = h.running
 
 function W.cleanup()
   for i = #run.pids, 1, -1 do
-    if running(run.pids[i]) then os.execute("kill " .. run.pids[i] .. " 2>/dev/null") end
+    h.signal(run.pids[i], "TERM")
   end
   -- a process ends some time after its TERM (nsenter waits for its child): up to 10 s, then KILL
   -- (these are the run's own processes, by pid)
@@ -216,7 +195,7 @@ function W.cleanup()
     for _, pid in ipairs(run.pids) do if running(pid) then alive[#alive + 1] = pid end end
     if #alive == 0 then break end
     if round == 50 then for _, pid in ipairs(alive) do
-      if running(pid) then os.execute("kill -KILL " .. pid .. " 2>/dev/null") end
+      h.signal(pid, "KILL")
     end end
     core.sleep(0.1)
   end

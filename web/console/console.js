@@ -95,7 +95,7 @@
         el("td", duration(s.expires - now)),
         el("td", typeof st.cpu === "number" ? st.cpu.toFixed(1) + " %" : ""),
         el("td", st.mem !== undefined ? bytes(st.mem) + (st.mem_total ? " of " + bytes(st.mem_total) : "") : ""),
-        el("td", st.egress || (st.key ? "none (no proxy)" : ""), { class: "policy" }));
+        el("td", s.egress === false ? "none (no proxy)" : (st.egress || ""), { class: "policy" }));
       const cell = el("td");
       for (const [label, verb] of ACTIONS[state] || []) {
         const b = el("button", label, { type: "button", "aria-label": label + " " + s.key,
@@ -185,10 +185,16 @@
     $("terminal-panel").hidden = true; $("egress-panel").hidden = true;
   }
 
+  // a session whose stack has no proxy sandstack added has no policy, audit lines or asks to show
+  function hasEgress(key) {
+    const s = sessions.find((x) => x.key === key);
+    return !s || s.egress !== false;
+  }
+
   async function openSession(key) {
     closeSession();
     current = key;
-    $("terminal-panel").hidden = false; $("egress-panel").hidden = false;
+    $("terminal-panel").hidden = false; $("egress-panel").hidden = !hasEgress(key);
     $("terminal-title").textContent = "Terminal: " + key;
     $("egress-title").textContent = "Egress: " + key;
     $("audit").replaceChildren(); $("asks").replaceChildren();
@@ -218,6 +224,7 @@
   // the audit lines and the asks of the session the panels show
   function startStreams(key) {
     stopStreams();
+    if (!hasEgress(key)) return;
     $("asks").replaceChildren(); $("audit").replaceChildren(); // the log comes again from its start
     const path = "sessions/" + encodeURIComponent(key);
     follow(path + "/egress/log", (event, data) => {
@@ -242,7 +249,10 @@
     try {
       const res = await fetch(API + path, { headers: { Authorization: "Bearer " + token }, credentials: "omit",
         cache: "no-store", signal: ctl.signal });
-      if (!res.ok) return false;
+      if (!res.ok) { // 429: the tenant's or the session's streams are at their cap
+        if (res.status === 429) say(((await res.json().catch(() => ({}))).error || {}).message || "too many streams");
+        return false;
+      }
       const reader = res.body.getReader();
       const dec = new TextDecoder();
       let buf = "";

@@ -37,6 +37,7 @@ TIMER = b"\xb0"
 CURL_PULL, CURL_PULL_ALL, CURL_STATUS, CURL_HEADER, CURL_END_HEAD = b"\xc1", b"\xc3", b"\xc4", b"\xc6", b"\xc7"
 CURL_BODY, CURL_BODY_BIG, CURL_DONE, CURL_ERROR, CURL_TIMEOUT, CURL_100 = b"\xc8", b"\xca", b"\xcb", b"\xcc", b"\xcd", b"\xce"
 SIGTERM, CLIENT_WRITE_ERROR, UPSTREAM_WRITE_ERROR, CLIENT_CLOSE_NOTIFY = b"\xf0", b"\xf6", b"\xf9", b"\xfc"
+SET_POLICY = b"\xf5"  # the host's set-egress of the start policy: every allow-once grant taken back
 # the ask mode (bit 3 of the body byte): the policy asks, and the last kind's 12-15 answer instead
 ASK = 8
 T_ASK_FORWARD = T_FORWARD_DENY  # template 8 in the ask mode: a POST to ask.test, which no rule names
@@ -329,6 +330,16 @@ SEEDS = {
     "ask_inspect_bad_host": seed(T_ASK_INSPECT_BADHOST, ASK | 2, 0, client_send(), ASK_ALLOW, RESOLVE, CONNECT_OK,
                                  TLS_EXCHANGE),
     "ask_inspect_deny": seed(T_ASK_INSPECT, ASK, 0, client_send(), ASK_DENY, NEXT, ASK_GONE),
+    # a new policy takes an allow once back: the tunnel and the inspected connection it admitted
+    # close, mid-exchange; one a rule admits stays, and so does a grant across a remembered answer
+    "ask_tunnel_revoked": seed(T_DENIED, ASK, 0, client_send(), ASK_ALLOW, RESOLVE, CONNECT_OK, client_tls(),
+                               SET_POLICY, client_send(), origin_answer(15), NEXT, NEXT),
+    "ask_inspect_revoked": seed(T_ASK_INSPECT, ASK | 2, 0, client_send(), ASK_ALLOW, RESOLVE, CONNECT_OK,
+                                client_tls(), SET_POLICY, TLS_EXCHANGE),
+    "ask_session_then_revoked": seed(T_DENIED, ASK, 0, client_send(), ASK_ALLOW_SESSION, RESOLVE, CONNECT_OK,
+                                     client_tls(), SET_POLICY, client_send(), NEXT),
+    "tunnel_policy_set_again": seed(T_TUNNEL, 0, 0, client_send(), RESOLVE, CONNECT_OK, client_tls(), SET_POLICY,
+                                    origin_answer(15), client_send(), NEXT),
 }
 
 

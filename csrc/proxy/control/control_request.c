@@ -113,7 +113,7 @@ static cJSON *verb_set_egress(proxy_server *s, const cJSON *payload) {
     return control_refusal("needs_restart", why);
   }
   char old_digest[65] = "", new_digest[65] = "";
-  size_t closed = live_policy_swap(s, next, old_digest, new_digest);
+  size_t closed = live_policy_swap(s, next, GRANTS_REVOKE, old_digest, new_digest);
   if (closed == (size_t)-1) return control_refusal("internal", "out of memory; the old policy stays in force");
   audit_change(s, "policy_changed", old_digest, new_digest, closed, -1);
   cJSON *o = cJSON_CreateObject();

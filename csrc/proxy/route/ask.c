@@ -161,7 +161,7 @@ static int remember(proxy_server *s, const proxy_conn *c) {
   ss_error_clear(&e);
   if (!next) return -1; /* a full policy (256 rules): the answer still allows this once */
   char old_digest[65] = "", new_digest[65] = "";
-  size_t closed = live_policy_swap(s, next, old_digest, new_digest);
+  size_t closed = live_policy_swap(s, next, GRANTS_KEEP, old_digest, new_digest); /* a rule added: grants stay */
   if (closed == (size_t)-1) return -1;
   cJSON *o = audit_line_start(s, "control", "allow");
   if (o) {

@@ -8,5 +8,7 @@ typedef struct proxy_conn proxy_conn;
 
 /* A connection the host allowed: a verdict refusing only its host and port becomes an admission. */
 void ask_grant(const proxy_conn *c, ss_policy_verdict *v);
+/* Takes c's grant back (a new policy from the host): its later checks are the rules' alone. */
+void ask_grant_revoke(proxy_conn *c);
 
 #endif

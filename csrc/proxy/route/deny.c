@@ -198,8 +198,10 @@ void deny_from_check(const proxy_conn *c, const char *decision, const char *reas
     d->code = "address_refused";
     put(d->why, sizeof d->why, "%s resolves to %s (%s), an address the proxy does not connect to", c->host, c->address,
         reason);
-    put(d->hint, sizeof d->hint, "only if that address is meant to be reachable from the sandbox: a rule naming it "
-        "literally, { host = \"%s\", port = %d }", c->address, c->port);
+    int v6 = strchr(c->address, ':') != NULL;
+    put(d->hint, sizeof d->hint, "only if that address is meant to be reachable from the sandbox: the policy's "
+        "allow_private = { \"%s%s%s:%d\" } (or a rule naming it literally, { host = \"%s\", port = %d })",
+        v6 ? "[" : "", c->address, v6 ? "]" : "", c->port, c->address, c->port);
   } /* any other check: the caller's message is the why, and there is nothing to suggest */
 }
 

@@ -1,12 +1,13 @@
 /* Reaching the destination: the proxy resolves the name itself, refuses every address in a
- * range the sandbox must not reach (addr.c) unless a rule names that literal address on this port, and
+ * range the sandbox must not reach (policy/address.c) unless the policy names that address (its
+ * allow_private, or a rule naming the literal on this port), and
  * connects to the very address it checked, so the answer cannot change between check and use
  * (DNS rebinding). One deadline covers resolving and connecting. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/parse/addr.h"
+#include "policy/address.h"
 #include "proxy/conn.h"
 #include "proxy/route/dial.h"
 #include "proxy/control/live_policy.h"
@@ -62,15 +63,18 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
       for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
         char text[64];
-        addr_text(ai->ai_addr, text, sizeof text);
-        const char *range = addr_refused_range(ai->ai_addr);
+        ss_address_text(ai->ai_addr, text, sizeof text);
+        const char *range = ss_address_range(ai->ai_addr);
+        /* the policy that admitted the name judges its address too (one policy per connection);
+           a later swap that stops naming the address closes the tunnel (live_policy.c) */
         if (range && !ss_policy_names_address(policy_of(c), text, c->port)) {
           char msg[700];
           snprintf(c->address, sizeof c->address, "%s", text);
+          int v6 = strchr(text, ':') != NULL;
           snprintf(msg, sizeof msg,
-                   "%s resolves to %s (%s), which the proxy does not connect to unless a rule names that "
-                   "address literally on port %d",
-                   c->host, text, range, c->port);
+                   "%s resolves to %s (%s), which the proxy does not connect to unless the policy names that "
+                   "address: allow_private = { \"%s%s%s:%d\" } (or a rule naming it on port %d)",
+                   c->host, text, range, v6 ? "[" : "", text, v6 ? "]" : "", c->port, c->port);
           c->security_event = "address_refused";
           reply_policy(c, "address_refused", range, 0, msg);
           chosen = NULL;

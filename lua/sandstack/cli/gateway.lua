@@ -22,11 +22,13 @@ return {
         return ctx:fail("io", "cannot create " .. prefix .. "/" .. d)
       end
     end
-    -- nginx's LuaJIT needs this module's Lua files and a LuaJIT build of sandstack/core.so
+    -- nginx's LuaJIT needs this module's Lua files and a LuaJIT build of sandstack/core.so: from a
+    -- checkout ./build-luajit; installed, nginx's own search path (";;", which holds
+    -- /usr/local/lib/lua/5.1, where bootstrap.sh and `luarocks --lua-version=5.1 make` put it)
     local here = (package.searchpath("sandstack.gateway", package.path) or ""):match("^(.*)/sandstack/gateway%.lua$")
     local top = here and here:match("^(.*)/lua$")
-    local cpath = c.lua_cpath or ((top and (top .. "/build-luajit/?.so;") or "") .. ";")
-    local lpath = c.lua_path or ((here and (here .. "/?.lua;" .. here .. "/?/init.lua;") or "") .. ";")
+    local cpath = c.lua_cpath or ((top and (top .. "/build-luajit/?.so") or "") .. ";;")
+    local lpath = c.lua_path or ((here and (here .. "/?.lua;" .. here .. "/?/init.lua") or "") .. ";;")
     local core = require "sandstack.core"
     local ok, werr = core.write_file_durable(prefix .. "/conf/gateway.json", core.json_encode(c))
     if not ok then return ctx:fail(werr) end
@@ -38,8 +40,18 @@ return {
     if opt.render then return 0 end
     if ctx.out.flush then ctx.out:flush() end
     local q = "'" .. prefix:gsub("'", "'\\''") .. "/'"
-    local r1, _, code = os.execute("nginx -p " .. q .. " -c conf/nginx.conf")
-    if r1 == true or r1 == 0 then return 0 end
-    return ctx:fail("failed", "nginx exited with " .. tostring(code))
+    -- exec: nginx is the child os.execute waits for, so its own end is what is reported (a shell
+    -- in between dies of the Ctrl-C itself while nginx shuts down cleanly)
+    local r1, how, code = os.execute("exec nginx -p " .. q .. " -c conf/nginx.conf")
+    if r1 == true or r1 == 0 then -- nginx shut down: a Ctrl-C, SIGTERM or SIGQUIT to it ends it so
+      ctx.out:write("stopped: nginx shut down\n")
+      return 0
+    end
+    if how == "signal" and (code == 2 or code == 15) then
+      ctx.out:write(("stopped: nginx ended by %s\n"):format(code == 2 and "SIGINT (Ctrl-C)" or "SIGTERM"))
+      return 128 + code
+    end
+    return ctx:fail("failed", ("nginx %s %s: see %s/logs/error.log"):format(how == "signal" and "was killed by signal"
+      or "exited with", tostring(code), prefix))
   end,
 }

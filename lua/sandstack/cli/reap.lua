@@ -17,10 +17,35 @@ local function select_stacks(stacks, f, now)
   return out
 end
 
+-- reap --expired: the expiry's pass (sandstack.docker.reap{expired = true}), narrowed by
+-- --project, --prefix and --pool; what it did, one line a stack.
+local function reap_expired(ctx, docker, opt)
+  if opt["older-than"] or opt.all or opt["dry-run"] then
+    return ctx:usage("--expired acts on what is due now and takes only --project, --prefix and --pool")
+  end
+  local project = opt.project
+  if project then -- a session key names its project
+    local stacks, err = docker.list {}
+    if not stacks then return ctx:fail(err) end
+    for _, s in ipairs(stacks) do if s.session_key == opt.project then project = s.project end end
+  end
+  local done, err = docker.reap { expired = true, project = project, prefix = opt.prefix, pool = opt.pool }
+  if not done then
+    if opt.json then ctx:json { expired = kit.array(err.done or {}), error = tostring(err) } end
+    return ctx:fail(err)
+  end
+  if opt.json then return ctx:json { expired = kit.array(done) } end
+  for _, d in ipairs(done) do
+    ctx.out:write(d.action == "hibernate" and "hibernated " or "removed ", d.project, " (", d.reason, ")\n")
+  end
+  if #done == 0 then ctx.out:write("no stack is due\n") end
+  return 0
+end
+
 return {
   order = 50,
   summary = "remove the stacks a filter selects (what crashed sessions left behind)",
-  usage = "reap (--older-than AGE | --project NAME | --prefix P | --pool NAME | --all) [--dry-run] [--json]",
+  usage = "reap (--older-than AGE | --project NAME | --prefix P | --pool NAME | --all | --expired) [--dry-run] [--json]",
   help = [[Filters combine (a stack must match each one given). With no filter reap refuses and asks
 for --all, which removes every stack sandstack owns on the engine.
 
@@ -29,11 +54,15 @@ for --all, which removes every stack sandstack owns on the engine.
   --prefix P        stacks whose project name or session key starts with P
   --pool NAME       that warm pool's stacks no session holds
   --all             every stack sandstack owns (needed when no filter is given)
+  --expired         the stacks whose ttl or idle_timeout is due: destroyed, or hibernated by
+                    their on_expiry (with --project, --prefix or --pool only)
   --dry-run         list what would be removed, remove nothing]],
-  options = { ["older-than"] = "AGE", project = "NAME", prefix = "P", pool = "NAME", all = true, ["dry-run"] = true },
+  options = { ["older-than"] = "AGE", project = "NAME", prefix = "P", pool = "NAME", all = true, ["dry-run"] = true,
+    expired = true },
   json = true,
   run = function(ctx, args, opt)
     if args[1] then return ctx:usage("reap takes no argument, got " .. args[1] .. " (use --project NAME)") end
+    if opt.expired then return reap_expired(ctx, ctx:docker(), opt) end
     local f = { name = opt.project, prefix = opt.prefix, pool = opt.pool }
     if opt["older-than"] then
       f.older_than = kit.duration(opt["older-than"])

@@ -30,6 +30,7 @@ function A.preflight(run)
   for i, q in ipairs(plan.preflight) do reqs[i] = q end
   local pre = #reqs
   for _, q in ipairs(plan.removals.lists) do reqs[#reqs + 1] = q end -- the project's label lists
+  if plan.port_check then reqs[#reqs + 1] = plan.port_check end -- the ports published now
   local r = batch.run(run.eng, reqs, 30)
   local n = #plan.images
   local function slice(i, j)
@@ -43,7 +44,9 @@ function A.preflight(run)
   elseif plan.runtime then
     run.info = r[n + 1]
   end
-  return A.absent(run, r[pre + 1], r[pre + 2], r[pre + 3])
+  local ok, err = A.absent(run, r[pre + 1], r[pre + 2], r[pre + 3])
+  if not ok then return nil, err end
+  return require("sandstack.docker.ports").check(plan, r[pre + 4] or {})
 end
 
 -- True when the engine lists nothing labelled with the plan's project; else nil and the
@@ -148,7 +151,7 @@ end
 -- used: csrc/lua/stack.c) and hands them back as plan.subnets.
 function A.plan(run)
   local args = { api_version = run.eng.api_version, pool = run.pool, subnets = run.subnets,
-    control_dir = run.control_dir, control_uid = run.control_dir and core.euid() or nil }
+    control_dir = run.control_dir, control_uid = run.control_dir and core.euid() or nil, init = run.init }
   if run.subnet_pool and not run.subnets then
     local used, err = A.used_subnets(run.eng)
     if not used then return nil, err end
@@ -170,12 +173,18 @@ function A.ours(run, body)
   return run.nonce ~= nil and labels["io.sandstack.run"] == run.nonce
 end
 
--- The container creates and then their connects: two rounds.
+-- The container creates and then their connects: two rounds. The last create is sandstack-init's
+-- volume holder, when the plan has one, and the second round writes the init's volume through
+-- it, beside the connects: no round of its own before the starts (docker/deadline.lua).
 local function container_rounds(plan)
   local creates, connects = {}, {}
   for i, c in ipairs(plan.containers) do
     creates[i] = c -- the plan's finished requests, sent as they are
     for _, cn in ipairs(c.connects) do connects[#connects + 1] = cn end
+  end
+  if plan.init then
+    creates[#creates + 1] = plan.init.holder
+    connects[#connects + 1] = require("sandstack.docker.deadline").install_request(plan)
   end
   return creates, connects
 end
@@ -267,10 +276,11 @@ function A.create_containers(run)
   end
   local first_err
   for i, r in ipairs(results) do
-    local c = plan.containers[i]
+    local c = plan.containers[i] or { name = plan.init.holder.name, image = plan.containers[#plan.containers].image }
+    -- (the init's holder: no service; its image is the forwarder's, the plan's last container)
     if r.ok then
       run.created.containers[#run.created.containers + 1] = r.body and r.body.Id or c.name
-      A.emit(run, "container_created", c.service, { container = c.name })
+      if c.service then A.emit(run, "container_created", c.service, { container = c.name }) end
     elseif r.status == 404 then
       first_err = first_err or image_error(c.image, r.err.message)
     else

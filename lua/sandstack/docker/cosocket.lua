@@ -162,9 +162,10 @@ end
 -- spawn(record, argv, opts): h:spawn's options, on the stack a record (stack:record()) names.
 function M.spawn(record, argv, opts)
   if type(record) ~= "table" or type(record.project) ~= "string" then
-    error("cosocket.spawn: expected a record from stack:record()", 2)
+    E.raise("cosocket.spawn: argument 'record' must be a record from stack:record()")
   end
   argv, opts = process.check(argv, opts)
+  if not argv then return nil, opts end
   local io, err = M.io(record.docker_host, opts.timeout)
   if not io then return nil, err end
   local service = opts.service or record.sandbox

@@ -38,7 +38,8 @@ M.control = control
 -- A policy table (compiled here) or a compiled sandstack.policy, as the JSON the proxy parses.
 local function rendered(p)
   if policy.is_policy(p) then return p:render() end
-  if type(p) ~= "table" then error("set_egress: expected a policy table or a compiled sandstack.policy", 3) end
+  E.want(p, "table", "set_egress", "argument 'policy'", "a policy table or a compiled sandstack.policy")
+  if p == nil then E.raise("set_egress: argument 'policy' must be a policy table or a compiled sandstack.policy, got nil") end
   local compiled, err = policy.compile(p)
   if not compiled then
     return nil, E.new("invalid", "invalid_policy", "set_egress: " .. tostring(err.message), { rule = err.rule })
@@ -46,10 +47,38 @@ local function rendered(p)
   return compiled:render()
 end
 
--- true, or nil, err; a refused policy changes nothing (the proxy keeps the one in force).
-function M.set_egress(stack, p)
+local validate -- below: the credentials option's own validator
+
+-- The credentials in force (the handle's, without their secrets) against the policy json: nil,
+-- or the refusal a start and set_credentials give for the same state (a credential whose host
+-- no rule admits could never be used), worded for set_egress.
+local function strands_credentials(stack, json)
+  local list = {}
+  for i, c in ipairs(stack.plan.credentials or {}) do
+    local e = { secret = string.rep("x", 16) } -- the validator wants one; only hosts are compared
+    for k, v in pairs(c) do if k ~= "placeholder" then e[k] = v end end
+    list[i] = e
+  end
+  if #list == 0 then return nil end
+  local err = validate(list, json)
+  if not err then return nil end
+  local c = list[tonumber(tostring(err.option):match("^credentials%[(%d+)%]%.host$"))]
+  if not c then return E.new("invalid", "invalid_policy", "set_egress: " .. tostring(err.message)) end
+  return E.new("invalid", "invalid_policy", ("set_egress: the policy admits no request to %s:%d, where the credential %s "
+    .. "is sent, so it could never be used; keep a rule for that host, or drop the credential with set_credentials "
+    .. "first"):format(c.host, c.port or 443, c.name), { credential = c.name })
+end
+
+-- true, or nil, err; a refused policy changes nothing (the proxy keeps the one in force). A
+-- policy that leaves a credential in force without its host is refused, as at start; `narrow`
+-- (a warm pool's waiting stack, whose credentials are throwaway slots) lets it through.
+function M.set_egress(stack, p, narrow)
   local json, err = rendered(p)
   if not json then return nil, err end
+  if not narrow then
+    err = strands_credentials(stack, json)
+    if err then return nil, err end
+  end
   local answer; answer, err = control(stack, "set-egress", json)
   if not answer then return nil, err end
   return true
@@ -67,7 +96,7 @@ end
 
 -- The credentials option's own validator (csrc/stack/credentials.c, through the stack model) on
 -- list, against the policy in force: nil, or the compose error naming credentials[i].field.
-local function validate(list, in_force_json)
+function validate(list, in_force_json)
   local model, err = core.stack_model({ agent_port = 1, image = "validate", api_key = string.rep("k", 32),
     egress_policy = core.json_decode(in_force_json), credentials = list }, "set-credentials")
   if not model then return err end
@@ -124,7 +153,8 @@ local ENTRY_FIELDS = { "name", "host", "port", "header", "format", "query", "bas
 -- render; nil asks the proxy, one command more, when an entry needs it): the payload and the
 -- entries a record keeps, or nil, err.
 local function credentials_payload(stack, list, in_force_json)
-  if type(list) ~= "table" then error("set_credentials: expected a list of credentials", 4) end
+  E.want(list, "table", "set_credentials", "argument 'list'", "a list of credentials")
+  if list == nil then E.raise("set_credentials: argument 'list' must be a list of credentials, got nil") end
   local rest, model, err = {}, nil, nil
   for i, c in ipairs(list) do
     local m; m, err = model_key_entry(i, c)
@@ -203,7 +233,7 @@ end
 
 local DECISIONS = { allow = true, deny = true }
 local REMEMBER = { once = true, session = true }
-local ANSWER_KEYS = { remember = true, reason = true, by = true }
+local ANSWER_KEYS = { remember = "string", reason = "string", by = "string" }
 
 local function printable(v, max)
   return v == nil or (type(v) == "string" and #v <= max and not v:find("[^\32-\126]"))
@@ -212,7 +242,9 @@ end
 -- answer(id, "allow"|"deny", { remember = "once"|"session", reason =, by = }): true, or nil, err
 -- (kind "invalid" for a bad argument, "not_found"/no_such_ask for an ask already gone).
 function M.answer(stack, id, decision, opts)
-  opts = E.check_keys(opts, ANSWER_KEYS, "answer")
+  opts = E.options(opts, ANSWER_KEYS, "answer")
+  E.want(id, "number", "answer", "argument 'id'", "a pending ask's id")
+  E.want(decision, "string", "answer", "argument 'decision'", '"allow" or "deny"')
   if type(id) ~= "number" or id ~= math.floor(id) or id < 1 then
     return E.fail("invalid", "ask_id", "answer: id must be a pending ask's id (a whole number from egress_asks)")
   end

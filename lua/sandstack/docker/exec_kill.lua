@@ -17,19 +17,37 @@ local M = {}
 M.ENV = "SANDSTACK_EXEC"
 M.PROGRAM = "/sandstack-reap"
 local PROJECT_LABEL = "io.sandstack.project"
+-- Runtimes whose containers' PID namespaces a helper can share. gVisor's runsc keeps the guest's
+-- processes inside its own kernel: a runc helper given "container:<runsc container>" lands in
+-- the host's PID namespace instead (PID 1 is the host's init), with KILL and SYS_PTRACE there,
+-- and never sees the exec. So no helper is made for another runtime.
+M.SHARABLE = { runc = true, ["io.containerd.runc.v2"] = true, ["io.containerd.runtime.v1.linux"] = true }
+
+-- nil when a helper can share `info`'s (an inspect) processes, else a typed refusal
+function M.unshared(info)
+  local runtime = (info.HostConfig or {}).Runtime
+  -- an answer without the field (an engine double, an engine too old to name it) is runc's
+  if runtime == nil or runtime == "" or M.SHARABLE[runtime] then return nil end
+  return E.new("unsupported", "runtime", ("an exec in %s cannot be ended: it runs under %s, whose processes no helper "
+    .. "container can reach; it goes on until it exits or the stack stops (use runc for execs that must be "
+    .. "cut short)"):format(((info.Name or "?"):gsub("^/", "")), tostring(runtime)), { runtime = runtime })
+end
 
 function M.token() return core.random_hex(16) end
 
 local function path(container) return "/containers/" .. core.urlencode(container) end
 
+-- The tar of a static program (its bytes `bin`) at the absolute `path`, mode 0755, to upload
+-- into a helper at "/" (list_helper.lua's too).
+function M.program_tar(path, bin)
+  return core.tar_header(path:sub(2), #bin, 493, 0) .. bin .. string.rep("\0", (512 - #bin % 512) % 512)
+    .. string.rep("\0", 1024)
+end
+
 -- The tar of the program, made once per process.
 local archive
 local function program_tar()
-  if not archive then
-    local bin = core.reap_program()
-    archive = core.tar_header(M.PROGRAM:sub(2), #bin, 493, 0) .. bin .. string.rep("\0", (512 - #bin % 512) % 512)
-      .. string.rep("\0", 1024)
-  end
+  archive = archive or M.program_tar(M.PROGRAM, core.reap_program())
   return archive
 end
 
@@ -48,7 +66,8 @@ end
 
 -- Ends every process of the exec tagged `token` in `container` on `eng`. Returns true when the
 -- reaper saw nothing of it left, or nil, err (kind "exec_kill" with reason "helper" when the
--- helper could not run, "survived" when something outlived it). With `signal` (a number: a
+-- helper could not run, "survived" when something outlived it; kind "unsupported", reason
+-- "runtime" under a runtime whose processes no helper can share, before anything is made). With `signal` (a number: a
 -- spawned process's p:kill) the holders of the token get that signal instead (9: the reap
 -- above), and a process that already ended is nil, err kind "exited", reason "not_running".
 -- `eng` needs only eng:call's contract, so a cosocket io serves too.
@@ -56,6 +75,8 @@ function M.kill(eng, container, token, timeout, signal)
   timeout = timeout or 20
   local info, err = eng:call("GET", path(container) .. "/json")
   if not info then return nil, err end
+  local refused = M.unshared(info)
+  if refused then return nil, refused end
   local name = (info.Name or ""):gsub("^/", "") .. "-exec-kill-" .. core.random_hex(4)
   local created
   created, err = eng:call("POST", "/containers/create", helper_body(info, token, signal), { query = { name = name }, timeout = timeout })

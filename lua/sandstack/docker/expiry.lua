@@ -1,6 +1,7 @@
 -- When a stack expires (internal to sandstack.docker: start's ttl, idle_timeout and on_expiry,
 -- the handle's set_timeout and expires, reap{expired = true}). The expiry lives on the engine,
--- so it is enforced with the starting process gone: a volume <project>-expiry-<hex> that
+-- so it is enforced with the starting process gone: the sandbox's PID 1 ends it at its ttl
+-- (docker/deadline.lua), and the next reap pass acts on it by a volume <project>-expiry-<hex> that
 -- carries the mark in its labels (lua/sandstack/expiry.lua: the mark, the idle measure and the
 -- pass, shared with sandstack.swarm). Labels are fixed at create, so a change is a new mark,
 -- and the older marks are removed after it; the newest set wins. It carries the project label,
@@ -70,30 +71,51 @@ local function write(eng, project, m, prev)
   return true
 end
 
--- At a start: the first mark (ttl and/or idle_timeout given).
+-- The newest mark of project, or nil without one (nil, nil, err when the list failed).
+function M.newest(eng, project)
+  local by, err = marks(eng, project)
+  if not by then return nil, err end
+  return by[project]
+end
+
+-- The sandbox's own deadline moved to the mark m's (docker/deadline.lua).
+local function hold(stack, m)
+  return require("sandstack.docker.deadline").move(stack.eng, stack.project, stack.project .. "-" .. stack.plan.sandbox,
+    m.expires)
+end
+
+-- At the end of a start: the first mark (ttl and/or idle_timeout given), and the ttl's deadline
+-- in the sandbox, which holds with no process of sandstack alive.
 function M.arm(stack, ttl, idle, on_expiry)
   local m = X.first(ttl, idle, on_expiry, now())
   m.session, m.pool = stack.session_key, stack.pool
-  return write(stack.eng, stack.project, m)
+  local ok, err = write(stack.eng, stack.project, m)
+  if ok and m.expires then ok, err = hold(stack, m) end
+  return ok, err
 end
 
 -- h:set_timeout(seconds): the stack expires seconds from now (nil or false: never, by ttl);
 -- idle_timeout and on_expiry stay. true, or nil, err.
 function M.set_timeout(stack, seconds)
-  if not stack.eng then error("the stack handle is closed", 2) end
-  if seconds ~= nil and seconds ~= false then M.check(seconds, nil, nil, "set_timeout") end
+  if not stack.eng then require("sandstack.error").raise("the stack handle is closed") end
+  if seconds ~= false then
+    local ok, err = X.check_seconds(seconds, "set_timeout", "argument 'seconds'")
+    if not ok then return nil, err end
+  end
   local by, err = marks(stack.eng, stack.project)
   if not by then return nil, err end
   local prev = by[stack.project]
   local m = X.timeout(prev, seconds, now())
   m.session, m.pool = stack.session_key, m.pool or stack.pool
-  return write(stack.eng, stack.project, m, prev)
+  local ok; ok, err = write(stack.eng, stack.project, m, prev)
+  if not ok then return nil, err end
+  return hold(stack, m)
 end
 
 -- h:expires() -> { at = epoch | nil, remaining = seconds | nil, idle_timeout =, idle_since =,
 -- on_expiry = } (all nil without an expiry), or nil, err.
 function M.expires(stack)
-  if not stack.eng then error("the stack handle is closed", 2) end
+  if not stack.eng then require("sandstack.error").raise("the stack handle is closed") end
   local by, err = marks(stack.eng, stack.project)
   if not by then return nil, err end
   return X.view(by[stack.project], now())

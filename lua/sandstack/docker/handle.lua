@@ -11,6 +11,7 @@ local live = require "sandstack.docker.egress_live"
 local session = require "sandstack.session"
 local capture = require "sandstack.stack.capture"
 local files = require "sandstack.docker.handle_files"
+local record_env = require "sandstack.docker.record_env"
 
 local M = {}
 local Stack = {}
@@ -40,7 +41,8 @@ local function slim(plan, requests)
   local cs = {}
   for i, c in ipairs(plan.containers) do
     cs[i] = { service = c.service, name = c.name, depends_on = c.depends_on, healthcheck = c.healthcheck,
-      check = c.check, check_timeout = c.check_timeout }
+      check = c.check, check_timeout = c.check_timeout, ready_log = c.ready_log, ready_times = c.ready_times,
+      ready_port = c.ready_port, role = c.role, port = c.port }
     if requests then cs[i].start, cs[i].inspect = c.start, c.inspect end
   end
   return { project = plan.project, session_key = plan.session_key, agent_port = plan.agent_port,
@@ -48,7 +50,7 @@ local function slim(plan, requests)
     capture_path = plan.capture_path, sandbox = plan.sandbox, forwarder = plan.forwarder,
     containers = cs, docker_host = plan.docker_host, timeout = plan.timeout,
     networks = names(plan.networks), volumes = names(plan.volumes), credentials = store.credentials(plan.credentials),
-    proxy = added_proxy(plan.proxy), removals = requests and plan.removals or nil }
+    proxy = added_proxy(plan.proxy), removals = requests and plan.removals or nil, ports = plan.ports }
 end
 
 function M.new(eng, plan, hooks)
@@ -58,9 +60,12 @@ function M.new(eng, plan, hooks)
   return self
 end
 
--- Using a handle after close is a programming error, raised as the engine client does.
+-- The start pipeline planned again (docker/deadline.lua): the handle keeps the new plan's part.
+function M.replan(stack, plan) stack.plan = slim(plan, true) end
+
+-- Using a handle after close is a programming error, raised at the caller.
 local function check_open(self)
-  if not self.eng then error("the stack handle is closed", 3) end
+  if not self.eng then E.raise("the stack handle is closed: make a new one with sandstack.docker.reconnect or open") end
 end
 M.check_open = check_open
 
@@ -97,20 +102,22 @@ function Stack:record()
   r.kind = "sandstack.docker"
   r.version = core.VERSION
   r.port = self.port
-  r.spec = self.spec -- the start's options without a secret (docker/snapshot.lua)
+  -- the start's options without a secret (docker/snapshot.lua), each env by name only
+  r.spec = record_env.withhold(self.spec)
+  r.pool = self.pool -- a warm pool's stack: its expiry marks carry the pool (docker/expiry.lua)
   return store.scrub(r)
 end
 
 -- The options of each method, checked once where the caller handed them in (sandstack.error):
 -- the methods that call each other internally pass checked tables on.
-local STOP_KEYS, START_KEYS, DESTROY_KEYS = { timeout = true }, {}, { capture = true }
+local STOP_KEYS, START_KEYS, DESTROY_KEYS = { timeout = E.SECONDS0 }, {}, { capture = "string" }
 
--- stop's timeout: the engine's grace period before it kills, whole seconds >= 0.
+-- stop's timeout: the engine's grace period before it kills, whole seconds >= 0. -> t | nil, err
 local function stop_timeout(opts, what)
-  local t = opts.timeout
-  if t == nil then return 5 end
-  if type(t) ~= "number" or t ~= t or t < 0 then error(what .. ": option 'timeout' must be a number >= 0", 3) end
-  return math.floor(t)
+  local err
+  opts, err = E.options(opts, STOP_KEYS, what)
+  if not opts then return nil, err end
+  return math.floor(opts.timeout or 5)
 end
 
 local function stop(self, t)
@@ -126,13 +133,18 @@ end
 
 function Stack:stop(opts)
   check_open(self)
-  return stop(self, stop_timeout(E.check_keys(opts, STOP_KEYS, "stop"), "stop"))
+  local t, err = stop_timeout(opts, "stop")
+  if not t then return nil, err end
+  return stop(self, t)
 end
 
--- containers: the plan's, or a copy whose start requests differ (a wake from checkpoints)
+-- containers: the plan's, or a copy whose start requests differ (a wake from checkpoints). The
+-- sandbox's init gets its program and deadline again first (docker/deadline.lua).
 local function start(self, containers)
   local run = run_of(self)
-  local ok, err = A.start_services(run, containers or self.plan.containers)
+  local ok, err = require("sandstack.docker.deadline").boot(self.eng, self.project)
+  if not ok then return nil, err end
+  ok, err = A.start_services(run, containers or self.plan.containers)
   if not ok then return nil, err end
   local port; port, err = A.read_port(run)
   if not port then return nil, err end
@@ -153,7 +165,9 @@ end
 -- A restart is a stop and a start in dependency order (so dependents wait for health again).
 function Stack:restart(opts)
   check_open(self)
-  local ok, err = stop(self, stop_timeout(E.check_keys(opts, STOP_KEYS, "restart"), "restart"))
+  local t, err = stop_timeout(opts, "restart")
+  if not t then return nil, err end
+  local ok; ok, err = stop(self, t)
   if not ok then return nil, err end
   return start(self)
 end
@@ -189,7 +203,9 @@ end
 -- archive on this engine.
 function Stack:capture(dir, opts)
   check_open(self)
-  opts = capture.args(dir, opts)
+  local err
+  opts, err = capture.args(dir, opts)
+  if not opts then return nil, err end
   local path = self.plan.capture_path
   if not path then return E.fail("invalid", "no_capture_path", "this stack has no capture_path") end
   return capture.take(self.eng, files.archive_path(self.plan.project .. "-" .. self.plan.sandbox), path, dir, opts)
@@ -198,7 +214,7 @@ end
 -- Removes containers, networks and volumes of this project; calling it again is harmless.
 function Stack:destroy(opts)
   check_open(self)
-  opts = E.check_keys(opts, DESTROY_KEYS, "destroy")
+  opts = E.options(opts, DESTROY_KEYS, "destroy")
   if opts.capture and self.plan.capture_path then self:capture(opts.capture) end
   local ok, err = inventory.remove_project(self.eng, self.project, self.plan.removals)
   if not ok then return nil, err end
@@ -264,17 +280,25 @@ function Stack:set_model_key(key)
 end
 
 -- Rebuilds a handle from stack:record() and re-reads the forwarder's port.
-local RECONNECT_KEYS = { docker_host = true, timeout = true, on_event = true, req_adapter = true }
+local RECONNECT_KEYS = { docker_host = "string", timeout = E.SECONDS, on_event = "function", req_adapter = "function" }
+M.RECONNECT_KEYS = RECONNECT_KEYS
 function M.reconnect(record, opts)
-  if type(record) ~= "table" or type(record.project) ~= "string" then
-    error("sandstack.docker.reconnect: expected a record from stack:record()", 2)
+  E.want(record, "table", "sandstack.docker.reconnect", "argument 'record'", "a record from stack:record()")
+  local err
+  opts, err = E.options(opts, RECONNECT_KEYS, "sandstack.docker.reconnect")
+  if not opts then return nil, err end
+  -- a list() entry or a snapshot names a stack but is no record: it has no containers to drive
+  if type(record) ~= "table" or type(record.project) ~= "string" or type(record.containers) ~= "table"
+    or type(record.sandbox) ~= "string" or type(record.forwarder) ~= "string" then
+    return E.fail("invalid", "not_a_record", "sandstack.docker.reconnect: that is not a record from stack:record() "
+      .. "(a list() entry is not one: open a stack by its project or key with sandstack.docker.open)")
   end
-  opts = E.check_keys(opts, RECONNECT_KEYS, "sandstack.docker.reconnect")
-  local eng, err = engine { docker_host = opts.docker_host or record.docker_host, timeout = opts.timeout or record.timeout }
+  local eng; eng, err = engine { docker_host = opts.docker_host or record.docker_host, timeout = opts.timeout or record.timeout }
   if not eng then return nil, err end
   local plan = {}
   for k, v in pairs(record) do plan[k] = v end
   local stack = M.new(eng, plan, { on_event = opts.on_event, req_adapter = opts.req_adapter })
+  stack.pool = type(record.pool) == "string" and record.pool or nil
   local port; port, err = stack:reconnect()
   if not port then
     if err and err.status == 404 then
@@ -291,7 +315,7 @@ end
 -- is mixed in here when the file exists, so a part is added without editing this file (a part
 -- reaches the handle's helpers through sandstack.docker.target, never by requiring this file,
 -- which is still loading). What no part gives is a stub returning kind = "unsupported".
-M.PARTS = { "exec", "files", "observe", "spawn", "lifecycle" }
+M.PARTS = { "exec", "files", "observe", "spawn", "lifecycle", "ports" }
 M.Stack = Stack
 
 function M.mixin(methods)

@@ -13,19 +13,25 @@ local M = {}
 M.DEFAULT_TIMEOUT = 60               -- seconds
 M.DEFAULT_MAX_BYTES = 8 * 1024 * 1024 -- stdout + stderr
 
-local KEYS = { env = true, cwd = true, user = true, stdin = true, timeout = true, max_bytes = true, service = true }
-M.KEYS = KEYS
+local KEYS = { env = "table", cwd = "string", user = "string", stdin = "string", service = "string",
+  timeout = { "number", above = 0, max = 1e9, says = "a number of seconds above 0", wanted = "a number of seconds" },
+  max_bytes = E.BYTES }
 
-local function positive(v, name, whole)
-  if v ~= nil and (type(v) ~= "number" or v ~= v or v <= 0 or v == math.huge or (whole and v ~= math.floor(v))) then
-    error(("exec: option '%s' must be a positive %s"):format(name, whole and "whole number" or "number"), 4)
+-- h:exec's options, as every backend on the engine takes them -> opts | nil, err (a wrong type
+-- raises at the caller; docs/api/README.md, "Conventions").
+function M.options(opts)
+  local err
+  opts, err = E.options(opts, KEYS, "exec")
+  if not opts then return nil, err end
+  for _, k in ipairs { "cwd", "user" } do
+    if opts[k] == "" then return E.refuse("exec", k, "must not be empty") end
   end
+  return opts
 end
 
 -- The user's environment plus the exec's token: {K = V} and {"K=V"} entries as the engine
 -- client takes them.
 local function env_with(env, token)
-  if env ~= nil and type(env) ~= "table" then error("exec: option 'env' must be a table", 4) end
   local out = {}
   for k, v in pairs(env or {}) do out[k] = v end
   out[kill.ENV] = token
@@ -110,24 +116,18 @@ local function with_stdin(eng, container, argv, opts, timeout, budget)
     return ended(err)
   end
   p:close()
+  if p.ran == false then -- never ran: what came was the engine's message, as eng:exec gives it
+    return { exit_code = code, stdout = "", stderr = table.concat(out.stdout) .. table.concat(out.stderr) }
+  end
   return { exit_code = code, stdout = table.concat(out.stdout), stderr = table.concat(out.stderr) }
 end
 
--- run(eng, container, cmd, opts, backend): opts checked by the caller (KEYS).
+-- run(eng, container, cmd, opts, backend): opts checked by the caller (M.options).
 --   -> { code =, exit_code =, stdout =, stderr =, killed = false, seconds = }
 --    | nil, err: kind "timeout" or "output_limit" with killed, stdout and stderr so far, seconds
 --      (and kill_error when the kill failed); other kinds as the engine client gives them.
 function M.run(eng, container, cmd, opts, backend)
-  local argv = session.command_argv(cmd, 3)
-  positive(opts.timeout, "timeout")
-  positive(opts.max_bytes, "max_bytes", true)
-  for _, k in ipairs { "cwd", "user" } do
-    if opts[k] ~= nil and (type(opts[k]) ~= "string" or opts[k] == "") then
-      error("exec: option '" .. k .. "' must be a non-empty string", 3)
-    end
-  end
-  if opts.stdin ~= nil and type(opts.stdin) ~= "string" then error("exec: option 'stdin' must be a string", 3) end
-  if opts.env ~= nil and type(opts.env) ~= "table" then error("exec: option 'env' must be a table", 3) end
+  local argv = session.command_argv(cmd)
   local timeout = opts.timeout or M.DEFAULT_TIMEOUT
   local budget = opts.max_bytes or M.DEFAULT_MAX_BYTES
   local t0 = core.engine_clock()
@@ -162,9 +162,11 @@ M.methods = {}
 
 -- h:exec(argv | string, { env, cwd, user, stdin, timeout, max_bytes, service })
 function M.methods.exec(self, cmd, opts)
-  target.check_open(self, 2)
-  opts = E.check_keys(opts, KEYS, "exec")
-  local container, err = target.container(self, opts.service)
+  target.check_open(self)
+  local err
+  opts, err = M.options(opts)
+  if not opts then return nil, err end
+  local container; container, err = target.container(self, opts.service)
   if not container then return nil, err end
   return M.run(self.eng, container, cmd, opts, "docker")
 end

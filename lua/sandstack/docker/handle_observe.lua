@@ -10,7 +10,8 @@ M.methods = {}
 
 M.DEFAULT_LOG_BYTES = 8 * 1024 * 1024
 
-local LOG_KEYS = { service = true, since = true, tail = true, follow = true, max_bytes = true, timeout = true }
+local LOG_KEYS = { service = "string", since = { "number", says = "a unix time in seconds" }, tail = E.COUNT0,
+  follow = "boolean", max_bytes = E.BYTES, timeout = E.SECONDS }
 
 local function cpath(name) return "/containers/" .. core.urlencode(name) end
 
@@ -50,11 +51,9 @@ function Follow:close() self.closed = true end
 -- h:logs({service, since, tail, follow, max_bytes}) -> { stdout =, stderr = }, or with
 -- follow = true a stream (see Follow) whose first read starts at `since`/`tail`.
 function M.methods.logs(self, opts)
-  opts = E.check_keys(opts, LOG_KEYS, "logs")
-  if opts.since ~= nil and type(opts.since) ~= "number" then error("logs: option 'since' must be a unix time in seconds", 2) end
-  if opts.tail ~= nil and (type(opts.tail) ~= "number" or opts.tail < 0 or opts.tail ~= math.floor(opts.tail)) then
-    error("logs: option 'tail' must be a whole number of lines", 2)
-  end
+  local err
+  opts, err = E.options(opts, LOG_KEYS, "logs")
+  if not opts then return nil, err end
   local eng, c = target.resolve(self, opts.service)
   if not eng then return nil, c end
   if opts.follow then
@@ -64,8 +63,10 @@ function M.methods.logs(self, opts)
 end
 
 -- The usage of one container from its stats answer, under E2B's getMetrics names where they fit.
-local function metrics(s)
-  local cpu, pre = s.cpu_stats or {}, s.precpu_stats or {}
+-- prev: the container's previous answer in a series (its CPU counters stand in for precpu_stats,
+-- which a one-shot read leaves empty).
+local function metrics(s, prev)
+  local cpu, pre = s.cpu_stats or {}, (prev and prev.cpu_stats) or s.precpu_stats or {}
   local cu, pu = cpu.cpu_usage or {}, pre.cpu_usage or {}
   local ncpu = cpu.online_cpus or (cu.percpu_usage and #cu.percpu_usage) or 1
   local dc = (cu.total_usage or 0) - (pu.total_usage or 0)
@@ -87,18 +88,16 @@ local function metrics(s)
   }
 end
 
--- h:stats() -> { [service] = { cpuUsedPct, cpuCount, memUsed, memTotal, netRx, netTx, pids,
--- timestamp } }; a service whose container is not running is { state = "not_running" }.
-function M.methods.stats(self, opts)
-  opts = E.check_keys(opts, { timeout = true }, "stats")
-  local eng, services = target.services(self)
-  if not eng then return nil, services end
+-- One read of every service: { [service] = metrics }, and the raw answers (for the next sample of
+-- a series). one_shot: the engine answers at once, without measuring CPU over a second itself.
+local function sample(eng, services, timeout, one_shot, prev)
   local reqs = {}
   for i, s in ipairs(services) do
-    reqs[i] = { "GET", cpath(s.name) .. "/stats", nil, { query = { stream = "false" }, timeout = opts.timeout or 30 } }
+    reqs[i] = { "GET", cpath(s.name) .. "/stats", nil, { query = { stream = "false", ["one-shot"] = one_shot and "true" or nil },
+      timeout = timeout or 30 } }
   end
   local results = eng:perform(reqs)
-  local out = {}
+  local out, raw = {}, {}
   for i, s in ipairs(services) do
     local r = results[i]
     if not r.ok then
@@ -109,10 +108,58 @@ function M.methods.stats(self, opts)
     elseif not r.body.memory_stats or not r.body.memory_stats.limit then
       out[s.service] = { state = "not_running" }
     else
-      out[s.service] = metrics(r.body)
+      raw[s.service] = r.body
+      out[s.service] = metrics(r.body, prev and prev[s.service])
     end
   end
+  return out, raw
+end
+
+local MAX_SAMPLES = 3600
+
+-- The series of stats{window =, every =}: a first read at once (the base of the first sample's
+-- CPU), then one sample every `every` seconds until `window` has passed, each sample's CPU measured
+-- since the read before it. Reads are one-shot, so a sample costs a round trip, not a second.
+local function series(eng, services, opts)
+  local every = opts.every or 1
+  local n = math.floor(opts.window / every + 1e-9)
+  local base, prev = sample(eng, services, opts.timeout, true)
+  if not base then return nil, prev end
+  local t0, out = core.engine_clock(), {}
+  for i = 1, n do
+    local wait = t0 + i * every - core.engine_clock()
+    if wait > 0 then core.sleep(wait) end
+    local one, raw = sample(eng, services, opts.timeout, true, prev)
+    if not one then return nil, raw end
+    out[i], prev = one, raw
+  end
   return out
+end
+
+-- window and every: finite (a window of math.huge would never end).
+local SPAN = { "number", above = 0, max = 1e9, says = "a finite number of seconds above 0", wanted = "a number of seconds" }
+local STATS_OPTS = { timeout = E.SECONDS, window = SPAN, every = SPAN }
+
+-- h:stats() -> { [service] = { cpuUsedPct, cpuCount, memUsed, memTotal, netRx, netTx, pids,
+-- timestamp } }; a service whose container is not running is { state = "not_running" }.
+-- h:stats{ window =, every = } -> a list of such samples, one every `every` seconds (default 1)
+-- over `window` seconds.
+function M.methods.stats(self, opts)
+  local err
+  opts, err = E.options(opts, STATS_OPTS, "stats")
+  if not opts then return nil, err end
+  if opts.every ~= nil and opts.window == nil then return E.refuse("stats", "every", "needs a 'window'") end
+  if opts.window and opts.window / (opts.every or 1) > MAX_SAMPLES then
+    return E.refuse("stats", "window", ("must span at most %d samples of 'every'"):format(MAX_SAMPLES))
+  end
+  if opts.window and opts.window < (opts.every or 1) then return E.refuse("stats", "window", "must be at least 'every'") end
+  local eng, services = target.services(self)
+  if not eng then return nil, services end
+  if opts.window then return series(eng, services, opts) end
+  local one
+  one, err = sample(eng, services, opts.timeout, false)
+  if not one then return nil, err end
+  return one
 end
 
 return M

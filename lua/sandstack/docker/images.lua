@@ -199,21 +199,18 @@ local function import(eng, root, recipe, hash)
   return true
 end
 
-local BUILD_KEYS = { docker_host = true, proxy_binary = true, socat = true, force = true, engine = true,
-  proxy_image = true, forwarder_image = true }
-
-local function check_name(opts, key)
-  local v = opts[key]
-  if v ~= nil and (type(v) ~= "string" or not v:match("^[%w][%w._/-]*:[%w][%w._-]*$")) then
-    error("sandstack.docker.build_images: " .. key .. " must be a name:tag string", 3)
-  end
-end
+local BUILD_KEYS = { docker_host = "string", proxy_binary = "string", socat = "string", force = "boolean",
+  engine = "table", proxy_image = "string", forwarder_image = "string" }
 
 function M.build(opts)
-  opts = E.check_keys(opts, BUILD_KEYS, "sandstack.docker.build_images")
-  check_name(opts, "proxy_image")
-  check_name(opts, "forwarder_image")
-  local list, err = recipes(opts)
+  local err
+  opts = E.options(opts, BUILD_KEYS, "sandstack.docker.build_images")
+  for _, key in ipairs { "proxy_image", "forwarder_image" } do
+    if opts[key] and not opts[key]:match("^[%w][%w._/-]*:[%w][%w._-]*$") then
+      return E.refuse("sandstack.docker.build_images", key, "must be name:tag, like \"sandstack/proxy:local\"")
+    end
+  end
+  local list; list, err = recipes(opts)
   if not list then return nil, err end
   local eng = opts.engine
   if not eng then

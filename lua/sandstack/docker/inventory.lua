@@ -56,17 +56,21 @@ local function listed(results)
   return M.checked_lists(results[1].body, results[2].body, results[3].body)
 end
 
--- Removes every object labelled with the project: containers, then networks and volumes.
+-- Removes every object labelled with the project: containers, then networks, then volumes.
 -- Objects the handle knows are deleted while the label lists are being read, with the plan's
 -- own removals (the deletes go first in the batch, so the engine starts on them first);
--- whatever the lists add (objects this handle did not create: a pool's marks, another
--- process's) is removed with the rest, so a teardown costs two rounds, one fewer than the
--- shortest raw sequence. known: a plan's removals {containers =, rest =, lists =}, or nil.
+-- whatever the lists add (objects this handle did not create: the record, expiry marks, a
+-- pool's marks, another process's) joins the round of its kind, so a teardown costs three
+-- rounds after the lists. known: a plan's removals {containers =, networks =, volumes =,
+-- lists =}, or nil.
+local KINDS = { container = "containers", network = "networks", volume = "volumes" }
 function M.remove_project(eng, project, known)
-  known = known or { containers = {}, rest = {}, lists = list_reqs(project) }
+  known = known or { containers = {}, networks = {}, volumes = {}, lists = list_reqs(project) }
   local reqs, names = {}, { container = {}, network = {}, volume = {} }
-  for i, q in ipairs(known.containers) do reqs[i] = q; names.container[q.name] = true end
-  for _, q in ipairs(known.rest) do names[q.kind][q.name] = true end
+  for i, q in ipairs(known.containers) do reqs[i] = q end
+  for kind, key in pairs(KINDS) do
+    for _, q in ipairs(known[key] or {}) do names[kind][q.name] = true end
+  end
   local k = #reqs
   for _, q in ipairs(known.lists) do reqs[#reqs + 1] = q end
   local r = batch.run(eng, reqs, 60)
@@ -75,23 +79,22 @@ function M.remove_project(eng, project, known)
   local deleted = {}
   for i = 1, k do deleted[i] = r[i] end
   local first = batch.first_error(deleted)
-  local extra, found = { containers = {}, networks = {}, volumes = {} }, false
-  local function add(kind, list, name, id)
-    if not names[kind][name] then list[#list + 1] = id or name; found = true end
+  local extra = { containers = {}, networks = {}, volumes = {} }
+  local function add(kind, name, id)
+    if not names[kind][name] then extra[KINDS[kind]][#extra[KINDS[kind]] + 1] = id or name end
   end
-  for _, c in ipairs(objs.containers) do
-    add("container", extra.containers, (c.Names and c.Names[1] or ""):gsub("^/", ""), c.Id)
+  for _, c in ipairs(objs.containers) do add("container", (c.Names and c.Names[1] or ""):gsub("^/", ""), c.Id) end
+  for _, n in ipairs(objs.networks) do add("network", n.Name) end
+  for _, v in ipairs(objs.volumes) do add("volume", v.Name) end
+  -- a removal is made only from names the engine listed; the known containers are gone already
+  local more = core.stack_removals(extra)
+  local rounds = {}
+  for _, key in ipairs { "networks", "volumes" } do
+    rounds[key] = {}
+    for _, q in ipairs(known[key] or {}) do rounds[key][#rounds[key] + 1] = q end
+    for _, q in ipairs(more[key]) do rounds[key][#rounds[key] + 1] = q end
   end
-  for _, n in ipairs(objs.networks) do add("network", extra.networks, n.Name) end
-  for _, v in ipairs(objs.volumes) do add("volume", extra.volumes, v.Name) end
-  local containers, rest = {}, known.rest
-  if found then -- only then a removal is made from names the engine listed
-    local more = core.stack_removals(extra)
-    containers, rest = more.containers, {}
-    for _, q in ipairs(known.rest) do rest[#rest + 1] = q end
-    for _, q in ipairs(more.rest) do rest[#rest + 1] = q end
-  end
-  local ok, rerr = batch.remove_requests(eng, containers, rest)
+  local ok, rerr = batch.remove_requests(eng, more.containers, rounds.networks, rounds.volumes)
   first = first or (not ok and rerr) or nil
   if not first and (tostring(eng.host):match("^unix://")) then -- the proxy's control directory (docker/control.lua)
     local _, derr = require("sandstack.docker.control").remove(project)
@@ -132,12 +135,14 @@ end
 function M.claim_lost(r) return LOST[r.status] == true end
 
 -- The session of a stack claimed by rename: a volume <project>-claim carrying the session label
--- (a container's labels cannot change), written by the winner right after its claim. Its
--- project label makes the stack's removal take it. ~1 ms on 20.10 (bench/pool_bench.lua).
-function M.claim_record_request(project, pool, session_key)
+-- (a container's labels cannot change), written by the winner right after its claim, and the
+-- session's record (record: stack:record() as JSON), which sandstack.docker.open reads as it reads
+-- a started stack's. Its project label makes the stack's removal take it. ~1 ms on 20.10
+-- (bench/pool_bench.lua).
+function M.claim_record_request(project, pool, session_key, record)
   return { "POST", "/volumes/create", { Name = project .. "-claim", Labels = { [LABEL] = project,
     ["io.sandstack.pool"] = pool, ["io.sandstack.session"] = session_key, ["io.sandstack.role"] = "claim",
-    ["io.sandstack.version"] = core.VERSION } } }
+    ["io.sandstack.version"] = core.VERSION, ["io.sandstack.record"] = record } } }
 end
 
 -- A pool mark's role from a container list entry: "claim" (a claim container, or a ready mark
@@ -152,8 +157,6 @@ function M.mark_role(c)
 end
 
 local POOL = "io.sandstack.pool"
-
-local check_keys = E.check_keys
 
 -- A stack of a warm pool that no session holds and whose filler has not marked it ready is
 -- "starting" for this long after its creation, then "failed" (its filler died mid-start).
@@ -174,11 +177,13 @@ end
 -- Stacks owned by sandstack on the engine, from labels: { {project=, session_key=, created=,
 -- pool=, state=, ...} }, sorted by pool and project. Objects without the project label are not
 -- sandstack's and are skipped; an Engine answer of the wrong shape is an error.
-local LIST_KEYS = { docker_host = true, timeout = true, project = true, pool = true }
+local LIST_KEYS = { docker_host = "string", timeout = E.SECONDS, project = "string", pool = "string" }
 M.LIST_KEYS = LIST_KEYS -- sandstack.swarm's list takes these too (but pool: no warm pools there)
 function M.list(opts)
-  opts = check_keys(opts, LIST_KEYS, "sandstack.docker.list")
-  local eng, err = engine(opts)
+  local err
+  opts, err = E.options(opts, LIST_KEYS, "sandstack.docker.list")
+  if not opts then return nil, err end
+  local eng; eng, err = engine(opts)
   if not eng then return nil, err end
   local project = opts.project and (LABEL .. "=" .. opts.project) or LABEL
   local r = batch.run(eng, opts.pool and core.stack_list_requests(project, POOL .. "=" .. opts.pool)
@@ -194,8 +199,9 @@ function M.list(opts)
     local p = type(labels) == "table" and labels[LABEL]
     if type(p) ~= "string" then return nil end
     by[p] = by[p] or { project = p, session_key = labels["io.sandstack.session"], pool = labels[POOL],
-      created = tonumber(labels["io.sandstack.created"]), version = labels["io.sandstack.version"],
-      services = {}, images = {}, networks = 0, volumes = 0 }
+      version = labels["io.sandstack.version"], services = {}, images = {}, networks = 0, volumes = 0 }
+    -- the stack's objects carry its birth; a pool's marks, its claim and a gateway's marker do not
+    by[p].created = by[p].created or tonumber(labels["io.sandstack.created"])
     return by[p]
   end
   for _, c in ipairs(cs) do
@@ -209,7 +215,8 @@ function M.list(opts)
         if labels["io.sandstack.role"] == "claim" then e.claim_session = labels["io.sandstack.session"] end
       elseif role == "ready" then
         e.marked = true
-      else
+      elseif labels["io.sandstack.role"] ~= "init" and labels["io.sandstack.role"] ~= "gateway" then
+        -- the init volume's holder and a gateway's marker are no services
         local svc = labels["io.sandstack.service"] or "?"
         e.services[svc], e.images[svc] = c.State, c.Image
       end
@@ -252,30 +259,19 @@ end
 -- is refused, as the CLI's reap without --all is: a filter left out by mistake must not widen
 -- into "every stack on the engine". An idle stack is claimed before it is removed, so a
 -- concurrent acquire never receives a stack being removed. Returns the list of removed projects.
-local REAP_KEYS = { docker_host = true, timeout = true, project = true, older_than = true, prefix = true, pool = true,
-  idle_only = true, all = true }
+local REAP_KEYS = { docker_host = "string", timeout = E.SECONDS, project = "string", prefix = "string", pool = "string",
+  -- a filter that cannot be read must never widen into "every stack"
+  older_than = E.SECONDS0, idle_only = "boolean", all = "boolean" }
 M.REAP_KEYS = REAP_KEYS -- sandstack.swarm's reap takes these too (but pool and idle_only)
 function M.reap(opts)
-  opts = check_keys(opts, REAP_KEYS, "sandstack.docker.reap")
-  if opts.all ~= nil and type(opts.all) ~= "boolean" then
-    error(("sandstack.docker.reap: all must be a boolean, got %s"):format(type(opts.all)), 2)
-  end
+  local err
+  opts, err = E.options(opts, REAP_KEYS, "sandstack.docker.reap")
+  if not opts then return nil, err end
   if not (opts.all or opts.older_than or opts.project or opts.prefix or opts.pool) then
     return E.fail("invalid", "filter_required", "sandstack.docker.reap: no filter would remove every stack "
       .. "sandstack owns on the engine: pass older_than, project, prefix or pool, or all = true")
   end
-  local age = opts.older_than
-  -- a filter that cannot be read must never widen into "every stack"
-  if age ~= nil and (type(age) ~= "number" or age ~= age or age < 0) then
-    error(("sandstack.docker.reap: older_than must be a number of seconds >= 0, got %s %s"):format(type(age),
-      type(age) == "string" and ("%q"):format(age) or tostring(age)), 2)
-  end
-  for _, k in ipairs { "project", "prefix", "pool" } do
-    if opts[k] ~= nil and type(opts[k]) ~= "string" then
-      error(("sandstack.docker.reap: %s must be a string, got %s"):format(k, type(opts[k])), 2)
-    end
-  end
-  local stacks, err = M.list { docker_host = opts.docker_host, timeout = opts.timeout, project = opts.project, pool = opts.pool }
+  local stacks; stacks, err = M.list { docker_host = opts.docker_host, timeout = opts.timeout, project = opts.project, pool = opts.pool }
   if not stacks then return nil, err end
   local eng; eng, err = engine(opts)
   if not eng then return nil, err end
@@ -309,7 +305,7 @@ function M.reap(opts)
   return removed
 end
 
--- Destroys one project by name without a handle (the CLI's `down`).
+-- Destroys one project by name without a handle (the CLI's `down`); opts checked by the caller.
 function M.down(project, opts)
   opts = opts or {}
   local eng, err = engine(opts)

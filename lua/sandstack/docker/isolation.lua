@@ -119,21 +119,21 @@ local function key_texts(v, info, bridge, check, runtime, check_version)
 end
 
 -- The key of a verdict, from the engine's /version, /info and default bridge network and from
--- the plan's check. Returns { epoch =, key =, memo = } (digests and the memo's name), or nil when
--- the engine shows no start marker or the plan no shape (nothing can be remembered then).
--- Pure: the specs compute keys with it.
+-- the plan's check: { key =, memo =, engine =, epoch_text = } (the key's digest, the memo's
+-- name, the engine's ID, the engine-wide part), or nil when the engine shows no start marker or
+-- the plan no shape (nothing can be remembered then). The epoch's digest is M.epoch(key's).
 function M.memo_key(v, info, bridge, check, runtime, check_version)
-  local epoch, key = key_texts(v, info, bridge, check, runtime, check_version)
-  if not epoch then return nil end
-  local digest = core.sha256_hex(key)
-  return { epoch = core.sha256_hex(epoch), key = digest, memo = MEMO_PREFIX .. digest:sub(1, 32), engine = tostring(info.ID) }
+  local epoch_text, key_text = key_texts(v, info, bridge, check, runtime, check_version)
+  if not epoch_text then return nil end
+  local digest = core.sha256_hex(key_text)
+  return { key = digest, memo = MEMO_PREFIX .. digest:sub(1, 32), engine = tostring(info.ID), epoch_text = epoch_text }
 end
 
--- The epoch's digest of an identity, computed when first needed: a start whose memo is there
--- (and no stale one of this engine) never needs it.
-local function epoch_of(id)
-  if not id.key.epoch then id.key.epoch = core.sha256_hex(id.epoch_text) end
-  return id.key.epoch
+-- The digest of a key's epoch, computed when first needed: a start whose memo is there (and no
+-- stale one of this engine) never needs it.
+function M.epoch(key)
+  if not key.epoch then key.epoch = core.sha256_hex(key.epoch_text) end
+  return key.epoch
 end
 
 -- What the key is made of and the memos on the engine: one parallel round, which the start
@@ -145,7 +145,7 @@ function M.identify_requests()
 end
 
 -- The identity from that round's results r. -> id | nil, err
--- id = { product =, version =, desc =, key = {key =, memo =, engine =, epoch = (lazy)} or nil,
+-- id = { product =, version =, desc =, key = (M.memo_key's, or nil),
 -- trusted =, stale = {names} }
 function M.identify(r, plan)
   for i = 1, 2 do
@@ -156,17 +156,14 @@ function M.identify(r, plan)
   local product, version, desc = describe(v)
   local id = { product = product, version = version, desc = desc, stale = {} }
   local bridge = r[3].ok and r[3].status ~= 404 and type(r[3].body) == "table" and r[3].body or nil
-  local epoch_text, key_text = key_texts(v, info, bridge, plan.isolation_check, plan.runtime)
-  if not epoch_text then return id end
-  local digest = core.sha256_hex(key_text)
-  id.key = { key = digest, memo = MEMO_PREFIX .. digest:sub(1, 32), engine = tostring(info.ID) }
-  id.epoch_text = epoch_text
+  id.key = M.memo_key(v, info, bridge, plan.isolation_check, plan.runtime)
+  if not id.key then return id end
   local vols = r[4].ok and type(r[4].body) == "table" and r[4].body.Volumes or {}
   for _, vol in ipairs(type(vols) == "table" and vols or {}) do
     local labels = type(vol) == "table" and type(vol.Labels) == "table" and vol.Labels or {}
     if vol.Name == id.key.memo and labels[MEMO] == "verified" and labels[MEMO_KEY] == id.key.key then
       id.trusted = true
-    elseif labels[MEMO_ENGINE] == id.key.engine and type(vol.Name) == "string" and labels[MEMO_EPOCH] ~= epoch_of(id) then
+    elseif labels[MEMO_ENGINE] == id.key.engine and type(vol.Name) == "string" and labels[MEMO_EPOCH] ~= M.epoch(id.key) then
       id.stale[#id.stale + 1] = vol.Name -- this engine's memo from an earlier start, version or check
     end
   end
@@ -177,8 +174,7 @@ end
 -- nil and why it could not be written (the start goes on: the check passed).
 local function remember(eng, id)
   local key, stale, desc = id.key, id.stale, id.desc
-  epoch_of(id)
-  local labels = { [MEMO] = "verified", [MEMO_KEY] = key.key, [MEMO_EPOCH] = key.epoch, [MEMO_ENGINE] = key.engine,
+  local labels = { [MEMO] = "verified", [MEMO_KEY] = key.key, [MEMO_EPOCH] = M.epoch(key), [MEMO_ENGINE] = key.engine,
     ["io.sandstack.isolation.checked"] = desc }
   local memo = core.isolation_memo_requests(labels, key.memo, stale) -- the requests, made in C
   local function created(res)
@@ -318,7 +314,7 @@ function M.forget(eng)
   if not r.ok then return nil, r.err end
   local names = {}
   for _, v in ipairs(type(r.body) == "table" and r.body.Volumes or {}) do names[#names + 1] = v.Name end
-  local err = batch.first_error(batch.run(eng, core.stack_removals({ volumes = names }).rest, 30))
+  local err = batch.first_error(batch.run(eng, core.stack_removals({ volumes = names }).volumes, 30))
   if err then return nil, err end
   return true
 end

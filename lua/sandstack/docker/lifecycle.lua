@@ -12,7 +12,7 @@ local R = core.session_requests
 local CHECKPOINT = "sandstack-hibernate" -- the name the C core gives the checkpoint (csrc/stack/session_requests.c)
 
 local function check_open(self)
-  if not self.eng then error("the stack handle is closed", 3) end
+  if not self.eng then E.raise("the stack handle is closed: make a new one with sandstack.docker.reconnect or open") end
 end
 
 -- Container names of the stack, in dependency order; skip: a service name left out.
@@ -53,7 +53,7 @@ local function service_names(self)
   local px = added_proxy(self)
   local out = {}
   for _, c in ipairs(self.plan.containers) do
-    if c.service ~= px and c.name ~= fw then out[#out + 1] = c.name end
+    if c.service ~= px and c.name ~= fw and c.role ~= "forwarder" then out[#out + 1] = c.name end
   end
   return out
 end
@@ -103,7 +103,7 @@ end
 -- runc gives up freezing a cgroup whose tasks do not stop in time (a busy host: "unable to
 -- freeze") and thaws it again; such a container is asked again, a few times (the delays before
 -- each new try, in seconds).
-M.FREEZE_RETRIES = { 0.05, 0.2, 0.5 }
+local FREEZE_RETRIES = { 0.05, 0.2, 0.5 }
 local function unable_to_freeze(r)
   return not r.ok and r.status == 500 and tostring(r.err and r.err.message or ""):find("unable to freeze", 1, true)
 end
@@ -111,7 +111,7 @@ end
 -- The engine's pause of each container of list, in one round (and the retries): the results.
 function M.freeze(eng, list)
   local results = batch.run(eng, R("pause", list), 60)
-  for _, delay in ipairs(M.FREEZE_RETRIES) do
+  for _, delay in ipairs(FREEZE_RETRIES) do
     local again, idx = {}, {}
     for i, r in ipairs(results) do
       if unable_to_freeze(r) then again[#again + 1], idx[#idx + 1] = list[i], i end
@@ -191,7 +191,7 @@ local function checkpoint(self, info)
   return nil, first
 end
 
-local HIBERNATE_KEYS = { memory = true, timeout = true }
+local HIBERNATE_KEYS = { memory = "boolean", timeout = E.SECONDS0 }
 
 -- Stops every container but the proxy sandstack added, which holds the live egress policy and
 -- credentials in memory only (no record may hold a secret) and the inspection CA's key: the
@@ -200,12 +200,10 @@ local HIBERNATE_KEYS = { memory = true, timeout = true }
 -- is released; wake publishes a new one. true, or nil, err.
 function M.hibernate(self, opts)
   check_open(self)
-  opts = E.check_keys(opts, HIBERNATE_KEYS, "hibernate")
+  local err
+  opts, err = E.options(opts, HIBERNATE_KEYS, "hibernate")
+  if not opts then return nil, err end
   local t = opts.timeout or 5
-  if type(t) ~= "number" or t < 0 then error("hibernate: option 'timeout' must be a number >= 0", 2) end
-  if opts.memory ~= nil and type(opts.memory) ~= "boolean" then
-    error("hibernate: option 'memory' must be a boolean", 2)
-  end
   local info
   if opts.memory then
     local ierr
@@ -213,7 +211,7 @@ function M.hibernate(self, opts)
     if not info then return nil, ierr end
     if info.ExperimentalBuild ~= true then return checkpoint_refused(info) end
   end
-  local st, err = M.states(self)
+  local st; st, err = M.states(self)
   if not st then return nil, err end
   local paused = {}
   for n, s in pairs(st) do if s.paused then paused[#paused + 1] = n end end
@@ -302,6 +300,7 @@ function M.wake(self)
       local copy = {}
       for k, v in pairs(c) do copy[k] = v end
       copy.start = R("restore", { c.name }, { timeout = 300 })[1]
+      copy.ready_log = nil -- its processes come back past that line: it is not written again
       containers[i], restored[#restored + 1] = copy, c.name
     else
       containers[i] = c

@@ -19,39 +19,23 @@ local M = {}
 local Pool = {}
 Pool.__index = Pool
 
-local KEYS = { name = true, size = true, max = true, stack = true, on_event = true, concurrency = true }
-local DEFAULT_CONCURRENCY, MAX_CONCURRENCY = 4, 16
+local DEFAULT_CONCURRENCY = 4
 local MARK_NAMES = { claim = true, ready = true }
 -- what the Swarm pool shares with this one (lua/sandstack/pool_kit.lua)
 local kit = require "sandstack.pool_kit"
-local emit, check_width = kit.emit, kit.check_width
+local emit = kit.emit
 local check_session_key, check_overrides = kit.check_session_key, kit.check_overrides
 
 local function docker() return require "sandstack.docker" end
 local function inventory() return require "sandstack.docker.inventory" end
 local function store() return require "sandstack.docker.pool_store" end
 
-local function count(name, v, min)
-  if type(v) ~= "number" or v ~= math.floor(v) or v < min then
-    error(("sandstack.docker.pool: option '%s' must be a whole number >= %d"):format(name, min), 3)
-  end
-end
-
 -- sandstack.docker.pool{name=, size=, max=, stack={start options}, on_event=} -> pool | nil, err
 function M.new(opts)
-  if type(opts) ~= "table" then error("sandstack.docker.pool: options must be a table", 2) end
-  E.check_keys(opts, KEYS, "sandstack.docker.pool")
-  if type(opts.name) ~= "string" then error("sandstack.docker.pool: option 'name' must be a string", 2) end
-  count("size", opts.size or 0, 0)
-  count("max", opts.max or math.max(opts.size or 0, 1), 1)
-  if type(opts.stack) ~= "table" then error("sandstack.docker.pool: option 'stack' must be a table", 2) end
-  if opts.on_event ~= nil and type(opts.on_event) ~= "function" then
-    error("sandstack.docker.pool: on_event must be a function", 2)
-  end
+  local err
+  opts, err = kit.pool_options(opts, "sandstack.docker.pool")
+  if not opts then return nil, err end
   local size, max = opts.size or 0, opts.max or math.max(opts.size or 0, 1)
-  if max < size then
-    return E.fail("compose", "invalid_option", "pool: max must be at least size", { option = "max" })
-  end
   -- The options are fixed here: every stack of the pool is made from this one table.
   local stack = {}
   for k, v in pairs(opts.stack) do stack[k] = v end
@@ -76,7 +60,7 @@ function M.new(opts)
   local probe_opts = {}
   for k, v in pairs(stack) do if type(v) ~= "function" then probe_opts[k] = v end end
   probe_opts.project_name = opts.name .. "-ffffffff"
-  local plan, err = docker().plan(placeholder, probe_opts, { now = 0, token = "x" })
+  local plan; plan, err = docker().plan(placeholder, probe_opts, { now = 0, token = "x" })
   if not plan then
     if err.option == "project_name" or err.option == "session_key" then
       return E.fail("compose", "invalid_name", "pool: name '" .. opts.name .. "' cannot prefix a project name",
@@ -85,10 +69,6 @@ function M.new(opts)
     return nil, err
   end
   local concurrency = opts.concurrency or DEFAULT_CONCURRENCY
-  if type(concurrency) ~= "number" or concurrency ~= math.floor(concurrency) or concurrency < 1
-    or concurrency > MAX_CONCURRENCY then
-    error("sandstack.docker.pool: concurrency must be a whole number from 1 to " .. MAX_CONCURRENCY, 2)
-  end
   -- what a pooled stack of this plan has: the re-check reads them from the pool's container list
   local image
   local shape = { forwarder = plan.forwarder, sandbox = plan.sandbox, agent_port = plan.agent_port, services = {} }
@@ -169,7 +149,8 @@ end
 -- A pool with credential slots narrows each stack's proxy to its baseline before the mark: no
 -- stack that can be claimed admits a slot's host while it waits.
 function Pool:_fill_one()
-  local narrow = self.slots and function(s) return s:set_egress(self.slots.baseline) end
+  local live = require "sandstack.docker.egress_live"
+  local narrow = self.slots and function(s) return live.set_egress(s, self.slots.baseline, true) end -- throwaway slots
   local stack, project = start_marked(self, self.placeholder, nil, "ready", narrow)
   if not stack then return nil, project end
   require("sandstack.docker.pool_store").publish(self.name, stack) -- else found by the container list
@@ -197,8 +178,9 @@ function Pool:_survey(eng)
     local l = type(c) == "table" and type(c.Labels) == "table" and c.Labels or {}
     local p = l["io.sandstack.project"]
     if type(p) == "string" then
-      local e = by[p] or { services = {}, created = tonumber(l["io.sandstack.created"]) }
+      local e = by[p] or { services = {} }
       by[p] = e
+      e.created = e.created or tonumber(l["io.sandstack.created"]) -- the marks carry none
       local role = inventory().mark_role(c)
       if role == "claim" then e.claimed = true
       elseif role == "ready" then e.marked = true
@@ -297,11 +279,10 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
   if self.slots and not idle.placeholders then
     ids.inspect = eng:submit("GET", "/containers/" .. idle.project .. "-" .. self.shape.sandbox .. "/json")
   end
-  local function submit_record()
-    local rq = inventory().claim_record_request(idle.project, self.name, session_key)
+  local function submit_record(record)
+    local rq = inventory().claim_record_request(idle.project, self.name, session_key, record)
     ids.record = eng:submit(rq[1], rq[2], rq[3], rq[4])
   end
-  if held then submit_record() end
   -- curl sends a submitted request on a poll: one now, so the engine works while this process
   -- plans and hands over; answers that come back meanwhile wait in `early`
   self._early = self._early or {} -- kept by the pool: a claim completed later reads its answers here
@@ -333,8 +314,6 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
     local won, lost, rerr = rename_outcome()
     if lost then return nil, nil, true end
     if not won then return nil, rerr end
-    submit_record()
-    kick()
   elseif ids.inspect then
     wait { "inspect" }
   end
@@ -349,6 +328,11 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
       timeout = self.stack.timeout, api_version = eng.api_version, on_event = hooks.on_event or self.on_event,
       req_adapter = hooks.req_adapter })
   end
+  -- a whole session's handle: the pool's options and the session's, for its snapshots and
+  -- forks, in the record the claim's volume keeps (sandstack.docker.open, the CLI)
+  if stack then stack.pool, stack.spec = self.name, self:_spec(hooks) end
+  submit_record(stack and core.json_encode(stack:record()))
+  kick()
   t.handle = A.now() - t1
   if plan and stack then
     local ok; ok, err = kit.hand_over(self, stack, hooks, false, t)
@@ -390,7 +374,6 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
   if held and plan and stack and not early[ids.rename] and require("sandstack.docker.pool_store").mark_claimed(idle) then
     idle.pending = true
     t.mark = A.now() - tm
-    stack.pool = self.name
     t.claim, t.record = t.claim or 0, t.record or 0
     local done = require("sandstack.docker.pool_pending").defer(stack, function()
       idle.pending = nil -- the rename's answer settles the store's file now
@@ -417,7 +400,6 @@ function Pool:_claim(eng, idle, session_key, hooks, t, renamed, held)
     if lost then return nil, nil, true end
     return nil, err
   end
-  stack.pool = self.name
   return stack
 end
 
@@ -528,24 +510,14 @@ Pool.acquire_many = kit.acquire_many
 -- the pool. The gateway's refill timer runs server:tick() (lua/sandstack/gateway/worker.lua); a
 -- plain process runs server:run(seconds), or calls tick() from its own loop. pool:close() stops
 -- the server (a tick under way finishes its starts) and drains the idle stacks.
-local SERVE_KEYS = { target_idle = true, max = true, interval = true, concurrency = true, on_ask = true }
 local Server = {}
 Server.__index = Server
 
 function Pool:serve(opts)
-  opts = E.check_keys(opts, SERVE_KEYS, "pool:serve")
-  local target = opts.target_idle or self.size
-  count("target_idle", target, 0)
-  local max = opts.max or math.max(self.max, target)
-  count("max", max, 1)
-  if max < target then error("pool:serve: max must be at least target_idle", 2) end
-  local interval = opts.interval or 5
-  if type(interval) ~= "number" or interval < 0.1 then error("pool:serve: interval must be a number >= 0.1", 2) end
-  local width = opts.concurrency or self.concurrency
-  check_width(width, "pool:serve")
-  if opts.on_ask ~= nil and type(opts.on_ask) ~= "function" then error("pool:serve: on_ask must be a function", 2) end
-  local server = setmetatable({ pool = self, target_idle = target, max = max, interval = interval,
-    concurrency = width, on_ask = opts.on_ask, counts = { idle = 0, claimed = 0, starting = 0, failed = 0 } }, Server)
+  local o, err = kit.serve_options(self, opts)
+  if not o then return nil, err end
+  local server = setmetatable({ pool = self, target_idle = o.target_idle, max = o.max, interval = o.interval,
+    concurrency = o.concurrency, on_ask = o.on_ask, counts = { idle = 0, claimed = 0, starting = 0, failed = 0 } }, Server)
   self.server = server
   return server
 end
@@ -614,21 +586,36 @@ function Pool:_plan_opts(project)
   return o
 end
 
+-- What a claimed stack's handle keeps of its options (docker/session_methods.lua's spec_of): the
+-- pool's stack options with the session's own (its policy, its credentials without secrets).
+-- The same for every session that brings neither, so that one is made once.
+function Pool:_spec(hooks)
+  local own = hooks.egress_policy ~= nil or hooks.credentials ~= nil
+  if not own and self._base_spec then return self._base_spec end
+  local spec = require("sandstack.docker.session_methods").spec_of(self:_opts(nil, hooks))
+  if not own then self._base_spec = spec end
+  return spec
+end
+
 -- An empty pool: a normal start under the session's own key, labelled with the pool, claimed
--- before anyone could see it as idle (it never gets a ready mark).
+-- before anyone could see it as idle (it never gets a ready mark), its record kept as a start's.
 function Pool:_cold(session_key, hooks)
+  local stack, err
   if not self.slots then -- the session's policy, if any, is the start's own
-    local stack, err = start_marked(self, session_key, hooks, "claim")
-    if not stack then return nil, err end
-    stack.pool = self.name
-    return stack
+    stack, err = start_marked(self, session_key, hooks, "claim")
+  else -- with credential slots: started as a pooled stack is, then handed over as a claim is
+    local start_hooks = { on_event = hooks.on_event, req_adapter = hooks.req_adapter, api_key = hooks.api_key }
+    stack, err = start_marked(self, session_key, start_hooks, "claim",
+      function(s) return kit.hand_over(self, s, hooks, true) end)
   end
-  -- with credential slots: started as a pooled stack is, then handed over as a claim is
-  local start_hooks = { on_event = hooks.on_event, req_adapter = hooks.req_adapter, api_key = hooks.api_key }
-  local stack, err = start_marked(self, session_key, start_hooks, "claim",
-    function(s) return kit.hand_over(self, s, hooks, true) end)
   if not stack then return nil, err end
-  stack.pool = self.name
+  stack.pool, stack.spec = self.name, self:_spec(hooks)
+  local ok; ok, err = require("sandstack.docker.session_methods").keep_record(stack)
+  if not ok then
+    stack:destroy()
+    stack:close()
+    return nil, err
+  end
   return stack
 end
 

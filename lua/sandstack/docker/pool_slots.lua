@@ -33,7 +33,7 @@ end
 -- host and port (a stack option's credential must name a host its policy admits).
 function M.prepare(stack)
   if stack.credentials == nil then return nil end
-  if type(stack.credentials) ~= "table" then return nil, select(2, bad("credentials", "must be a list of slots")) end
+  E.want(stack.credentials, "table", "sandstack.docker.pool", "credentials", "a list of slot tables")
   if type(stack.egress_policy) ~= "table" then
     return nil, select(2, bad("credentials", "need the pool's egress_policy (its baseline, e.g. { allow = {} }): a "
       .. "waiting stack's proxy admits only that"))
@@ -44,16 +44,17 @@ function M.prepare(stack)
   local slots, entries = {}, {}
   for i, c in ipairs(stack.credentials) do
     local where = ("credentials[%d]"):format(i)
-    if type(c) ~= "table" then return nil, select(2, bad(where, "must be a table")) end
+    E.want(c, "table", "sandstack.docker.pool", "credentials", "a list of slot tables")
     for k in pairs(c) do
       if k == "secret" then
         return nil, select(2, bad(where .. ".secret", "is not for a pool: a pool's stacks wait with throwaway secrets; "
           .. "give length = N, and the session's secret at acquire"))
       end
-      if not SLOT_FIELDS[k] then return nil, select(2, bad(where .. "." .. tostring(k), "is not a slot field")) end
+      if not SLOT_FIELDS[k] then E.raise(("sandstack.docker.pool: %s: unknown option '%s'"):format(where, tostring(k))) end
     end
-    local n = c.length
-    if type(n) ~= "number" or n ~= math.floor(n) or n < MIN_SECRET or n > MAX_SECRET then
+    local n = E.want(c.length, "number", "sandstack.docker.pool", where .. ".length", "a whole number")
+    E.want(c.name, "string", "sandstack.docker.pool", where .. ".name", "a string")
+    if n == nil or n ~= math.floor(n) or n < MIN_SECRET or n > MAX_SECRET then
       return nil, select(2, bad(where .. ".length", ("must be a whole number from %d to %d"):format(MIN_SECRET, MAX_SECRET)))
     end
     if type(c.name) ~= "string" or slots[c.name] then

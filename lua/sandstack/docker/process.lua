@@ -17,45 +17,39 @@ Process.__index = Process
 -- kept its environment) by it, since the Engine API has no way to signal an exec.
 M.TOKEN_VAR = "SANDSTACK_EXEC"
 
-local SPAWN_KEYS = { tty = true, cols = true, rows = true, env = true, cwd = true, user = true, service = true,
-  timeout = true, on_output = true, max_bytes = true }
+local SIZE = { "number", min = 1, max = 65535, whole = true, says = "a whole number from 1 to 65535",
+  wanted = "a whole number" }
+local SPAWN_KEYS = { tty = "boolean", cols = SIZE, rows = SIZE, env = "table", cwd = "string", user = "string",
+  service = "string", timeout = E.SECONDS, on_output = "function", max_bytes = E.BYTES }
 local SIGNALS = { HUP = 1, INT = 2, QUIT = 3, KILL = 9, USR1 = 10, USR2 = 12, TERM = 15, CONT = 18, STOP = 19 }
 local DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+M.DEFAULT_TIMEOUT = 30 -- seconds: each Engine request, a write, and read's and wait's default
 
-local function size_arg(v, name, what, level)
+-- A terminal size: a wrong type raises at the caller; out of 1..65535 is nil, err. -> v | nil, err
+local function size_arg(v, name, what)
+  E.want(v, "number", what, name, "a whole number")
   if v == nil then return nil end
   if math.type and math.type(v) == "float" and v == math.floor(v) then v = math.floor(v) end
-  if type(v) ~= "number" or v ~= math.floor(v) or v < 1 or v > 65535 then
-    error(what .. ": " .. name .. " must be a whole number between 1 and 65535", level + 1)
-  end
+  if v ~= math.floor(v) or v < 1 or v > 65535 then return E.refuse(what, name, "must be a whole number from 1 to 65535") end
   return v
 end
 
--- The checked options (programming errors raise at the caller of h:spawn, level 3 from here).
+-- The checked argv and options -> argv, opts | nil, err: a wrong type raises at the caller of
+-- h:spawn, a refused value is invalid/invalid_option (docs/api/README.md, "Conventions").
 function M.check(argv, opts)
   if type(argv) == "string" then argv = { "sh", "-c", argv } end
-  if type(argv) ~= "table" or #argv == 0 then error("spawn: argv must be a non-empty list of strings or a string", 3) end
+  E.want(argv, "table", "spawn", "argument 'argv'", "a non-empty list of strings or a string")
+  if argv == nil or #argv == 0 then E.raise("spawn: argument 'argv' must be a non-empty list of strings or a string") end
   for _, a in ipairs(argv) do
-    if type(a) ~= "string" then error("spawn: argv must be a list of strings", 3) end
+    if type(a) ~= "string" then E.raise("spawn: argument 'argv' must be a list of strings, got a " .. type(a) .. " in it") end
   end
-  opts = E.check_keys(opts, SPAWN_KEYS, "spawn")
+  local err
+  opts, err = E.options(opts, SPAWN_KEYS, "spawn")
+  if not opts then return nil, err end
   for _, k in ipairs { "cwd", "user", "service" } do
-    if opts[k] ~= nil and (type(opts[k]) ~= "string" or opts[k] == "") then
-      error("spawn: option '" .. k .. "' must be a non-empty string", 3)
-    end
+    if opts[k] == "" then return E.refuse("spawn", k, "must not be empty") end
   end
-  if opts.env ~= nil and type(opts.env) ~= "table" then error("spawn: option 'env' must be a table", 3) end
-  if opts.on_output ~= nil and type(opts.on_output) ~= "function" then
-    error("spawn: option 'on_output' must be a function", 3)
-  end
-  for _, k in ipairs { "timeout", "max_bytes" } do
-    local v = opts[k]
-    if v ~= nil and (type(v) ~= "number" or v ~= v or v <= 0) then
-      error("spawn: option '" .. k .. "' must be a positive number", 3)
-    end
-  end
-  size_arg(opts.cols, "option 'cols'", "spawn", 3)
-  size_arg(opts.rows, "option 'rows'", "spawn", 3)
+  opts.cols, opts.rows = size_arg(opts.cols, "cols", "spawn"), size_arg(opts.rows, "rows", "spawn")
   return argv, opts
 end
 
@@ -64,11 +58,11 @@ local function env_list(env, token)
   local out, names = {}, {}
   for k, v in pairs(env or {}) do
     if type(k) == "number" then
-      if type(v) ~= "string" or not v:find("=", 1, true) then error("spawn: env entries must be 'K=V' strings", 4) end
+      if type(v) ~= "string" or not v:find("=", 1, true) then E.raise("spawn: option 'env': entries must be 'K=V' strings") end
     elseif type(k) == "string" then
       names[#names + 1] = k
     else
-      error("spawn: env keys must be strings", 4)
+      E.raise("spawn: option 'env': keys must be strings")
     end
   end
   for _, v in ipairs(env or {}) do out[#out + 1] = v end
@@ -91,7 +85,7 @@ end
 function M.spawn(io, container, argv, opts)
   local token = core.random_hex(16)
   local tty = opts.tty and true or false
-  local timeout = opts.timeout or 30
+  local timeout = opts.timeout or M.DEFAULT_TIMEOUT
   local t0 = core.engine_clock()
   local created, err = io.call("POST", "/containers/" .. core.urlencode(container) .. "/exec", {
     AttachStdin = true, AttachStdout = true, AttachStderr = true, Tty = tty, Cmd = argv,
@@ -106,7 +100,7 @@ function M.spawn(io, container, argv, opts)
   local conn; conn, err = io.attach(versioned(io, "/exec/" .. created.Id .. "/start"), body, timeout)
   if not conn then return nil, err end
   local self = setmetatable({ io = io, conn = conn, id = created.Id, container = container, tty = tty,
-    token = token, user = opts.user, timeout = timeout, on_output = opts.on_output,
+    token = token, user = opts.user, timeout = timeout, on_output = opts.on_output, argv = argv, started = os.time(),
     max_bytes = opts.max_bytes or DEFAULT_MAX_BYTES, queue = {}, held = 0,
     frames = not tty and core.frame_reader() or nil,
     timings = { create = t1 - t0, attach = core.engine_clock() - t1 } }, Process)
@@ -120,6 +114,110 @@ function M.spawn(io, container, argv, opts)
     self.timings.resize = core.engine_clock() - t2
   end
   return self
+end
+
+-- The spawn's entry on the engine, so that h:processes() and h:attach(id) find it from any
+-- process: a volume <project>-spawn-<id> whose labels carry the stack's project (destroy removes
+-- it) and what a detached process needs (the exec id, its token for kill, its service, tty,
+-- start time). The argv is the engine's own (its exec inspect). Removed once the spawner sees the
+-- exit code, or by the next listing that finds the exec ended.
+local SPAWN_LABEL, PROJECT_LABEL = "io.sandstack.spawn", "io.sandstack.project"
+
+local function entry_name(project, id) return project .. "-spawn-" .. id:sub(1, 24) end
+
+function M.register(p, project, service)
+  local ok, err = p.io.call("POST", "/volumes/create", { Name = entry_name(project, p.id), Labels = {
+    [PROJECT_LABEL] = project, ["io.sandstack.role"] = "spawn", [SPAWN_LABEL] = core.json_encode({ id = p.id,
+      token = p.token, service = service, container = p.container, tty = p.tty, started = p.started }) } },
+    { timeout = p.timeout })
+  if not ok then return nil, err end
+  p.entry, p.service = entry_name(project, p.id), service
+  return true
+end
+
+local function forget(io, name, timeout)
+  io.call("DELETE", "/volumes/" .. core.urlencode(name), nil, { timeout = timeout, ok = { [404] = true } })
+end
+
+-- The entries of project: { { name =, id =, token =, service =, container =, tty =, started = } }.
+local function entries(io, project)
+  local filters = core.json_encode({ label = { PROJECT_LABEL .. "=" .. project, "io.sandstack.role=spawn" } })
+  local list, err = io.call("GET", "/volumes", nil, { query = { filters = filters } })
+  if not list then return nil, err end
+  local out = {}
+  for _, v in ipairs(type(list) == "table" and type(list.Volumes) == "table" and list.Volumes or {}) do
+    local l = type(v.Labels) == "table" and v.Labels or {}
+    local e = l[PROJECT_LABEL] == project and type(l[SPAWN_LABEL]) == "string" and core.json_decode(l[SPAWN_LABEL])
+    if type(e) == "table" and type(e.id) == "string" and type(e.token) == "string" then
+      e.name = v.Name
+      out[#out + 1] = e
+    end
+  end
+  return out
+end
+
+local function argv_of(info)
+  local pc = type(info.ProcessConfig) == "table" and info.ProcessConfig or {}
+  local argv = { pc.entrypoint }
+  for _, a in ipairs(type(pc.arguments) == "table" and pc.arguments or {}) do argv[#argv + 1] = a end
+  return argv
+end
+
+-- h:processes(): the live spawned processes of project, oldest first: { { id =, argv =, started =,
+-- service =, tty = } }. An entry whose exec has ended (or that the engine forgot) is removed.
+function M.list(io, project)
+  local es, err = entries(io, project)
+  if not es then return nil, err end
+  local out = {}
+  for _, e in ipairs(es) do
+    local info, ierr = io.call("GET", "/exec/" .. core.urlencode(e.id) .. "/json")
+    if info and info.Running == true then
+      out[#out + 1] = { id = e.id, argv = argv_of(info), started = e.started, service = e.service, tty = e.tty == true }
+    elseif info or (ierr and ierr.status == 404) then
+      forget(io, e.name)
+    else
+      return nil, ierr
+    end
+  end
+  table.sort(out, function(a, b)
+    if a.started ~= b.started then return (a.started or 0) < (b.started or 0) end
+    return a.id < b.id
+  end)
+  return out
+end
+
+local function detached_error(self, method)
+  return E.new("unsupported", "detached", ("%s: process %s was attached by id: its stdin and output belong to "
+    .. "the connection that spawned it, and the Engine API cannot open another; wait, kill and resize "
+    .. "work"):format(method, self.id:sub(1, 12)), { exec = self.id, method = method })
+end
+
+-- h:attach(id): the process of that spawn, as h:spawn returned it. The one this handle spawned,
+-- when it still holds it (live: id -> process), with its output; else a process made from the
+-- entry on the engine, whose wait, kill and resize work and whose read and write return
+-- unsupported/detached. nil, err: invalid/unknown_process when no spawn of the stack has that id.
+function M.attach(io, project, id, live)
+  E.want(id, "string", "attach", "argument 'id'", "a process id from spawn or processes()")
+  if id == nil then E.raise("attach: argument 'id' must be a process id from spawn or processes(), got nil") end
+  if id == "" then return E.refuse("attach", "argument 'id'", "must be a process id from spawn or processes()") end
+  local p = live and live[id]
+  if p and p.conn then return p end
+  local es, err = entries(io, project)
+  if not es then return nil, err end
+  for _, e in ipairs(es) do
+    if e.id == id then
+      local info; info, err = io.call("GET", "/exec/" .. core.urlencode(id) .. "/json")
+      if not info then
+        if err and err.status == 404 then forget(io, e.name) else return nil, err end
+        break
+      end
+      return setmetatable({ io = io, id = id, container = e.container, tty = e.tty == true, token = e.token,
+        timeout = 30, argv = argv_of(info), started = e.started, service = e.service, entry = e.name, detached = true,
+        queue = {}, held = 0, timings = {} }, Process)
+    end
+  end
+  return E.fail("invalid", "unknown_process", ("stack %s has no spawned process %s (it ended, or was never spawned "
+    .. "here: h:processes() lists the live ones)"):format(project, id), { id = id })
 end
 
 local function stream_name(n) return n == 2 and "stderr" or "stdout" end
@@ -167,9 +265,21 @@ end
 -- The next piece of output: data, "stdout" | "stderr"; or nil, err: err.reason "timeout" (read
 -- again) or "closed" (the output is over). With on_output set, pieces go there instead and read
 -- returns true once something was delivered.
+local function check_timeout(timeout, what)
+  E.want(timeout, "number", what, "argument 'timeout'", "a number of seconds")
+  if timeout ~= nil and not (timeout >= 0) then return E.refuse(what, "argument 'timeout'", "must be a number of seconds >= 0") end
+  return true
+end
+
+local function check_conn(self)
+  if not self.conn then E.raise("the process is closed") end
+end
+
 function Process:read(timeout)
-  if not self.conn then error("the process is closed", 2) end
-  if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then error("read: timeout must be a number >= 0", 2) end
+  if self.detached then return nil, detached_error(self, "read") end
+  check_conn(self)
+  local tok, terr = check_timeout(timeout, "read")
+  if not tok then return nil, terr end
   local deadline = core.engine_clock() + (timeout or self.timeout)
   while #self.queue == 0 do
     local left = deadline - core.engine_clock()
@@ -183,15 +293,17 @@ function Process:read(timeout)
 end
 
 function Process:write(data)
-  if not self.conn then error("the process is closed", 2) end
-  if type(data) ~= "string" then error("write: data must be a string", 2) end
+  if self.detached then return nil, detached_error(self, "write") end
+  check_conn(self)
+  if type(data) ~= "string" then E.raise("write: argument 'data' must be a string, got " .. type(data)) end
   if self.stdin_closed then return E.fail("invalid", "stdin_closed", "stdin was closed by close_stdin") end
   return self.conn:send(data, self.timeout)
 end
 
 -- The end of stdin (a half-close of the connection): the process reads EOF, output goes on.
 function Process:close_stdin()
-  if not self.conn then error("the process is closed", 2) end
+  if self.detached then return nil, detached_error(self, "close_stdin") end
+  check_conn(self)
   if self.stdin_closed then return true end
   local ok, err = self.conn:shutdown()
   if not ok then return nil, err end
@@ -202,9 +314,13 @@ end
 -- The terminal's size (tty only). The exec may not be running yet right after the attach: the
 -- engine then refuses, and the resize is retried for up to 5 seconds, as the Docker CLI retries.
 function Process:resize(cols, rows)
-  if not self.conn then error("the process is closed", 2) end
-  size_arg(cols, "cols", "resize", 2)
-  size_arg(rows, "rows", "resize", 2)
+  if not self.detached then check_conn(self) end
+  if cols == nil or rows == nil then E.raise("resize: arguments 'cols' and 'rows' must be whole numbers") end
+  local c, cerr = size_arg(cols, "argument 'cols'", "resize")
+  if not c then return nil, cerr end
+  local r, rerr = size_arg(rows, "argument 'rows'", "resize")
+  if not r then return nil, rerr end
+  cols, rows = c, r
   if not self.tty then return E.fail("invalid", "not_a_tty", "resize needs a process spawned with tty = true") end
   local path = "/exec/" .. self.id .. "/resize"
   -- The engine holds the answer until the process runs (measured on 20.10: one request, as long
@@ -234,7 +350,8 @@ end
 -- in time (the process runs on).
 function Process:wait(timeout)
   if self.code then return self.code end
-  if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then error("wait: timeout must be a number >= 0", 2) end
+  local tok, terr = check_timeout(timeout, "wait")
+  if not tok then return nil, terr end
   local deadline = core.engine_clock() + (timeout or self.timeout)
   while self.conn and not self.eof do
     local left = deadline - core.engine_clock()
@@ -248,6 +365,10 @@ function Process:wait(timeout)
     if not info then return nil, err end
     if info.Running == false and type(info.ExitCode) == "number" then
       self.code = info.ExitCode
+      -- Pid 0 with 126/127: it never ran (no such program); its output is the engine's message.
+      -- (Podman reports Pid 0 for every ended exec: the code tells, as in csrc/lua/engine_exec.c)
+      self.ran = not (info.Pid == 0 and (info.ExitCode == 126 or info.ExitCode == 127))
+      if self.entry then forget(self.io, self.entry, self.timeout); self.entry = nil end
       return self.code
     end
     if core.engine_clock() >= deadline then
@@ -268,12 +389,15 @@ function Process:kill(signal)
   if signal == nil then signal = "TERM" end
   if type(signal) == "string" then
     local name = signal:upper():gsub("^SIG", "")
-    if not SIGNALS[name] then error("kill: unknown signal '" .. name .. "'", 2) end
+    if not SIGNALS[name] then return E.refuse("kill", "argument 'signal'", "names no signal sandstack sends: " .. name) end
     signal = SIGNALS[name]
-  elseif type(signal) == "number" and signal >= 1 and signal <= 64 and signal == math.floor(signal) then
+  elseif type(signal) == "number" then
+    if not (signal >= 1 and signal <= 64 and signal == math.floor(signal)) then
+      return E.refuse("kill", "argument 'signal'", "must be a signal number from 1 to 64")
+    end
     signal = math.floor(signal)
   else
-    error("kill: signal must be a name such as \"TERM\" or a number", 2)
+    E.raise("kill: argument 'signal' must be a name such as \"TERM\" or a number, got " .. type(signal))
   end
   local io = self.io
   local ok, err = require("sandstack.docker.exec_kill").kill({ call = function(_, ...) return io.call(...) end },
@@ -287,6 +411,7 @@ end
 function Process:close()
   if self.conn then self.conn:close() end
   self.conn = nil
+  if self.live then self.live[self.id] = nil; self.live = nil end
 end
 Process.__gc = Process.close
 Process.__close = Process.close

@@ -38,12 +38,50 @@ local function start_request(c, pending)
   return { method = s.method, path = s.path, ok = s.ok, query = s.query, timeout = s.timeout, pending = pending }
 end
 
+-- Does c wait, after its start, for a healthcheck or a ready.<service> log or port?
+local function waits(c) return c.healthcheck or c.ready_log or c.ready_port end
+
+-- One look at a waiting service: true (ready, and by what), false (not yet), or nil, err (it
+-- exited, turned unhealthy, or a read failed). got: what was seen already (readiness.waits_met).
+local function health_now(run, c, got, fw_running)
+  local eng = run.eng
+  local by
+  if c.healthcheck and not got.health then
+    if probe(run, c) then
+      got.health = "probe"
+    else
+      local info, err = inspect(eng, c)
+      if not info then return nil, err end
+      local st = info.State or {}
+      local health = st.Health and st.Health.Status
+      if st.Status == "exited" or st.Status == "dead" then return nil, exited_error(c, info) end
+      if health == "unhealthy" then
+        return nil, E.new("unhealthy", nil, "service " .. c.service .. " is unhealthy", { service = c.service })
+      end
+      if health ~= "healthy" then return false end
+      got.health = "engine"
+    end
+    by = got.health
+  end
+  if c.ready_log or c.ready_port then
+    local info, err = inspect(eng, c) -- its start time (the log's since), and whether it has ended
+    if not info then return nil, err end
+    local st = info.State or {}
+    if st.Status == "exited" or st.Status == "dead" then return nil, exited_error(c, info) end
+    got.since = got.since or readiness.epoch(st.StartedAt)
+    local ok; ok, err = readiness.waits_met(eng, c, c.name, fw_running, got)
+    if not ok then return ok, err end
+    by = (c.ready_port and "port") or "log"
+  end
+  return true, by
+end
+
 function M.start_services(run, containers)
   local eng, plan = run.eng, run.plan
   local fw = plan.forwarder and forwarder_of(plan)
   local fw_name = fw and fw.name
-  local state, started_at, inflight = {}, {}, {}
-  for _, c in ipairs(containers) do state[c.service] = "pending" end
+  local state, started_at, inflight, got = {}, {}, {}, {}
+  for _, c in ipairs(containers) do state[c.service] = "pending"; got[c.service] = {} end
   local function deps_ready(c)
     for _, d in ipairs(c.depends_on) do
       if state[d] and state[d] ~= "ready" then return false end
@@ -51,10 +89,13 @@ function M.start_services(run, containers)
     return true
   end
   -- the services some not yet started service waits for
+  -- the services some not yet started service waits for (and the forwarder, while a port is
+  -- waited for: the port is tried from it)
   local function awaited()
     local set = {}
     for _, c in ipairs(containers) do
       if state[c.service] == "pending" then for _, d in ipairs(c.depends_on) do set[d] = true end end
+      if fw and c.ready_port and state[c.service] ~= "ready" then set[fw.service] = true end
     end
     return set
   end
@@ -83,13 +124,13 @@ function M.start_services(run, containers)
     local blocked = awaited()
     for _, c in ipairs(containers) do
       local id = inflight[c.service]
-      if id and (#reqs > 0 or not health_wait or blocked[c.service] or c.healthcheck) then
+      if id and (#reqs > 0 or not health_wait or blocked[c.service] or waits(c)) then
         reqs[#reqs + 1] = start_request(c, id)
         which[#reqs] = c
       end
     end
     if #reqs > 0 then
-      for i, q in ipairs(reqs) do q.watch = (which[i].healthcheck or blocked[which[i].service]) and true or nil end
+      for i, q in ipairs(reqs) do q.watch = (waits(which[i]) or blocked[which[i].service]) and true or nil end
       -- the call that settles the forwarder's start reads its published port too (read_port)
       local results, peek
       if fw_name and which_has(which, fw_name) then
@@ -104,9 +145,9 @@ function M.start_services(run, containers)
           inflight[c.service] = r.pending
         else
           inflight[c.service] = nil
-          if not r.ok then return fail(r.err) end
+          if not r.ok then return fail(require("sandstack.docker.ports").start_error(plan, c, r.err)) end
           emit(run, "container_started", c.service, { container = c.name })
-          if c.healthcheck then
+          if waits(c) then
             started_at[c.service] = results.at or now() -- when the start's answer came (perform's clock)
             state[c.service] = "health"
             emit(run, "waiting_health", c.service, { timeout = plan.health_timeout })
@@ -120,24 +161,14 @@ function M.start_services(run, containers)
     end
     for _, c in ipairs(containers) do
       if state[c.service] == "health" then
-        if probe(run, c) then
+        local fw_running = fw and state[fw.service] == "ready" and fw.name or nil
+        local ok, by = health_now(run, c, got[c.service], fw_running)
+        if ok == nil then return fail(by) end
+        if ok then
           state[c.service] = "ready"; left = left - 1; progress = true
-          emit(run, "healthy", c.service, { by = "probe" })
-        else
-          local info, err = inspect(eng, c)
-          if not info then return fail(err) end
-          local st = info.State or {}
-          local health = st.Health and st.Health.Status
-          if st.Status == "exited" or st.Status == "dead" then return fail(exited_error(c, info)) end
-          if health == "healthy" then
-            state[c.service] = "ready"; left = left - 1; progress = true
-            emit(run, "healthy", c.service, { by = "engine" })
-          elseif health == "unhealthy" then
-            return fail(E.new("unhealthy", nil, "service " .. c.service .. " is unhealthy", { service = c.service }))
-          elseif now() - started_at[c.service] > plan.health_timeout then
-            return fail(E.new("timeout", nil, ("service %s was not healthy within %gs"):format(c.service, plan.health_timeout),
-              { phase = "health", service = c.service }))
-          end
+          emit(run, "healthy", c.service, { by = by })
+        elseif now() - started_at[c.service] > plan.health_timeout then
+          return fail(readiness.waits_timeout(c, got[c.service], plan.health_timeout))
         end
       end
     end

@@ -16,23 +16,32 @@ M.START_KEYS = { ttl = true, idle_timeout = true, on_expiry = true, from_snapsho
 
 -- The one start of sandstack.docker with the options of this file: plain is the start pipeline
 -- (docker/start.lua's start). The handle keeps the options without a secret (snapshot.spec_of)
--- for its snapshots, and its record is kept on the engine (keep_record); a ttl, idle_timeout or
+-- and each service's env by name only (docker/record_env.lua) for its snapshots, and its record is kept on the engine (keep_record); a ttl, idle_timeout or
 -- on_expiry is written to the engine before the stack is handed out (a failure to write either
 -- removes the stack again).
 function M.start(session_key, opts, plain)
   if type(opts) ~= "table" then return plain(session_key, opts) end
   local ttl, idle, on_expiry = opts.ttl, opts.idle_timeout, opts.on_expiry
-  expiry.check(ttl, idle, on_expiry, "sandstack.docker.start")
+  local ok, err = expiry.check(ttl, idle, on_expiry, "sandstack.docker.start")
+  if not ok then return nil, err end
   if opts.from_snapshot ~= nil then
     return snapshot.start_from(session_key, opts, function(k, o) return M.start(k, o, plain) end)
   end
   return require("sandstack.expiry").start(session_key, opts, M.START_KEYS, plain, function(stack, clean)
-    stack.spec = snapshot.spec_of(clean)
+    stack.spec = M.spec_of(clean)
     local ok, err = M.keep_record(stack)
     -- on_expiry alone is kept too: a later set_timeout acts by it
     if ok and (ttl or idle or on_expiry) then ok, err = expiry.arm(stack, ttl, idle, on_expiry) end
     return ok, err
   end)
+end
+
+-- What a handle keeps of its start's options for its snapshots and forks, and puts in its record:
+-- the options without a secret (snapshot.spec_of), each service's env by name only
+-- (docker/record_env.lua). A warm pool's claim keeps the same of the options its stack was made
+-- with and the session's own (docker/pool.lua).
+function M.spec_of(opts)
+  return require("sandstack.docker.record_env").withhold(snapshot.spec_of(opts))
 end
 
 -- The stack's record on the engine, so any process knows it by its project name alone
@@ -50,26 +59,58 @@ function M.keep_record(stack)
   return true
 end
 
--- sandstack.docker.open(project, opts) -> a handle on a stack by its project name (its record
--- read from the engine, then reconnect), or nil, err (engine/not_found).
-function M.open(reconnect, project, opts)
-  if type(project) ~= "string" then error("sandstack.docker.open: project must be a string", 3) end
+-- sandstack.docker.open(name, opts) -> a handle on a stack by its project name or its session
+-- key, from the record kept on the engine (the start's, or a warm pool's claim's: its volume
+-- <project>-claim carries the record too), then reconnect; or nil, err: engine/not_found, or
+-- invalid/ambiguous when the key is held by more than one stack. The project's volumes and the
+-- key's are listed in one round.
+local function records_of(body, match)
+  local out, core = {}, require "sandstack.core"
+  for _, v in ipairs(type(body) == "table" and type(body.Volumes) == "table" and body.Volumes or {}) do
+    local l = type(v) == "table" and type(v.Labels) == "table" and v.Labels or {}
+    local role = l["io.sandstack.role"]
+    if (role == "record" or role == "claim") and l[RECORD] and match(l) then
+      local rec = core.json_decode(l[RECORD])
+      if type(rec) == "table" and type(rec.project) == "string" then out[rec.project] = rec end
+    end
+  end
+  return out
+end
+
+function M.open(reconnect, name, opts)
+  E.want(name, "string", "sandstack.docker.open", "argument 'name'", "a string (a project or a session key)")
+  if name == nil then E.raise("sandstack.docker.open: argument 'name' must be a string (a project or a session key), got nil") end
+  local err
+  opts, err = E.options(opts, require("sandstack.docker.handle").RECONNECT_KEYS, "sandstack.docker.open")
+  if not opts then return nil, err end
   local core = require "sandstack.core"
   local batch = require "sandstack.stack.batch"
-  local eng, err = require("sandstack").engine { host = opts and opts.docker_host, timeout = opts and opts.timeout }
+  local eng; eng, err = require("sandstack").engine { host = opts.docker_host, timeout = opts.timeout }
   if not eng then return nil, err end
-  local r = batch.run(eng, core.session_requests("list_volumes", nil, { label = "io.sandstack.project=" .. project }), 60)[1]
+  local R = core.session_requests
+  local r = batch.run(eng, { R("list_volumes", nil, { label = "io.sandstack.project=" .. name })[1],
+    R("list_volumes", nil, { label = "io.sandstack.session=" .. name })[1] }, 60)
   eng:close()
-  if not r.ok then return nil, r.err end
-  local rec
-  for _, v in ipairs(type(r.body) == "table" and type(r.body.Volumes) == "table" and r.body.Volumes or {}) do
-    local l = type(v.Labels) == "table" and v.Labels or {}
-    if l["io.sandstack.role"] == "record" and l[RECORD] then rec = core.json_decode(l[RECORD]) end
+  err = batch.first_error(r)
+  if err then return nil, err end
+  local by_project = records_of(r[1].body, function(l) return l["io.sandstack.project"] == name end)
+  local rec = by_project[name]
+  if not rec then
+    local found = {}
+    for project, x in pairs(records_of(r[2].body, function(l) return l["io.sandstack.session"] == name end)) do
+      found[#found + 1] = project
+      rec = x
+    end
+    if #found > 1 then
+      table.sort(found)
+      return E.fail("invalid", "ambiguous", ("session key %s is held by %d stacks (%s): open one by its project")
+        :format(name, #found, table.concat(found, ", ")), { projects = found })
+    end
   end
-  if type(rec) ~= "table" then
-    return E.fail("engine", "not_found", "no record of stack " .. project .. " on this engine: it does not exist, or "
-      .. "it was not started by sandstack.docker.start of this version (a pool's stack: use its handle)",
-      { project = project })
+  if not rec then
+    return E.fail("engine", "not_found", "no record of stack " .. name .. " on this engine: no stack has this "
+      .. "project name or session key, or an older sandstack started it (sandstack ls lists the stacks)",
+      { project = name })
   end
   return reconnect(rec, opts)
 end

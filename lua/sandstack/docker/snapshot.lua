@@ -1,19 +1,25 @@
 -- Snapshots, restores, forks and changes of a stack (internal to sandstack.docker; the handle's
 -- snapshot, fork and changes, and sandstack.docker.snapshots / remove_snapshot / start's
 -- from_snapshot). A snapshot is
---   - the sandbox's filesystem as an image (the engine's commit): sandstack-snapshot:<id>;
---   - a copy of each named volume of the stack: volume <id>-<key>;
+--   - the sandbox's filesystem as an image: sandstack-snapshot:<id>, the engine's commit of the
+--     sandbox loaded again under a config of the sandbox image's own (its environment, command,
+--     user) and the snapshot's labels alone, so no token, key, placeholder or project label of
+--     the sandbox container's reaches it (csrc/stack/snapshot_image.c says why a commit cannot);
+--   - a copy of each named volume of the stack: volume <id>-<volume key>;
 --   - the stack's options without any secret, and the egress policy in force (read from the
 --     proxy sandstack added).
 -- Every object carries io.sandstack.snapshot=<id> (and never io.sandstack.project, so the source
 -- stack's destroy leaves it). The stack is paused while the image and the copies are made, so
--- they show one moment. A volume is copied by a short-lived container of the snapshot's own
--- image (`cp -a`, as root, with no network), so the sandbox's image needs a `cp` on its PATH.
+-- they show one moment, for max_pause seconds at most: past it the snapshot fails, what it made
+-- is removed and the stack runs again. Volumes are copied and compared by sandstack-tree in a
+-- confined helper of sandstack's own image (docker/snapshot_helper.lua): nothing of the guest's
+-- image runs outside the sandbox.
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local batch = require "sandstack.stack.batch"
 local store = require "sandstack.store"
 local L = require "sandstack.docker.lifecycle"
+local H = require "sandstack.docker.snapshot_helper"
 
 local M = {}
 local R = core.session_requests
@@ -107,100 +113,161 @@ end
 
 local failed = batch.first_error
 
--- Copies each volume src -> dst, all at once, each by a container of image that is created,
--- started, waited for and removed. labels mark the helpers. true, or nil, err.
-local function copy_volumes(eng, image, pairs_, labels)
-  if #pairs_ == 0 then return true end
-  local names, creates = {}, {}
-  for i, p in ipairs(pairs_) do
-    names[i] = "sandstack-copy-" .. core.random_hex(6)
-    local body = { Image = image, Entrypoint = { "cp", "-a", "/from/.", "/to/" }, User = "0",
-      Labels = labels, NetworkDisabled = true,
-      HostConfig = { NetworkMode = "none", Mounts = {
-        { Type = "volume", Source = p.src, Target = "/from", ReadOnly = true },
-        { Type = "volume", Source = p.dst, Target = "/to" } } } }
-    creates[i] = R("create_container", { names[i] }, { body = body })[1]
-  end
-  local err = failed(batch.run(eng, creates, 60))
-  if not err then err = failed(batch.run(eng, R("start", names), 60)) end
-  if not err then
-    local waited = batch.run(eng, R("wait", names, { timeout = 3600 }), 3600)
-    err = failed(waited)
-    for i, r in ipairs(waited) do
-      local code = type(r.body) == "table" and r.body.StatusCode
-      if not err and code ~= 0 then
-        err = E.new("engine", "copy_failed", ("copying volume %s failed (cp exit %s): the sandbox's image needs `cp` "
-          .. "on its PATH"):format(pairs_[i].src, tostring(code)), { volume = pairs_[i].src })
-      end
-    end
-  end
-  batch.run(eng, R("remove_container", names), 60)
-  if err then return nil, err end
-  return true
-end
+M.MAX_PAUSE = 60 -- seconds a snapshot may keep the stack paused: max_pause's default
+M.COPY_SECONDS = 600 -- a restore's copies and changes' comparisons (nothing is paused for them)
+M.LATE_COMMIT_SECONDS = 120 -- how long a commit cut off by max_pause is waited for, to be removed
 
-local function remove_objects(eng, image, volumes)
-  if image then batch.run(eng, R("remove_image", { image }), 60) end
+local function remove_objects(eng, images, volumes)
+  if #images > 0 then batch.run(eng, R("remove_image", images), 60) end
   if volumes and #volumes > 0 then batch.run(eng, R("remove_volume", volumes), 60) end
 end
 
-local SNAPSHOT_KEYS = { name = true }
+-- An image's inspect answer as the engine's JSON text (its config goes back as it was); or nil, err.
+local function image_text(eng, name)
+  local q = R("inspect_image", { name })[1]
+  q.raw = true
+  local r = batch.run(eng, { q }, 60)[1]
+  if r.ok and r.status ~= 404 then return r.body end
+  return nil, r.err or E.new("engine", "not_found", "snapshot: image " .. name .. " is gone", { image = name })
+end
 
--- h:snapshot{name =} -> snapshot record | nil, err
+-- The sandbox container's image (its id) and runtime, which its helpers run under (the engine's
+-- answer, not the plan: a handle made from a record keeps no runtime); or nil, err.
+local function sandbox_facts(eng, sandbox)
+  local r = batch.run(eng, R("inspect", { sandbox }), 60)[1]
+  if not r.ok then return nil, r.err end
+  local info = type(r.body) == "table" and r.body or {}
+  if type(info.Image) ~= "string" then
+    return E.fail("engine", "bad_answer", "snapshot: the sandbox's inspect names no image")
+  end
+  local rt = type(info.HostConfig) == "table" and info.HostConfig.Runtime
+  return { image = info.Image, runtime = type(rt) == "string" and rt ~= "" and rt or nil }
+end
+
+-- A commit the engine was still writing when its snapshot's deadline came lands later, with the
+-- sandbox container's config in it: waited for (the stack runs meanwhile) and removed. true
+-- when it is gone.
+local function remove_late_commit(eng, raw)
+  local stop = core.engine_clock() + M.LATE_COMMIT_SECONDS
+  repeat
+    local r = batch.run(eng, R("inspect_image", { raw }), 30)[1]
+    if r.ok and r.status ~= 404 then
+      return batch.first_error(batch.run(eng, R("remove_image", { raw }), 60)) == nil
+    end
+    core.sleep(0.5)
+  until core.engine_clock() > stop
+  return false
+end
+
+-- The snapshot's image from the commit raw: its layers under the base's config and labels.
+local function clean_image(eng, raw, base, labels, image)
+  local committed, err = image_text(eng, raw)
+  if not committed then return nil, err end
+  local archive; archive, err = core.snapshot_image_archive(committed, base, labels, image)
+  if not archive then return nil, err end
+  return H.load(eng, archive, image)
+end
+
+local SNAPSHOT_KEYS = { name = "string", labels = "table", max_pause = "number" }
+
+-- h:snapshot{name =, labels =, max_pause =} -> snapshot record | nil, err. labels: more labels
+-- for the image and the volume copies (a caller's owner marks, e.g. the gateway's); never the
+-- snapshot's own (io.sandstack.snapshot*) or a project label (a project's removal would take
+-- them). max_pause: the seconds the stack may stay paused (M.MAX_PAUSE).
 function M.snapshot(self, opts)
-  if not self.eng then error("the stack handle is closed", 2) end
-  opts = E.check_keys(opts, SNAPSHOT_KEYS, "snapshot")
-  if opts.name ~= nil and type(opts.name) ~= "string" then error("snapshot: option 'name' must be a string", 2) end
+  if not self.eng then E.raise("the stack handle is closed") end
+  local oerr
+  opts, oerr = E.options(opts, SNAPSHOT_KEYS, "snapshot")
+  if not opts then return nil, oerr end
+  for k, v in pairs(opts.labels or {}) do
+    if type(k) ~= "string" or type(v) ~= "string" then E.raise("snapshot: option 'labels' must map names to strings") end
+    if k:find("^io%.sandstack%.snapshot") or k == "io.sandstack.project" then
+      return E.refuse("snapshot", "labels", "may not set " .. k .. ": io.sandstack.snapshot* and io.sandstack.project are sandstack's")
+    end
+  end
+  local max_pause = opts.max_pause or M.MAX_PAUSE
+  if not (max_pause > 0 and max_pause < 86400) then
+    return E.refuse("snapshot", "max_pause", "must be a number of seconds above 0 and below 86400")
+  end
   local spec = self.spec
   if type(spec) ~= "table" then
     return E.fail("invalid", "no_spec", "snapshot: this handle has no start options (a record from an older "
       .. "sandstack): snapshot a stack started by this version")
   end
-  local id = "snap-" .. core.random_hex(6)
   local eng, plan = self.eng, self.plan
+  local ferr
+  spec, ferr = require("sandstack.docker.record_env").fill(eng, plan, spec) -- env values, from the containers
+  if not spec then return nil, ferr end
+  local id = "snap-" .. core.random_hex(6)
+  local sandbox = plan.project .. "-" .. plan.sandbox
+  -- read before the freeze: the policy (exec needs the proxy running), the sandbox image's own
+  -- config, the helper's image; and the volumes made
   local policy
-  if type(plan.proxy) == "table" and plan.proxy.added then -- read before the freeze: exec needs it running
+  if type(plan.proxy) == "table" and plan.proxy.added then
     local p, err = self:egress()
     if not p then return nil, err end
     policy = core.json_decode(p:render())
   end
-  local st, err = L.states(self)
-  if not st then return nil, err end
+  local facts, err = sandbox_facts(eng, sandbox)
+  if not facts then return nil, err end
+  local base; base, err = image_text(eng, facts.image)
+  if not base then return nil, err end
+  local helper; helper, err = H.image(eng)
+  if not helper then return nil, err end
+  local now = os.time()
+  local labels = { [M.LABEL] = id, ["io.sandstack.snapshot.name"] = opts.name or id,
+    ["io.sandstack.snapshot.source"] = self.project, ["io.sandstack.session"] = self.session_key,
+    ["io.sandstack.created"] = tostring(now), ["io.sandstack.version"] = core.VERSION }
+  for k, v in pairs(opts.labels or {}) do labels[k] = labels[k] or v end
+  local image, raw = M.REPO .. ":" .. id, M.REPO .. ":" .. id .. "-raw"
+  local vols, made_vols, jobs = {}, {}, {}
+  for _, v in ipairs(volumes_of(self.project, spec)) do
+    local dst = id .. "-" .. v.key
+    vols[v.key] = dst
+    made_vols[#made_vols + 1] = dst
+    jobs[#jobs + 1] = { mode = "copy", from = v.name, to = dst }
+  end
+  err = failed(batch.run(eng, R("create_volume", made_vols, { labels = labels }), 60))
+  if err then remove_objects(eng, {}, made_vols); return nil, err end
+  -- the helpers are made before the freeze, on their own time: a create cut by the deadline
+  -- would still make its helper after the rollback (snapshot_helper.lua)
+  local helpers; helpers, err = H.create(eng, jobs, { image = helper, runtime = facts.runtime, project = self.project })
+  if not helpers then remove_objects(eng, {}, made_vols); return nil, err end
+  local st; st, err = L.states(self)
+  if not st then H.remove(eng, helpers); remove_objects(eng, {}, made_vols); return nil, err end
   local froze = {}
   for _, n in ipairs(L.names(self)) do
     if st[n] and st[n].running and not st[n].paused then froze[#froze + 1] = n end
   end
   err = failed(L.freeze(eng, froze))
-  local now = os.time()
-  local labels = { [M.LABEL] = id, ["io.sandstack.snapshot.name"] = opts.name or id,
-    ["io.sandstack.snapshot.source"] = self.project, ["io.sandstack.session"] = self.session_key,
-    ["io.sandstack.created"] = tostring(now), ["io.sandstack.version"] = core.VERSION }
-  local image = M.REPO .. ":" .. id
-  local made_image, made_vols = nil, {}
+  local deadline = core.engine_clock() + max_pause
+  local bound = { deadline = deadline, seconds = max_pause, what = "snapshot",
+    advice = ", and the stack runs again: give max_pause more time" }
+  local late
   if not err then
-    local sandbox = plan.project .. "-" .. plan.sandbox
-    err = failed(batch.run(eng, R("commit", { sandbox }, { repo = M.REPO, tag = id, labels = labels }), 600))
-    if not err then made_image = image end
+    local left = deadline - core.engine_clock()
+    local r = batch.run(eng, R("commit", { sandbox }, { repo = M.REPO, tag = id .. "-raw", labels = labels,
+      timeout = left }), left)[1]
+    late = not r.ok and core.engine_clock() >= deadline - 0.05
+    if not r.ok then err = late and H.deadline_error(bound, "commit") or r.err end
   end
-  local vols = {}
   if not err then
-    local pairs_ = {}
-    for _, v in ipairs(volumes_of(self.project, spec)) do
-      local dst = id .. "-" .. v.key
-      vols[v.key] = dst
-      made_vols[#made_vols + 1] = dst
-      pairs_[#pairs_ + 1] = { src = v.name, dst = dst }
-    end
-    err = failed(batch.run(eng, R("create_volume", made_vols, { labels = labels }), 60))
-    if not err then
-      local ok; ok, err = copy_volumes(eng, image, pairs_, labels)
-      if ok then err = nil end
-    end
+    local ok; ok, err = H.start(eng, helpers, bound)
+    if ok then err = nil end
+  else
+    H.remove(eng, helpers)
   end
-  local thawed = failed(batch.run(eng, R("unpause", froze), 60))
+  local thawed = failed(batch.run(eng, R("unpause", froze), 60)) -- whatever failed before
   err = err or thawed
+  if not err then
+    local ok; ok, err = clean_image(eng, raw, base, labels, image)
+    if ok then err = nil end
+  end
+  -- the commit, which holds the sandbox container's own config
+  remove_objects(eng, { raw })
+  if late then err.commit_removed = remove_late_commit(eng, raw) end
   if err then
-    remove_objects(eng, made_image, made_vols)
+    remove_objects(eng, { image }, made_vols)
     return nil, err
   end
   return { kind = "sandstack.snapshot", version = core.VERSION, id = id, name = opts.name or id, created = now,
@@ -208,11 +275,16 @@ function M.snapshot(self, opts)
     spec = spec, egress_policy = policy, docker_host = plan.docker_host }
 end
 
-local function check_snapshot(snap, what)
+-- snap as an option `name` of what: a non-table raises at the caller; a table that is not a
+-- snapshot record is nil, err (invalid/not_a_snapshot).
+local function check_snapshot(snap, what, name)
+  E.want(snap, "table", what, name, "a snapshot record from stack:snapshot()")
   if type(snap) ~= "table" or snap.kind ~= "sandstack.snapshot" or type(snap.id) ~= "string"
     or type(snap.spec) ~= "table" then
-    error(what .. ": expected a snapshot record from stack:snapshot()", 3)
+    return E.fail("invalid", "not_a_snapshot", what .. ": option '" .. name .. "' is not a snapshot record from "
+      .. "stack:snapshot() (an entry of sandstack.docker.snapshots() is not one)", { option = name })
   end
+  return true
 end
 
 -- The options of a start from snap: its spec under the caller's options (secrets, a new
@@ -240,7 +312,8 @@ end
 -- (with the expiry options).
 function M.start_from(session_key, opts, start)
   local snap = opts.from_snapshot
-  check_snapshot(snap, "sandstack.docker.start")
+  local ok, cerr = check_snapshot(snap, "sandstack.docker.start", "from_snapshot")
+  if not ok then return nil, cerr end
   local o = restore_opts(snap, opts)
   local po = {} -- the plan's options: the expiry's are the start's own (docker/session_methods.lua)
   for k, v in pairs(o) do
@@ -255,13 +328,20 @@ function M.start_from(session_key, opts, start)
   end
   local eng; eng, err = engine { docker_host = o.docker_host, timeout = o.timeout }
   if not eng then return nil, err end
+  local helper
+  if next(pending) then
+    helper, err = H.image(eng)
+    if not helper then eng:close(); return nil, err end
+  end
   local user_event, copy_err = o.on_event, nil
   o.on_event = function(ev)
     local src = ev.phase == "volume_created" and pending[ev.volume]
     if src then
       pending[ev.volume] = nil
       if not copy_err then
-        local ok, cerr = copy_volumes(eng, snap.image, { { src = src, dst = ev.volume } }, { [M.LABEL .. ".restore"] = snap.id })
+        local ok, cerr = H.run(eng, { { mode = "copy", from = src, to = ev.volume } }, { image = helper,
+          runtime = plan.runtime, project = plan.project, deadline = core.engine_clock() + M.COPY_SECONDS,
+          seconds = M.COPY_SECONDS, what = "from_snapshot" })
         if not ok then copy_err = cerr end
       end
     end
@@ -286,8 +366,9 @@ end
 -- credentials' secrets) and any other option to change. The snapshot stays (the child's
 -- sandbox runs its image): remove it with remove_snapshot once the child is destroyed.
 function M.fork(self, new_key, opts, start)
-  if type(new_key) ~= "string" then error("fork: new_key must be a string", 2) end
-  if opts ~= nil and type(opts) ~= "table" then error("fork: options must be a table", 2) end
+  E.want(new_key, "string", "fork", "argument 'new_key'")
+  if new_key == nil then E.raise("fork: argument 'new_key' must be a string, got nil") end
+  E.want(opts, "table", "fork", "argument 'opts'", "an options table")
   local snap, err = M.snapshot(self, { name = "fork of " .. tostring(self.project) })
   if not snap then return nil, err end
   local o = {}
@@ -303,45 +384,20 @@ end
 
 local KINDS = { [0] = "changed", [1] = "added", [2] = "deleted" }
 
--- Lines "md5  ./path" -> { [path] = md5 }
-local function sums(text)
-  local out = {}
-  for sum, path in (text or ""):gmatch("(%x+)  %./([^\r\n]*)") do out[path] = sum end
-  return out
-end
-
--- The files of volume a and of volume b with their checksums, by a container of image.
-local function volume_sums(eng, image, a, b)
-  local name = "sandstack-diff-" .. core.random_hex(6)
-  local body = { Image = image, Entrypoint = { "sh", "-c",
-    "cd /a && find . -type f -exec md5sum {} +; echo @@; cd /b && find . -type f -exec md5sum {} +" },
-    User = "0", Tty = true, NetworkDisabled = true, Labels = { [M.LABEL .. ".diff"] = "1" },
-    HostConfig = { NetworkMode = "none", Mounts = { { Type = "volume", Source = a, Target = "/a", ReadOnly = true },
-      { Type = "volume", Source = b, Target = "/b", ReadOnly = true } } } }
-  local err = failed(batch.run(eng, { R("create_container", { name }, { body = body })[1] }, 60))
-  local out
-  if not err then err = failed(batch.run(eng, R("start", { name }), 60)) end
-  if not err then err = failed(batch.run(eng, R("wait", { name }, { timeout = 600 }), 600)) end
-  if not err then
-    local r = batch.run(eng, R("logs", { name }), 60)[1]
-    if r.ok then out = type(r.body) == "string" and r.body or "" else err = r.err end
-  end
-  batch.run(eng, R("remove_container", { name }), 60)
-  if err then return nil, err end
-  local left, right = out:match("^(.-)@@(.*)$")
-  return sums(left), sums(right)
-end
-
 local CHANGES_KEYS = { since = true }
 
 -- h:changes{since = snap} -> { sandbox = { {path =, kind = "added"|"changed"|"deleted"}, ... },
 -- workspace = { [volume key] = { same form } } }: sandbox is the sandbox's filesystem since its
 -- container was made (the engine's diff; volumes are not in it), workspace (with since only)
--- each declared volume against the snapshot's copy, compared by checksum.
+-- each declared volume against the snapshot's copy: its regular files, compared byte for byte by
+-- sandstack-tree in a confined helper (docker/snapshot_helper.lua), never by the guest's tools.
 function M.changes(self, opts)
-  if not self.eng then error("the stack handle is closed", 2) end
+  if not self.eng then E.raise("the stack handle is closed") end
   opts = E.check_keys(opts, CHANGES_KEYS, "changes")
-  if opts.since ~= nil then check_snapshot(opts.since, "changes") end
+  if opts.since ~= nil then
+    local ok, err = check_snapshot(opts.since, "changes", "since")
+    if not ok then return nil, err end
+  end
   local sandbox = self.plan.project .. "-" .. self.plan.sandbox
   local r = batch.run(self.eng, R("changes", { sandbox }), 60)[1]
   if not r.ok then return nil, r.err end
@@ -350,31 +406,37 @@ function M.changes(self, opts)
     out.sandbox[#out.sandbox + 1] = { path = c.Path, kind = KINDS[c.Kind] or tostring(c.Kind) }
   end
   if opts.since then
-    local image = self.spec and opts.since.image
-    out.workspace = {}
+    local facts, err = sandbox_facts(self.eng, sandbox)
+    if not facts then return nil, err end
+    local helper; helper, err = H.image(self.eng)
+    if not helper then return nil, err end
+    local jobs = {}
     for key, src in pairs(opts.since.volumes or {}) do
-      local before, after = volume_sums(self.eng, image, src, self.project .. "-" .. key)
-      if not before then return nil, after end
-      local list = {}
-      for p, s in pairs(after) do
-        if not before[p] then list[#list + 1] = { path = p, kind = "added" }
-        elseif before[p] ~= s then list[#list + 1] = { path = p, kind = "changed" } end
-      end
-      for p in pairs(before) do if not after[p] then list[#list + 1] = { path = p, kind = "deleted" } end end
-      table.sort(list, function(x, y) return x.path < y.path end)
-      out.workspace[key] = list
+      jobs[#jobs + 1] = { mode = "diff", old = src, new = self.project .. "-" .. key, key = key }
+    end
+    local answers; answers, err = H.run(self.eng, jobs, { image = helper, runtime = facts.runtime,
+      project = self.project, deadline = core.engine_clock() + M.COPY_SECONDS, seconds = M.COPY_SECONDS,
+      what = "changes" })
+    if not answers then return nil, err end
+    out.workspace = {}
+    for i, job in ipairs(jobs) do
+      local list; list, err = H.parse_diff(answers[i], job.new)
+      if not list then return nil, err end
+      out.workspace[job.key] = list
     end
   end
   return out
 end
 
-local LIST_KEYS = { docker_host = true, timeout = true, source = true }
+local LIST_KEYS = { docker_host = "string", timeout = E.SECONDS, source = "string" }
 
 -- sandstack.docker.snapshots{source = project} -> { {id =, name =, source =, created =, image =,
 -- volumes = {name, ...}}, ... } sorted by creation, from the labels of images and volumes.
 function M.list(opts)
-  opts = E.check_keys(opts, LIST_KEYS, "sandstack.docker.snapshots")
-  local eng, err = engine(opts)
+  local err
+  opts, err = E.options(opts, LIST_KEYS, "sandstack.docker.snapshots")
+  if not opts then return nil, err end
+  local eng; eng, err = engine(opts)
   if not eng then return nil, err end
   local r = batch.run(eng, { R("list_images", nil, { label = M.LABEL })[1], R("list_volumes", nil, { label = M.LABEL })[1] }, 60)
   eng:close()
@@ -408,16 +470,23 @@ function M.list(opts)
   return out
 end
 
-local REMOVE_KEYS = { docker_host = true, timeout = true }
+local REMOVE_KEYS = { docker_host = "string", timeout = E.SECONDS }
 
 -- sandstack.docker.remove_snapshot(s): s a snapshot record, an entry of snapshots(), an id, or
 -- a list of them. Removes the image and the volume copies; a snapshot whose image a stack still
 -- runs (a fork's sandbox) is refused by the engine (409), named in the error. Returns the ids
 -- removed, or nil, err (what was removed before stays removed).
 function M.remove(s, opts)
-  opts = E.check_keys(opts, REMOVE_KEYS, "sandstack.docker.remove_snapshot")
+  local err
+  opts, err = E.options(opts, REMOVE_KEYS, "sandstack.docker.remove_snapshot")
+  if not opts then return nil, err end
+  E.want(s, "table|string", "sandstack.docker.remove_snapshot", "argument 's'", "a snapshot, its id or a list of them")
   local list = (type(s) == "table" and s.id == nil) and s or { s }
-  local eng, err = engine(opts)
+  for _, x in ipairs(list) do
+    local id = type(x) == "table" and x.id or x
+    E.want(id, "string", "sandstack.docker.remove_snapshot", "argument 's'", "a snapshot, its id or a list of them")
+  end
+  local eng; eng, err = engine(opts)
   if not eng then return nil, err end
   local all; all, err = M.list(opts)
   if not all then eng:close(); return nil, err end
@@ -426,10 +495,10 @@ function M.remove(s, opts)
   local removed, first = {}, nil
   for _, x in ipairs(list) do
     local id = type(x) == "table" and x.id or x
-    if type(id) ~= "string" then eng:close(); error("remove_snapshot: expected a snapshot, its id or a list of them", 2) end
     local e = known[id]
     if e then
-      local r = batch.run(eng, R("remove_image", { M.REPO .. ":" .. id }), 60)[1]
+      -- the image, and a commit that landed after its snapshot's deadline (see M.snapshot)
+      local r = batch.run(eng, R("remove_image", { M.REPO .. ":" .. id, M.REPO .. ":" .. id .. "-raw" }), 60)[1]
       if not r.ok then
         first = first or E.new("engine", r.status == 409 and "in_use" or nil, "snapshot " .. id .. ": its image could not "
           .. "be removed (" .. tostring(r.err and r.err.message) .. "): destroy the stacks started from it first",

@@ -8,6 +8,7 @@ local A = require "sandstack.docker.apply"
 local isolation = require "sandstack.docker.isolation"
 local handle = require "sandstack.docker.handle"
 local control = require "sandstack.docker.control"
+local init = require "sandstack.docker.deadline"
 local steps = require "sandstack.stack.steps"
 
 local M = {}
@@ -19,8 +20,7 @@ local function engine(opts)
 end
 
 local function split_hooks(session_key, opts)
-  local clean, hooks = steps.split("sandstack.docker.start", session_key, opts, nil, 3) -- not a tail call: the
-  return clean, hooks                                                                    -- level counts this frame
+  return steps.split("sandstack.docker.start", session_key, opts, nil)
 end
 
 -- pool (a warm pool's name, or nil) labels every object io.sandstack.pool.
@@ -50,9 +50,17 @@ local function start_with(session_key, clean, hooks, pool)
     function() return A.preflight(run) end, -- reads only: images, the self-check's identity, /info
     function() return require("sandstack.docker.runtime").check(eng, plan.runtime, run.info) end, -- before any pull or create
     function() return A.ensure_images(run) end,
+    function() -- the sandbox under sandstack-init, whose plan needs the image's own command
+      local control = plan.proxy and plan.proxy.control
+      local p, e = init.prepare(run)
+      if not p then return nil, e end
+      if p.proxy then p.proxy.control = control end
+      handle.replan(stack, p)
+      return true
+    end,
     function() return isolation.verify(run) end,
     function() return A.create_networks_and_volumes(run) end,
-    function() return A.create_containers(run) end,
+    function() return A.create_containers(run) end, -- and the init's volume written
     function() return A.start_services(run, run.plan.containers) end,
     function()
       local port, e = A.read_port(run)
@@ -74,7 +82,7 @@ local function start_with(session_key, clean, hooks, pool)
     handle.set_port(stack, nil)
     eng:close()
     return left
-  end)
+  end, project)
   if not ok then return nil, err end
   model:close()
   return stack
@@ -89,8 +97,10 @@ end
 -- The plan a start would apply, without an engine (for inspection and tests): the same model and
 -- the same bodies, except that a credential's secret is never shown (SANDSTACK_CREDENTIALS holds
 -- a marker in its place). ctx: api_version (the engine's, default 1.41), pool, subnets = {sbx=, pub=,
--- egress=, isocheck=}, and now/token/run to pin what a start takes from the clock and the CSPRNG.
-local PLAN_CTX = { api_version = true, pool = true, subnets = true, now = true, token = true, run = true }
+-- egress=, isocheck=}, now/token/run to pin what a start takes from the clock and the CSPRNG, and
+-- image, the sandbox image's Config {Entrypoint =, Cmd =} that a start reads from the engine for
+-- sandstack-init's wrap (default: an image with neither).
+local PLAN_CTX = { api_version = true, pool = true, subnets = true, now = true, token = true, run = true, image = true }
 function M.plan(session_key, opts, ctx)
   local clean = split_hooks(session_key, opts)
   ctx = ctx or {}
@@ -99,7 +109,7 @@ function M.plan(session_key, opts, ctx)
   if not model then return nil, err end
   -- shown, never applied: each credential's secret is left out of the proxy's environment
   local plan; plan, err = model:plan { api_version = ctx.api_version, pool = ctx.pool, subnets = ctx.subnets,
-    redact = true }
+    redact = true, init = { image = ctx.image } }
   model:close()
   return plan, err
 end

@@ -5,10 +5,9 @@ local E = require "sandstack.error"
 
 local M = {}
 
--- Using a handle after close is a programming error; level as error()'s, seen from the caller
--- of the public method.
-function M.check_open(self, level)
-  if not self.eng then error("the stack handle is closed", (level or 2) + 1) end
+-- Using a handle after close is a programming error, raised at the caller of the public method.
+function M.check_open(self)
+  if not self.eng then E.raise("the stack handle is closed: make a new one with sandstack.docker.reconnect or open") end
 end
 
 -- The container of `service` (default: the sandbox): its name, or nil, err (kind "invalid",
@@ -16,7 +15,7 @@ end
 function M.container(self, service)
   local plan = self.plan
   service = service or plan.sandbox
-  if type(service) ~= "string" then error("option 'service' must be a string", 3) end
+  E.want(service, "string", "session", "service")
   for _, c in ipairs(plan.containers) do
     if c.service == service then return c.name or (plan.project .. "-" .. service) end
   end
@@ -31,12 +30,12 @@ end
 -- from the public method itself (a closed handle raises at that method's caller).
 function M.resolve(self, service)
   if self.node_eng ~= nil or self.mgr ~= nil then
-    if not self.mgr then error("the stack handle is closed", 3) end
+    if not self.mgr then E.raise("the stack handle is closed") end
     local id, err = self:container(service)
     if not id then return nil, err end
     return self.node_eng, id
   end
-  M.check_open(self, 3)
+  M.check_open(self)
   local c, err = M.container(self, service)
   if not c then return nil, err end
   return self.eng, c
@@ -46,7 +45,7 @@ end
 -- (name: the container's name or id), or nil, err. Call it from the public method itself.
 function M.services(self)
   if self.node_eng ~= nil or self.mgr ~= nil then
-    if not self.mgr then error("the stack handle is closed", 3) end
+    if not self.mgr then E.raise("the stack handle is closed") end
     local out = {}
     for i, c in ipairs(self.plan.containers) do
       local id, err = self:container(c.service)
@@ -55,7 +54,7 @@ function M.services(self)
     end
     return self.node_eng, out
   end
-  M.check_open(self, 3)
+  M.check_open(self)
   local out = {}
   for i, c in ipairs(self.plan.containers) do
     out[i] = { service = c.service, name = c.name or (self.plan.project .. "-" .. c.service) }

@@ -3,6 +3,7 @@
 -- the transport sends. Argument mistakes raise (API.md: programming errors), at the caller of
 -- the public method (`level`).
 local core = require "sandstack.core"
+local E = require "sandstack.error"
 
 local O = {}
 
@@ -16,12 +17,12 @@ O.DEFAULTS = {
   DEFAULT_DOWNLOAD_MAX_BYTES = 1024 * MiB,
 }
 
--- A positive number or nil.
-function O.check_number(v, what, name, level)
-  if v ~= nil and (type(v) ~= "number" or v ~= v or v <= 0) then
-    error(what .. ": option '" .. name .. "' must be a positive number", (level or 2) + 1)
-  end
-  return v
+-- A positive number or nil: true, or nil, err (invalid/invalid_option) for a number that is not
+-- above 0; another type raises at the caller (docs/api/README.md, "Conventions").
+function O.check_number(v, what, name)
+  E.want(v, "number", what, name)
+  if v ~= nil and not (v > 0) then return E.refuse(what, name, "must be a number above 0") end
+  return true
 end
 
 function O.nonempty(s)
@@ -64,12 +65,12 @@ O.urlencode = core.urlencode
 function O.header_lines(headers, what, level)
   level = (level or 2) + 1
   if headers == nil then return nil end
-  if type(headers) ~= "table" then error(what .. ": option 'headers' must be a table", level) end
+  E.want(headers, "table", what, "headers")
   local out, names = {}, {}
   for k, v in pairs(headers) do
     if type(k) == "number" then
       if type(v) ~= "string" or not v:find(":") then
-        error(what .. ": header entries must be 'Name: value' strings", level)
+        E.raise(what .. ": option 'headers': entries must be 'Name: value' strings")
       end
       out[#out + 1] = v
     else
@@ -81,7 +82,7 @@ function O.header_lines(headers, what, level)
     out[#out + 1] = tostring(k) .. ": " .. tostring(headers[k])
   end
   for _, line in ipairs(out) do
-    if line:find("[\r\n]") then error(what .. ": header values must not contain CR or LF", level) end
+    if line:find("[\r\n]") then E.raise(what .. ": option 'headers': values must not contain CR or LF") end
   end
   return out
 end
@@ -104,7 +105,7 @@ function O.encode_body(body, content_type, what, level)
     if not s then return nil, nil, err end
     return s, "application/json"
   end
-  error(what .. ": body must be a table (sent as JSON) or a string", (level or 2) + 1)
+  E.raise(what .. ": argument 'body' must be a table (sent as JSON) or a string, got " .. type(body))
 end
 
 return O

@@ -13,9 +13,9 @@ local REQUEST_KEYS = { timeout = true, query = true, max_bytes = true, headers =
 local CALL_KEYS = { timeout = true, query = true, max_bytes = true, headers = true, raw = true,
   content_type = true, ok = true }
 
--- Using a closed client is a programming error; level as error()'s, seen from the caller.
-function R.check_open(eng, level)
-  if eng._closed then error("the engine client is closed", (level or 2) + 1) end
+-- Using a closed client is a programming error, raised at the caller.
+function R.check_open(eng)
+  if eng._closed then E.raise("the engine client is closed") end
 end
 
 -- Starts a buffered request; returns the transport id or nil, err. opts went through
@@ -25,11 +25,16 @@ end
 -- (or nil, nil, nil, err for a body that cannot be encoded).
 local function prepare(eng, method, path, body, opts, what, level)
   level = level + 1
-  R.check_open(eng, level)
-  if type(method) ~= "string" then error(what .. ": method must be a string", level) end
-  O.check_number(opts.timeout, what, "timeout", level)
-  O.check_number(opts.max_bytes, what, "max_bytes", level)
-  if opts.ok ~= nil and type(opts.ok) ~= "table" then error(what .. ": option 'ok' must be a table", level) end
+  R.check_open(eng)
+  E.want(method, "string", what, "argument 'method'")
+  if method == nil then E.raise(what .. ": argument 'method' must be a string, got nil") end
+  E.want(opts.ok, "table", what, "ok")
+  E.want(opts.raw, "boolean", what, "raw")
+  E.want(opts.content_type, "string", what, "content_type")
+  for _, k in ipairs { "timeout", "max_bytes" } do
+    local ok, err = O.check_number(opts[k], what, k)
+    if not ok then return nil, nil, nil, err end
+  end
   local target = O.target(eng.api_version, path, opts.query, what, level)
   local payload, ctype, err = O.encode_body(body, opts.content_type, what, level)
   return target, payload, ctype, err
@@ -104,7 +109,7 @@ local function simple(opts) return type(opts) ~= "table" or (opts.headers == nil
 
 -- level: where argument errors are raised, as error() counts it from perform_one.
 local function perform_one(eng, method, path, body, opts, level)
-  R.check_open(eng, level)
+  R.check_open(eng)
   local r = eng._h:perform({ { method, path, body, opts } }, { timeout = eng.timeout, max_bytes = eng.max_bytes,
     api_version = eng.api_version, what = "call", level = level })
   return r[1]
@@ -144,14 +149,14 @@ function M.call(eng, method, path, body, opts)
 end
 
 function M.ping(eng)
-  R.check_open(eng, 2)
+  R.check_open(eng)
   local v, err = R.call(eng, "GET", "/_ping", nil, { raw = true }, 2)
   if v == nil then return nil, err end
   return true
 end
 
 function M.version(eng)
-  R.check_open(eng, 2)
+  R.check_open(eng)
   local v, err = R.call(eng, "GET", "/version", nil, {}, 2)
   return v, err
 end
@@ -173,10 +178,9 @@ function M.submit(eng, method, path, body, opts)
 end
 
 function M.poll(eng, timeout)
-  R.check_open(eng, 2)
-  if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
-    error("poll: timeout must be a number of seconds", 2)
-  end
+  R.check_open(eng)
+  E.want(timeout, "number", "poll", "argument 'timeout'", "a number of seconds")
+  if timeout ~= nil and not (timeout >= 0) then return E.refuse("poll", "argument 'timeout'", "must be a number of seconds >= 0") end
   local out = {}
   for i, f in ipairs(eng._failed) do out[i] = f end
   eng._failed = {}
@@ -209,12 +213,13 @@ end
 -- one before is ok (a step of several rounds: networks, containers, connects); the results
 -- stop at the first list with a failure.
 function M.perform(eng, reqs, deadline, ...)
-  R.check_open(eng, 2)
-  if type(reqs) ~= "table" then error("perform: requests must be a list", 2) end
-  O.check_number(deadline, "perform", "deadline", 2)
+  R.check_open(eng)
+  if type(reqs) ~= "table" then E.raise("perform: argument 'requests' must be a list") end
+  local ok, err = O.check_number(deadline, "perform", "argument 'deadline'")
+  if not ok then return nil, err end
   for i = 1, select("#", ...) do
     local w = select(i, ...)
-    if w ~= nil and type(w) ~= "table" then error("perform: a wave must be a list", 2) end
+    if w ~= nil and type(w) ~= "table" then E.raise("perform: a wave must be a list") end
   end
   -- not a tail call: the C core raises a misuse at this function's caller (level 2)
   local r1, r2, r3, r4, r5, r6, r7, r8 = eng._h:perform(reqs, { timeout = deadline or eng.timeout,

@@ -47,45 +47,54 @@ local function list(G, h, entry)
   return res
 end
 
--- The stream: every ask not sent before, as `event: ask` with its JSON, polled every POLL
--- seconds; a comment line keeps idle proxies from closing it. Ends when the client goes, the
--- session's asks cannot be read, or after STREAM_MAX seconds.
+-- The stream: every ask not sent before, as `event: ask` with its JSON, read from the session's
+-- one poller (gateway/streams.lua: every POLL seconds, capped per tenant and session); a comment
+-- line keeps idle proxies from closing it. Ends when the client goes, the session's asks cannot be
+-- read (a full thread pool is waited out), the session is gone, or after STREAM_MAX seconds.
 local function stream(G, h, entry)
-  ngx.status = 200
-  ngx.header["Content-Type"] = "text/event-stream"
-  ngx.header["Cache-Control"] = "no-store"
-  ngx.header["X-Accel-Buffering"] = "no"
-  local sent, stop, last_beat = {}, ngx.now() + STREAM_MAX, 0
-  while ngx.now() < stop do
-    local ok, res = G.run_in(WORKER, "list", entry.record)
-    if not ok then
-      ngx.print("event: error\ndata: ", core.json_encode({ kind = res.kind, message = res.message }), "\n\n")
-      ngx.flush(true)
-      break
-    end
-    local wrote = false
-    for _, a in ipairs(res) do
-      if not sent[a.id] then
-        sent[a.id] = true
-        ngx.print("event: ask\nid: ", a.id, "\ndata: ", ask_json(a), "\n\n")
-        wrote = true
-      end
-    end
-    if not wrote and ngx.now() - last_beat > 15 then ngx.print(": waiting\n\n"); wrote = true end
-    if wrote then
-      last_beat = ngx.now()
-      local fok = ngx.flush(true)
-      if not fok then break end -- the client went away
-    end
-    ngx.sleep(POLL)
+  local sent, last_beat, wrote = {}, 0, false
+  local function event(kind, doc)
+    ngx.print("event: ", kind, "\ndata: ", core.json_encode(doc), "\n\n")
+    ngx.flush(true)
   end
+  require("sandstack.gateway.streams").run(G, h, { tenant = entry.tenant, sid = G.sid(entry.tenant, entry.key),
+    key = entry.key, kind = "asks", interval = POLL, seconds = STREAM_MAX,
+    fetch = function(record) return G.run_in(WORKER, "list", record) end,
+    head = function()
+      ngx.status = 200
+      ngx.header["Content-Type"] = "text/event-stream"
+      ngx.header["Cache-Control"] = "no-store"
+      ngx.header["X-Accel-Buffering"] = "no"
+    end,
+    each = function(ok, res)
+      if not ok then
+        if res.kind == "busy" then return true end -- the pool was full: the next poll
+        event("error", { kind = res.kind, message = res.message })
+        return false
+      end
+      for _, a in ipairs(res) do
+        if not sent[a.id] then
+          sent[a.id] = true
+          ngx.print("event: ask\nid: ", a.id, "\ndata: ", ask_json(a), "\n\n")
+          wrote = true
+        end
+      end
+    end,
+    tick = function()
+      if not wrote and ngx.now() - last_beat > 15 then ngx.print(": waiting\n\n"); wrote = true end
+      if not wrote then return true end
+      wrote, last_beat = false, ngx.now()
+      return ngx.flush(true) -- nil: the client went away
+    end,
+    gone = function() event("error", { kind = "not_found", message = "the session is gone" }) end })
   return ngx.exit(200)
 end
 
 local function answer(G, h, entry, tenant, id)
   ngx.req.read_body()
   local body = core.json_decode(ngx.req.get_body_data() or "")
-  if type(body) ~= "table" or (body.decision ~= "allow" and body.decision ~= "deny") then
+  if type(body) ~= "table" or (body.decision ~= "allow" and body.decision ~= "deny")
+    or (body.remember ~= nil and type(body.remember) ~= "string") or (body.reason ~= nil and type(body.reason) ~= "string") then
     return h.fail(400, "invalid", 'POST takes {"decision": "allow"|"deny", "remember": "once"|"session", "reason": text}')
   end
   local opts = { remember = body.remember, reason = body.reason, by = tenant.name }

@@ -31,16 +31,23 @@ M.DEFAULTS = {
   swarm = nil,               -- backend "swarm": { node = <this node's hostname in the swarm>, cache_ttl = 5 }
   console = true,            -- the operator's console at /console (backend "docker"; docs/gateway.md)
   console_root = nil,        -- its files (web/console); default: beside the modules, then share/
+  max_streams_per_tenant = 8, -- open console and ask streams (audit lines, asks) of one tenant
+  max_streams_per_session = 4, -- and of one session
+  snapshot_quota = nil,      -- every tenant's snapshots: { count = 10, bytes = 10 GiB } (QUOTA below)
 }
+-- A tenant's snapshots (and forks', which their child owns): how many, and how many bytes as the
+-- engine reports them (gateway/snapshot_quota.lua). A tenant's own snapshot_quota overrides.
+M.QUOTA = { count = 10, bytes = 10 * 1024 * 1024 * 1024 }
 local REQUIRED_TABLES = { tenants = true, stack = true }
 local POOL_KEYS = { size = true, max = true, concurrency = true, interval = true }
-local TENANT_KEYS = { name = true, token_sha256 = true, max_sessions = true }
+local TENANT_KEYS = { name = true, token_sha256 = true, max_sessions = true, snapshot_quota = true }
+local QUOTA_KEYS = { count = true, bytes = true }
 local NGINX_KEYS = { http = true, server = true, metrics = true }
 local SWARM_KEYS = { node = true, cache_ttl = true }
 local NUMBERS = { max_sessions = 1, idle_ttl = 1, max_ttl = 1, expiry_interval = 0.1, workers = 1,
   threads = 1, vms = 1, worker_connections = 16, proxy_connect_timeout = 1, proxy_read_timeout = 1,
   proxy_send_timeout = 1, client_body_timeout = 1, client_header_timeout = 1, send_timeout = 1,
-  create_timeout = 10 }
+  create_timeout = 10, max_streams_per_tenant = 1, max_streams_per_session = 1 }
 
 local function bad(option, message)
   return E.fail("invalid", "invalid_option", "gateway config: " .. message, { option = option })
@@ -58,7 +65,20 @@ M.PROJECT_PREFIX_MAX = 63 - 16 - 9
 
 function M.tenant_tag(name) return core.sha256_hex(name):sub(1, 8) end
 
-local function check_tenants(list)
+-- quota(q, under, option) -> a checked {count =, bytes =}, each missing one taken from under
+local function quota(q, under, option)
+  if type(q) ~= "table" then return bad(option, option .. " must be a table { count =, bytes = }") end
+  for k in pairs(q) do
+    if not QUOTA_KEYS[k] then return bad(option, option .. ": unknown key '" .. tostring(k) .. "'") end
+  end
+  local out = { count = q.count or under.count, bytes = q.bytes or under.bytes }
+  if not whole(out.count, 0) or not whole(out.bytes, 0) then
+    return bad(option, option .. ": count and bytes are whole numbers >= 0")
+  end
+  return out
+end
+
+local function check_tenants(list, default_quota)
   if #list == 0 then return bad("tenants", "at least one tenant is needed") end
   local names, tags = {}, {}
   for i, t in ipairs(list) do
@@ -87,6 +107,11 @@ local function check_tenants(list)
     t.token_sha256 = t.token_sha256:lower()
     if t.max_sessions ~= nil and not whole(t.max_sessions, 0) then
       return bad("tenants", "tenant " .. t.name .. ": max_sessions must be a whole number >= 0")
+    end
+    if t.snapshot_quota ~= nil then
+      local q, err = quota(t.snapshot_quota, default_quota, "tenants")
+      if not q then return nil, err end
+      t.snapshot_quota = q
     end
   end
   return true
@@ -130,7 +155,7 @@ function M.check(t)
   local c = {}
   for k, v in pairs(t) do
     if M.DEFAULTS[k] == nil and not REQUIRED_TABLES[k] and k ~= "pool" and k ~= "lua_path"
-      and k ~= "lua_cpath" and k ~= "nginx" and k ~= "swarm" and k ~= "console_root" then
+      and k ~= "lua_cpath" and k ~= "nginx" and k ~= "swarm" and k ~= "console_root" and k ~= "snapshot_quota" then
       return bad(k, "unknown key '" .. tostring(k) .. "'")
     end
     c[k] = v
@@ -139,7 +164,10 @@ function M.check(t)
   for k in pairs(REQUIRED_TABLES) do
     if type(c[k]) ~= "table" then return bad(k, k .. " must be a table") end
   end
-  local ok, err = check_tenants(c.tenants)
+  local ok, err
+  c.snapshot_quota, err = quota(c.snapshot_quota or {}, M.QUOTA, "snapshot_quota")
+  if not c.snapshot_quota then return nil, err end
+  ok, err = check_tenants(c.tenants, c.snapshot_quota)
   if not ok then return nil, err end
   for k, min in pairs(NUMBERS) do
     if type(c[k]) ~= "number" or c[k] < min or (min >= 1 and c[k] ~= math.floor(c[k])) then
@@ -165,6 +193,13 @@ function M.check(t)
   if c.stack.project_name ~= nil then return bad("stack", "the gateway names the projects: drop stack.project_name") end
   local f = functions_in(c.stack)
   if f then return bad("stack", "stack." .. f .. " is a function: it cannot cross into the thread pool") end
+  -- the policy every session starts with (allow_private included), refused here rather than at
+  -- each session's start
+  if c.stack.egress_policy ~= nil then
+    if type(c.stack.egress_policy) ~= "table" then return bad("stack", "stack.egress_policy must be a policy table") end
+    local _, perr = require("sandstack.policy").compile(c.stack.egress_policy)
+    if perr then return bad("stack", "stack.egress_policy: " .. perr.message) end
+  end
   if c.pool ~= nil then
     ok, err = check_pool(c.pool)
     if not ok then return nil, err end

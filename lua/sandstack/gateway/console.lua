@@ -36,15 +36,24 @@ local HEADERS = {
   ["Cross-Origin-Resource-Policy"] = "same-origin",
 }
 
+-- The rock's version (rockspec/): a LuaRocks tree keeps the console's files in the rock's directory.
+local ROCK_VERSION = "scm-1"
+
 -- root(c) -> the console's directory: console_root, else web/console of the source tree the
--- modules are in, else share/sandstack/console of the prefix they were installed under.
+-- modules are in, else share/sandstack/console of the prefix they were installed under, else
+-- the rock's directory when that prefix is a LuaRocks tree (`luarocks make`, bootstrap.sh).
 function M.root(c)
   if c.console_root then return c.console_root end
   local here = package.searchpath("sandstack.gateway.console", package.path)
   local dir = here and here:match("^(.*)/sandstack/gateway/console%.lua$")
   if dir then
     dir = dir:match("^/") and dir or ((os.getenv("PWD") or ".") .. "/" .. dir:gsub("^%./", ""))
-    for _, cand in ipairs { dir .. "/../web/console", dir .. "/../../sandstack/console" } do
+    local cands = { dir .. "/../web/console", dir .. "/../../sandstack/console" }
+    local tree, abi = dir:match("^(.*)/share/lua/(5%.%d)$")
+    if tree then
+      cands[3] = ("%s/lib/luarocks/rocks-%s/sandstack/%s/share/sandstack/console"):format(tree, abi, ROCK_VERSION)
+    end
+    for _, cand in ipairs(cands) do
       local f = io.open(cand .. "/index.html", "rb")
       if f then f:close(); return cand end
     end
@@ -70,6 +79,7 @@ function M.nginx(c)
 %s
       add_header Cache-Control "no-store" always;
       content_by_lua_block { require("sandstack.gateway").console() }
+      log_by_lua_block { require("sandstack.gateway").done() } # a stream's places, however it ended
     }
     location /console/ {
       alias %s/;
@@ -82,13 +92,27 @@ end
 
 local function now() return ngx.now() end
 
--- What the browser sees of a session: never the record, the digest or the secret.
+-- What the browser sees of a session: never the record, the digest or the secret. egress: the
+-- session's stack has the proxy sandstack adds, so its policy, audit lines and asks can be shown
+-- (without it the page offers none of them).
 local function view(G, sid, e)
   local seen = G.dict:get("seen:" .. sid) or e.created
   local c = G.conf
   local expires = math.min((e.created or 0) + c.max_ttl, seen + c.idle_ttl)
+  local px = e.record and e.record.proxy
   return { key = e.key, state = e.state, created = e.created, expires = math.floor(expires),
-    forked = e.record and e.record.fork_snapshot and true or nil }
+    forked = e.record and e.record.fork_snapshot and true or nil, egress = type(px) == "table" and px.added == true }
+end
+
+-- A failure's message as the browser gets it: the tenant knows its session by its key, never by
+-- the project the engine knows its stack by (<prefix><key>.<tag>, or a pool's <prefix>pool-<hex>).
+-- The session's own project becomes its key; any other project of this gateway, "a stack".
+function M.scrub(conf, message, e)
+  local text = tostring(message)
+  local project = e and e.record and e.record.project
+  local function literal(s) return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end
+  if type(project) == "string" and project ~= "" then text = text:gsub(literal(project), (e.key:gsub("%%", "%%%%"))) end
+  return (text:gsub(literal(conf.project_prefix) .. "[%w_.%-]*", "a stack"))
 end
 
 local function own(G, tenant, key)
@@ -106,7 +130,7 @@ local function list(G, tenant)
     if e and e.tenant == tenant.name then out[#out + 1] = view(G, sid, e) end
   end
   table.sort(out, function(a, b) return (a.created or 0) < (b.created or 0) end)
-  return G.reply(200, { sessions = out, now = math.floor(now()), stack = G.conf.stack.project_name })
+  return G.reply(200, { sessions = out, now = math.floor(now()) })
 end
 
 local function pool(G)
@@ -117,10 +141,10 @@ local function pool(G)
     claimed = m:get("gauge:pool_in_use") or 0, starting = m:get("gauge:pool_starting") or 0 })
 end
 
-local function stats(G, e)
+local function stats(G, e, fail)
   if e.state ~= "ready" then return G.reply(200, { key = e.key, state = e.state }) end
   local ok, res = G.run_in(WORKER, "stats", e.record)
-  if not ok then return G.fail(G.failure_status(res), res.kind or "gateway", res.message or "stats failed") end
+  if not ok then return fail(G.failure_status(res), res.kind or "gateway", res.message or "stats failed") end
   res.key = e.key
   return G.reply(200, res)
 end
@@ -212,29 +236,38 @@ local function terminal(G, key)
   return ngx.exit(ngx.HTTP_OK)
 end
 
+-- An audit line as the browser gets it: its session is the tenant's key, not the name the
+-- proxy was started under (the gateway's internal session id, or a pool's placeholder).
+function M.audit_line(line, key)
+  local v = core.json_decode(line)
+  if type(v) ~= "table" then return line end
+  v.session = key
+  return core.json_encode(v)
+end
+
 -- GET .../egress/log: the audit lines of the session's proxy, as server-sent events
--- ("event: audit", the line as data), read every second from the proxy's log.
-local function audit_stream(G, sid, key)
-  ngx.header["Content-Type"] = "text/event-stream"
-  ngx.header["X-Accel-Buffering"] = "no"
-  local sent, deadline = 0, now() + M.STREAM_SECONDS
-  ngx.print(": audit lines of ", key, "\n\n")
-  if not ngx.flush(true) then return end
-  while now() < deadline do
-    local e = S.get(G.dict, sid)
-    if not e or e.key ~= key then ngx.print("event: gone\ndata: {}\n\n"); ngx.flush(true); return end
-    if e.state == "ready" then
-      local ok, lines = G.run_in(WORKER, "audit", e.record, sent)
-      if ok then
-        for _, line in ipairs(lines.lines) do ngx.print("event: audit\ndata: ", line, "\n\n") end
-        sent = lines.total
-      end
-    end
-    ngx.print(": tick\n\n")
-    local fine = ngx.flush(true)
-    if not fine then return end
-    ngx.sleep(1)
-  end
+-- ("event: audit", the line as data), read every second from the proxy's log by the session's
+-- one poller (gateway/streams.lua: capped per tenant and session).
+local function audit_stream(G, tenant, sid, key)
+  local sent = 0
+  return require("sandstack.gateway.streams").run(G, G, { tenant = tenant.name, sid = sid, key = key,
+    kind = "audit", interval = 1, seconds = M.STREAM_SECONDS,
+    fetch = function(record) return G.run_in(WORKER, "audit", record, 0) end,
+    head = function()
+      ngx.header["Content-Type"] = "text/event-stream"
+      ngx.header["X-Accel-Buffering"] = "no"
+      ngx.print(": audit lines of ", key, "\n\n")
+    end,
+    each = function(ok, res)
+      if not ok then return true end -- a failed read: the next second's
+      for i = sent + 1, #res.lines do ngx.print("event: audit\ndata: ", M.audit_line(res.lines[i], key), "\n\n") end
+      sent = math.max(sent, #res.lines)
+    end,
+    tick = function()
+      ngx.print(": tick\n\n")
+      return ngx.flush(true)
+    end,
+    gone = function() ngx.print("event: gone\ndata: {}\n\n"); ngx.flush(true) end })
 end
 
 -- api(G): content of /console/api/...
@@ -257,37 +290,38 @@ function M.api(G)
   if not key then return G.fail(404, "not_found", "no such console route") end
   local sid, e = own(G, tenant, key)
   if not sid then return G.fail(404, "not_found", "no such session", { key = key }) end
+  -- every failure about this session is told by its key (M.scrub)
+  local function fail(status, kind, message, extra) return G.fail(status, kind, M.scrub(G.conf, message, e), extra) end
+  local h = { reply = G.reply, fail = fail, failure_status = G.failure_status }
   if rest == "" and method == "DELETE" then
     if e.state ~= "ready" and e.state ~= "hibernated" and e.state ~= "paused" then
-      return G.fail(409, "conflict", "session is " .. tostring(e.state), { key = key })
+      return fail(409, "conflict", "session is " .. tostring(e.state), { key = key })
     end
     local ok, err = G.destroy(sid, e, "deleted")
-    if not ok then return G.fail(G.failure_status(err), err.kind or "gateway", err.message or "destroy failed") end
+    if not ok then return fail(G.failure_status(err), err.kind or "gateway", err.message or "destroy failed") end
     return G.reply(200, { key = key, destroyed = true })
   end
-  if rest == "stats" and method == "GET" then return stats(G, e)
-  end
+  if rest == "stats" and method == "GET" then return stats(G, e, fail) end
   if rest == "ticket" and method == "POST" then
     if e.state ~= "ready" then
-      return G.fail(409, "conflict", "the session is not running: resume or wake it first")
+      return fail(409, "conflict", "the session is not running: resume or wake it first")
     end
     return ticket(G, sid)
   end
-  if rest == "egress/log" and method == "GET" then return audit_stream(G, sid, key) end
+  if rest == "egress/log" and method == "GET" then return audit_stream(G, tenant, sid, key) end
   local asks = require("sandstack.gateway.asks")
   local route = asks.route("/" .. rest)
   if route then -- the ask routes of the API (gateway/asks.lua), by the tenant's token alone
-    return asks.handle(G, { reply = G.reply, fail = G.fail, failure_status = G.failure_status }, tenant, e, route)
+    return asks.handle(G, h, tenant, e, route)
   end
   local verb = rest:match("^([a-z]+)$")
   if method == "POST" and verb and require("sandstack.gateway.lifecycle").VERBS[verb] then
     if verb == "fork" then
-      if e.state ~= "ready" then return G.fail(409, "conflict", "session is " .. tostring(e.state)) end
+      if e.state ~= "ready" then return fail(409, "conflict", "session is " .. tostring(e.state)) end
       return G.create(tenant, nil, e.record, true)
     end
-    return require("sandstack.gateway.lifecycle").handle(G, { reply = G.reply, fail = G.fail,
-      failure_status = G.failure_status }, sid, e, verb,
-      verb == "hibernate" and tonumber(ngx.var.arg_timeout) or verb == "snapshot" and ngx.var.arg_name or nil)
+    local lifecycle = require("sandstack.gateway.lifecycle")
+    return lifecycle.handle(G, h, sid, e, verb, lifecycle.arg(verb))
   end
   return G.fail(404, "not_found", "no such console route")
 end

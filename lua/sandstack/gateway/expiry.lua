@@ -41,6 +41,8 @@ function M.start(G)
     local ok, err = pcall(M.scan, G)
     -- the stacks' own expiry (start's ttl, PATCH's ttl, idle_timeout), by the backend's reap
     if ok then ok, err = pcall(require("sandstack.gateway.lifecycle").scan, G) end
+    -- the snapshots of the sessions gone, by the passes above or otherwise
+    if ok then ok, err = pcall(require("sandstack.gateway.snapshots").sweep, G) end
     G.dict:delete("lock:expiry")
     if not ok then ngx.log(ngx.ERR, "sandstack gateway: expiry scan: ", tostring(err)) end
   end

@@ -21,6 +21,18 @@ local WORKER = "sandstack.gateway.lifecycle_worker"
 -- The verb of a proxied path, or nil.
 function M.verb(path) local v = path:match("^/([a-z]+)/?$"); return v and M.VERBS[v] and v or nil end
 
+-- The argument of a verb from the request's query: hibernate's ?timeout=S, snapshot's
+-- ?name=N&keep=1 (kept: it outlives the session, gateway/snapshots.lua), fork's ?key=NEW.
+function M.arg(verb)
+  if verb == "hibernate" then return tonumber(ngx.var.arg_timeout) end
+  if verb == "snapshot" then
+    local keep = ngx.var.arg_keep
+    return { name = ngx.var.arg_name, keep = keep == "1" or keep == "true" }
+  end
+  if verb == "fork" then return ngx.var.arg_key end
+  return nil
+end
+
 -- The table's states each verb accepts (a paused session is "paused" in the table, so GET, the
 -- console and the proxied routes see it), and the state a success leaves.
 local ACCEPTS = { wake = { hibernated = true }, resume = { paused = true, ready = true },
@@ -36,7 +48,12 @@ function M.handle(G, h, sid, entry, verb, arg)
     return h.fail(409, "conflict", "session is " .. tostring(entry.state) .. ": " .. verb .. " needs it " .. want,
       { key = entry.key })
   end
-  local ok, res = G.run_in(WORKER, "call", entry.record, verb, arg)
+  local ok, res
+  if verb == "snapshot" then -- within the tenant's quota, owned by the session
+    ok, res = require("sandstack.gateway.snapshots").call(G, entry, arg)
+  else
+    ok, res = G.run_in(WORKER, "call", entry.record, verb, arg)
+  end
   if not ok then
     return h.fail(h.failure_status(res), res.kind or "gateway", res.message or (verb .. " failed"), { reason = res.reason })
   end
@@ -55,7 +72,9 @@ function M.scan(G)
   local ok, done = G.run_in(WORKER, "reap", c.project_prefix, c.stack and c.stack.docker_host, c.backend,
     c.stack and c.stack.timeout)
   if not ok then
-    ngx.log(ngx.ERR, "sandstack gateway: expiry reap: ", tostring(done and done.message))
+    -- every thread-pool VM busy serving requests: the next pass does it, so not an error
+    ngx.log(done and done.kind == "busy" and ngx.WARN or ngx.ERR, "sandstack gateway: expiry reap: ",
+      tostring(done and done.message))
     return
   end
   if #done == 0 then return end

@@ -9,6 +9,11 @@ local TEMPLATE = [[
 load_module /usr/lib/nginx/modules/ndk_http_module.so;
 load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
 
+# The workers' user (config `user`, "name" or "name:group"). root by default: the workers give
+# each added proxy its control directory (only root can hand it to the proxy's uid; without it
+# every live egress call and pool claim is an Engine exec), and the Engine socket they call is
+# root on the host in effect. "nobody:docker" runs them unprivileged, reaching the Engine through
+# the docker group (docs/gateway.md, "The workers' user").
 user {{user}};
 worker_processes {{workers}};
 daemon off;
@@ -62,6 +67,10 @@ http {
       content_by_lua_block { require("sandstack.gateway").health() }
     }
 
+    location = /openapi.json {
+      content_by_lua_block { require("sandstack.gateway").openapi() }
+    }
+
     location ~ ^/sessions(?:/(?<sandstack_key>[^/]+))?$ {
       proxy_read_timeout {{create_timeout}}s;
       content_by_lua_block { require("sandstack.gateway").api() }
@@ -85,8 +94,13 @@ http {
 }
 ]]
 
--- The proxied routes of backend "docker": the session's forwarder on this machine's loopback.
+-- The routes of backend "docker": a tenant's snapshots (gateway/snapshots.lua), and the
+-- proxied routes, to the session's forwarder on this machine's loopback.
 local DOCKER_ROUTES = [[
+    location ~ ^/snapshots(?:/(?<sandstack_snapshot>[^/]+))?$ {
+      content_by_lua_block { require("sandstack.gateway").snapshots() }
+    }
+
     location ~ ^/sessions/(?<sandstack_key>[a-z0-9][a-z0-9_-]*)(?<sandstack_path>/.*)$ {
       set $sandstack_port "";
       set $sandstack_uri "";
@@ -181,6 +195,7 @@ function M.render(c, paths)
   for k, x in pairs(c) do if type(x) ~= "table" then v[k] = x end end
   for k, x in pairs(paths) do v[k] = x end
   v.source = v.source or "a Lua table"
+  v.user = c.user:gsub(":", " ", 1) -- nginx's `user name group;`
   local extra = c.nginx or {}
   v.extra_http = extra.http or ""
   v.extra_server = extra.server or ""

@@ -9,6 +9,7 @@
 --               secret they are given, never by trying the key in other tenants' spaces
 --   seen:<sid>  when the last proxied request for the session ended (or began)
 --   open:<sid>  proxied requests in flight (streams, WebSockets): a session with one is not idle
+--   streams@<sid>  its console and ask streams open (gateway/limits.lua)
 --   port:<n>    the session whose forwarder was last seen on host port n (the port-reuse guard)
 --   adopted     set once the stacks on the engine were adopted after nginx (re)started; a
 --               reload keeps the dict, and with it this mark, so it adopts only after a restart
@@ -76,6 +77,7 @@ function M.remove(dict, key, entry)
   dict:delete("s:" .. key)
   dict:delete("seen:" .. key)
   dict:delete("open:" .. key)
+  dict:delete(require("sandstack.gateway.limits").STREAMS_OF_SESSION .. key)
   if entry and entry.digest and dict:get("d:" .. entry.digest) == key then dict:delete("d:" .. entry.digest) end
   local port = entry and entry.record and entry.record.port
   if port and dict:get("port:" .. port) == key then dict:delete("port:" .. port) end

@@ -90,25 +90,46 @@ local function finish(stack, meta)
   return record
 end
 
+-- A fork: a snapshot of the parent that the child owns (within the tenant's snapshot quota,
+-- meta.snapshot_quota: gateway/snapshots_worker.lua), then the child's start from it. The
+-- snapshot's volume copies go once the child has started; its image stays, for the child's
+-- sandbox runs it, and goes with the child (worker.destroy). On failure it goes at once.
+local function fork(key, opts, meta)
+  local SW = require "sandstack.gateway.snapshots_worker"
+  local parent, err = docker().reconnect(meta.fork_from)
+  if not parent then return nil, err end
+  local owner = { node = meta.node, tenant = meta.tenant, key = meta.key, created = meta.created }
+  -- named by the parent's key as its tenant knows it (the stack's key is "<key>.<tenant>"), never
+  -- by its project (a pool's, or the gateway's name for it)
+  local parent_key, tail = tostring(parent.session_key), "." .. tostring(meta.tenant)
+  if parent_key:sub(-#tail) == tail then parent_key = parent_key:sub(1, -#tail - 1) end
+  local snap, bytes = SW.take(parent, meta.fork_from, owner, meta.snapshot_quota, { name = "fork of " .. parent_key })
+  parent:close()
+  if not snap then return nil, bytes end
+  local host, timeout = opts.docker_host, opts.timeout
+  -- the parent's own options are in its snapshot: only what a snapshot never keeps
+  local stack; stack, err = docker().start(key, { from_snapshot = snap, project_name = opts.project_name,
+    api_key = opts.api_key, credentials = opts.credentials, docker_host = host, timeout = timeout })
+  local rec
+  if stack then
+    SW.drop_copies(snap, host, timeout)
+    rec, err = finish(stack, meta)
+  end
+  if not rec then
+    SW.remove_snapshot(snap, host, timeout)
+    return nil, err
+  end
+  rec.fork_snapshot = { id = snap.id, name = snap.name, bytes = bytes }
+  return rec
+end
+
 -- start(sid, opts, meta) -> true, record: a cold start; the sid (gateway/sessions.lua) is the
 -- stack's session key, the key and tenant are in meta.
--- meta.fork_from: a session's record; the new one is its fork (snapshot plus start), and the
--- record returned carries fork_snapshot = {id =, name =} (the snapshot stays: its image runs).
+-- meta.fork_from: a session's record; the new one is its fork (above), and the record returned
+-- carries fork_snapshot = {id =, name =, bytes =}.
 function M.start(key, opts, meta)
   return guarded(function()
-    if meta.fork_from then
-      local parent, err = docker().reconnect(meta.fork_from)
-      if not parent then return nil, err end
-      -- the parent's own options are in its snapshot: only what a snapshot never keeps
-      local stack, snap = parent:fork(key, { project_name = opts.project_name, api_key = opts.api_key,
-        credentials = opts.credentials, docker_host = opts.docker_host, timeout = opts.timeout })
-      parent:close()
-      if not stack then return nil, snap end
-      local rec; rec, err = finish(stack, meta)
-      if not rec then return nil, err end
-      rec.fork_snapshot = { id = snap.id, name = snap.name }
-      return rec
-    end
+    if meta.fork_from then return fork(key, opts, meta) end
     local stack, err = docker().start(key, opts)
     if not stack then return nil, err end
     return finish(stack, meta)
@@ -159,12 +180,22 @@ function M.reconnect(record)
   end)
 end
 
--- destroy(record) -> true, true: every object of the project, the marker included.
-function M.destroy(record)
+-- destroy(record, owner) -> true, {snapshots_left = err | nil}: every object of the project,
+-- the marker included; then, given owner = {node, tenant, key, created}, the snapshots that
+-- session owns and did not keep (gateway/snapshots_worker.lua). What of those could not go is
+-- said, and left to the expiry pass's sweep.
+function M.destroy(record, owner)
   return guarded(function()
     local ok, err = docker().down(record.project, { docker_host = record.docker_host, timeout = record.timeout })
     if not ok then return nil, err end
-    return true
+    local out = {}
+    if owner then -- the stack is gone whatever happens here: the session leaves the table
+      local called, removed, rerr = pcall(require("sandstack.gateway.snapshots_worker").remove_owned, owner.node,
+        owner, record.docker_host, record.timeout)
+      if not called then rerr, removed = removed, nil end
+      if not removed then out.snapshots_left = tostring(type(rerr) == "table" and rerr.message or rerr) end
+    end
+    return out
   end)
 end
 

@@ -1,15 +1,16 @@
 -- The Box: one sbx sandbox as acquire hands it out. Commands run through the exec wrapper
 -- (csrc/sbx/wrapper.c), files through the file plane on the host side of the workspace mount.
--- The public methods are API.md's; retirement, drift and kill are local functions. Internal
--- to sandstack.sbx (M.new); M.retire, M.usable and M.kill are there for the specs only.
+-- The public methods are API.md's; retirement and drift are sandstack.sbx.retirement's, the
+-- kill a local function. Internal to sandstack.sbx (M.new).
 local core = require "sandstack.core"
 local E = require "sandstack.error"
-local cli, host = require "sandstack.sbx.cli", require "sandstack.sbx.host"
+local cli = require "sandstack.sbx.cli"
 local records, dispose = require "sandstack.sbx.records", require "sandstack.sbx.dispose"
-local egress, options = require "sandstack.sbx.egress", require "sandstack.sbx.options"
+local options, retirement = require "sandstack.sbx.options", require "sandstack.sbx.retirement"
 local session = require "sandstack.session"
 
 local M = {}
+local retire, usable = retirement.retire, retirement.usable
 
 local Box = {}
 Box.__index = Box
@@ -19,61 +20,6 @@ M.EXEC_DIR = "/tmp/.sandstack-exec" -- guest: pgid and cancel files, made 1777 a
 -- fields: backend, name, id, workspace, mount, work_dir, egress, allow (a compiled policy or
 -- nil), allow_canon, image, fingerprint, probe_host
 function M.new(fields) return setmetatable(fields, Box) end
-
--- Marks the sandbox unusable, here and in its record, so other processes replace it too.
--- Returns true, or nil, err when the mark could not be recorded: then only this process knows,
--- and the caller must say so (another process would go on using the sandbox).
-local function retire(box, reason)
-  box.retired = reason
-  local b = box.backend
-  local rec = records.read(b, box.name)
-  if rec and rec.id == box.id then
-    rec.retired = reason
-    local ok, err = records.write(b, box.name, rec)
-    if not ok then
-      err.retired = reason
-      err.message = "the sandbox " .. box.name .. " is retired (" .. reason .. ") in this process, but its record"
-        .. " could not be written, so other processes may still use it: " .. err.message
-      return nil, err
-    end
-  end
-  return true
-end
-
--- true, or nil, err (kind "retired") when this handle must not be used any more.
-local function usable(box)
-  cli.live(box.backend)
-  if box.disposed then return E.fail("retired", "disposed", "the sandbox was disposed") end
-  if not box.retired then
-    local rec = records.read(box.backend, box.name)
-    if not rec or rec.id ~= box.id then
-      box.retired = "replaced"
-    elseif rec.retired then
-      box.retired = rec.retired
-    end
-  end
-  if box.retired then
-    return E.fail("retired", box.retired, "the sandbox " .. box.name .. " was retired (" .. box.retired
-      .. "); acquire again for a fresh one")
-  end
-  return true
-end
-
--- true, or nil, err: the host's egress state still means what it meant at create; otherwise
--- the sandbox is retired.
-function M.check_drift(box)
-  if box.egress ~= "allowlist" then return true end
-  local st, err = host.egress_state(box.backend, box.name, box.probe_host)
-  if not st then return nil, err end
-  local reason, detail = egress.drift(box.allow, st, box.name, box.fingerprint)
-  if reason then
-    local rok, rerr = retire(box, "drift:" .. reason)
-    if not rok then return nil, rerr end
-    return E.fail("retired", "drift", "the host's egress state changed (" .. reason .. "): " .. detail
-      .. "; the sandbox is retired and the next acquire replaces it", { drift = reason })
-  end
-  return true
-end
 
 -- Kills a command's process group with a second exec, as the sandbox's user; retires the
 -- sandbox unless the kill script saw the group gone (it exits non-zero when the kill failed,
@@ -89,8 +35,6 @@ local function kill(box, token)
   end
   return true
 end
-
-M.retire, M.usable, M.kill = retire, usable, kill
 
 -- The env entries of a command, "K=V" sorted by name; the wrapper's stdin carries them
 -- (csrc/sbx/wrapper.c builds it), never sbx's command line, which every local user can read in
@@ -114,8 +58,7 @@ local exec_keys = { timeout = true, cwd = true, env = true, max_output_bytes = t
 
 -- The argv of a command: a list of strings, or one shell-command string, which /bin/sh -c runs
 -- inside the wrapper (as the original's exec does); the list form stays the default.
-local function command_argv(cmd) return session.command_argv(cmd, 3) end
-M.command_argv = command_argv -- internal module: the guest shell spec runs what it makes
+local function command_argv(cmd) return session.command_argv(cmd) end
 
 local plane -- defined with the file methods below
 
@@ -135,7 +78,7 @@ local function run_command(self, argv, opts)
   if not ok then return nil, err end
   ok, err = usable(self)
   if not ok then return nil, err end
-  ok, err = M.check_drift(self)
+  ok, err = retirement.check_drift(self)
   if not ok then return nil, err end
   local b = self.backend
   local budget = opts.max_output_bytes or b.max_output_bytes
@@ -179,7 +122,7 @@ end
 function Box:exec(cmd, opts)
   local argv = command_argv(cmd)
   opts = E.check_keys(opts, exec_keys, "exec")
-  if opts.max_output_bytes then error("exec: use exec_bounded for max_output_bytes", 2) end
+  if opts.max_output_bytes then E.raise("exec: option 'max_output_bytes' is exec_bounded's: use that") end
   return run_command(self, argv, opts)
 end
 
@@ -236,12 +179,12 @@ local function checked_guest_path(box, path, check_opts)
   return p:check(path, check_opts)
 end
 
-local remove_keys = { recursive = true, cwd = true }
+local remove_keys = { recursive = "boolean", cwd = "string" }
 
 -- remove and reclaim act in the guest, at the guest's own authority (spec 001 "Files"). A
 -- path that is not there is already removed: true, without an exec.
 function Box:remove(path, opts)
-  opts = E.check_keys(opts, remove_keys, "remove")
+  opts = E.options(opts, remove_keys, "remove")
   local guest, err = checked_guest_path(self, path, { cwd = opts.cwd })
   if guest == false then return true end
   if not guest then return nil, err end
@@ -249,14 +192,14 @@ function Box:remove(path, opts)
   return exec_result(res, rerr, "remove " .. path)
 end
 
-local reclaim_keys = { cwd = true, timeout = true }
+local reclaim_keys = { cwd = "string", timeout = true } -- timeout: options.seconds
 
 -- reclaim(target, {cwd =, timeout =}): a relative target names a child of the working
 -- directory, an absolute one anything strictly inside the workspace but the working directory
 -- and what holds it; then rm -rf in the guest, within timeout (the backend's exec_timeout).
 function Box:reclaim(target, opts)
-  if type(target) ~= "string" or target == "" then error("reclaim: target must be a path", 2) end
-  opts = E.check_keys(opts, reclaim_keys, "reclaim")
+  if type(target) ~= "string" or target == "" then E.raise("reclaim: argument 'target' must be a path") end
+  opts = E.options(opts, reclaim_keys, "reclaim")
   if opts.timeout ~= nil then
     local ok, err = options.seconds(opts.timeout, "timeout", "reclaim")
     if not ok then return nil, err end
@@ -281,14 +224,14 @@ Box.__close = Box.close
 -- command starts it again (wake runs `true` in it). What else of a session over time sbx
 -- cannot do is a typed unsupported (sandstack.session).
 function Box:hibernate()
-  if self.disposed then error("the sandbox handle is disposed", 2) end
+  if self.disposed then E.raise("the sandbox handle is disposed: acquire again") end
   local ok, err = cli.run(self.backend, { "stop", self.name })
   if not ok then return nil, err end
   return true
 end
 
 function Box:wake()
-  if self.disposed then error("the sandbox handle is disposed", 2) end
+  if self.disposed then E.raise("the sandbox handle is disposed: acquire again") end
   local r, err = self:exec({ "true" }, { timeout = 120 })
   if not r then return nil, err end
   return true

@@ -4,6 +4,7 @@
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local session = require "sandstack.session"
+local files = require "sandstack.sbx.box_files"
 
 local M = {}
 
@@ -11,8 +12,8 @@ local function seconds_since(t0) return core.engine_clock() - t0 end
 
 -- The session's exec keys on top of the box's own: max_bytes (the box's max_output_bytes),
 -- stdin and service.
-local SESSION_KEYS = { timeout = true, cwd = true, env = true, user = true, max_bytes = true, stdin = true,
-  service = true, max_output_bytes = true }
+local SESSION_KEYS = { timeout = true, cwd = true, env = true, user = true, max_bytes = E.BYTES, stdin = "string",
+  service = "string", max_output_bytes = true } -- the box's own: options.exec
 
 -- The stat of a plane's attributes, in the shape every backend gives.
 local function stat_of(name, a)
@@ -30,8 +31,10 @@ function M.install(Box)
   -- the box's max_output_bytes. A timeout or a budget passed is nil, err with killed (the
   -- box's wrapper kills the command's process group).
   function Box:exec(cmd, opts)
-    cmd = session.command_argv(cmd, 2) -- raised at this method's caller
-    opts = E.check_keys(opts, SESSION_KEYS, "exec")
+    cmd = session.command_argv(cmd)
+    local oerr
+    opts, oerr = E.options(opts, SESSION_KEYS, "exec")
+    if not opts then return nil, oerr end
     if opts.service ~= nil and opts.service ~= "sandbox" then
       return nil, session.unsupported("sbx", "exec", "an sbx sandbox has no sidecars (service " .. tostring(opts.service) .. ")")
     end
@@ -74,11 +77,10 @@ function M.install(Box)
   -- write(path, data, {mode =}): the plane's atomic write, then the mode set in the guest.
   local plane_write = Box.write
   function Box:write(path, data, opts)
-    opts = E.check_keys(opts, { mode = true, cwd = true }, "write")
-    if type(data) ~= "string" then error("write: data must be a string", 2) end
+    opts = E.options(opts, { mode = "number", cwd = "string" }, "write")
+    if type(data) ~= "string" then E.raise("write: argument 'data' must be a string, got " .. type(data)) end
     local ok, err = plane_write(self, path, data, { cwd = opts.cwd })
     if not ok or not opts.mode then return ok, err end
-    if type(opts.mode) ~= "number" then error("write: option 'mode' must be a number such as 420 (0644)", 2) end
     local guest; guest, err = self._plane:check(path, { cwd = opts.cwd })
     if not guest then return nil, err end
     local r; r, err = box_exec(self, { "chmod", ("%o"):format(opts.mode), "--", guest })
@@ -87,25 +89,9 @@ function M.install(Box)
     return true
   end
 
-  -- upload and download copy between a host file and the workspace through the plane.
-  function Box:upload(local_path, path, opts)
-    local f, ferr = io.open(local_path, "rb")
-    if not f then return E.fail("io", "open", "upload: " .. tostring(ferr), { path = local_path }) end
-    local data = f:read("*a")
-    f:close()
-    return self:write(path, data, opts)
-  end
-
-  function Box:download(path, local_path, opts)
-    local data, err = self:read(path, opts)
-    if not data then return nil, err end
-    local f, ferr = io.open(local_path, "wb")
-    if not f then return E.fail("io", "open", "download: " .. tostring(ferr), { path = local_path }) end
-    local ok, werr = f:write(data)
-    f:close()
-    if not ok then os.remove(local_path); return E.fail("io", "write", "download: " .. tostring(werr), { path = local_path }) end
-    return #data
-  end
+  -- upload and download copy files and trees between the host and the workspace (box_files.lua).
+  function Box:upload(local_path, path, opts) return files.upload(self, local_path, path, opts) end
+  function Box:download(path, local_path, opts) return files.download(self, path, local_path, opts) end
 
   -- sbx decides network approvals in its own daemon, with no hook a program can answer
   local no_ask = "sbx's own network approvals are not reachable from its CLI; use an allowlist"

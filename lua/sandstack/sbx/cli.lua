@@ -39,7 +39,8 @@ function M.classify(res, what)
   if reason == "missing_bash" then
     msg = "the image has no /bin/bash, which sbx needs to start a sandbox; use a template with /bin/bash (" .. msg .. ")"
   end
-  return E.new("sbx", reason, what .. ": " .. msg, { stderr = se, exit_code = res.exit_code })
+  -- the kind says "sbx" already (tostring is "sbx: <message>"): the command is named without it
+  return E.new("sbx", reason, (what:gsub("^sbx ", "")) .. ": " .. msg, { stderr = se, exit_code = res.exit_code })
 end
 
 -- Runs `sbx args...` (opts: timeout, max_output, stdin, json); returns the result table (any exit
@@ -80,7 +81,7 @@ function M.json(b, args, opts)
   for k, v in pairs(opts or {}) do o[k] = v end
   local res, err = M.run(b, args, o)
   if not res then return nil, err end
-  if res.json_error then return E.fail("sbx", "bad_json", "sbx " .. args[1] .. ": " .. res.json_error) end
+  if res.json_error then return E.fail("sbx", "bad_json", args[1] .. ": " .. res.json_error) end
   return res.json
 end
 

@@ -8,6 +8,7 @@ local policy = require "sandstack.policy"
 local cli, host = require "sandstack.sbx.cli", require "sandstack.sbx.host"
 local records, dispose = require "sandstack.sbx.records", require "sandstack.sbx.dispose"
 local egress, boxes = require "sandstack.sbx.egress", require "sandstack.sbx.box"
+local retirement = require "sandstack.sbx.retirement"
 
 local unpack = table.unpack or unpack
 
@@ -48,7 +49,6 @@ z=/usr/bin/setsid; [ -x "$z" ] || z=setsid
 mkdir -p "$m" && mkdir -p "$3" && chmod 1777 "$3" || exit 13
 ]]
 M.validate_work_dir = validate_work_dir
-M.SETUP = SETUP -- for spec/sbx_guest_shell_spec.lua, which runs it under every shell
 
 -- Runs SETUP as root; nil when it passed, else the error to roll back with.
 local function setup_guest(b, name, spec)
@@ -239,7 +239,7 @@ local function reuse(b, name, sb, rec, spec)
   local box = boxes.new{ backend = b, name = name, id = rec.id, workspace = rec.workspace, mount = rec.mount,
     work_dir = rec.work_dir, egress = spec.egress, allow = spec.allow, allow_canon = spec.allow_canon,
     image = rec.image, fingerprint = rec.fingerprint, probe_host = spec.probe_host }
-  local ok, err = boxes.check_drift(box)
+  local ok, err = retirement.check_drift(box)
   if ok then return box end
   if err.kind ~= "retired" then return nil, err end
   return nil -- drifted: retired, so replaced
@@ -248,7 +248,8 @@ end
 -- backend:acquire{...} after the option keys were checked.
 function M.acquire(b, opts)
   local conv, key, kind = opts.conversation, opts.key, opts.kind or "default"
-  if type(conv) ~= "string" or conv == "" or type(key) ~= "string" or key == "" or type(kind) ~= "string" then
+  if conv == nil or key == nil then E.raise("acquire: options 'conversation' and 'key' are required strings") end
+  if conv == "" or key == "" then
     return E.fail("invalid", "key", "acquire needs conversation and key strings (and kind, a string)")
   end
   local spec, serr = acquire_spec(b, opts)

@@ -21,7 +21,7 @@ function M.checks(b)
   -- an answer without a servers list says nothing about MCP servers: it is malformed, never
   -- read as "none" nor as "one registered"
   if type(mcp) ~= "table" or type(mcp.servers) ~= "table" then
-    return E.fail("sbx", "malformed", "sbx mcp ls --json: malformed answer (no \"servers\" list)")
+    return E.fail("sbx", "malformed", "mcp ls --json: malformed answer (no \"servers\" list)")
   end
   if next(mcp.servers) ~= nil then
     local names = {}

@@ -80,23 +80,31 @@ function M.first_error(results)
   for _, r in ipairs(results) do if not r.ok then return r.err end end
 end
 
--- Sends a teardown's two rounds: the container removals (forced, with anonymous volumes;
--- retried on the engine's transient answers, see M.run), then the network and volume removals
--- together: neither waits for the other, only for the containers, so a teardown is two rounds.
--- Whatever is refused (an endpoint may outlive its container by a moment) is asked again, a few
--- times. 404 is success. The requests are the C core's (csrc/stack/requests.c): a plan's
--- removals, or core.stack_removals of names. Returns true or nil, err.
-function M.remove_requests(eng, containers, rest)
-  local first = M.first_error(M.run(eng, containers or {}, 60))
-  local reqs = rest or {}
+-- One round of removals, whatever is refused (an endpoint may outlive its container by a
+-- moment) asked again a few times; 404 is success. Returns the last failure, or nil.
+local function remove_round(eng, reqs)
   for attempt = 1, 4 do
     local r = M.run(eng, reqs, 60)
     local again = {}
     for i, x in ipairs(r) do if not x.ok then again[#again + 1] = reqs[i] end end
-    if #again == 0 then break end
-    if attempt == 4 then first = first or M.first_error(r) end
+    if #again == 0 then return nil end
+    if attempt == 4 then return M.first_error(r) end
     reqs = again
     sleep(0.2 * attempt)
+  end
+end
+
+-- Sends a teardown's three rounds in compose's order: the container removals (forced, with
+-- anonymous volumes; retried on the engine's transient answers, see M.run), then the networks,
+-- then the volumes. Each round waits for the one before, so no network or volume goes while a
+-- container of the stack may still hold it, and the engine's events read in that order. The
+-- requests are the C core's (csrc/stack/requests.c): a plan's removals, or core.stack_removals
+-- of names. Returns true or nil, err (the first failure; a failure never stops a later round).
+function M.remove_requests(eng, containers, networks, volumes)
+  local first = M.first_error(M.run(eng, containers or {}, 60))
+  for _, round in ipairs { networks or {}, volumes or {} } do
+    local err = remove_round(eng, round)
+    first = first or err
   end
   if first then return nil, first end
   return true
@@ -105,7 +113,7 @@ end
 -- Deletes objects by id or name. objs = {containers = {...}, networks = {...}, volumes = {...}}.
 function M.remove(eng, objs)
   local r = core.stack_removals(objs)
-  return M.remove_requests(eng, r.containers, r.rest)
+  return M.remove_requests(eng, r.containers, r.networks, r.volumes)
 end
 
 -- The three label-filtered lists (containers incl. stopped, networks, volumes) as requests,

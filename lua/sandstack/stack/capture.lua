@@ -8,18 +8,14 @@ local E = require "sandstack.error"
 
 local M = {}
 
-local KEYS = { max_bytes = true, max_entries = true, timeout = true }
+local KEYS = { max_bytes = E.COUNT0, max_entries = E.COUNT0, timeout = E.SECONDS0 }
 
--- The argument checks (raised at the caller of the capture method).
+-- The argument checks: a wrong type raises at the caller of the capture method, a refused value
+-- is nil, err. -> opts | nil, err
 function M.args(dir, opts)
-  if type(dir) ~= "string" or dir == "" then error("capture: dir must be a non-empty string", 3) end
-  opts = E.check_keys(opts, KEYS, "capture")
-  for k, v in pairs(opts) do
-    if type(v) ~= "number" or v < 0 or (k ~= "timeout" and v ~= math.floor(v)) then
-      error("capture: option '" .. k .. "' must be a number >= 0" .. (k ~= "timeout" and " (whole)" or ""), 3)
-    end
-  end
-  return opts
+  E.want(dir, "string", "capture", "argument 'dir'")
+  if dir == nil or dir == "" then E.raise("capture: argument 'dir' must be a non-empty string") end
+  return E.options(opts, KEYS, "capture")
 end
 
 -- The capture itself: eng's download of archive (the backend's endpoint) for path, opts as

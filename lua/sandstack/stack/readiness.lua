@@ -33,18 +33,24 @@ local function exited_error(c, info)
 end
 M.forwarder_of, M.exited_error = forwarder_of, exited_error
 
+-- The host port an inspect of the forwarder shows published for the agent's port, or nil.
+local function published(info, agent_port)
+  local ports = info.NetworkSettings and info.NetworkSettings.Ports or {}
+  local b = ports[("%d/tcp"):format(agent_port)]
+  b = type(b) == "table" and b[1]
+  return b and tonumber(b.HostPort) or nil
+end
+
 -- The forwarder's published host port: every start allocates a new one.
 function M.read_port(run)
   local fw = run.plan.forwarder
-  local key = ("%d/tcp"):format(run.plan.agent_port)
   for _ = 1, 50 do
     local info, err = run.forwarder_info, nil -- read with the forwarder's start, when it was
     run.forwarder_info = nil
     if not info then info, err = inspect(run.eng, forwarder_of(run.plan)) end
     if not info then return nil, err end
-    local ports = info.NetworkSettings and info.NetworkSettings.Ports or {}
-    local b = type(ports[key]) == "table" and ports[key][1]
-    if b and b.HostPort and b.HostPort ~= "" then return tonumber(b.HostPort) end
+    local port = published(info, run.plan.agent_port)
+    if port then return port end
     if info.State and info.State.Status ~= "running" and info.State.Status ~= "created" then
       return nil, exited_error({ service = fw }, info)
     end
@@ -65,12 +71,26 @@ end
 -- `timeout` and must honour it; its loop is Lua's.
 local READY_ATTEMPT_CAP, READY_MIN_ATTEMPT, READY_MAX_BYTES, READY_PAUSE, EXIT_CHECK = 5, 0.05, 64 * 1024, 0.02, 0.5
 
-local function not_ready(url, plan, last)
+-- What the forwarder's port says now, for a wait that never reached the agent: a refused
+-- connection means nothing listens on the host's side (the forwarder, or the engine's proxy of
+-- its published port, is gone); the port it publishes now tells a port that moved.
+local function forwarder_now(run)
+  local c = forwarder_of(run.plan)
+  local info = c and inspect(run.eng, c)
+  if type(info) ~= "table" then return nil end
+  return { state = info.State and info.State.Status, host_port = published(info, run.plan.agent_port) }
+end
+
+local function not_ready(run, url, last)
+  local plan = run.plan
+  local fw = type(last) == "string" and last:find("cannot connect", 1, true) and forwarder_now(run) or nil
   return E.new("timeout", "not_ready", ("the agent did not answer GET %s with 2xx within %gs (ready_timeout) through "
-    .. "%s; last answer: %s. Is the agent listening on port %s in the sandbox? Does it answer GET %s? "
+    .. "%s; last answer: %s%s. Is the agent listening on port %s in the sandbox? Does it answer GET %s? "
     .. "(options agent_port, ready_path, ready_timeout)"):format(plan.ready_path, plan.ready_timeout, url, tostring(last),
+    fw and (" (the forwarder is %s, publishing port %s)"):format(tostring(fw.state), tostring(fw.host_port)) or "",
     tostring(plan.agent_port), plan.ready_path),
-    { phase = "ready", service = plan.sandbox, port = plan.agent_port, path = plan.ready_path, last = last, url = url })
+    { phase = "ready", service = plan.sandbox, port = plan.agent_port, path = plan.ready_path, last = last, url = url,
+      forwarder = fw })
 end
 
 -- The wait with a user's req_adapter: each attempt is a call back into Lua.
@@ -89,7 +109,7 @@ local function wait_adapter(run, url, exited)
       local e = exited(run)
       if e then return nil, e end
     end
-    if now() >= deadline then return nil, not_ready(url, plan, last) end
+    if now() >= deadline then return nil, not_ready(run, url, last) end
     pause(math.max(0, math.min(READY_PAUSE, deadline - now())))
   end
 end
@@ -116,15 +136,20 @@ local function wait_probe(run, url, exited)
       local e = exited(run)
       if e then return nil, e end
     end
-    if t >= deadline then return nil, not_ready(url, plan, last) end
+    if t >= deadline then return nil, not_ready(run, url, last) end
     if coop then pause(math.max(0, math.min(READY_PAUSE, deadline - t))) end
   end
 end
 
 -- exited(run) -> an error when a service has ended (it ends the wait), or nil: the backend's.
+-- ready_path = false: no HTTP wait (the agent is not HTTP; readiness is a ready.<service> wait).
 function M.wait_ready(run, port, exited)
   if type(exited) ~= "function" then error("wait_ready: exited must be the backend's function", 2) end
   local plan = run.plan
+  if plan.ready_path == false then
+    emit(run, "ready", plan.sandbox, { port = port, by = "none" })
+    return true
+  end
   local url = ("http://127.0.0.1:%d%s"):format(port, plan.ready_path)
   emit(run, "waiting_ready", plan.sandbox, { url = url, path = plan.ready_path, agent_port = plan.agent_port,
     timeout = plan.ready_timeout })
@@ -133,6 +158,89 @@ function M.wait_ready(run, port, exited)
   if not ok then return nil, err end
   emit(run, "ready", plan.sandbox, { port = port })
   return true
+end
+
+-- Readiness by a log text or an open port (ready.<service>.log / .port), beside the healthcheck:
+-- the backends' waits (docker/services.lua, swarm/start.lua) call these with their own engine.
+
+-- Seconds since the epoch of an engine time ("2024-05-01T12:34:56.123456789Z", always UTC).
+function M.epoch(t)
+  local y, mo, d, h, mi, sec = tostring(t):match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)")
+  if not y then return nil end
+  local fl = math.floor
+  y, mo = tonumber(y), tonumber(mo)
+  if mo <= 2 then y = y - 1 end
+  local era = fl(y / 400)
+  local yoe = y - era * 400
+  local doy = fl((153 * (mo + (mo > 2 and -3 or 9)) + 2) / 5) + tonumber(d) - 1
+  local days = era * 146097 + yoe * 365 + fl(yoe / 4) - fl(yoe / 100) + doy - 719468
+  return days * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(sec)
+end
+
+M.READY_LOG_MAX = 8 * 1024 * 1024
+
+local function count(hay, text)
+  local n, at = 0, 1
+  while true do
+    local i = hay:find(text, at, true) -- plain: the caller's text is never a pattern
+    if not i then return n end
+    n, at = n + 1, i + #text
+  end
+end
+
+-- How often c.ready_log occurs in the container's output since `since` (unix seconds): both
+-- streams read whole, up to READY_LOG_MAX (past it, output_limit: the guest decides how much it
+-- writes, not how much the host reads).
+function M.log_count(eng, container, text, since)
+  local r, err = eng:demux("/containers/" .. core.urlencode(container) .. "/logs", { query = { stdout = "1",
+    stderr = "1", since = since and tostring(since) or nil }, max_bytes = M.READY_LOG_MAX, timeout = 30 })
+  if not r then return nil, err end
+  return count(r.stdout, text) + count(r.stderr, text)
+end
+
+-- Whether host:port accepts a TCP connection from the stack's network: socat, which every
+-- forwarder image has, run by exec in the forwarder (on the sandbox network, like a dependent).
+function M.port_open(eng, forwarder, host, port)
+  local res, err = eng:exec(forwarder, { "socat", "-u", "OPEN:/dev/null",
+    ("TCP:%s:%d,connect-timeout=1"):format(host, port) }, { timeout = 5, max_bytes = 4096 })
+  if not res then return nil, err end
+  return res.exit_code == 0
+end
+
+-- One look at what c waits for beyond its healthcheck: true when its log showed the text (so many
+-- times) and its port accepts; false while not yet. got: what was already seen (kept by the
+-- caller between looks; got.since the container's start, unix seconds). fw: the forwarder's
+-- container, or nil while it is not running (the port then waits).
+function M.waits_met(eng, c, container, fw, got)
+  if c.ready_log and not got.log then
+    local n, err = M.log_count(eng, container, c.ready_log, got.since)
+    if not n then return nil, err end
+    if n < (c.ready_times or 1) then return false end
+    got.log = true
+  end
+  if c.ready_port and not got.port then
+    if not fw then return false end
+    local open, err = M.port_open(eng, fw, c.service, c.ready_port)
+    if open == nil then return nil, err end
+    if not open then return false end
+    got.port = true
+  end
+  return true
+end
+
+-- The timeout of such a wait, naming what was not seen.
+function M.waits_timeout(c, got, seconds)
+  local missing = {}
+  if c.ready_log and not got.log then
+    missing[#missing + 1] = ("its log did not show %q%s"):format(c.ready_log,
+      (c.ready_times or 1) > 1 and (" " .. c.ready_times .. " times") or "")
+  end
+  if c.ready_port and not got.port then
+    missing[#missing + 1] = ("nothing accepted a connection on %s:%d"):format(c.service, c.ready_port)
+  end
+  if #missing == 0 then missing[1] = "its healthcheck did not pass" end
+  return E.new("timeout", nil, ("service %s was not ready within %gs: %s (ready.%s, health_timeout)"):format(c.service,
+    seconds, table.concat(missing, "; "), c.service), { phase = "health", service = c.service })
 end
 
 return M

@@ -30,6 +30,7 @@ function M.emit(run, phase, service, extra)
   for k, v in pairs(extra or {}) do ev[k] = v end
   -- a failing callback must not leave half a stack behind: report it, carry on
   local ok, err = pcall(run.on_event, ev)
+  if not ok and require("sandstack.error").interrupted(err) then error(err, 0) end -- Ctrl-C: the start stops
   if not ok then io.stderr:write("sandstack: on_event failed: ", tostring(err), "\n") end
 end
 

@@ -119,7 +119,10 @@ end
 -- idle_timeout and on_expiry stay. true, or nil, err.
 function M.set_timeout(stack, seconds)
   check_open(stack)
-  if seconds ~= nil and seconds ~= false then X.check(seconds, nil, nil, "set_timeout") end
+  if seconds ~= false then
+    local ok, err = X.check_seconds(seconds, "set_timeout", "argument 'seconds'")
+    if not ok then return nil, err end
+  end
   local prev, err = read(stack.mgr, stack.project, stack.plan.sandbox)
   if prev == nil then return nil, err end
   return write(stack.mgr, stack.project, stack.plan.sandbox, X.timeout(prev or nil, seconds, X.now()))
@@ -198,7 +201,8 @@ function M.start(session_key, opts, plain)
     return plain(session_key, opts)
   end
   local ttl, idle, on_expiry = opts.ttl, opts.idle_timeout, opts.on_expiry
-  X.check(ttl, idle, on_expiry, "sandstack.swarm.start")
+  local ok, err = X.check(ttl, idle, on_expiry, "sandstack.swarm.start")
+  if not ok then return nil, err end
   return X.start(session_key, opts, START_KEYS, plain, function(stack) return M.arm(stack, ttl, idle, on_expiry) end)
 end
 

@@ -52,7 +52,7 @@ function M.new(mgr, node_eng, node, plan, opts)
 end
 
 local function check_open(self)
-  if not self.mgr then error("the stack handle is closed", 3) end
+  if not self.mgr then E.raise("the stack handle is closed: make a new one with sandstack.swarm.reconnect") end
 end
 
 local function forwarder_name(self) return self.plan.project .. "-" .. self.plan.forwarder end
@@ -79,6 +79,14 @@ function Stack:reconnect()
   if not port then return E.fail("engine", "no_port", "the forwarder publishes no port (state "
     .. tostring(info.State and info.State.Status) .. ")") end
   return port
+end
+
+-- h:ports(): the agent's port, published by the forwarder on the node's 127.0.0.1 (a swarm
+-- session publishes no other: the start refuses `ports`).
+function Stack:ports()
+  check_open(self)
+  return require("sandstack.docker.ports").list(self.node_eng, { { service = self.plan.forwarder,
+    name = forwarder_name(self) } }, self.plan.forwarder)
 end
 
 function Stack:record()
@@ -121,9 +129,24 @@ function Stack:spawn(argv, opts)
   check_open(self)
   local process = require "sandstack.docker.process"
   argv, opts = process.check(argv, opts)
+  if not argv then return nil, opts end
   local id, err = self:container(opts.service)
   if not id then return nil, err end
-  return process.spawn(process.engine_io(self.node_eng), id, argv, opts)
+  return require("sandstack.docker.handle_spawn").spawn_on(self, self.node_eng, id, argv, opts)
+end
+
+-- h:processes() and h:attach(id), on the node's engine as docker's (docker/process.lua).
+function Stack:processes()
+  check_open(self)
+  local process = require "sandstack.docker.process"
+  return process.list(process.engine_io(self.node_eng), self.project)
+end
+
+function Stack:attach(id)
+  check_open(self)
+  local process = require "sandstack.docker.process"
+  return process.attach(process.engine_io(self.node_eng), self.project, id,
+    require("sandstack.docker.handle_spawn").live(self))
 end
 
 -- exec in one of the session's containers, on the node's engine. The session interface's
@@ -137,8 +160,9 @@ function Stack:exec(a, b, c)
     if not id then return nil, err end
     return self.node_eng:exec(id, b, c)
   end
-  local opts = E.check_keys(b, dexec.KEYS, "exec")
-  local id, err = self:container(opts.service)
+  local opts, err = dexec.options(b)
+  if not opts then return nil, err end
+  local id; id, err = self:container(opts.service)
   if not id then return nil, err end
   return dexec.run(self.node_eng, id, a, opts, "swarm")
 end
@@ -187,10 +211,12 @@ end
 -- Copies capture_path out of the sandbox's task container on the node (stack/capture.lua).
 function Stack:capture(dir, opts)
   check_open(self)
-  opts = capture.args(dir, opts)
+  local err
+  opts, err = capture.args(dir, opts)
+  if not opts then return nil, err end
   local path = self.plan.capture_path
   if not path then return E.fail("invalid", "no_capture_path", "this stack has no capture_path") end
-  local id, err = self:container(self.plan.sandbox)
+  local id; id, err = self:container(self.plan.sandbox)
   if not id then return nil, err end
   return capture.take(self.node_eng, files.archive_path(id), path, dir, opts)
 end
@@ -250,13 +276,17 @@ M.set_port = set_port
 -- says where the session is (the record's node is checked against the tasks), the node's label
 -- says how to reach its engine. Errors: not_found (no services left), node_down (the node is
 -- lost: the session went with it).
+local RECONNECT_KEYS = { docker_host = "string", timeout = E.SECONDS, on_event = "function" }
 function M.reconnect(record, opts)
+  E.want(record, "table", "sandstack.swarm.reconnect", "argument 'record'", "a record from a swarm stack's :record()")
   if type(record) ~= "table" or type(record.project) ~= "string" or record.kind ~= "sandstack.swarm" then
-    error("sandstack.swarm.reconnect: expected a record from a swarm stack's :record()", 2)
+    return E.fail("invalid", "not_a_record", "sandstack.swarm.reconnect: that is not a record from a swarm stack's :record()")
   end
-  opts = E.check_keys(opts, { docker_host = true, timeout = true, on_event = true }, "sandstack.swarm.reconnect")
+  local err
+  opts, err = E.options(opts, RECONNECT_KEYS, "sandstack.swarm.reconnect")
+  if not opts then return nil, err end
   local conn = { docker_host = opts.docker_host or record.docker_host, timeout = opts.timeout or record.timeout }
-  local mgr, err = cluster.manager(conn)
+  local mgr; mgr, err = cluster.manager(conn)
   if not mgr then return nil, err end
   local sessions = inventory.list_with(mgr, record.project)
   local s = sessions and sessions[1]

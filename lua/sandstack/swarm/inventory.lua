@@ -117,13 +117,15 @@ end
 -- sessions are listed by their claim): one set of names for both backends.
 local function docker_keys(keys)
   local out = {}
-  for k in pairs(keys) do if k ~= "pool" and k ~= "idle_only" then out[k] = true end end
+  for k, v in pairs(keys) do if k ~= "pool" and k ~= "idle_only" then out[k] = v end end
   return out
 end
 local LIST_KEYS = docker_keys(require("sandstack.docker.inventory").LIST_KEYS)
 function M.list(opts)
-  opts = E.check_keys(opts, LIST_KEYS, "sandstack.swarm.list")
-  local mgr, err = cluster.manager(opts)
+  local err
+  opts, err = E.options(opts, LIST_KEYS, "sandstack.swarm.list")
+  if not opts then return nil, err end
+  local mgr; mgr, err = cluster.manager(opts)
   if not mgr then return nil, err end
   local out; out, err = M.list_with(mgr, opts.project)
   mgr:close()
@@ -193,15 +195,14 @@ end
 -- node: the next reap after it returns, or after `docker node rm` of it, removes them).
 local REAP_KEYS = docker_keys(require("sandstack.docker.inventory").REAP_KEYS)
 function M.reap(opts)
-  opts = E.check_keys(opts, REAP_KEYS, "sandstack.swarm.reap")
-  if opts.all ~= nil and type(opts.all) ~= "boolean" then
-    error(("sandstack.swarm.reap: all must be a boolean, got %s"):format(type(opts.all)), 2)
-  end
+  local err
+  opts, err = E.options(opts, REAP_KEYS, "sandstack.swarm.reap")
+  if not opts then return nil, err end
   if not (opts.all or opts.older_than or opts.project or opts.prefix) then -- as sandstack.docker.reap
     return E.fail("invalid", "filter_required", "sandstack.swarm.reap: no filter would remove every session "
       .. "on the swarm: pass older_than, project or prefix, or all = true")
   end
-  local mgr, err = cluster.manager(opts)
+  local mgr; mgr, err = cluster.manager(opts)
   if not mgr then return nil, err end
   local sessions, nodes
   sessions, err, nodes = M.list_with(mgr, opts.project)

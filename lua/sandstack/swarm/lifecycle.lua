@@ -222,7 +222,7 @@ local function wake(self)
   local ids = {}
   for _, s in pairs(by) do ids[#ids + 1] = s.ID end
   local run = { node_eng = self.node_eng, forwarder_container = fw, port = port,
-    plan = { sandbox = self.plan.sandbox, agent_port = self.plan.agent_port, ready_path = self.plan.ready_path or "/",
+    plan = { sandbox = self.plan.sandbox, agent_port = self.plan.agent_port, ready_path = self.plan.ready_path == nil and "/" or self.plan.ready_path,
       ready_timeout = seconds },
     check_tasks = function()
       local tasks, terr = cluster.tasks(self.mgr, ids)

@@ -19,45 +19,28 @@ local M = {}
 local Pool = {}
 Pool.__index = Pool
 
-local KEYS = { name = true, size = true, max = true, stack = true, on_event = true, concurrency = true }
 local SWARM_KEYS = { constraints = true, placement_timeout = true, task_timeout = true }
 local DEFAULT_CONCURRENCY = 2 -- a swarm start waits on the manager and a node: two overlap well
 local emit = kit.emit
 
 local function start() return require "sandstack.swarm.start" end
 
-local function whole(name, v, min)
-  if type(v) ~= "number" or v ~= math.floor(v) or v < min then
-    error(("sandstack.swarm.pool: option '%s' must be a whole number >= %d"):format(name, min), 3)
-  end
-end
-
 -- sandstack.swarm.pool{name=, size=, max=, stack={sandstack.swarm.start options}, on_event=,
 -- concurrency=} -> pool | nil, err
 function M.new(opts)
-  if type(opts) ~= "table" then error("sandstack.swarm.pool: options must be a table", 2) end
-  E.check_keys(opts, KEYS, "sandstack.swarm.pool")
-  if type(opts.name) ~= "string" then error("sandstack.swarm.pool: option 'name' must be a string", 2) end
-  if type(opts.stack) ~= "table" then error("sandstack.swarm.pool: option 'stack' must be a table", 2) end
-  if opts.on_event ~= nil and type(opts.on_event) ~= "function" then
-    error("sandstack.swarm.pool: on_event must be a function", 2)
-  end
+  local err
+  opts, err = kit.pool_options(opts, "sandstack.swarm.pool")
+  if not opts then return nil, err end
   local size = opts.size or 0
-  whole("size", size, 0)
   local max = opts.max or math.max(size, 1)
-  whole("max", max, 1)
   local width = opts.concurrency or DEFAULT_CONCURRENCY
-  kit.check_width(width, "sandstack.swarm.pool")
-  if max < size then
-    return E.fail("compose", "invalid_option", "pool: max must be at least size", { option = "max" })
-  end
   local stack = {}
   for k, v in pairs(opts.stack) do stack[k] = v end
   if stack.project_name ~= nil then
     return E.fail("compose", "invalid_option", "pool: the pool names its stacks' projects; drop project_name",
       { option = "project_name" })
   end
-  local prepared, err = slots.prepare(stack) -- credential slots, as the Docker pool's
+  local prepared; prepared, err = slots.prepare(stack) -- credential slots, as the Docker pool's
   if err then return nil, err end
   local model_key = slots.throwaway_model_key(stack)
   for _, c in ipairs(stack.services or {}) do
@@ -161,7 +144,8 @@ end
 -- One stack into the pool: started under the placeholder key, narrowed to the pool's baseline
 -- (credential slots), then marked ready with its node and port.
 function Pool:_fill_one()
-  local narrow = self.slots and function(s) return s:set_egress(self.slots.baseline) end
+  local live = require "sandstack.docker.egress_live"
+  local narrow = self.slots and function(s) return live.set_egress(s, self.slots.baseline, true) end -- throwaway slots
   local stack, project = start_marked(self, self.placeholder, nil, "ready", marks.ready_labels, narrow)
   if not stack then return nil, project end
   stack:close()
@@ -209,7 +193,7 @@ function Pool:_claim(mgr, idle, session_key, hooks, t)
   local stack
   local node; node, err = cluster.node(mgr, idle.node_id)
   local node_eng = node and cluster.node_engine(node, { timeout = self.stack.timeout, project = idle.project })
-  if node and not node_eng then _, err = cluster.node_engine(node, { project = idle.project }) end
+  if node and not node_eng then err = select(2, cluster.node_engine(node, { project = idle.project })) end
   t.node = A.now() - t0
   local plan
   if node_eng then plan, err = self:_session_plan(session_key, idle.project) end
@@ -307,24 +291,14 @@ Pool.acquire_many = kit.acquire_many
 -- failing their re-check and the half-made ones replaced, the pool's sessions whose ttl or idle
 -- timeout is due acted on, then starts up to target_idle); with on_ask, the asks of the sessions
 -- in use answered, each through an exec on its node (design/scale-out.md "The pool's server").
-local SERVE_KEYS = { target_idle = true, max = true, interval = true, concurrency = true, on_ask = true }
 local Server = {}
 Server.__index = Server
 
 function Pool:serve(opts)
-  opts = E.check_keys(opts, SERVE_KEYS, "pool:serve")
-  local target = opts.target_idle or self.size
-  whole("target_idle", target, 0)
-  local max = opts.max or math.max(self.max, target)
-  whole("max", max, 1)
-  if max < target then error("pool:serve: max must be at least target_idle", 2) end
-  local interval = opts.interval or 5
-  if type(interval) ~= "number" or interval < 0.1 then error("pool:serve: interval must be a number >= 0.1", 2) end
-  local width = opts.concurrency or self.concurrency
-  kit.check_width(width, "pool:serve")
-  if opts.on_ask ~= nil and type(opts.on_ask) ~= "function" then error("pool:serve: on_ask must be a function", 2) end
-  local server = setmetatable({ pool = self, target_idle = target, max = max, interval = interval,
-    concurrency = width, on_ask = opts.on_ask, counts = { idle = 0, claimed = 0, starting = 0, failed = 0 } }, Server)
+  local o, err = kit.serve_options(self, opts)
+  if not o then return nil, err end
+  local server = setmetatable({ pool = self, target_idle = o.target_idle, max = o.max, interval = o.interval,
+    concurrency = o.concurrency, on_ask = o.on_ask, counts = { idle = 0, claimed = 0, starting = 0, failed = 0 } }, Server)
   self.server = server
   return server
 end

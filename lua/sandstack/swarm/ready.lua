@@ -19,7 +19,7 @@ local now, pause, emit = run_ctx.now, run_ctx.pause, run_ctx.emit
 local READ_STATUS = 32  -- "HTTP/1.1 200 OK\r\n" and some slack
 local ATTEMPT_CAP = 5   -- seconds per attempt at most
 
--- The exec argv of one attempt (exported for the unit spec).
+-- The exec argv of one attempt (conform.lua's probe runs it too).
 function M.argv(host, port, path, seconds)
   if not tostring(path):match("^/[%w%-%._~!$&'()*+,;=:@/%%?]*$") then
     error("sandstack.swarm: ready_path must be a plain absolute path: " .. tostring(path), 2)
@@ -41,6 +41,10 @@ end
 -- Waits for a 2xx within plan.ready_timeout. A task that ends meanwhile ends the wait.
 function M.wait(run)
   local plan = run.plan
+  if plan.ready_path == false then -- no HTTP wait: the agent is not HTTP
+    emit(run, "ready", plan.sandbox, { port = run.port, by = "none" })
+    return true
+  end
   local deadline = now() + plan.ready_timeout
   local last, next_check = "no answer yet", now() + 1
   emit(run, "waiting_ready", plan.sandbox, { via = "exec", container = run.forwarder_container })

@@ -36,21 +36,22 @@ local now, pause, emit = run_ctx.now, run_ctx.pause, run_ctx.emit
 local SWARM_KEYS = { constraints = true, placement_timeout = true, task_timeout = true }
 
 -- What Swarm cannot give is refused by the C plan (csrc/stack/swarm_plan.c), before anything is
--- made; the shapes of sandstack.swarm's own keys are checked here, as programming errors.
+-- made; sandstack.swarm's own keys are checked here: a wrong type raises at the caller, a value
+-- refused is compose/invalid_option. -> clean, hooks, own | nil, err
 local function split(session_key, opts)
-  local clean, hooks, sw = steps.split("sandstack.swarm.start", session_key, opts, SWARM_KEYS, 3)
-  if sw.constraints ~= nil then
-    if type(sw.constraints) ~= "table" then error("sandstack.swarm.start: constraints must be a list of strings", 3) end
-    for _, c in ipairs(sw.constraints) do
-      if type(c) ~= "string" or not c:match("^[%w%._%-]+%s*[!=]=%s*[^%c]+$") then
-        error("sandstack.swarm.start: constraint " .. tostring(c) .. " is not 'attribute==value' or 'attribute!=value'", 3)
-      end
+  local what = "sandstack.swarm.start"
+  local clean, hooks, sw = steps.split(what, session_key, opts, SWARM_KEYS)
+  E.want(sw.constraints, "table", what, "constraints", "a list of strings")
+  for _, c in ipairs(sw.constraints or {}) do
+    E.want(c, "string", what, "constraints", "a list of strings")
+    if c == nil or not c:match("^[%w%._%-]+%s*[!=]=%s*[^%c]+$") then
+      return E.refuse(what, "constraints", "holds " .. ("%q"):format(c) .. ", not 'attribute==value' or 'attribute!=value'",
+        "compose")
     end
   end
   for _, k in ipairs { "placement_timeout", "task_timeout" } do
-    if sw[k] ~= nil and (type(sw[k]) ~= "number" or sw[k] <= 0) then
-      error("sandstack.swarm.start: " .. k .. " must be a positive number of seconds", 3)
-    end
+    E.want(sw[k], "number", what, k, "a number of seconds")
+    if sw[k] ~= nil and not (sw[k] > 0) then return E.refuse(what, k, "must be a number of seconds above 0", "compose") end
   end
   return clean, hooks, sw
 end
@@ -100,9 +101,11 @@ local function read_tasks(run, wave)
 end
 
 -- Waits until each of the services `wave` is started: its task running (Swarm reports a task with
--- a healthcheck running once healthy), or its ready test passing by exec on the node. tasks, at:
--- a read already made (with the creates), looked at before any other.
-local function wait_wave(run, wave, tasks, at)
+-- a healthcheck running once healthy), or its ready test passing by exec on the node; then its
+-- ready log and port (stack/readiness.lua, on the node; the port from the forwarder, so not
+-- before it runs: without_waits skips them). tasks, at: a read already made (with the creates),
+-- looked at before any other.
+local function wait_wave(run, wave, tasks, at, without_waits)
   local placed_at, started = {}, {}
   local left = #wave
   local t0 = at
@@ -140,10 +143,20 @@ local function wait_wave(run, wave, tasks, at)
             done = res ~= nil and res.exit_code == 0
             if done then emit(run, "healthy", c.service, { by = "probe" }) end
           end
+          local waits = done and not without_waits and (c.ready_log or c.ready_port)
+          if waits then
+            c.got = c.got or {}
+            local met, werr = readiness.waits_met(run.node_eng, c, cid, run.forwarder_running, c.got)
+            if met == nil then return nil, werr end
+            done = met
+            if met then emit(run, "healthy", c.service, { by = c.ready_port and "port" or "log" }) end
+          end
           if done then
             started[c.service] = true
             left = left - 1
             emit(run, "task_running", c.service, { node_id = t.NodeID, container = cid })
+          elseif waits and at - placed_at[c.service] > run.health_timeout then
+            return nil, readiness.waits_timeout(c, c.got, run.health_timeout)
           elseif st.State == "starting" and c.healthcheck and at - placed_at[c.service] > run.health_timeout then
             return nil, E.new("timeout", nil, ("service %s was not healthy within %gs"):format(c.service, run.health_timeout),
               { phase = "health", service = c.service })
@@ -268,9 +281,13 @@ local function place(run)
   if not run.node_eng then return nil, err end
   local ok; ok, err = forwarder_create(run)
   if not ok then return nil, err end
-  ok, err = wait_wave(run, { first }, tasks, at)
+  ok, err = wait_wave(run, { first }, tasks, at, true)
   if not ok then return nil, err end
-  return forwarder_start_and_probe(run)
+  ok, err = forwarder_start_and_probe(run)
+  if not ok then return nil, err end
+  run.forwarder_running = run.shape.forwarder.name
+  if not (first.ready_log or first.ready_port) then return true end
+  return wait_wave(run, { first }) -- its ready log and port, now that the forwarder runs
 end
 
 -- The other services, pinned to the node, in dependency waves: each wave's creates and then
@@ -334,6 +351,7 @@ end
 -- object io.sandstack.pool.
 function M.start(session_key, opts, pool)
   local clean, hooks, sw = split(session_key, opts)
+  if not clean then return nil, hooks end
   local model, err = core_model(clean, session_key)
   if not model then return nil, err end
   local mgr; mgr, err = cluster.client(clean)
@@ -380,7 +398,7 @@ function M.start(session_key, opts, pool)
     if run.node_eng then run.node_eng:close() end
     mgr:close()
     return not rok and rerr or nil
-  end)
+  end, plan.project)
   if not ok then return nil, err end
   model:close()
   local stack = handle.new(mgr, run.node_eng, run.node, plan, { hooks = hooks, docker_host = clean.docker_host,
@@ -392,7 +410,8 @@ end
 -- The Swarm bodies a start would send, without a cluster (for inspection and tests), a
 -- credential's secret never shown (as sandstack.docker.plan: a marker in its place).
 function M.plan(session_key, opts, ctx)
-  local clean, _, sw = split(session_key, opts)
+  local clean, serr, sw = split(session_key, opts)
+  if not clean then return nil, serr end
   ctx = ctx or {}
   E.check_keys(ctx, { api_version = true, now = true, token = true, run = true }, "sandstack.swarm.plan")
   local model, err = core_model(clean, session_key, { now = ctx.now, token = ctx.token, run = ctx.run })
