@@ -99,6 +99,19 @@ describe("readiness probe against hostile agents", function()
       assert.is_true(dt < 2 + 1.5, ("took %.2fs"):format(dt))
     end)
 
+    it("an agent that answered, then hung: the timeout still names its last answer", function()
+      -- a loaded host can cut the wait's last attempt to READY_MIN_ATTEMPT, so the last attempt's
+      -- own outcome is a timeout even when the agent answered every other one (a CI run's
+      -- "last answer: timeout ... within 0.05s" for an agent that only ever answered 302)
+      local dt, ok, err = timed(A.wait_ready, fake_run(1.5), srv.ports.once)
+      assert.is_nil(ok)
+      assert.equal("timeout", err.kind)
+      assert.equal("HTTP 302", err.answer)
+      assert.matches("^timeout", err.last)
+      assert.matches("last answer: HTTP 302 (the attempt after it: timeout", err.message, 1, true)
+      assert.is_true(dt < 1.5 + 1.5, ("took %.2fs"):format(dt))
+    end)
+
     it("a service that ends meanwhile ends the wait with the backend's own error (stack/readiness.lua)", function()
       local readiness = require "sandstack.stack.readiness"
       local gone, checks = { kind = "exited", service = "db" }, 0

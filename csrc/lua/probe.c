@@ -4,7 +4,8 @@
  * Wrong types, unknown keys and a timeout that is not > 0 raise (programming errors); a URL
  * that is not plain http:// is a returned `invalid` error, since it may come from a config.
  *   core.http_wait(url, {timeout = s | deadline = t, slice =, attempt_cap =, min_attempt =,
- *                        pause =, max_bytes =}) -> ready, last, deadline, now
+ *                        pause =, max_bytes =}) -> ready, last, deadline, now, answer
+ * (answer: "HTTP <status>" of this call's last attempt that got one, or nil)
  * probes until 2xx, the deadline (absolute monotonic; else now + timeout) or the slice's end
  * (csrc/probe/http_wait.c): the readiness wait, one call for an agent that is up. */
 #include <math.h>
@@ -70,7 +71,9 @@ static int l_http_wait(lua_State *L) {
   lua_pushstring(L, r.last);
   lua_pushnumber(L, (lua_Number)o.deadline);
   lua_pushnumber(L, (lua_Number)r.now);
-  return 4;
+  if (r.answer[0]) lua_pushstring(L, r.answer);
+  else lua_pushnil(L);
+  return 5;
 }
 
 void sandstack_open_probe(lua_State *L) {

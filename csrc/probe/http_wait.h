@@ -21,6 +21,9 @@ typedef struct ss_wait_result {
   int ready;          /* an attempt answered 2xx */
   double now;         /* the monotonic clock when the call returned */
   char last[1100];    /* the last attempt: "HTTP <status>" or "<kind>: <message>" */
+  char answer[32];    /* the last attempt that got an answer, "HTTP <status>"; "" if none did. The
+                       * last attempt before the deadline may be cut short (min_attempt), and an
+                       * error that says "timeout" then hides what the agent kept answering. */
 } ss_wait_result;
 
 void ss_http_wait(const char *url, const ss_wait_opts *o, ss_wait_result *r);

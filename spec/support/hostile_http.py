@@ -13,6 +13,8 @@ Starts one listener per behaviour on an ephemeral loopback port and, once all li
   huge      a 200 header, then 512 MiB of 'x' (or until the client hangs up)
   redirect  302 to http://127.0.0.1:<control>/admin?action=wipe
   control   the redirect's target: appends every request line it gets to HITS_FILE, answers 200
+  once      302 to its first request; every later one is read and never answered (HOLD_MAX at
+            most, or until the client hangs up): an agent that answered once, then hung
 
 The process exits by itself after LIFETIME_SECONDS (default 600), so a crashed spec leaves
 nothing running; the spec ends it by pid in teardown.
@@ -24,6 +26,7 @@ import threading
 import time
 
 DRIP_MAX = 20.0
+HOLD_MAX = 30.0
 HUGE_TOTAL = 512 * 1024 * 1024
 CHUNK = b"x" * 65536
 
@@ -73,6 +76,19 @@ def serve_redirect(conn, ctx):
                   "Connection: close\r\n\r\n" % loc).encode())
 
 
+def serve_once(conn, ctx):
+    read_request(conn)
+    with ctx["lock"]:
+        first = not ctx.get("once_answered")
+        ctx["once_answered"] = True
+    if first:
+        conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n"
+                     b"Connection: close\r\n\r\n")
+        return
+    conn.settimeout(HOLD_MAX)
+    conn.recv(1)  # returns when the client hangs up; raises after HOLD_MAX
+
+
 def serve_control(conn, ctx):
     req = read_request(conn)
     line = req.split(b"\r\n", 1)[0].decode("latin-1")
@@ -101,7 +117,7 @@ def main():
     ports_file, hits_file = sys.argv[1], sys.argv[2]
     lifetime = float(sys.argv[3]) if len(sys.argv) > 3 else 600.0
     handlers = {"ok": serve_ok, "drip": serve_drip, "huge": serve_huge,
-                "redirect": serve_redirect, "control": serve_control}
+                "redirect": serve_redirect, "control": serve_control, "once": serve_once}
     ctx = {"hits": hits_file, "lock": threading.Lock()}
     ports = {}
     socks = {}

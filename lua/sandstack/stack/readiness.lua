@@ -81,35 +81,41 @@ local function forwarder_now(run)
   return { state = info.State and info.State.Status, host_port = published(info, run.plan.agent_port) }
 end
 
-local function not_ready(run, url, last)
+-- last: the last attempt's outcome; answer: the last status the agent answered, if any. The
+-- last attempt may be cut short by the deadline (READY_MIN_ATTEMPT on a loaded host), and its
+-- "timeout" alone would hide the 302 or 503 the agent kept answering.
+local function not_ready(run, url, last, answer)
   local plan = run.plan
   local fw = type(last) == "string" and last:find("cannot connect", 1, true) and forwarder_now(run) or nil
+  local said = tostring(last)
+  if answer and answer ~= last then said = ("%s (the attempt after it: %s)"):format(answer, said) end
   return E.new("timeout", "not_ready", ("the agent did not answer GET %s with 2xx within %gs (ready_timeout) through "
     .. "%s; last answer: %s%s. Is the agent listening on port %s in the sandbox? Does it answer GET %s? "
-    .. "(options agent_port, ready_path, ready_timeout)"):format(plan.ready_path, plan.ready_timeout, url, tostring(last),
+    .. "(options agent_port, ready_path, ready_timeout)"):format(plan.ready_path, plan.ready_timeout, url, said,
     fw and (" (the forwarder is %s, publishing port %s)"):format(tostring(fw.state), tostring(fw.host_port)) or "",
     tostring(plan.agent_port), plan.ready_path),
     { phase = "ready", service = plan.sandbox, port = plan.agent_port, path = plan.ready_path, last = last, url = url,
-      forwarder = fw })
+      answer = answer, forwarder = fw })
 end
 
 -- The wait with a user's req_adapter: each attempt is a call back into Lua.
 local function wait_adapter(run, url, exited)
   local plan, adapter = run.plan, run.req_adapter
   local deadline = now() + plan.ready_timeout
-  local last, next_check = nil, now() + EXIT_CHECK
+  local last, answer, next_check = nil, nil, now() + EXIT_CHECK
   while true do
     local t = math.max(READY_MIN_ATTEMPT, math.min(READY_ATTEMPT_CAP, deadline - now()))
     local res, err = adapter { method = "GET", url = url, headers = {}, timeout = t }
     local status = type(res) == "table" and tonumber(res.status) or nil
     if status and status >= 200 and status < 300 then return true end
     last = status and ("HTTP " .. tostring(status)) or tostring(err)
+    if status then answer = last end
     if now() >= next_check then -- every EXIT_CHECK: has a service died meanwhile?
       next_check = now() + EXIT_CHECK
       local e = exited(run)
       if e then return nil, e end
     end
-    if now() >= deadline then return nil, not_ready(run, url, last) end
+    if now() >= deadline then return nil, not_ready(run, url, last, answer) end
     pause(math.max(0, math.min(READY_PAUSE, deadline - now())))
   end
 end
@@ -121,14 +127,15 @@ end
 local function wait_probe(run, url, exited)
   local plan = run.plan
   local coop = run_ctx.cooperating()
-  local deadline, next_check
+  local deadline, next_check, answer
   local cap = EXIT_CHECK
   while true do
-    local ready, last, t
-    ready, last, deadline, t = core.http_wait(url, { timeout = plan.ready_timeout, deadline = deadline,
+    local ready, last, t, answered
+    ready, last, deadline, t, answered = core.http_wait(url, { timeout = plan.ready_timeout, deadline = deadline,
       slice = coop and 0 or EXIT_CHECK, attempt_cap = cap, min_attempt = READY_MIN_ATTEMPT,
       pause = READY_PAUSE, max_bytes = READY_MAX_BYTES })
     if ready then return true end
+    answer = answered or answer
     if type(last) == "string" and last:find("^timeout") then cap = math.min(READY_ATTEMPT_CAP, cap * 2) end
     next_check = next_check or (coop and t + EXIT_CHECK or t) -- not cooperating, a slice was EXIT_CHECK
     if t >= next_check then
@@ -136,7 +143,7 @@ local function wait_probe(run, url, exited)
       local e = exited(run)
       if e then return nil, e end
     end
-    if t >= deadline then return nil, not_ready(run, url, last) end
+    if t >= deadline then return nil, not_ready(run, url, last, answer) end
     if coop then pause(math.max(0, math.min(READY_PAUSE, deadline - t))) end
   end
 end
