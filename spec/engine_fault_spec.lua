@@ -2,6 +2,7 @@
 -- on a unix socket and over TLS: the faults a real daemon cannot be made to show on cue.
 local sandstack = require "sandstack"
 local core = sandstack.core
+local clock = core.engine_clock
 local double = require "engine_double"
 
 local function sh(cmd)
@@ -236,6 +237,28 @@ describe("sandstack.engine faults", function()
     local r, err = eng:exec("slowcreate", { "x" }, { timeout = 1 })
     assert.is_nil(err)
     assert.same({ "started", "", 5 }, { r.stdout, r.stderr, r.exit_code })
+  end)
+
+  it("counts an exec's timeout from its process running: a daemon slow to run it takes none of it", function()
+    -- the double runs the process 1.5 s after the start (a loaded host's runc); with timeout = 1
+    -- the old deadline, counted from the start request, ended the exec before it had run
+    local t = clock()
+    local r, err = eng:exec("slowrun", { "x" }, { timeout = 1 })
+    assert.is_nil(err, tostring(err))
+    assert.same({ "ran", "", 0 }, { r.stdout, r.stderr, r.exit_code })
+    assert.is_true(clock() - t >= 1.7, "ended after " .. (clock() - t))
+  end)
+
+  it("still ends an exec at its timeout once it runs, with the output so far", function()
+    local t = clock()
+    local r, err = eng:exec("slowhang", { "x" }, { timeout = 1 })
+    local dt = clock() - t
+    assert.is_nil(r)
+    assert.same({ "transport", "timeout" }, { err.kind, err.reason })
+    assert.equal("partial", err.stdout)
+    assert.equal("slowhang", err.exec_id)
+    -- the process ran at 1.5 s: its second ends at 2.5 s, give or take a poll
+    assert.is_true(dt >= 2.4 and dt < 3.5, ("timed out after %.2fs"):format(dt))
   end)
 
   it("keeps an ended exec's stdout when the engine reports its Pid as 0 (Podman), unless it never ran", function()

@@ -5,10 +5,10 @@
  * hijack (the answer is the raw framed stream until EOF, demultiplexed byte-exact under the
  * budget by the transfer's DEMUX mode), then the exit code, re-read while the daemon is still
  * recording it. The create is a request under the client's timeout; the command's timeout
- * counts from the start (a daemon slow to create the exec takes none of it): one deadline on
- * CLOCK_MONOTONIC covers the start and the exit code, timeout + 1 s, no request longer than
- * timeout. Every answer is settled by the one settle layer (engine_settle.c), so the errors are
- * the objects call() gives.
+ * counts from its process running (run_start: a daemon slow to create the exec, or to run its
+ * process, takes none of it), and the exit code has 1 s past that, on CLOCK_MONOTONIC. Every
+ * answer is settled by the one settle layer (engine_settle.c), so the errors are the objects
+ * call() gives.
  *
  * Programming errors raise at the caller outside the library (ss_where), where exec.lua's checks
  * raised them, with the same texts. */
@@ -311,6 +311,85 @@ static int push_exit_code(lua_State *L, exec_run *x, const char *id, int *starte
   }
 }
 
+/* The process of exec `id` has run: its Pid is known, or it has an exit code. Docker answers
+ * Running as soon as it accepts the start, before runc has made the process (seconds later on a
+ * loaded host), so Running is not the sign; the Pid is set once the process exists. 1 when it
+ * ran, 0 not yet, -1 when the read failed. */
+static int process_ran(lua_State *L, exec_run *x, const char *path, const char *target) {
+  int base = lua_gettop(L);
+  sse_spec spec = buffered(x, "GET", target, NULL);
+  int ran = -1;
+  if (call(L, x->c, &spec, path, NULL)) {
+    ran = 0;
+    if (body_field(L, "Pid", LUA_TNUMBER)) {
+      ran = lua_tonumber(L, -1) > 0;
+      lua_pop(L, 1);
+    }
+    if (!ran && body_field(L, "ExitCode", LUA_TNUMBER)) ran = 1;
+  }
+  lua_settop(L, base);
+  return ran;
+}
+
+/* A poll of the process's state begins this long after the start: most commands have ended by
+ * then and pay no poll. The pause between polls then doubles up to START_POLL_MAX, which bounds
+ * how much longer than its timeout a command that ran between two polls may run. */
+#define START_POLL_FIRST 0.05
+#define START_POLL_MAX 0.1
+
+/* Runs the start's stream (submitted as sid) to its end, or until the command's time is up:
+ * `timeout` seconds from the poll that first saw its process run (process_ran). The engine has
+ * the client's request timeout to run it at all. Returns call()'s ok with the settled result on
+ * top; when the time was up, *cut is the still-running transfer (its output so far is in its
+ * demux: keep_partial reads it, then the caller cancels it). *ran_by is when the command's time
+ * ends, or was to end (now + timeout when no poll saw it run). */
+static int run_start(lua_State *L, exec_run *x, long sid, const char *spath, const sse_spec *start, const char *id,
+                     double request_timeout, double timeout, sse_result **kept, int *cut, double *ran_by) {
+  const char *jpath = push_path(L, "/exec/", id, strlen(id), "/json");
+  const char *jtarget = push_target(L, jpath);
+  double now = ss_monotonic_now(), run_wait = now + request_timeout;
+  double end = -1, pause = START_POLL_FIRST, next_poll = now + START_POLL_FIRST;
+  *cut = 0;
+  for (;;) {
+    double until = end >= 0 ? end : next_poll < run_wait ? next_poll : run_wait;
+    if (sse_client_run(x->c, sid, until > now ? until - now : 0)) {
+      sse_result *r = sse_client_take(x->c, sid);
+      ss_request req = {.method = start->method, .path = spath, .target = start->target};
+      ss_push_settled(L, r, &req);
+      *kept = r;
+      *ran_by = end >= 0 ? end : ss_monotonic_now() + timeout;
+      lua_getfield(L, -1, "ok");
+      int ok = lua_toboolean(L, -1);
+      lua_pop(L, 1);
+      return ok;
+    }
+    now = ss_monotonic_now();
+    if (end < 0 && now >= run_wait) end = now; /* never ran within the client's timeout */
+    if (end >= 0 && now >= end) break;
+    if (end < 0 && now >= next_poll) {
+      int ran = process_ran(L, x, jpath, jtarget);
+      if (ran != 0) end = now + timeout; /* a failed read: count from here, as without polls */
+      pause = pause * 2 < START_POLL_MAX ? pause * 2 : START_POLL_MAX;
+      now = ss_monotonic_now();
+      next_poll = now + pause;
+    }
+  }
+  *ran_by = end;
+  *cut = 1;
+  *kept = sse_client_peek(x->c, sid);
+  ss_error err;
+  ss_error_init(&err);
+  ss_error_set(&err, "transport", "timeout", "%s %s: the command ran past %gs", start->method, spath, timeout);
+  ss_error_field_str(&err, "method", start->method);
+  ss_error_field_str(&err, "path", spath);
+  lua_newtable(L);
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "ok");
+  ss_push_error_object(L, &err);
+  lua_setfield(L, -2, "err");
+  return 0;
+}
+
 /* Opt max_bytes as the transfer takes it: a positive byte count. */
 static size_t exec_budget(lua_State *L) {
   lua_getfield(L, A_OPTS, "max_bytes");
@@ -368,20 +447,28 @@ int ss_engine_exec(lua_State *L) {
     return ss_push_error(L, &err);
   }
   const char *id = lua_tostring(L, -1);
-  x.timeout = timeout; /* the command's time starts now */
-  x.deadline = ss_monotonic_now() + timeout + 1;
 
+  /* The start's own timeout only backs run_start's: the wait for the process, then its time. */
   const char *spath = push_path(L, "/exec/", id, strlen(id), "/start");
   sse_spec start = {.method = "POST", .target = push_target(L, spath), .body = START_BODY,
                     .body_len = sizeof START_BODY - 1, .content_type = "application/json",
-                    .timeout = left(&x), .max_bytes = budget, .mode = SSE_BODY_DEMUX, .fd = -1};
+                    .timeout = request_timeout + timeout + 1, .max_bytes = budget, .mode = SSE_BODY_DEMUX, .fd = -1};
+  long sid = sse_client_submit(c, &start, &err);
+  if (sid < 0) return ss_push_error(L, &err);
+  x.timeout = request_timeout;
+  x.deadline = ss_monotonic_now() + request_timeout + timeout + 1;
   sse_result *r = NULL;
-  int ok = call(L, c, &start, spath, &r);
+  int cut = 0;
+  double ran_by = 0;
+  int ok = run_start(L, &x, sid, spath, &start, id, request_timeout, timeout, &r, &cut, &ran_by);
   if (!ok) {
     keep_partial(L, r, id);
-    if (r) sse_result_free(r);
+    if (cut) sse_client_cancel(c, sid); /* r was the client's: the cancel frees it */
+    else if (r) sse_result_free(r);
     return fail(L);
   }
+  x.timeout = timeout; /* the exit code: until 1 s past the command's time */
+  x.deadline = ran_by + 1;
   lua_createtable(L, 0, 3);
   lua_pushlstring(L, r->demux.out.data ? r->demux.out.data : "", r->demux.out.len);
   lua_setfield(L, -2, "stdout");

@@ -44,4 +44,19 @@ function M.credentials(list)
   return out
 end
 
+-- The placeholders the sandbox's environment holds, { {name =, placeholder =}, ... }: minted at
+-- start and never changed, so they outlive set_credentials (a credential it dropped can be given
+-- again: the sandbox still holds its placeholder, and a snapshot still leaves it out). A plan
+-- or record that has none yet (a start's plan, a record of an older sandstack) has them in its
+-- credentials. nil without credentials.
+function M.placeholders(plan)
+  if plan.placeholders ~= nil then return plan.placeholders end
+  local out
+  for i, c in ipairs(plan.credentials or {}) do
+    out = out or {}
+    out[i] = { name = c.name, placeholder = c.placeholder }
+  end
+  return out
+end
+
 return M

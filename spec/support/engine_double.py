@@ -30,8 +30,13 @@ faults: what a real daemon cannot be made to do on cue, chosen by the path (/vX.
                       (stream 9), slowcreate (stdout "started")
                       echoing with Upgrade: tcp: 101, each byte read back as a stdout frame,
                       "eof-seen" after the client's half-close
-                      endedpid0 (stdout "reached"), notrun (the engine's text on stdout)
-  /exec/C/json        {"Running": false, "ExitCode": 5}; endedpid0: ExitCode 0 and Pid 0 (Podman
+                      endedpid0 (stdout "reached"), notrun (the engine's text on stdout);
+                      slowrun and slowhang: a loaded daemon that runs the process 1.5 s after
+                      the start (its /json: Running, Pid 0 until then, Pid 42 after); slowrun
+                      writes "ran" 0.3 s after it runs and ends, slowhang "partial", then
+                      never ends
+  /exec/C/json        {"Running": false, "ExitCode": 5}; slowrun, slowhang: as above (then
+                      Running false, ExitCode 0 once slowrun's stream ended); endedpid0: ExitCode 0 and Pid 0 (Podman
                       reports Pid 0 for an exec that ended); notrun: ExitCode 126, Pid 0 (Docker:
                       the program could not be run)
   /archive?n=N        200 application/x-tar of N bytes; /archive?drop=1 drops mid-body
@@ -73,6 +78,20 @@ STATE = {"connections": 0, "removals": {}, "removed": set()}
 LOCK = threading.Lock()
 MODE, DIR = sys.argv[1], sys.argv[2]
 LISTS = {"/containers/json": "containers", "/networks": "networks", "/volumes": "volumes"}
+
+
+# The slow-running execs' state: when each was started, and whether it ended.
+SLOW_RUN = {"slowrun": None, "slowhang": None}
+SLOW_RUN_DELAY = 1.5
+
+
+def slow_run_state(kind):
+    st = SLOW_RUN[kind]
+    if st is None or time.monotonic() - st["start"] < SLOW_RUN_DELAY:
+        return {"Running": True, "Pid": 0, "ExitCode": None}
+    if st["ended"]:
+        return {"Running": False, "Pid": 42, "ExitCode": 0}
+    return {"Running": True, "Pid": 42, "ExitCode": None}
 
 
 def frame(stream, payload):
@@ -300,6 +319,21 @@ class Scripted(Handler):
             self.request.sendall(payload[i:i + 7])
         return False
 
+    def slow_run(self, kind):
+        # Docker answers the start's header at once and runs the process when runc gets to it.
+        SLOW_RUN[kind] = {"start": time.monotonic(), "ended": False}
+        self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.raw-stream\r\n"
+                             b"Connection: close\r\n\r\n")
+        time.sleep(SLOW_RUN_DELAY + 0.3)
+        if kind == "slowrun":
+            self.request.sendall(frame(1, b"ran"))
+            SLOW_RUN[kind]["ended"] = True
+            return False
+        self.request.sendall(frame(1, b"partial"))
+        while self.request.recv(65536):  # until the client gives up
+            pass
+        return False
+
     def echo_hijacked(self):
         # A hijacked exec (Upgrade: tcp): 101, then every byte read comes back as a stdout frame;
         # the client's half-close (the end of stdin) is answered by an "eof-seen" frame and the end.
@@ -436,6 +470,8 @@ class Scripted(Handler):
             self.send(201, json.dumps({"Id": parts[2]}))
         elif path.startswith("/exec/") and path.endswith("/start"):
             return self.exec_start(parts[2], headers)
+        elif path.startswith("/exec/") and path.endswith("/json") and parts[2] in SLOW_RUN:
+            self.send(200, json.dumps(slow_run_state(parts[2])))
         elif path.startswith("/exec/") and path.endswith("/json"):
             self.send(200, json.dumps({"endedpid0": {"Running": False, "ExitCode": 0, "Pid": 0},
                                        "notrun": {"Running": False, "ExitCode": 126, "Pid": 0}}.get(
@@ -472,6 +508,8 @@ class Scripted(Handler):
     def exec_start(self, kind, headers):
         if kind == "echoing" and headers.get("upgrade") == "tcp":
             return self.echo_hijacked()
+        if kind in SLOW_RUN:
+            return self.slow_run(kind)
         if kind == "good":
             payload = (frame(1, b"out\x00\xff") + frame(2, b"") + frame(2, b"err") +
                        frame(1, bytes(range(256))) + frame(0, b"in"))

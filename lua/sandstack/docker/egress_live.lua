@@ -182,7 +182,7 @@ local function credentials_payload(stack, list, in_force_json)
     end
   end
   local known = {}
-  for _, c in ipairs(stack.plan.credentials or {}) do known[c.name] = c end
+  for _, c in ipairs(store.placeholders(stack.plan) or {}) do known[c.name] = c end
   local entries = {}
   for n, r in ipairs(rest) do
     local i, c = r.i, r.c

@@ -50,7 +50,7 @@ local function slim(plan, requests)
     capture_path = plan.capture_path, sandbox = plan.sandbox, forwarder = plan.forwarder,
     containers = cs, docker_host = plan.docker_host, timeout = plan.timeout,
     networks = names(plan.networks), volumes = names(plan.volumes), credentials = store.credentials(plan.credentials),
-    proxy = added_proxy(plan.proxy), removals = requests and plan.removals or nil, ports = plan.ports }
+    placeholders = store.placeholders(plan), proxy = added_proxy(plan.proxy), removals = requests and plan.removals or nil, ports = plan.ports }
 end
 
 function M.new(eng, plan, hooks)

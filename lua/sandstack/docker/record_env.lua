@@ -7,6 +7,7 @@
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local batch = require "sandstack.stack.batch"
+local store = require "sandstack.store"
 
 local M = {}
 
@@ -98,7 +99,7 @@ function M.fill(eng, plan, spec)
     by_service[c.service] = envs[c.name]
   end
   local placeholders = {}
-  for _, c in ipairs(plan.credentials or {}) do placeholders[#placeholders + 1] = c.placeholder end
+  for _, c in ipairs(store.placeholders(plan) or {}) do placeholders[#placeholders + 1] = c.placeholder end
   local secrets = secrets_in(envs, placeholders)
   local out = {}
   for k, v in pairs(spec) do out[k] = v end

@@ -30,7 +30,8 @@ local function slim(plan)
   return { project = plan.project, session_key = plan.session_key, agent_port = plan.agent_port,
     ready_path = plan.ready_path, ready_timeout = plan.ready_timeout, capture_path = plan.capture_path, sandbox = plan.sandbox,
     forwarder = plan.forwarder, containers = cs, docker_host = plan.docker_host, timeout = plan.timeout,
-    credentials = store.credentials(plan.credentials), proxy = added_proxy(plan.proxy) }
+    credentials = store.credentials(plan.credentials), placeholders = store.placeholders(plan),
+    proxy = added_proxy(plan.proxy) }
 end
 
 local function set_port(self, port)
