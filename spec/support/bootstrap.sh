@@ -123,7 +123,8 @@ took "stack images"
 if [ "$with_test" = 1 ] && [ "$test_builds" = 1 ]; then
   build build-luajit -DSANDSTACK_LUA=luajit
   build build-asan -DSANDSTACK_LUA=lua5.4 -DSANDSTACK_SANITIZE=ON
-  build build-fuzz -DSANDSTACK_LUA=lua5.4 -DSANDSTACK_FUZZ=ON -DCMAKE_C_COMPILER=clang
+  bash "$top/spec/support/build-mode.sh" build-fuzz --target fuzzers -DSANDSTACK_LUA=lua5.4 -DSANDSTACK_FUZZ=ON \
+    -DCMAKE_C_COMPILER=clang >/dev/null
   took "test builds"
 fi
 # The install (docs/building.md, "By hand"): with LuaRocks, offline, into /usr/local, so

@@ -191,7 +191,7 @@ def plan(modes, files, times):
                 deps.append(prep_job("build:" + bm, ["bash", "spec/support/build-mode.sh", d] + args, secs))
             if f == "spec/fuzz.t":
                 deps.append(prep_job("build:fuzz", ["bash", "spec/support/build-mode.sh", "build-fuzz",
-                                                    "-DSANDSTACK_LUA=lua5.4", "-DSANDSTACK_FUZZ=ON",
+                                                    "--target", "fuzzers", "-DSANDSTACK_LUA=lua5.4", "-DSANDSTACK_FUZZ=ON",
                                                     "-DCMAKE_C_COMPILER=clang"], 50))
             if os.environ.get("SANDSTACK_ENGINES") != "none" or f != "spec/engines.t":
                 for r in ROOTFS.get(f, []):
