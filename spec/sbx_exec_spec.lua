@@ -151,9 +151,12 @@ describe("sbx exec #docker [" .. tpl.name .. "]", function()
   end)
 
   it("a kill that cannot work (EPERM) says killed=false and retires the sandbox", function()
-    -- the command runs as root, the kill exec as the sandbox's user: kill(2) answers EPERM
+    -- the command runs as root, the kill exec as the sandbox's user: kill(2) answers EPERM. The
+    -- command must be running when its time is up: sbx's timeout counts from the sbx exec's own
+    -- start, and a loaded CI host took over a second to reach the command, whose cancel file then
+    -- kept it from ever starting (no process, a kill with nothing to fail on). 5 s leaves it room.
     local mark = "98764" .. tostring(tonumber(core.random_hex(2), 16))
-    local _, err = box:exec({ "sleep", mark }, { timeout = 1, user = "root" })
+    local _, err = box:exec({ "sleep", mark }, { timeout = 5, user = "root" })
     assert.equal("timeout", err.kind)
     if not H.e2e then
       assert.equal(1, #guest_procs(env, box, mark)) -- the kill really could not work
