@@ -263,7 +263,7 @@ describe("the error convention", function()
     assert(config.check(base))
     local keys = {}
     for k in pairs(config.DEFAULTS) do keys[#keys + 1] = k end
-    for _, k in ipairs { "pool", "lua_path", "lua_cpath", "nginx", "swarm", "console_root", "snapshot_quota", "tenants", "stack" } do
+    for _, k in ipairs { "pool", "lua_path", "lua_cpath", "nginx", "swarm", "console_root", "snapshot_quota", "user", "tenants", "stack" } do
       keys[#keys + 1] = k
     end
     for _, k in ipairs(keys) do

@@ -77,16 +77,53 @@ describe("the rendered nginx.conf", function()
   local render = require("sandstack.gateway.nginx_conf").render
   local base = { tenants = { { name = "t", token_sha256 = ("a"):rep(64) } }, stack = { agent_port = 8080, image = "x" } }
 
-  it("says why its workers run as root, and runs them as a user and group when told", function()
-    local c = assert(config.check(base))
-    local text = render(c, { config = "/x.json", lua_path = "", lua_cpath = "" })
-    assert.matches("\nuser root;\n", text, 1, true)
-    assert.matches("only root can hand it to the proxy's uid", text, 1, true)
+  local function rendered(t)
+    local c = assert(config.check(t))
+    return render(c, { config = "/x.json", lua_path = "", lua_cpath = "" })
+  end
+  local function with(extra)
     local t = {}
     for k, v in pairs(base) do t[k] = v end
-    t.user = "nobody:docker"
-    text = render(assert(config.check(t)), { config = "/x.json", lua_path = "", lua_cpath = "" })
-    assert.matches("\nuser nobody docker;\n", text, 1, true)
+    for k, v in pairs(extra) do t[k] = v end
+    return t
+  end
+  local function stack(extra)
+    local s = {}
+    for k, v in pairs(base.stack) do s[k] = v end
+    for k, v in pairs(extra) do s[k] = v end
+    return s
+  end
+
+  it("runs its workers unprivileged, in the Engine socket's group, unless one needs root", function()
+    -- a stand-in for the Engine socket: the choice reads only its group
+    local dir = h.must("mktemp -d /tmp/sstest-gwuser.XXXXXX"):match("[^\n]+")
+    h.must("chmod 0711 " .. h.q(dir))
+    local sock = dir .. "/docker.sock"
+    h.must("touch " .. h.q(sock) .. " && chgrp daemon " .. h.q(sock))
+    local host = "unix://" .. sock
+    assert.matches("\nuser nobody daemon;\n", rendered(with { stack = stack { docker_host = host } }), 1, true)
+    assert.matches("only root can give", (select(2, config.default_user(assert(config.check(with {
+      stack = stack { docker_host = host, egress_policy = { allow = {} } } }))))), 1, true)
+    -- the cases where a worker needs root, or cannot reach the Engine otherwise
+    assert.matches("\nuser root;\n", rendered(with { stack = stack { docker_host = host, egress_policy = { allow = {} } } }), 1, true)
+    assert.matches("\nuser root;\n", rendered(with { stack = stack { docker_host = host }, pool = { size = 1 } }), 1, true)
+    assert.matches("\nuser root;\n", rendered(with { stack = stack { docker_host = "tcp://127.0.0.1:2375" } }), 1, true)
+    h.must("chgrp root " .. h.q(sock))
+    assert.matches("\nuser root;\n", rendered(with { stack = stack { docker_host = host } }), 1, true)
+    -- the file's own choice wins, and says so
+    local user, why, chosen = config.worker_user(assert(config.check(with { user = "nobody:docker" })))
+    assert.same({ "nobody:docker", nil, false }, { user, why, chosen })
+    assert.matches("\nuser nobody docker;\n", rendered(with { user = "nobody:docker" }), 1, true)
+    assert.matches("\nuser root;\n", rendered(with { user = "root", stack = stack { docker_host = host } }), 1, true)
+    -- a prefix its workers cannot enter is found (nginx keeps their bodies there)
+    h.must("mkdir -p " .. h.q(dir .. "/closed/p") .. " && chmod 0700 " .. h.q(dir .. "/closed"))
+    assert.same({ dir .. "/closed", 448, "prefix" }, { config.unreachable({ prefix = dir .. "/closed/p" }, "nobody:daemon") })
+    assert.is_nil(config.unreachable({ prefix = dir .. "/closed/p" }, "root"))
+    assert.is_nil(config.unreachable({ prefix = dir, lua_path = dir .. "/?.lua;;" }, "nobody:daemon"))
+    -- and the modules they load
+    assert.same({ dir .. "/closed", 448, "lua_path" }, { config.unreachable({ prefix = dir,
+      lua_path = "/usr/share/lua/5.1/?.lua;" .. dir .. "/closed/p/?/init.lua;;" }, "nobody:daemon") })
+    os.execute("rm -rf " .. h.q(dir))
   end)
 end)
 

@@ -261,6 +261,17 @@ describe("sandstack.engine faults", function()
     assert.is_true(dt >= 2.4 and dt < 3.5, ("timed out after %.2fs"):format(dt))
   end)
 
+  it("counts an exec's timeout from its process running when stdin is given too", function()
+    -- the stdin path is a spawned process (a hijacked attach); the double runs it 1.5 s after the
+    -- start, and the old deadline, counted from the spawn, ended the exec before it had run
+    local run = require("sandstack.docker.handle_exec").run
+    local t = clock()
+    local r, err = run(eng, "slowecho", { "cat" }, { stdin = "hi", timeout = 1 }, "docker")
+    assert.is_nil(err, tostring(err))
+    assert.same({ "hieof-seen", "", 0 }, { r.stdout, r.stderr, r.exit_code })
+    assert.is_true(clock() - t >= 1.7, "ended after " .. (clock() - t))
+  end)
+
   it("keeps an ended exec's stdout when the engine reports its Pid as 0 (Podman), unless it never ran", function()
     -- Podman answers Pid 0 for every exec that has ended: its output is the program's
     local r = assert(eng:exec("endedpid0", { "x" }))

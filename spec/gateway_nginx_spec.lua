@@ -89,6 +89,19 @@ describe("gateway: authentication, limits and proxying #nginx #docker", function
     gh.cleanup(PREFIX)
   end)
 
+  it("runs its workers unprivileged, in the Engine socket's group (nothing here needs root)", function()
+    local gid = h.sh("stat -L -c %g " .. h.q((os.getenv("DOCKER_HOST") or "unix:///var/run/docker.sock"):gsub("^unix://", "")))
+    local workers = h.sh("ps -o uid=,gid=,args= --ppid " .. node:pid())
+    local n = 0
+    for uid, g, args in workers:gmatch("%s*(%d+)%s+(%d+)%s+([^\n]*)") do
+      if args:find("worker process", 1, true) then
+        n = n + 1
+        assert.same({ "65534", gid:match("%d+") }, { uid, g }, args)
+      end
+    end
+    assert.is_true(n >= 1, "no worker process under the master: " .. workers)
+  end)
+
   it("refuses to create without a valid tenant token, starting nothing", function()
     assert.equal(401, (node:api("POST", "/sessions/nope")))
     assert.equal(401, (node:api("POST", "/sessions/nope", { token = "not-a-token" })))
@@ -314,6 +327,15 @@ describe("sandstack gateway (the command) #nginx #docker", function()
     local out = h.sh("lua5.4 bin/sandstack gateway --config " .. h.q(dir .. "/config.lua") .. " --prefix "
       .. h.q(dir .. "/p") .. " --render")
     assert.matches("rendered .*/p/conf/nginx.conf", out)
+    -- mktemp's directory is 0700: unprivileged workers could not reach their temp files there
+    assert.matches("(workers: root, as its prefix is under " .. dir .. " (mode 0700)", out, 1, true)
+    h.write_file(dir .. "/named.lua", "local c = dofile(" .. ("%q"):format(dir .. "/config.lua")
+      .. ") c.user = 'nobody:nogroup' return c")
+    local refused, rok = h.sh("lua5.4 bin/sandstack gateway --config " .. h.q(dir .. "/named.lua") .. " --prefix "
+      .. h.q(dir .. "/q") .. " --render 2>&1")
+    assert.is_falsy(rok, refused)
+    assert.matches("the workers' user nobody:nogroup cannot enter " .. dir .. " (mode 0700), where its prefix is",
+      refused, 1, true)
     local conf = h.read_file(dir .. "/p/conf/nginx.conf")
     assert.truthy(conf:find("listen 127.0.0.1:" .. port .. ";", 1, true))
     assert.truthy(conf:find("daemon off;", 1, true))

@@ -203,7 +203,8 @@ describe("sbx process runner inside a gateway worker #nginx", function()
   local node, dir
 
   setup(function()
-    dir = h.must("mktemp -d /tmp/sstest-probe.XXXXXX"):match("[^\n]+")
+    -- 0711: the workers (nobody, unless a worker needs root) load the probe module from it
+    dir = h.must("d=$(mktemp -d /tmp/sstest-probe.XXXXXX) && chmod 0711 \"$d\" && echo \"$d\""):match("[^\n]+")
     h.write_file(dir .. "/sstest_probe.lua", PROBE_MODULE)
     node = gh.start(gh.config { project_prefix = P, threads = 4, vms = 8,
       nginx = { server = PROBE_LOCATION } }, { lua_path_prefix = dir .. "/?.lua;" })
@@ -320,7 +321,8 @@ describe("gateway routing with a stand-in provider #nginx", function()
   end
 
   setup(function()
-    dir = h.must("mktemp -d /tmp/sstest-gwd.XXXXXX"):match("[^\n]+")
+    -- 0711: the workers (nobody, unless a worker needs root) load the doubles and read the ports
+    dir = h.must("d=$(mktemp -d /tmp/sstest-gwd.XXXXXX) && chmod 0711 \"$d\" && echo \"$d\""):match("[^\n]+")
     os.execute("mkdir -p " .. h.q(dir .. "/lua/sandstack"))
     h.write_file(dir .. "/lua/sandstack/docker.lua", DOCKER_DOUBLE:format(dir))
     h.write_file(dir .. "/lua/sandstack/engine.lua", ENGINE_DOUBLE)

@@ -16,8 +16,6 @@ describe("gateway: workers as nobody:docker #nginx #docker", function()
   setup(function()
     local stack = gh.stack_options { egress_policy = { allow = {} } }
     node = gh.start(gh.config { project_prefix = P, stack = stack, user = "nobody:docker" })
-    -- the harness's prefix is mktemp's (0700, root's): the workers' temp files are under it
-    h.must("chmod 0711 " .. h.q(node.srv.prefix))
     assert(node:wait_adopted(60), node:error_log())
   end)
 

@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -85,7 +87,7 @@ static int l_rmtree(lua_State *L) {
 }
 
 /* core.file_stat(path[, nofollow]) -> {size =, mode = permission bits, type = "file"|"directory"|
- * "other"}, or nil, err (kind "io", reason the errno name). Follows links (the caller's own host
+ * "other", uid =, gid =}, or nil, err (kind "io", reason the errno name). Follows links (the caller's own host
  * path), unless nofollow: then a link is type "link". */
 static int l_file_stat(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
@@ -96,13 +98,32 @@ static int l_file_stat(lua_State *L) {
     const char *ename = strerrorname_np(e);
     return ss_return_error(L, "io", ename ? ename : "EIO", "%s: %s", path, strerror(e));
   }
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 5);
   lua_pushinteger(L, (lua_Integer)st.st_size);
   lua_setfield(L, -2, "size");
   lua_pushinteger(L, (lua_Integer)(st.st_mode & 07777));
   lua_setfield(L, -2, "mode");
   lua_pushstring(L, S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "directory" : S_ISLNK(st.st_mode) ? "link" : "other");
   lua_setfield(L, -2, "type");
+  lua_pushinteger(L, (lua_Integer)st.st_uid);
+  lua_setfield(L, -2, "uid");
+  lua_pushinteger(L, (lua_Integer)st.st_gid);
+  lua_setfield(L, -2, "gid");
+  return 1;
+}
+
+/* core.group_name(gid) -> the host's name of that group, or nil when it has none. The gateway
+ * names the Engine socket's group for its unprivileged workers (nginx takes a name, not a gid). */
+static int l_group_name(lua_State *L) {
+  lua_Integer gid = luaL_checkinteger(L, 1);
+  luaL_argcheck(L, gid >= 0 && gid <= (lua_Integer)UINT32_MAX, 1, "a group id");
+  char buf[4096]; /* getgrgid_r's lines; ERANGE (a group of thousands of members) is "no name" */
+  struct group gr, *found = NULL;
+  if (getgrgid_r((gid_t)gid, &gr, buf, sizeof buf, &found) != 0 || !found) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_pushstring(L, found->gr_name);
   return 1;
 }
 
@@ -143,6 +164,7 @@ static int l_rename(lua_State *L) {
 void sandstack_open_hostfs(lua_State *L) {
   static const luaL_Reg fns[] = {{"write_file_durable", l_write_file_durable}, {"listdir", l_listdir},
                                  {"mkdir", l_mkdir}, {"rmtree", l_rmtree}, {"file_stat", l_file_stat},
+                                 {"group_name", l_group_name},
                                  {"write_new_file", l_write_new_file}, {"rename", l_rename}, {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }

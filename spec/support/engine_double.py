@@ -34,7 +34,8 @@ faults: what a real daemon cannot be made to do on cue, chosen by the path (/vX.
                       slowrun and slowhang: a loaded daemon that runs the process 1.5 s after
                       the start (its /json: Running, Pid 0 until then, Pid 42 after); slowrun
                       writes "ran" 0.3 s after it runs and ends, slowhang "partial", then
-                      never ends
+                      never ends; slowecho: hijacked (Upgrade: tcp), runs 1.5 s after the
+                      start, then echoes as echoing does and ends
   /exec/C/json        {"Running": false, "ExitCode": 5}; slowrun, slowhang: as above (then
                       Running false, ExitCode 0 once slowrun's stream ended); endedpid0: ExitCode 0 and Pid 0 (Podman
                       reports Pid 0 for an exec that ended); notrun: ExitCode 126, Pid 0 (Docker:
@@ -81,7 +82,7 @@ LISTS = {"/containers/json": "containers", "/networks": "networks", "/volumes": 
 
 
 # The slow-running execs' state: when each was started, and whether it ended.
-SLOW_RUN = {"slowrun": None, "slowhang": None}
+SLOW_RUN = {"slowrun": None, "slowhang": None, "slowecho": None}
 SLOW_RUN_DELAY = 1.5
 
 
@@ -334,11 +335,15 @@ class Scripted(Handler):
             pass
         return False
 
-    def echo_hijacked(self):
+    def echo_hijacked(self, late=None):
         # A hijacked exec (Upgrade: tcp): 101, then every byte read comes back as a stdout frame;
         # the client's half-close (the end of stdin) is answered by an "eof-seen" frame and the end.
+        # late: a slow-running kind, whose process reads nothing until the daemon has run it.
         self.request.sendall(b"HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream\r\n"
                              b"Connection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
+        if late:
+            SLOW_RUN[late] = {"start": time.monotonic(), "ended": False}
+            time.sleep(SLOW_RUN_DELAY + 0.3)
         pending, self.buf = self.buf, b""
         while True:
             if pending:
@@ -350,6 +355,8 @@ class Scripted(Handler):
             if not pending:
                 break
         self.request.sendall(frame(1, b"eof-seen"))
+        if late:
+            SLOW_RUN[late]["ended"] = True
         return False
 
     def remove_container(self, name):
@@ -508,6 +515,8 @@ class Scripted(Handler):
     def exec_start(self, kind, headers):
         if kind == "echoing" and headers.get("upgrade") == "tcp":
             return self.echo_hijacked()
+        if kind == "slowecho" and headers.get("upgrade") == "tcp":
+            return self.echo_hijacked(late=kind)
         if kind in SLOW_RUN:
             return self.slow_run(kind)
         if kind == "good":

@@ -184,7 +184,8 @@ end
 -- it had made.
 function H.start(opts)
   opts = opts or {}
-  local out, ok = h.sh("mktemp -d /tmp/sandstack-nginx.XXXXXX")
+  -- mktemp's 0700 would close the prefix to unprivileged workers, whose temp files are in it
+  local out, ok = h.sh("d=$(mktemp -d /tmp/sandstack-nginx.XXXXXX) && chmod 0711 \"$d\" && echo \"$d\"")
   assert(ok, out)
   local self = setmetatable({ prefix = out:match("[^\n]+"), seq = 0 }, Server)
   local booted, err = pcall(boot, self, opts)

@@ -13,7 +13,8 @@ return {
   run = function(ctx, args, opt)
     if args[1] then return ctx:usage("gateway takes no argument, got " .. args[1]) end
     if not opt.config then return ctx:usage("gateway needs --config FILE.lua") end
-    local c, err = require("sandstack.gateway.config").load(opt.config)
+    local config = require "sandstack.gateway.config"
+    local c, err = config.load(opt.config)
     if not c then return ctx:fail(err) end
     local prefix = (opt.prefix or "sandstack-gateway"):gsub("/+$", "")
     if not prefix:match("^/") then prefix = os.getenv("PWD") .. "/" .. prefix end
@@ -29,14 +30,26 @@ return {
     local top = here and here:match("^(.*)/lua$")
     local cpath = c.lua_cpath or ((top and (top .. "/build-luajit/?.so") or "") .. ";;")
     local lpath = c.lua_path or ((here and (here .. "/?.lua;" .. here .. "/?/init.lua") or "") .. ";;")
+    -- unprivileged workers read the modules and keep request and response bodies under the
+    -- prefix: any of them in root's home (0700) would fail them, so it is found out here
+    local user, why, chosen = config.worker_user(c)
+    local closed, mode, what = config.unreachable({ prefix = prefix, lua_path = lpath, lua_cpath = cpath,
+      console_root = c.console_root }, user)
+    if closed and chosen then
+      user, why = "root", ("its %s is under %s (mode %04o), which other users cannot enter"):format(what, closed, mode)
+    elseif closed then
+      return ctx:fail("invalid", ("gateway: the workers' user %s cannot enter %s (mode %04o), where its %s is: choose "
+        .. "directories others may enter, or another user"):format(user, closed, mode, what))
+    end
     local core = require "sandstack.core"
     local ok, werr = core.write_file_durable(prefix .. "/conf/gateway.json", core.json_encode(c))
     if not ok then return ctx:fail(werr) end
     local text = require("sandstack.gateway.nginx_conf").render(c, { config = prefix .. "/conf/gateway.json",
-      source = opt.config, lua_path = lpath, lua_cpath = cpath })
+      source = opt.config, lua_path = lpath, lua_cpath = cpath, user = user })
     ok, werr = core.write_file_durable(prefix .. "/conf/nginx.conf", text)
     if not ok then return ctx:fail(werr) end
-    ctx.out:write("rendered ", prefix, "/conf/nginx.conf\n")
+    ctx.out:write("rendered ", prefix, "/conf/nginx.conf (workers: ", user,
+      why and (", as " .. why) or "", ")\n")
     if opt.render then return 0 end
     if ctx.out.flush then ctx.out:flush() end
     local q = "'" .. prefix:gsub("'", "'\\''") .. "/'"

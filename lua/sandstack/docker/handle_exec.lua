@@ -46,9 +46,32 @@ end
 -- Returns the engine client's shapes: {exit_code, stdout, stderr} | nil, err (a transport
 -- timeout or output_limit with the output so far), and the process's token for the kill.
 local STDIN_PIECE = 32 * 1024
+
+-- The command's time counts from its process running, as eng:exec's does
+-- (csrc/lua/engine_exec.c): polled from 50 ms after the start, the pauses doubling to 100 ms,
+-- until the process shows it ran, or for the engine client's request timeout at most (a failed
+-- poll counts from then). clock() -> seconds to wait now, and whether that is the deadline (not
+-- the next poll).
+local POLL_FIRST, POLL_MAX = 0.05, 0.1
+local function run_clock(p, timeout, run_wait)
+  local now = core.engine_clock()
+  local deadline, pause, next_poll, wait_end = nil, POLL_FIRST, now + POLL_FIRST, now + run_wait
+  return function()
+    if deadline then return deadline - core.engine_clock(), true end
+    now = core.engine_clock()
+    if now >= wait_end then deadline = now + timeout
+    elseif now >= next_poll then
+      if p:has_run() ~= false then deadline = core.engine_clock() + timeout end
+      pause = math.min(pause * 2, POLL_MAX)
+      next_poll = core.engine_clock() + pause
+    end
+    if deadline then return deadline - core.engine_clock(), true end
+    return math.max(0, math.min(next_poll, wait_end) - core.engine_clock()), false
+  end
+end
+
 local function with_stdin(eng, container, argv, opts, timeout, budget)
   local process = require "sandstack.docker.process"
-  local deadline = core.engine_clock() + timeout
   local out, held = { stdout = {}, stderr = {} }, 0
   local p, err = process.spawn(process.engine_io(eng), container, argv, { env = opts.env, cwd = opts.cwd,
     user = opts.user, timeout = timeout,
@@ -58,6 +81,7 @@ local function with_stdin(eng, container, argv, opts, timeout, budget)
       t[#t + 1] = data
     end })
   if not p then return nil, err end
+  local clock = run_clock(p, timeout, math.max(eng.timeout or 0, timeout))
   local function so_far(e)
     e.stdout, e.stderr = table.concat(out.stdout), table.concat(out.stderr)
     if #e.stdout + #e.stderr > budget then -- what passed the budget is not returned
@@ -71,7 +95,10 @@ local function with_stdin(eng, container, argv, opts, timeout, budget)
     return nil, so_far(e), p.token
   end
   local function over() return held > budget end
-  local function late() return core.engine_clock() >= deadline end
+  local function late()
+    local left, final = clock()
+    return final and left <= 0
+  end
   local function timed_out()
     return ended(E.new("transport", "timeout", ("exec: the command ran past %gs"):format(timeout)))
   end
@@ -100,20 +127,22 @@ local function with_stdin(eng, container, argv, opts, timeout, budget)
   p:close_stdin()
   while true do
     if over() then return limited() end
-    local left = deadline - core.engine_clock()
-    if left <= 0 then return timed_out() end
+    local left, final = clock()
+    if final and left <= 0 then return timed_out() end
     local ok, rerr = p:read(left)
     if not ok then
       if rerr.reason == "closed" then break end
-      if rerr.reason == "timeout" then return timed_out() end
-      return ended(rerr)
+      if rerr.reason ~= "timeout" then return ended(rerr) end
+      if final then return timed_out() end
     end
   end
-  local left = deadline - core.engine_clock()
-  local code; code, err = p:wait(left > 0 and left or 0)
-  if not code then
-    if err.kind == "timeout" then return timed_out() end
-    return ended(err)
+  local code
+  while true do
+    local left, final = clock()
+    code, err = p:wait(left > 0 and left or 0)
+    if code then break end
+    if err.kind ~= "timeout" then return ended(err) end
+    if final then return timed_out() end
   end
   p:close()
   if p.ran == false then -- never ran: what came was the engine's message, as eng:exec gives it

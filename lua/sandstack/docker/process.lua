@@ -345,6 +345,15 @@ local function inspect(self)
   return info
 end
 
+-- Whether the process has run: its Pid is known, or it has an exit code (Docker answers Running
+-- as soon as it accepts the start, before runc has made the process, seconds later on a loaded
+-- host). true, false, or nil, err when the engine could not say.
+function Process:has_run()
+  local info, err = inspect(self)
+  if not info then return nil, err end
+  return (type(info.Pid) == "number" and info.Pid > 0) or type(info.ExitCode) == "number" and info.Running == false
+end
+
 -- The exit code, once the process has ended and its output is over (read or delivered; unread
 -- output stays for p:read, up to max_bytes). nil, err: err.kind "timeout" when it has not ended
 -- in time (the process runs on).

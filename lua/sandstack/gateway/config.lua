@@ -17,7 +17,8 @@ M.DEFAULTS = {
   idle_ttl = 1800,           -- seconds without a proxied request before a session is destroyed
   max_ttl = 86400,           -- seconds after which a session is destroyed whatever it does
   expiry_interval = 10,      -- seconds between two expiry scans
-  workers = 1, threads = 8, vms = 32, user = "root",
+  workers = 1, threads = 8, vms = 32,
+  user = nil,                -- the workers' user; default: M.worker_user (unprivileged where it can be)
   worker_connections = 1024,
   dict_size = "10m",
   client_max_body_size = "10m",
@@ -155,7 +156,7 @@ function M.check(t)
   local c = {}
   for k, v in pairs(t) do
     if M.DEFAULTS[k] == nil and not REQUIRED_TABLES[k] and k ~= "pool" and k ~= "lua_path"
-      and k ~= "lua_cpath" and k ~= "nginx" and k ~= "swarm" and k ~= "console_root" and k ~= "snapshot_quota" then
+      and k ~= "lua_cpath" and k ~= "nginx" and k ~= "swarm" and k ~= "console_root" and k ~= "snapshot_quota" and k ~= "user" then
       return bad(k, "unknown key '" .. tostring(k) .. "'")
     end
     c[k] = v
@@ -177,7 +178,7 @@ function M.check(t)
   for _, k in ipairs { "name", "listen", "metrics_listen", "project_prefix", "dict_size", "user",
     "client_max_body_size", "error_log_level" } do
     -- these go into nginx.conf verbatim: no quotes, semicolons, braces or spaces
-    if type(c[k]) ~= "string" or not c[k]:match("^[%w_.:%[%]/-]+$") then
+    if (k ~= "user" or c[k] ~= nil) and (type(c[k]) ~= "string" or not c[k]:match("^[%w_.:%[%]/-]+$")) then
       return bad(k, k .. " must be a plain word (letters, digits, _ . : [ ] / -)")
     end
   end
@@ -222,6 +223,68 @@ function M.check(t)
     end
   end
   return c
+end
+
+-- worker_user(c) -> user, why, chosen: the workers' user, the file's own when it names one;
+-- otherwise chosen here (chosen = true), with why it is root when it is.
+-- Unprivileged ("nobody:<the Engine socket's group>") unless something they do needs root: only
+-- root can give an added proxy its control directory, which a warm pool's claims and every live
+-- egress call use (without it each is an Engine exec); a swarm's
+-- managers are reached with certificates an operator keeps root's; and an Engine that is not a
+-- unix socket owned by a named group other than root's cannot be reached by another user at all.
+function M.worker_user(c)
+  if c.user ~= nil then return c.user, nil, false end
+  local user, why = M.default_user(c)
+  return user, why, true
+end
+
+function M.default_user(c)
+  if c.backend ~= "docker" then return "root", "the backend is \"swarm\" (a manager's certificates are root's)" end
+  if c.pool ~= nil then return "root", "a warm pool claims through its proxies' control directories" end
+  local s = type(c.stack) == "table" and c.stack or {}
+  if s.egress_policy ~= nil and s.proxy_service == nil then
+    return "root", "stack.egress_policy adds a proxy, whose control directory only root can give"
+  end
+  local host = s.docker_host or os.getenv("DOCKER_HOST")
+  if host == nil or host == "" then host = "unix:///var/run/docker.sock" end
+  local path = type(host) == "string" and host:match("^unix://(/.+)$")
+  if not path then return "root", "the Engine is not a unix socket (" .. tostring(host) .. ")" end
+  local st = core.file_stat(path)
+  local group = st and st.gid ~= 0 and core.group_name(st.gid)
+  if not group or not group:match("^[%w_.-]+$") then
+    return "root", "the Engine socket " .. path .. " has no group of its own"
+  end
+  return "nobody:" .. group
+end
+
+-- unreachable(places, user) -> dir, mode, name: the first directory on the way to one of places
+-- ({name = a directory, or a search path of "?" patterns}) that user's workers cannot enter (no
+-- search bit for others; root enters every one), or nil. nginx's workers read the modules and
+-- the console's files, and keep request and response bodies in the prefix's temp directories.
+local function closed_on(dir)
+  local path = ""
+  for part in dir:gmatch("[^/]+") do
+    path = path .. "/" .. part
+    local st = core.file_stat(path)
+    if st and st.type == "directory" and st.mode % 2 == 0 then return path, st.mode end
+  end
+end
+
+function M.unreachable(places, user)
+  if user == "root" or user:match("^root:") then return nil end
+  local names = {}
+  for name in pairs(places) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    for entry in tostring(places[name]):gmatch("[^;]+") do
+      local dir = entry:match("^(/.*)/[^/]*%?") or (not entry:find("?", 1, true) and entry:match("^/.*"))
+      if dir then
+        local at, mode = closed_on(dir)
+        if at then return at, mode, name end
+      end
+    end
+  end
+  return nil
 end
 
 -- The backend: "docker" (the node's own engine), or "swarm" (docs/gateway.md "On a swarm"):

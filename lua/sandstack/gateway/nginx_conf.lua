@@ -9,11 +9,9 @@ local TEMPLATE = [[
 load_module /usr/lib/nginx/modules/ndk_http_module.so;
 load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
 
-# The workers' user (config `user`, "name" or "name:group"). root by default: the workers give
-# each added proxy its control directory (only root can hand it to the proxy's uid; without it
-# every live egress call and pool claim is an Engine exec), and the Engine socket they call is
-# root on the host in effect. "nobody:docker" runs them unprivileged, reaching the Engine through
-# the docker group (docs/gateway.md, "The workers' user").
+# The workers' user (config `user`, "name" or "name:group"; docs/gateway.md, "The workers'
+# user"). Unless the file names one: "nobody:<the Engine socket's group>", or root where a
+# worker needs it (an added proxy's control directory, a warm pool, a swarm's managers).
 user {{user}};
 worker_processes {{workers}};
 daemon off;
@@ -189,13 +187,14 @@ end
 
 -- render(config, paths) -> text. paths: config (the checked config as JSON, read by
 -- init_by_lua), source (the operator's file, for the header), and the overrides a test needs
--- (listen, metrics_listen: any text, e.g. a placeholder of its own harness).
+-- (listen, metrics_listen: any text, e.g. a placeholder of its own harness), and user (the
+-- workers' user, when the caller chose it: config.worker_user otherwise).
 function M.render(c, paths)
   local v = {}
   for k, x in pairs(c) do if type(x) ~= "table" then v[k] = x end end
   for k, x in pairs(paths) do v[k] = x end
   v.source = v.source or "a Lua table"
-  v.user = c.user:gsub(":", " ", 1) -- nginx's `user name group;`
+  v.user = (v.user or require("sandstack.gateway.config").worker_user(c)):gsub(":", " ", 1) -- nginx's `user name group;`
   local extra = c.nginx or {}
   v.extra_http = extra.http or ""
   v.extra_server = extra.server or ""
