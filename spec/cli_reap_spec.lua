@@ -108,6 +108,22 @@ describe("sandstack reap and down (a stand-in engine)", function()
     assert.same({ "pp-0a1b", "sandstack-new1", "sandstack-old1" }, removed())
   end)
 
+  it("lists the engine as often to remove three stacks as to remove one (their removals go together)", function()
+    local function lists()
+      local n = 0
+      for _ in fake.lists():gmatch("[^\n]+") do n = n + 1 end
+      return n
+    end
+    assert.equal(0, one({ "reap", "--project", "old1" }).code)
+    assert.same({ "sandstack-old1" }, removed())
+    local for_one = lists()
+    fake.forget()
+    assert.equal(0, one({ "reap", "--all" }).code)
+    assert.same({ "pp-0a1b", "sandstack-new1", "sandstack-old1" }, removed())
+    -- one stack at a time, each removal listed the engine again: 21 lists for three, 9 for one
+    assert.equal(for_one, lists())
+  end)
+
   it("takes the session key where it takes a project: reap --project, reap --prefix, down, status", function()
     assert.equal(0, one({ "reap", "--project", "old1" }).code)
     assert.same({ "sandstack-old1" }, removed())

@@ -78,9 +78,20 @@ for --all, which removes every stack sandstack owns on the engine.
     if not stacks then return ctx:fail(err) end
     local chosen = select_stacks(stacks, f, os.time())
     local removed = {}
-    if not opt["dry-run"] then
+    if not opt["dry-run"] and not f.pool then
+      -- one listing and the removals together, however many stacks were chosen
+      local projects = {}
+      for i, s in ipairs(chosen) do projects[i] = s.project end
+      local gone; gone, err = require("sandstack.docker.reap_batch").remove(projects, { older_than = f.older_than })
+      if not gone then
+        if opt.json then ctx:json { removed = kit.array(err.removed or {}), error = tostring(err) } end
+        return ctx:fail(err)
+      end
+      removed = gone
+    elseif not opt["dry-run"] then
       for _, s in ipairs(chosen) do
-        -- each removal re-checks the age and (for a pool) the claim on the engine's state now
+        -- a pool's stacks one by one: each removal first claims the stack on the engine, so a
+        -- session claiming it at that moment keeps it (and the age is checked again)
         local gone; gone, err = docker.reap { project = s.project, older_than = f.older_than, pool = s.pool and f.pool or nil }
         if not gone then
           if opt.json then ctx:json { removed = kit.array(removed), error = tostring(err) } end
