@@ -1,5 +1,5 @@
 -- bin/sandstack from a checkout: a LUA_PATH or LUA_CPATH the user set wins over the checkout's
--- own lua/ and build/ (issue 10), so a user's own build is the one loaded.
+-- own lua/ and build/, so a user's own build is the one loaded.
 local h = require "helpers"
 
 describe("bin/sandstack search paths", function()

@@ -1,4 +1,4 @@
--- stack:capture(dir) (issue 11, item 2): a tar the sandbox made is unpacked on the host by the
+-- stack:capture(dir): a tar the sandbox made is unpacked on the host by the
 -- C core's extractor (csrc/capture), never by `tar -xf`. The unit tests hand-make archives (in
 -- Lua, and with the host's GNU tar) holding every refused name form and member type; the #docker
 -- test is the attack itself: a guest that is root in its container plants a setuid-root binary,

@@ -1,4 +1,4 @@
--- Issue 25's credentials in the planner (csrc/stack/credentials.c), without an engine: the
+-- Credentials for any host in the planner (csrc/stack/credentials.c), without an engine: the
 -- `credentials` option checked field by field, a placeholder per credential (as long as its
 -- secret, [A-Za-z0-9], from the CSPRNG), NAME=<placeholder> in the sandbox, the secrets only in
 -- the proxy's SANDSTACK_CREDENTIALS, inspection turned on, and no secret in a shown plan, an

@@ -1,4 +1,4 @@
--- Issue 25, "Done when": a stack with three credentials works from inside a real sandbox, each
+-- Credentials for any host: a stack with three credentials works from inside a real sandbox, each
 -- toward its own stand-in host: the model key on the credential route (api_key, legacy), a
 -- GitHub-style bearer token in a header, and a query-parameter key. Each placeholder is refused
 -- toward the other hosts, and no secret appears in the sandbox, the record, the plan or the
@@ -34,7 +34,8 @@ local function missing()
     .. " SANDSTACK_CREDENTIALS='[{\"name\":' %s --check >/dev/null 2>&1"):format(h.q(S.PROXY_BIN)))
   if ok or code ~= 2 then
     return S.PROXY_BIN .. " does not read SANDSTACK_CREDENTIALS yet (a malformed value did not refuse the"
-      .. " configuration): the proxy side of issue 25 (csrc/proxy/parse/cred_table.c) is not in this build"
+      .. " configuration): the proxy side of credentials for any host"
+      .. " (csrc/proxy/parse/cred_table.c) is not in this build"
   end
   return nil
 end
@@ -169,7 +170,7 @@ describe("credentials for any host, in a real stack with real clients #docker", 
   end)
 
   -- The credential route's placeholder is the session token, which is also the proxy's password:
-  -- the proxy removes it from any header it forwards (issue 23) instead of refusing the request.
+  -- the proxy removes it from any header it forwards instead of refusing the request.
   -- What must hold either way: neither the model key nor the token reaches gh.test.
   it("never lets the model key, nor its placeholder (the session token), reach gh.test", function()
     if not ready() then return end

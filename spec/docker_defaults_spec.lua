@@ -1,4 +1,4 @@
--- sandstack.docker against the live engine (#docker), issue 13: a stack started with no
+-- sandstack.docker against the live engine (#docker): a stack started with no
 -- hardening options has the secure defaults on every container (the forwarder included) and
 -- still answers; a typed-out loosening reaches every container; a caller's session_token is
 -- the token and never reaches a record. Projects start "sstest-defaults-"; each test proves

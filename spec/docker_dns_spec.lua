@@ -1,4 +1,4 @@
--- DNS exfiltration out of a stack (issue 10). Docker's embedded DNS forwards a name it does not
+-- DNS exfiltration out of a stack. Docker's embedded DNS forwards a name it does not
 -- know to the engine host's resolver; on 20.10, with that resolver on loopback, it does so from
 -- the host's namespace (CVE-2024-29018), so a sandbox on an internal network could leak data in
 -- look-ups. The test puts a logging resolver where the engine host's resolver is and asks.

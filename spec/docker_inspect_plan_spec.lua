@@ -1,4 +1,4 @@
--- Issue 15 in the planner (csrc/stack/inspect.c, plan.c), without an engine: when the proxy
+-- TLS inspection in the planner (csrc/stack/inspect.c, plan.c), without an engine: when the proxy
 -- sandstack adds must inspect TLS (a rule names methods or paths, and the policy does not say
 -- inspect = false), the stack gets the CA volume, its two mounts, the five bundle variables in
 -- the sandbox and the proxy's ready test before the sandbox; proxy_upstream_ca is held to PEM;
@@ -29,7 +29,7 @@ end
 
 local function refused(o, option) return dh.refused(plan, o, option) end
 
-describe("TLS inspection in the Docker stack's plan (issue 15, no engine)", function()
+describe("TLS inspection in the Docker stack's plan (no engine)", function()
   it("plans the CA volume, labelled like every object, on a tmpfs owned by the proxy's user", function()
     local p = assert(plan(opts()))
     local v = assert(ca_volume(p), "no CA volume")

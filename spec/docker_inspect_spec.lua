@@ -1,7 +1,7 @@
--- Issue 15, at stack level: a policy rule naming methods or paths makes the proxy sandstack adds
--- inspect TLS for that host, and the stack wires it (csrc/stack/inspect.c, plan.c): the CA volume
--- read-write in the proxy and read-only in the sandbox, the five bundle variables, the sandbox
--- started after the proxy's ready test. Real curl and Python urllib in a real sandbox
+-- TLS inspection at stack level: a policy rule naming methods or paths makes the proxy sandstack
+-- adds inspect TLS for that host, and the stack wires it (csrc/stack/inspect.c, plan.c): the CA
+-- volume read-write in the proxy and read-only in the sandbox, the five bundle variables, the
+-- sandbox started after the proxy's ready test. Real curl and Python urllib in a real sandbox
 -- (sandstack-test/client:local) trust only what the stack mounted. The outside is a network
 -- namespace of this test on a /28 of 203.0.113.192/26: spec/support/proxy_standin.py (TLS with a
 -- test CA for api.test and tunnel.test) and two spec/support/bad_origin.py whose certificates the

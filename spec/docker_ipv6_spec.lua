@@ -1,4 +1,4 @@
--- IPv6 (issue 10): inhibit_ipv4 and the isolation checks cover IPv4 only, so a daemon that turns
+-- IPv6: inhibit_ipv4 and the isolation checks cover IPv4 only, so a daemon that turns
 -- IPv6 on for new networks (daemon.json default-network-opts enable_ipv6, a v6 address pool)
 -- must not give the stack a v6 path to its host. The stack's networks carry EnableIPv6 = false.
 -- spec/engines.t runs this on a nested Docker 28 started with IPv6 on by default and sets

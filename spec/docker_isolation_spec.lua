@@ -1,8 +1,8 @@
--- Issue 10: sandstack checks on each engine that the isolation it relies on works there, before
--- the first stack, and refuses with engine/isolation_unsupported where it does not. The refusal
--- paths are driven by a real engine that is lied about: the network really lacks the option
--- while the inspect says it has it (the gateway must then be found answering), or the inspect
--- drops the option as Podman does.
+-- The isolation self-check: sandstack checks on each engine that the isolation it relies on works
+-- there, before the first stack, and refuses with engine/isolation_unsupported where it does not.
+-- The refusal paths are driven by a real engine that is lied about: the network really lacks the
+-- option while the inspect says it has it (the gateway must then be found answering), or the
+-- inspect drops the option as Podman does.
 local sandstack = require "sandstack"
 local isolation = require "sandstack.docker.isolation"
 local core = sandstack.core
@@ -39,7 +39,7 @@ describe("isolation self-check: parsing", function()
     assert.equal("Docker Engine 28.5.2 (API 1.51)", desc)
   end)
 
-  -- Issue 24: a pass is remembered on the engine under the digest of everything it is about.
+  -- A pass is remembered on the engine under the digest of everything it is about.
   local function deep(t)
     if type(t) ~= "table" then return t end
     local o = {}
@@ -124,7 +124,7 @@ describe("isolation self-check #docker", function()
   end
 
   it("verifies this engine once before the first stack, then trusts the cache", function()
-    assert(isolation.forget(eng)) -- the memos on the engine (issue 24): the next start checks
+    assert(isolation.forget(eng)) -- the memos on the engine: the next start checks
     local api = require("sandstack_test.stack").api_number(eng.api_version)
     local function start()
       local name = PREFIX .. core.random_hex(3)
@@ -208,7 +208,7 @@ describe("isolation self-check #docker", function()
   end)
 end)
 
--- Issue 24: the memo on the engine. Each test speaks to the engine through a proxy that reports
+-- The memo on the engine. Each test speaks to the engine through a proxy that reports
 -- an engine ID of its own, so the real engine's memo (which other processes rely on) is neither
 -- trusted here nor touched; the memos these IDs leave are removed after each test.
 describe("isolation self-check: the memo on the engine #docker", function()

@@ -1,6 +1,6 @@
 -- An Engine list answer of the wrong shape (a JSON object where an array belongs) is an error,
 -- engine/bad_answer, in every caller that lists: docker.list, reap, down, a pool's acquire and
--- the gateway's re-adoption (issue 28). Read as an empty list it would make reap and down see
+-- the gateway's re-adoption. Read as an empty list it would make reap and down see
 -- nothing to remove and adoption forget every session. The engine is the engine double with label
 -- lists chosen per test (spec/support/engine_double.py, mode lists); no Docker needed.
 local sandstack = require "sandstack"

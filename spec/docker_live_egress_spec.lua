@@ -1,4 +1,4 @@
--- Issue 25, "Policy changed live", on a real stack: stack:set_egress widens and narrows the
+-- The policy changed live, on a real stack: stack:set_egress widens and narrows the
 -- policy of the running proxy sandstack added, shown from inside the sandbox; stack:egress()
 -- reads the policy in force back from the proxy; the change works on a handle rebuilt from
 -- stack:record(); a bad policy changes nothing; and the control socket the change travels

@@ -1,4 +1,4 @@
--- Issue 24: one options check per public entry point. stop, start, restart and destroy on a stack,
+-- One options check per public entry point. stop, start, restart and destroy on a stack,
 -- sandstack.docker.reconnect and sandstack.docker.down raise on an unknown key, as API.md has
 -- every public function do ("an unknown option key is an error, never silently ignored"): a
 -- programming error, raised with error() at the caller's line. Each table is checked once, where
@@ -137,7 +137,7 @@ end)
 
 describe("each table is checked once #docker", function()
   it("exec checks the caller's options, and none of the requests it makes itself", function()
-    -- exec is one call into C (issue 24): the C side checks the caller's table where it reads
+    -- exec is one call into C: the C side checks the caller's table where it reads
     -- it, and builds its three Engine requests itself. So no table goes through the Lua-level
     -- check at all, and the caller's table is still checked: an unknown key raises at the
     -- caller's line with exec's own text.

@@ -1,4 +1,4 @@
--- The plan is what start applies (issue 12): a start runs through the engine double's recording
+-- The plan is what start applies: a start runs through the engine double's recording
 -- pass-through in front of the engine's socket (spec/support/engine_double.py), and every create and connect
 -- body the engine received must be, byte for byte, the body_json of sandstack.docker.plan for the
 -- same options, the same run label, creation time and subnets. Lua sends the finished bodies
@@ -16,7 +16,7 @@ local eng = assert(sandstack.engine {})
 
 -- The sandbox network carries an option unique to the run (an option the bridge driver keeps and
 -- ignores): the isolation self-check's verdict is remembered on the engine per network shape
--- (issue 24), so only a shape no process has checked makes this start run the check, whose
+-- so only a shape no process has checked makes this start run the check, whose
 -- requests are compared too.
 local function opts(name)
   return {
@@ -136,7 +136,7 @@ describe("sandstack.docker.plan is what start applies #docker", function()
     assert.equal(0, leftovers(name))
   end)
 
-  -- Issue 24: the plan holds every request of a start (and the handle's of a destroy); what is
+  -- The plan holds every request of a start (and the handle's of a destroy); what is
   -- made from answers is the C core's too, and is named here by what it is.
   it("every request of a start and a destroy is one the plan holds, but the exec's and the memo's", function()
     local name = PREFIX .. core.random_hex(3)

@@ -1,4 +1,4 @@
--- Warm pools, issue 26, against the live engine (#docker): the claim in one round trip (a rename
+-- Warm pools against the live engine (#docker): the claim in one round trip (a rename
 -- the engine arbitrates, tried by several processes at once), the pool that keeps itself full
 -- (pool:serve), and the burst (acquire_many). Pools are named "sstest-poolc-", with their own
 -- address pool; every test removes what it made, by label, and proves nothing is left.

@@ -1,4 +1,4 @@
--- Issue 26, "a warm stack holds nothing worth stealing", in real sandboxes: a pooled stack waits
+-- A warm stack holds nothing worth stealing, shown in real sandboxes: a pooled stack waits
 -- with the pool's baseline policy, which admits nothing, and throwaway secrets behind its
 -- credential slots; acquire(key, { egress_policy =, credentials = }) hands the session its own
 -- policy and secrets through the live proxy updates, without restarting the sandbox. The outside

@@ -1,4 +1,4 @@
--- Warm pools (issue 16) against the live engine (#docker). Every pool is named under
+-- Warm pools against the live engine (#docker). Every pool is named under
 -- "sstest-pool-" and uses its own address pool, so other specs' reaps never touch it; each test
 -- removes its pool with reap{pool =} and proves nothing labelled with it is left. One finally per
 -- test: busted keeps only the last one a test registers.

@@ -1,4 +1,4 @@
--- Issue 14 in the planner (csrc/stack), without an engine: `egress_policy` without a
+-- The added proxy in the planner (csrc/stack), without an engine: `egress_policy` without a
 -- `proxy_service` adds the proxy sidecar; `hosts` and `proxy_hosts` become ExtraHosts; the
 -- options of the added proxy are refused where they would be silently unused; the default
 -- images are the ones `sandstack images` builds.

@@ -1,5 +1,5 @@
--- Issue 14, at stack level: `egress_policy` without a `proxy_service` makes sandstack add the
--- sandstack-proxy sidecar itself, and real clients inside a real sandbox go through it. The
+-- The added proxy at stack level: `egress_policy` without a `proxy_service` makes sandstack add
+-- the sandstack-proxy sidecar itself, and real clients inside a real sandbox go through it. The
 -- outside is a network namespace of this test on a /28 of 203.0.113.0/24 (documentation
 -- addresses, ordinary destinations for the proxy), reached by the proxy over its egress network
 -- (NATed by the engine like any internet traffic). In it: a TLS server with a test CA for

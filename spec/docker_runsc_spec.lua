@@ -1,4 +1,4 @@
--- Issue 18: `runtime = "runsc"`, gVisor's user-space kernel under every container of a stack.
+-- `runtime = "runsc"`, gVisor's user-space kernel under every container of a stack.
 -- The option is checked in two places: its shape by the C core (with the plan putting
 -- HostConfig.Runtime on every container, the forwarder included), and its registration by the
 -- engine's /info before anything is created. Under runsc the conformance probes, healthchecks,

@@ -710,7 +710,7 @@ describe("the executor against a scripted engine (no engine)", function()
   end)
 end)
 
--- Issue 13: what the original provider's own tests expect of the plan.
+-- What the original provider's own tests expect of the plan.
 describe("sandstack.docker provider fidelity (no engine)", function()
   local store = require "sandstack.store"
   local TOKEN = ("tok-0123456789_abcdef.ghij~KLMNOP"):rep(2)
@@ -835,7 +835,7 @@ describe("sandstack.docker provider fidelity (no engine)", function()
   end)
 end)
 
--- Issue 24: the bodiless requests of a start come from the plan (csrc/stack/requests.c).
+-- The bodiless requests of a start come from the plan (csrc/stack/requests.c).
 describe("the plan's bodiless requests (no engine)", function()
   local function keyed(q) return q.method .. " " .. q.path end
 

@@ -1,4 +1,4 @@
--- eng:exec as one call into the C core (issue 24): the argument and option checks raise at the
+-- eng:exec as one call into the C core: the argument and option checks raise at the
 -- caller with exec's texts, the Env list keeps its rules, a timeout and a budget end the exec
 -- with typed errors, and the bytes come back exactly, against the live engine. Every container
 -- carries io.sandstack.project=sstest-exec-<random> and is removed afterwards.

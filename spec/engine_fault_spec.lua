@@ -493,7 +493,7 @@ describe("sandstack.engine faults", function()
   end)
 end)
 
--- Issue 13: container removal in destroy and in rollback against the engine's transient
+-- Container removal in destroy and in rollback against the engine's transient
 -- answers, as real HTTP answers from the engine double's faults (see its header).
 describe("sandstack.docker container removal against a scripted engine", function()
   local batch = require "sandstack.stack.batch"

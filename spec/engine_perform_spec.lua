@@ -1,4 +1,4 @@
--- engine:perform, the batch call the stack executor makes once per step (issue 12), against the
+-- engine:perform, the batch call the stack executor makes once per step, against the
 -- engine double's faults (spec/support/engine_double.py): every answer keeps its place in the
 -- batch and its own shape, JSON is decoded in the C core, a hung request ends at its own
 -- deadline without holding the others, and the batch is one call into the core.
@@ -77,7 +77,7 @@ describe("sandstack.engine perform (a batch in one call)", function()
     assert.equal(1, calls)
   end)
 
-  -- Pipelining (issue 24): a call returns as soon as a watched request has settled, handing back
+  -- Pipelining: a call returns as soon as a watched request has settled, handing back
   -- the ones still in flight as {pending = id}; a later call collects them (settled as if waited
   -- for) without sending them again, and a wave with a pending request sends no later wave. The
   -- stack start runs a dependency's healthcheck this way while the other starts are in flight.

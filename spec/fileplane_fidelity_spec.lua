@@ -1,5 +1,5 @@
--- The file plane's path rules that the original backend's own suites expect (issue 13, "sbx file
--- plane: paths and cleanup"): relative paths never climb above the working directory, the
+-- The file plane's path rules that the original backend's own suites expect (paths and
+-- cleanup): relative paths never climb above the working directory, the
 -- working directory is never cleared for removal in any spelling, a missing target is nothing
 -- to remove (not an alias refusal), write makes missing parents without following a link, and
 -- the per-call options { cwd = } and read's { max_bytes = }. Every escape is attempted, with a

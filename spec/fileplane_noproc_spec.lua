@@ -1,4 +1,4 @@
--- The file plane's read on a host without procfs (issue 11, item 10). read checks the final
+-- The file plane's read on a host without procfs. read checks the final
 -- component through an O_PATH descriptor and reopens that inode through /proc/self/fd; the old
 -- fallback for a host without /proc opened the path again, so a FIFO or device node swapped in
 -- after the check was opened (its driver's open ran) before the inode comparison refused it.

@@ -1,4 +1,4 @@
--- The file plane (issue 6): every test below is an attack that must fail, or the contract the
+-- The file plane: every test below is an attack that must fail, or the contract the
 -- sbx box relies on. The "guest" is a host process (or, in #docker tests, a container with the
 -- workspace bind-mounted) that plants links, FIFOs, devices and races against the host.
 local core = require "sandstack.core"

@@ -188,8 +188,8 @@ describe("gateway: warm pool #nginx #docker", function()
     local m = node:metrics()
     assert.truthy(m:find('sandstack_gateway_starts_total{how="pool"} 1', 1, true), m)
     assert.truthy(m:find("sandstack_gateway_acquire_seconds_count 1", 1, true), m)
-    -- the stack it got was a pooled one, now this session's: since issue 26 the claim is the
-    -- stack's ready mark renamed, and its record (a volume) names the session
+    -- the stack it got was a pooled one, now this session's: the claim is the stack's ready
+    -- mark renamed, and its record (a volume) names the session
     local claim = h.sh("docker volume ls --filter label=io.sandstack.pool=" .. P .. "pool --filter label=io.sandstack.role=claim"
       .. " --format '{{.Label \"io.sandstack.session\"}}'")
     assert.truthy(claim:find(doc.key, 1, true), claim)

@@ -1,4 +1,4 @@
--- Many machines (issue 17, docs/scale-out.md): three gateway nodes, each `sandstack gateway` in
+-- Many machines (docs/scale-out.md): three gateway nodes, each `sandstack gateway` in
 -- the network namespace of a nested engine of its own, behind the shipped front.conf (plain
 -- nginx, `hash $session_key consistent`) on loopback. Where each key must land is recomputed
 -- from nginx's own ring construction (spec/support/nginx_chash.lua) and checked on the engines

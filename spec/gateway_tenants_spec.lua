@@ -1,4 +1,4 @@
--- Tenants of one gateway cannot learn each other's session keys (issue 23): every tenant has its
+-- Tenants of one gateway cannot learn each other's session keys: every tenant has its
 -- own key space. Tenant b's POST /sessions/<key> of a key tenant a holds creates b's own
 -- session (its own stack, project and labels), and no route (POST, GET, DELETE, the proxied
 -- /sessions/<key>/... with a plain answer or a stream) answers b differently for a's key than

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Lua module links exactly libcurl, cJSON and libc (issue 12): `readelf -d` of core.so in the
+# The Lua module links exactly libcurl, cJSON and libc: `readelf -d` of core.so in the
 # non-ASan builds (Lua 5.4: build/, LuaJIT: build-luajit/; SANDSTACK_BUILD and
 # SANDSTACK_BUILD_LUAJIT override them) lists no other NEEDED library, and nothing in it calls
 # into libuv, which only the egress proxy program runs. The control: the same parse sees libuv

@@ -380,7 +380,7 @@ describe("policy:render and policy.load", function()
 end)
 
 describe("a rule's reason", function()
-  local text = "read-only GitHub: ask the operator before pushing (issue #12) ~ 100%"
+  local text = "read-only GitHub: ask the operator before pushing (runbook #12) ~ 100%"
   it("is returned by explain for the refusal its rule decides, as given, and not for others", function()
     local p = assert(policy.compile { allow = {
       { host = "api.github.test", methods = { "GET" }, reason = text },

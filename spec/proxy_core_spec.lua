@@ -45,7 +45,7 @@ local function policy_json()
     "198.51.100.30",                                                             -- 12: raw TCP peers
     "127.0.0.1:9080", "loop.test:9080",                                          -- 13, 14
     -- 15..18: raw TCP to the peers (sink, flood, hold, echo); without these, a tunnel to them
-    -- must start with a TLS ClientHello (issue 23)
+    -- must start with a TLS ClientHello
     { host = "198.51.100.30", port = 9000, raw = true }, { host = "198.51.100.30", port = 9001, raw = true },
     { host = "198.51.100.30", port = 9002, raw = true }, { host = "198.51.100.30", port = 9003, raw = true },
   } })
@@ -234,7 +234,7 @@ describe("sandstack-proxy", function()
         .. h.q(work .. "/body.json") .. " http://" .. PROXY_IP .. ":3128/v1/echo"))
       local seen = assert(core.json_decode(out), out)
       assert.equal("POST", seen.method)
-      -- what arrived (hex-encoded by the stand-in), and the key masked in the answer (issue 25)
+      -- what arrived (hex-encoded by the stand-in), and the key masked in the answer
       local arrived = core.json_decode((seen.headers_hex:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end)))
       assert.same({ KEY }, arrived["x-api-key"])
       assert.same({ ("*"):rep(#KEY) }, seen.headers["x-api-key"])

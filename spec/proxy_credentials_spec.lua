@@ -1,4 +1,4 @@
--- Credentials for any host (issue 25; csrc/proxy/parse/cred_table.c, cred_flow.c; docs/proxy.md
+-- Credentials for any host (csrc/proxy/parse/cred_table.c, cred_flow.c; docs/proxy.md
 -- "Credentials for any host") against the built proxy and real clients. As in
 -- spec/proxy_inspect_spec.lua: two network namespaces, the proxy and its clients in "sscrp*",
 -- the outside in "sscro*": one stand-in (spec/support/echo_origin.py, with a test CA the proxy
@@ -11,7 +11,8 @@
 -- toward its own host. Every refusal is preceded by a control that succeeds. Needs root and ip(8).
 --
 -- SANDSTACK_PROXY_UNDER_TEST=<dir>/sandstack-proxy (relative to the checkout) runs the same tests
--- against another binary (the report of issue 25 ran them against the proxy before the change).
+-- against another binary (such as the proxy before credentials for any host, to see these tests
+-- fail).
 local h = require "helpers"
 local core = require "sandstack.core"
 

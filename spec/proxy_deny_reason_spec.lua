@@ -1,4 +1,4 @@
--- Refusals an agent can read, and the audit lines' stable schema (issue 25; csrc/proxy/route/reply.c,
+-- Refusals an agent can read, and the audit lines' stable schema (csrc/proxy/route/reply.c,
 -- deny.c, audit.c; docs/proxy.md "Refusals an agent can read", "Audit lines"). Real clients (curl,
 -- Python's urllib and http.client) go through the built sandstack-proxy, in the network-namespace
 -- test bed of spec/support/proxy_harness.lua, and each refusal must reach the caller with its

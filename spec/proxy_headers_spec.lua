@@ -1,13 +1,12 @@
--- What sandstack-proxy lets a request say to an origin (issue 23, items 5 and 6 and "Host must
--- match"; docs/proxy.md "Headers and Host"), attacked through the real binary as the sandboxed
--- agent would: method and URL override headers, the session token in a header name, and a
--- request naming another host than the one admitted (another name at the same front end, a
--- pipelined second request, an absolute-form target). The test bed is the one of
--- spec/proxy_core_spec.lua (spec/support/proxy_harness.lua): the proxy and the clients in one
--- network namespace, the outside in another. The outside is one recording origin
--- (spec/support/record_origin.py): every name is served at 198.51.100.10, plain HTTP on :80,
--- TLS on :443 and :8443, and each connection's bytes are logged and echoed back as JSON, so a
--- test sees exactly what an origin received. Every refusal is preceded by a control that
+-- What sandstack-proxy lets a request say to an origin (docs/proxy.md "Headers and Host"),
+-- attacked through the real binary as the sandboxed agent would: method and URL override headers,
+-- the session token in a header name, and a request naming another host than the one admitted
+-- (another name at the same front end, a pipelined second request, an absolute-form target). The
+-- test bed is the one of spec/proxy_core_spec.lua (spec/support/proxy_harness.lua): the proxy and
+-- the clients in one network namespace, the outside in another. The outside is one recording
+-- origin (spec/support/record_origin.py): every name is served at 198.51.100.10, plain HTTP on
+-- :80, TLS on :443 and :8443, and each connection's bytes are logged and echoed back as JSON, so
+-- a test sees exactly what an origin received. Every refusal is preceded by a control that
 -- succeeds. Needs root and ip(8).
 local h = require "helpers"
 local core = require "sandstack.core"
@@ -101,7 +100,7 @@ end
 describe("sandstack-proxy headers and Host", function()
   if not H.bring_up(SKIP, setup) then return end
 
-  describe("method and URL override headers (issue 23, item 5)", function()
+  describe("method and URL override headers", function()
     it("are stripped from plain-HTTP forwarded requests, inside inspected tunnels and on the credential route", function()
       local res = run {
         fwd("GET http://plain.test/v1/fwd-override HTTP/1.1", "Host: plain.test\r\nX-Keep: yes\r\n" .. OVERRIDE_LINES),
@@ -118,7 +117,7 @@ describe("sandstack-proxy headers and Host", function()
         assert_no_overrides(r.json, route)
       end
       -- control: the credential route swapped the key (as the origin logged it: its answer echoes the key,
-      -- which the proxy masks on the way back, issue 25)
+      -- which the proxy masks on the way back)
       local logged
       for line in origin_log():gmatch("[^\n]+") do
         local rec = core.json_decode(line)
@@ -129,7 +128,7 @@ describe("sandstack-proxy headers and Host", function()
     end)
   end)
 
-  describe("the session token in a header name (issue 23, item 6)", function()
+  describe("the session token in a header name", function()
     it("reaches no origin on any route: credential, plain-HTTP forward or inspected", function()
       local named = "X-" .. TOKEN .. ": 1\r\nX-Pre" .. TOKEN .. "post: 2\r\nX-Keep: yes\r\n"
       local res = run {
@@ -148,7 +147,7 @@ describe("sandstack-proxy headers and Host", function()
   end)
 
   describe("Host must name the admitted host", function()
-    it("inspected tunnel: a request for another name gets 421 and never reaches the origin (item 3's form)", function()
+    it("inspected tunnel: a request for another name gets 421 and never reaches the origin", function()
       local cases = {
         { "GET /v1/mis-0 HTTP/1.1\r\nHost: OTHER.test.\r\n\r\n", "another name, in other case, with a dot" },
         { "GET /v1/mis-1 HTTP/1.1\r\nHost: other.test\r\n\r\n", "another admitted name" },
@@ -214,7 +213,7 @@ describe("sandstack-proxy headers and Host", function()
       for i = 1, #bad do assert.is_nil(log:find("/v1/bad-" .. i, 1, true), "bad-" .. i .. " reached the origin") end
     end)
 
-    it("inspected tunnel: a pipelined second request naming another host never reaches the origin (item 2's form)", function()
+    it("inspected tunnel: a pipelined second request naming another host never reaches the origin", function()
       local res = run {
         insp("GET /v1/pipe-a1 HTTP/1.1\r\nHost: api.test\r\n\r\nGET /v1/pipe-a2 HTTP/1.1\r\nHost: other.test\r\n\r\n"),
         insp("GET /v1/pipe-b1 HTTP/1.1\r\nHost: other.test\r\n\r\nGET /v1/pipe-b2 HTTP/1.1\r\nHost: api.test\r\n\r\n"),
@@ -228,7 +227,7 @@ describe("sandstack-proxy headers and Host", function()
       for _, p in ipairs { "/v1/pipe-a2", "/v1/pipe-b1", "/v1/pipe-b2" } do assert.is_nil(log:find(p, 1, true), p) end
     end)
 
-    it("plain-HTTP route: a Host naming another host or port gets 421, also pipelined (item 2's form)", function()
+    it("plain-HTTP route: a Host naming another host or port gets 421, also pipelined", function()
       local cases = {
         { "GET http://plain.test/v1/fmis-1 HTTP/1.1", "Host: other.test\r\n" },
         { "GET http://plain.test/v1/fmis-2 HTTP/1.1", "Host: plain.test:8080\r\n" },

@@ -1,11 +1,11 @@
--- Issue 23, items 2, 3, 4, 7 and 8: what a sandboxed agent tries against sandstack-proxy's CONNECT
--- tunnels and address checks, each attempted through the real binary (the mode's build) and
--- each beside a control that the same proxy lets through. The test bed is
--- spec/support/proxy_harness.lua's: "ssh9p*" holds the proxy, the clients and two loopback
--- servers (127.0.0.1:9080 and :9999); "ssh9o*" is the outside, 198.51.100.10 (allowed.test,
--- denied.test and git.test are all this one address, as names on one front end are), with
--- spec/support/proxy_standin.py and spec/support/proxy_hostile.py's peers, and IPv6 addresses
--- that embed public IPv4 addresses (the reachable controls for item 8). Needs root and ip(8).
+-- What a sandboxed agent tries against sandstack-proxy's CONNECT tunnels and address checks, each
+-- attempted through the real binary (the mode's build) and each beside a control that the same
+-- proxy lets through. The test bed is spec/support/proxy_harness.lua's: "ssh9p*" holds the proxy,
+-- the clients and two loopback servers (127.0.0.1:9080 and :9999); "ssh9o*" is the outside,
+-- 198.51.100.10 (allowed.test, denied.test and git.test are all this one address, as names on one
+-- front end are), with spec/support/proxy_standin.py and spec/support/proxy_hostile.py's peers,
+-- and IPv6 addresses that embed public IPv4 addresses (the reachable controls for the
+-- embedded-IPv4 test). Needs root and ip(8).
 local h = require "helpers"
 local core = require "sandstack.core"
 
@@ -36,8 +36,8 @@ local HOSTS = [[
 2002:a00:1::1 sixtofour.embed.test
 ]]
 
--- The main proxy's policy is one that the code before issue 23 also reads, so this spec can be
--- run against it: none of its rules is raw.
+-- The main proxy's policy is one that the code before the hostile-client defences also reads, so
+-- this spec can be run against it: none of its rules is raw.
 local function main_policy()
   return assert(core.policy_compile { allow = {
     "allowed.test",     -- 1: every port, held to TLS naming it
@@ -83,7 +83,7 @@ local function audited(fields, name)
   return found
 end
 
-describe("the raw rule in the policy language (issue 23)", function()
+describe("the raw rule in the policy language", function()
   local function compile(rule) return core.policy_compile { allow = { rule } } end
 
   it("is a table rule with raw = true and its port, rendered and listed as such", function()
@@ -119,10 +119,10 @@ describe("the raw rule in the policy language (issue 23)", function()
   end)
 end)
 
-describe("sandstack-proxy against hostile clients (issue 23)", function()
+describe("sandstack-proxy against hostile clients", function()
   if not H.bring_up(SKIP, setup) then return end
 
-  it("item 2: refuses a tunnel to an admitted host's plain-HTTP port that carries HTTP for another Host", function()
+  it("refuses a tunnel to an admitted host's plain-HTTP port that carries HTTP for another Host", function()
     local ctl = client("raw", PROXY_IP, "3128", get_text("http://allowed.test/fwd"))
     assert.equal(200, ctl.status) -- control: the forward route, with Host from the URL
     assert.same({ "allowed.test" }, core.json_decode(ctl.body).headers.host)
@@ -143,7 +143,7 @@ describe("sandstack-proxy against hostile clients (issue 23)", function()
     assert.truthy(audited { host = "allowed.test", port = 80, decision = "not_tls" })
   end)
 
-  it("item 2: does not let a server that speaks first (SSH) through a rule that is not raw", function()
+  it("does not let a server that speaks first (SSH) through a rule that is not raw", function()
     local r = client("banner", PROXY_IP, "3128", "allowed.test:2222", TOKEN, "-")
     assert.equal(200, r.connect_status)
     assert.equal("", r.first) -- the destination is not read before the hello is checked
@@ -151,7 +151,7 @@ describe("sandstack-proxy against hostile clients (issue 23)", function()
     assert.is_nil(r["then"]:find("SSH-2.0", 1, true))
   end)
 
-  it("item 2: relays raw TCP both ways when a raw rule names that host and port, and only there", function()
+  it("relays raw TCP both ways when a raw rule names that host and port, and only there", function()
     H.start_proxy("raw", 3130, H.base_env("ssh9-raw", { SANDSTACK_EGRESS_POLICY = assert(core.policy_compile {
       allow = { "allowed.test", { host = "git.test", port = 2222, raw = true } } }):render() }))
     local r = client("banner", PROXY_IP, "3130", "git.test:2222", TOKEN, "-")
@@ -172,7 +172,7 @@ describe("sandstack-proxy against hostile clients (issue 23)", function()
     H.stop("raw")
   end)
 
-  it("item 3: refuses a ClientHello offering Encrypted Client Hello or ESNI, naming them in the audit", function()
+  it("refuses a ClientHello offering Encrypted Client Hello or ESNI, naming them in the audit", function()
     local ctl = client("hello", PROXY_IP, "3128", "allowed.test:443", "allowed.test", TOKEN, "none")
     assert.equal(200, ctl.connect_status)
     assert.matches("^160303", ctl.answer) -- control: the origin's ServerHello came back
@@ -186,7 +186,7 @@ describe("sandstack-proxy against hostile clients (issue 23)", function()
     end
   end)
 
-  it("item 4: refuses a TLS record of another type before the ClientHello, off port 443", function()
+  it("refuses a TLS record of another type before the ClientHello, off port 443", function()
     local ca = work .. "/ca.pem"
     local ctl = client("alert_tls", PROXY_IP, "3128", "allowed.test:8444", "allowed.test", ca, TOKEN, "")
     assert.equal("ok", ctl.tls, ctl.error) -- control: the lenient server, through the proxy
@@ -199,7 +199,7 @@ describe("sandstack-proxy against hostile clients (issue 23)", function()
     assert.truthy(audited { host = "allowed.test", port = 8444, decision = "malformed_hello" })
   end)
 
-  it("item 7: lets a name through to a literal address only on the port the literal's rule names", function()
+  it("lets a name through to a literal address only on the port the literal's rule names", function()
     local r = client("raw", PROXY_IP, "3128", get_text("http://loop.test:9999/"))
     assert.equal(200, r.status) -- control: rule 2 names 127.0.0.1:9999
     assert.equal("local 9999\n", r.body)
@@ -214,7 +214,7 @@ describe("sandstack-proxy against hostile clients (issue 23)", function()
     assert.equal(403, client("raw", PROXY_IP, "3128", get_text("http://127.0.0.1:9080/")).status) -- the literal itself
   end)
 
-  it("item 8: judges an IPv6 address that carries an IPv4 address as that IPv4 address", function()
+  it("judges an IPv6 address that carries an IPv4 address as that IPv4 address", function()
     -- controls: the same forms carrying a public address are reached
     local controls = { ["ok-nat64local"] = "64:ff9b:1::c633:640a", ["ok-siit"] = "::ffff:0:c633:640a",
       ["ok-teredo"] = "2001:0:c633:640a::39cc:9bf5" }

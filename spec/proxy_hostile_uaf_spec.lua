@@ -1,4 +1,4 @@
--- Issue 23 item 1: the inspected request the origin receives is exactly the one the proxy checked.
+-- The inspected request the origin receives is exactly the one the proxy checked.
 -- The attack: an inspected CONNECT whose request head and body (separate TLS records) reach the
 -- proxy in one read while the origin's TLS handshake is still pending. Before the fix, the body
 -- bytes grew the buffer the parsed head pointed into, and the head sent on was built from freed

@@ -1,4 +1,4 @@
--- TLS inspection in sandstack-proxy (issue 15; csrc/proxy/route/inspect.c, tls.c, ca.c; docs/proxy.md)
+-- TLS inspection in sandstack-proxy (csrc/proxy/route/inspect.c, tls.c, ca.c; docs/proxy.md)
 -- against real clients and real TLS. As in spec/proxy_core_spec.lua: two network namespaces
 -- joined by a veth pair, "ssh7p*" holding the proxy and the clients (its /etc/hosts names the
 -- test hosts), "ssh7o*" the outside in 198.51.100.0/24. The outside's TLS servers use a test
@@ -206,7 +206,7 @@ describe("sandstack-proxy TLS inspection", function()
       assert.equal("/v1/echo?q=1", seen.path)
       assert.same({ "model.test:8443" }, seen.headers.host)
       assert.same({ "yes" }, seen.headers["x-keep"]) -- control: other headers pass
-      assert.is_nil(seen.headers.connection) -- issue 25: kept alive, no longer "close" on every request
+      assert.is_nil(seen.headers.connection) -- kept alive, not "close" on every request
       assert.is_nil(seen.headers["proxy-authorization"])
       assert.is_nil(seen.headers["x-carry"])
       assert.is_nil(out:find(TOKEN, 1, true))

@@ -1,4 +1,4 @@
--- Keep-alive inside inspected CONNECT tunnels (issue 25; csrc/proxy/route/inspect.c, http_response.c,
+-- Keep-alive inside inspected CONNECT tunnels (csrc/proxy/route/inspect.c, http_response.c,
 -- http_chunked.c; docs/proxy.md "TLS inspection"): several requests on one inspected connection,
 -- each checked on its own (pipelined ones too), chunked request bodies framed strictly, and the
 -- smuggling shapes that live in framing differences refused. Real clients (curl, Python

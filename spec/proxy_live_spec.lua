@@ -1,4 +1,4 @@
--- sandstack-proxy's policy changed live (issue 25, docs/proxy.md "Policy changed live"), driven
+-- sandstack-proxy's policy changed live (docs/proxy.md "Policy changed live"), driven
 -- through the binary's own control client (`sandstack-proxy --control VERB`) against a proxy in
 -- a network namespace (spec/support/proxy_harness.lua): the swap is atomic (requests racing many
 -- swaps are each judged wholly by one of the two policies), tunnels the new policy no longer
@@ -265,7 +265,7 @@ describe("sandstack-proxy's policy changed live", function()
     sock = saved
   end)
 
-  -- The model key of the credential route, replaced live (issue 26: a warm pool's stack waits
+  -- The model key of the credential route, replaced live (a warm pool's stack waits
   -- with a throwaway key and gets its session's at claim). The set-credentials table may carry
   -- { name = "ANTHROPIC_API_KEY", secret = KEY } and nothing else in that entry; the
   -- placeholder stays the session token the sandbox holds. The model stand-in

@@ -1,4 +1,4 @@
--- The sbx backend's conventions without a sandbox (issue 12): a closed backend refuses every
+-- The sbx backend's conventions without a sandbox: a closed backend refuses every
 -- use with a "closed" error object, box:dir raises as lfs.dir does, records reach the disk
 -- through the file plane (fsync before the rename, the directory after it), and the egress
 -- host matcher is the policy's C one. Unit specs: no sbx, no engine.

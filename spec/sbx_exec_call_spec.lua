@@ -1,4 +1,4 @@
--- core.sbx_exec, the one call into C behind box:exec (issue 24): the wrapper's stdin built in C,
+-- core.sbx_exec, the one call into C behind box:exec: the wrapper's stdin built in C,
 -- the sbx CLI run, its stderr split at the nonce. A stand-in for `sbx exec` (a shell script as
 -- the prefix) records what it was given, so the framing is checked byte for byte, NUL and
 -- invalid UTF-8 included, without a sandbox.

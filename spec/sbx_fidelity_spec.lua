@@ -1,4 +1,4 @@
--- What the original sbx backend's own suites expect of it (issue 13, the sbx parts). The first
+-- What the original sbx backend's own suites expect of it, the sbx parts. The first
 -- half needs no sbx and runs in every mode: option values, the runner's exact budget, the
 -- egress matcher's answers for sbx patterns, a malformed `mcp ls`, and the box's path rules
 -- that refuse before any sbx call. The second half (#docker) drives the simulator: removal and
@@ -338,12 +338,12 @@ describe("sbx fidelity in a sandbox #docker", function()
   end)
 end)
 
--- The daemon states a disposal and an acquire must tell apart (issue 28), each played by the
+-- The daemon states a disposal and an acquire must tell apart, each played by the
 -- simulator: a listing glitch (ls lists nothing, every sandbox answers), a lost engine (ls lists
 -- nothing, every sandbox command fails "backend unavailable") and one sandbox that answers but
 -- is not listed. In none of them may a sandbox a user can still reach lose its files, and none
 -- may lead to a second `sbx create` of a name the host has a record for.
-describe("sbx daemon states (issue 28) #docker", function()
+describe("sbx daemon states that disposal and acquire tell apart #docker", function()
   local env, backend
   setup(function() env, backend = H.setup_backend("states") end)
   teardown(function()

@@ -1,5 +1,5 @@
 -- Every piece of shell code sandstack sends into an sbx guest (the exec wrapper, the kill script,
--- create's SETUP) run under dash, bash and busybox sh (issue 11: the kill passed CI under
+-- create's SETUP) run under dash, bash and busybox sh (the kill once passed CI under
 -- busybox and did nothing under dash, which is /bin/sh in sbx's Ubuntu templates).
 -- The guest is a container of the Debian test image with the simulator's options; the shell
 -- under test is both the outer shell and, through PATH, the `sh` of every nested stage.

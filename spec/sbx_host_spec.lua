@@ -81,7 +81,7 @@ describe("sbx host checks #docker", function()
     assert.is_nil(io.open(box.workspace, "r"))
   end)
 
-  -- issue 11, item 4: "not listed" is what a daemon without its engine says of every sandbox
+  -- "not listed" is what a daemon without its engine says of every sandbox
   it("Box:dispose keeps the workspace of a sandbox sbx cannot list, and reports it unreachable", function()
     if H.e2e then pending("needs the simulator's engine-lost switch") return end
     local box = assert(backend:acquire{ conversation = "lostbox", key = "k" })

@@ -1,4 +1,4 @@
--- Issue 11, item 9: a retirement that cannot be recorded is an error, not a silent success.
+-- A retirement that cannot be recorded is an error, not a silent success.
 -- The workspace root sits on a small tmpfs that the test fills, as a full disk would.
 local sbx = require "sandstack.sbx"
 local H = require "sbx_helpers"

@@ -1,4 +1,4 @@
--- core.rmtree, the removal of a box's workspace (issue 11, item 3): a guest racing renames
+-- core.rmtree, the removal of a box's workspace: a guest racing renames
 -- and symlinks must not make it delete anything outside the tree, trees deeper than PATH_MAX
 -- and deeper than the descriptor limit are removed, and every failure is reported. Unit specs:
 -- no sbx, no engine (they run in the lua54, luajit and asan modes). Scratch trees live in

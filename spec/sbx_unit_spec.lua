@@ -20,7 +20,7 @@ describe("sbx runner", function()
     assert.is_false(r.over_limit)
   end)
 
-  it("passes none of the host's inheritable descriptors to the program (issue 11, item 7)", function()
+  it("passes none of the host's inheritable descriptors to the program", function()
     -- what the program holds open, by target; io.open's FILE and the test module's listener are
     -- not O_CLOEXEC, as a gateway's own files and nginx's listening sockets are not
     local script = 'for f in /proc/$$/fd/*; do readlink "$f"; done'
@@ -172,7 +172,7 @@ end
 local api = { host = "api.github.com" }
 local wild = { host = "example.com", wildcard = true }
 
-describe("durable record writes (issue 11, item 9)", function()
+describe("durable record writes", function()
   local h = require "helpers"
   it("fsyncs the new record before renaming it over the old one, then the directory", function()
     local _, _, has = h.sh("command -v strace")
@@ -207,7 +207,7 @@ describe("durable record writes (issue 11, item 9)", function()
   end)
 end)
 
-describe("sbx custom secret targets are patterns (issue 11, item 6)", function()
+describe("sbx custom secret targets are patterns", function()
   local function custom(l, target)
     local _, r = egress.assess(l, { rules = {}, secrets = { secrets = {}, env_only_count = 0,
       custom_secrets = { { scope = "global", env = "T", targets = { target } } } } }, "n")
@@ -248,7 +248,7 @@ describe("sbx egress logic", function()
     assert.equal("covered", l:coverage("*.example.com"))
     assert.equal("covered", l:coverage("a.b.example.com"))
     -- admits example.com itself, which the sandbox denies (the allowlist's *.example.com does
-    -- not list it): nothing beyond the allowlist (issue 13)
+    -- not list it): nothing beyond the allowlist
     assert.equal("apex_denied", l:coverage("**.example.com"))
     assert.equal("disjoint", l:coverage("pypi.org"))
     assert.equal("disjoint", l:coverage("github.com"))

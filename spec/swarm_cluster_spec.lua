@@ -1,4 +1,4 @@
--- sandstack.swarm on a real swarm (issue 27, docs/scale-out.md): three nested Docker engines on
+-- sandstack.swarm on a real swarm (docs/scale-out.md): three nested Docker engines on
 -- one machine, each in its own network namespace, joined into one swarm (one manager, two
 -- workers; spec/support/swarm-cluster.sh). Sessions are started through the public API
 -- (sandstack.swarm.start), in child processes, and found again from their records in this one.

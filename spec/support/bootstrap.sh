@@ -85,7 +85,7 @@ install "packages" "${packages[@]}"
 # has them already (NodeSource's nodejs bundles npm and conflicts with Debian's npm package).
 if [ "$with_test" = 1 ] && ! command -v npm >/dev/null; then install "node" nodejs npm; fi
 
-# gVisor's runsc for `runtime = "runsc"` (issue 18), tests only: installed from
+# gVisor's runsc for `runtime = "runsc"`, tests only: installed from
 # bookworm-backports and registered in /etc/docker/daemon.json before the engine starts.
 if [ "$with_test" = 1 ]; then bash "$top/spec/support/runsc-setup.sh"; took "runsc"; fi
 

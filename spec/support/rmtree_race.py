@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Trees and a racing "guest" for spec/sbx_rmtree_spec.lua (issue 11, item 3).
+"""Trees and a racing "guest" for spec/sbx_rmtree_spec.lua.
 
     rmtree_race.py build ROOT OUTSIDE   ROOT/d0..d9/{f0..f19, s0..s4/f0..f19}, and OUTSIDE with
                                         the same names one level up (s0..s4/f0..f19, f0..f19),

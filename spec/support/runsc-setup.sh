@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gVisor for `runtime = "runsc"` (issue 18), as root, idempotent. Called by bootstrap.sh.
+# gVisor for `runtime = "runsc"`, as root, idempotent. Called by bootstrap.sh.
 #  1. Debian's runsc from bookworm-backports, pinned so that no other package comes from there.
 #  2. runtimes.runsc = { path, runtimeArgs = [--platform=systrap, --network=host, --overlay2=none] } merged
 #     into /etc/docker/daemon.json; every other key of that file is kept as it was.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Docker Swarm cluster on one machine, for the swarm specs (issue 27, docs/scale-out.md): three
+# A Docker Swarm cluster on one machine, for the swarm specs (docs/scale-out.md): three
 # nested engines (spec/support/nested-engine.sh, each in its own network namespace), joined by
 # the host engine's bridge (an internal network of the host engine: veths into one bridge) into
 # one swarm: the first is the manager, the others are workers.
