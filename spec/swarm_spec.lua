@@ -376,7 +376,8 @@ describe("sandstack.swarm's boundary", function()
     end
     assert.same({}, found)
     -- the bodies come finished from C: the start and the plan decode and encode none of them
-    for _, f in ipairs { "lua/sandstack/swarm/spec.lua", "lua/sandstack/swarm/start.lua" } do
+    for _, f in ipairs { "lua/sandstack/swarm/spec.lua", "lua/sandstack/swarm/start.lua",
+      "lua/sandstack/swarm/start_tasks.lua" } do
       local text = assert(io.open(f)):read("a")
       assert.is_nil(text:find("json_decode", 1, true), f)
       assert.is_nil(text:find("json_encode", 1, true), f)

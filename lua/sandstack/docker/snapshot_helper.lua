@@ -15,6 +15,20 @@ local R = core.session_requests
 
 M.ROLE = "io.sandstack.role"
 M.DIFF_MAX_BYTES = 8 * 1024 * 1024 -- a comparison's answer: about 100000 changed files
+M.COPY_SECONDS = 600 -- a restore's copies and changes' comparisons (nothing is paused for them)
+
+-- The sandbox container's image (its id) and runtime, which its helpers run under (the engine's
+-- answer, not the plan: a handle made from a record keeps no runtime); or nil, err.
+function M.sandbox_facts(eng, sandbox)
+  local r = batch.run(eng, R("inspect", { sandbox }), 60)[1]
+  if not r.ok then return nil, r.err end
+  local info = type(r.body) == "table" and r.body or {}
+  if type(info.Image) ~= "string" then
+    return E.fail("engine", "bad_answer", "snapshot: the sandbox's inspect names no image")
+  end
+  local rt = type(info.HostConfig) == "table" and info.HostConfig.Runtime
+  return { image = info.Image, runtime = type(rt) == "string" and rt ~= "" and rt or nil }
+end
 
 local function load_answer_ok(status, body)
   local text = type(body) == "string" and body or ""
