@@ -78,5 +78,7 @@ void ss_check_keys_at(lua_State *L, int idx, const char *const allowed[], const 
 /* Pushes "file:line: " of the caller a programming error is the fault of: the first Lua frame
  * outside the directory sandstack.error registered (where.c); luaL_where(L, level) without one. */
 void ss_where(lua_State *L, int level);
+/* Raises "<where>" .. fmt's text (lua_pushfstring's formats), where ss_where(level) points. */
+int ss_raise_at(lua_State *L, int level, const char *fmt, ...);
 
 #endif

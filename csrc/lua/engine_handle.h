@@ -46,7 +46,8 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
  * version) and the query table at query_idx (0 or nil: none) after it, keys sorted, values
  * percent-encoded, a table value as JSON. Misuse of the query raises as ss_read_request's. */
 void ss_push_target(lua_State *L, const char *path, int query_idx, const ss_request_ctx *ctx);
-/* Pushes the n bytes at s percent-encoded (util/url.h) (engine_target.c). */
+/* Pushes the n bytes at s percent-encoded (util/url.h). Both are engine_target.c's: the request
+ * reader (engine_request.c) calls them, never the other way. */
 void ss_push_urlencoded(lua_State *L, const char *s, size_t n);
 
 /* Pushes the settled result {ok=, status=, body=, err=} of req: ok when the status is 2xx or
