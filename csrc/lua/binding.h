@@ -17,7 +17,9 @@ void sandstack_open_digest(lua_State *L);
 void sandstack_open_hostfs(lua_State *L);
 void sandstack_open_hostclaim(lua_State *L);
 void sandstack_open_control(lua_State *L);
-void sandstack_open_engine(lua_State *L);
+/* more_methods: the engine handle's methods defined in other files (h:perform, h:exec), which
+ * module.c hands in, so engine.c, which they call, never names them. */
+void sandstack_open_engine(lua_State *L, const luaL_Reg *more_methods);
 void sandstack_open_engine_target(lua_State *L);
 void sandstack_open_engine_attach(lua_State *L);
 void sandstack_open_term(lua_State *L);

@@ -10,9 +10,10 @@
 sse_client *ss_check_engine_client(lua_State *L, int idx);
 /* Pushes a result table as h:take gives it (body as text). */
 void ss_push_engine_result(lua_State *L, sse_result *r);
-/* h:perform(requests, defaults) (engine_batch.c). */
+/* h:perform(requests, defaults) (engine_batch.c) and h:exec(container, argv, opts, api_version,
+ * timeout, max_bytes, exec_max_bytes) (engine_exec.c): module.c hands them to the class
+ * (sandstack_open_engine), so engine.c does not call back into the files that call it. */
 int ss_engine_perform(lua_State *L);
-/* h:exec(container, argv, opts, api_version, timeout, max_bytes, exec_max_bytes) (engine_exec.c). */
 int ss_engine_exec(lua_State *L);
 
 /* How a batch reads its requests: the refusals' prefix ("perform", or "call" for a call made
