@@ -16,7 +16,8 @@ local h = require "helpers"
 local build = assert(package.cpath:match("^([^;]*)/%?%.so"), "no build directory in package.cpath")
 
 -- { [source] = { defined = { [sym] = true }, undefined = { [sym] = true } } } for every object
--- under root whose path holds "/csrc/": source is the path from csrc/ on, without ".o".
+-- of a csrc/ source under root (<target>.dir/csrc/...: not the test modules' spec/support/csrc/):
+-- source is the path from csrc/ on, without ".o".
 local function symbols(root)
   local out = h.must("find " .. h.q(root) .. " -path '*/csrc/*' -name '*.c.o' -print0 | xargs -0 -r nm -P -A")
   local files = {}
@@ -24,13 +25,12 @@ local function symbols(root)
     -- nm -P -A: "<object>: <symbol> <type> [<value> <size>]"
     local object, sym, kind = line:match("^(%S+%.c%.o):? (%S+) (%a)")
     if object then
-      local source = object:match("(csrc/.*%.c)%.o$")
-      local f = files[source]
-      if not f then
-        f = { defined = {}, undefined = {} }
+      local source = object:match("%.dir/(csrc/.*%.c)%.o$")
+      if source then
+        local f = files[source] or { defined = {}, undefined = {} }
         files[source] = f
+        if kind == "T" then f.defined[sym] = true elseif kind == "U" then f.undefined[sym] = true end
       end
-      if kind == "T" then f.defined[sym] = true elseif kind == "U" then f.undefined[sym] = true end
     end
   end
   return files
@@ -74,12 +74,13 @@ describe("the C floors", function()
     -- The finder itself, on two small objects built here, so the check cannot pass by finding nothing.
     local dir = h.must("mktemp -d /tmp/sstest-cfloors.XXXXXX"):gsub("%s+$", "")
     finally(function() h.sh("rm -rf " .. h.q(dir)) end)
-    h.must("mkdir -p " .. h.q(dir .. "/csrc/pair"))
-    h.write_file(dir .. "/csrc/pair/a.c", "int b_one(void);\nint a_one(void) { return 1; }\nint a_two(void) { return b_one(); }\n")
-    h.write_file(dir .. "/csrc/pair/b.c", "int a_one(void);\nint b_one(void) { return a_one(); }\n")
-    h.write_file(dir .. "/csrc/pair/c.c", "int a_two(void);\nint c_one(void) { return a_two(); }\n")
+    local pair = dir .. "/fixture.dir/csrc/pair" -- laid out as CMake lays out a target's objects
+    h.must("mkdir -p " .. h.q(pair))
+    h.write_file(pair .. "/a.c", "int b_one(void);\nint a_one(void) { return 1; }\nint a_two(void) { return b_one(); }\n")
+    h.write_file(pair .. "/b.c", "int a_one(void);\nint b_one(void) { return a_one(); }\n")
+    h.write_file(pair .. "/c.c", "int a_two(void);\nint c_one(void) { return a_two(); }\n")
     for _, f in ipairs { "a", "b", "c" } do
-      h.must(("cc -c -o %s %s"):format(h.q(dir .. "/csrc/pair/" .. f .. ".c.o"), h.q(dir .. "/csrc/pair/" .. f .. ".c")))
+      h.must(("cc -c -o %s %s"):format(h.q(pair .. "/" .. f .. ".c.o"), h.q(pair .. "/" .. f .. ".c")))
     end
     assert.are.same({ "csrc/pair/a.c (calls b_one) <-> csrc/pair/b.c (calls a_one)" },
       pairs_calling_each_other(symbols(dir)))
