@@ -44,7 +44,8 @@ int cap_reader_next(cap_reader *r, cap_entry *ent, ss_error *e);
 /* Up to n bytes of the current member's data: the count, 0 when it is all read, -1 with e set. */
 ssize_t cap_reader_data(cap_reader *r, void *buf, size_t n, ss_error *e);
 
-/* Sets a name from bytes (a pax value or GNU long-name data), marking nul and too_long. */
+/* Sets a name from bytes (a pax value or GNU long-name data), marking nul and too_long. names.c
+ * owns the name (this and cap_name_check below), so the tar reader and pax.c both call it. */
 void cap_name_set(cap_name *n, const char *s, size_t len);
 
 /* What pax extended headers ('x') said about the member that follows them. Several headers

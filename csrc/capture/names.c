@@ -1,4 +1,5 @@
-/* Member names, judged on the string alone before anything touches the file system.
+/* Member names: set from the archive's bytes (cap_name_set), then judged on the string alone
+ * before anything touches the file system.
  *
  * Stricter than the file plane's path.c on purpose: a guest-made archive has no business
  * climbing, so any ".." component is refused outright (the plane allows "a/../b" because it
@@ -9,6 +10,16 @@
 #include <string.h>
 
 #include "capture/internal.h"
+
+/* Kept whole up to FP_PATH_MAX - 1 bytes; the marks are what cap_name_check refuses below.
+ * Both the tar reader (GNU long names, linknames) and pax.c (path, linkpath) set names here. */
+void cap_name_set(cap_name *n, const char *s, size_t len) {
+  n->nul = memchr(s, '\0', len) != NULL;
+  n->too_long = len > sizeof n->s - 1;
+  n->len = n->too_long ? sizeof n->s - 1 : len;
+  memcpy(n->s, s, n->len);
+  n->s[n->len] = '\0';
+}
 
 const char *cap_name_check(const cap_name *n, char *out, size_t *out_len, int *is_root) {
   *out_len = 0;

@@ -114,14 +114,6 @@ static size_t field_len(const unsigned char *f, size_t n) {
   return z ? (size_t)((const unsigned char *)z - f) : n;
 }
 
-void cap_name_set(cap_name *n, const char *s, size_t len) {
-  n->nul = memchr(s, '\0', len) != NULL;
-  n->too_long = len > sizeof n->s - 1;
-  n->len = n->too_long ? sizeof n->s - 1 : len;
-  memcpy(n->s, s, n->len);
-  n->s[n->len] = '\0';
-}
-
 /* The ustar spelling: prefix "/" name for POSIX ustar ("ustar\0"); the old GNU magic
  * ("ustar  \0") uses the prefix area for other fields, and v7 has no prefix. */
 static void header_name(const unsigned char *b, cap_name *out) {

@@ -24,13 +24,6 @@ int fp_lstat(fp_plane *p, const fp_path *cwd, const char *gpath, size_t glen, st
   return rc;
 }
 
-void fp_adopt_dir_owner(const fp_plane *p, int dirfd, const char *name) {
-  struct stat st;
-  if (p->euid != 0 || fstat(dirfd, &st) != 0 || (st.st_uid == p->euid && st.st_gid == p->egid)) return;
-  int ignored = fchownat(dirfd, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
-  (void)ignored; /* best effort: the directory stays ours */
-}
-
 int fp_mkdir(fp_plane *p, const fp_path *cwd, const char *gpath, size_t glen, ss_error *e) {
   fp_path path;
   if (fp_normalize(p, cwd, gpath, glen, &path, e) != 0) return -1;

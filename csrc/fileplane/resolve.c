@@ -51,6 +51,15 @@ static int try_openat2(fp_plane *p, const char *rel, int flags) {
   return -1;
 }
 
+/* Here, beside the walk that makes directories (FP_WALK_CREATE), so the resolver depends on no
+ * operation above it: ops.c's mkdir calls it too. */
+void fp_adopt_dir_owner(const fp_plane *p, int dirfd, const char *name) {
+  struct stat st;
+  if (p->euid != 0 || fstat(dirfd, &st) != 0 || (st.st_uid == p->euid && st.st_gid == p->egid)) return;
+  int ignored = fchownat(dirfd, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
+  (void)ignored; /* best effort: the directory stays ours */
+}
+
 /* openat of one component; with FP_WALK_CREATE a missing one is made a directory first. */
 static int open_component(fp_plane *p, int dirfd, const char *name, int fl, unsigned opts) {
   int fd = openat(dirfd, name, fl);

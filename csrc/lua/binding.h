@@ -17,7 +17,9 @@ void sandstack_open_digest(lua_State *L);
 void sandstack_open_hostfs(lua_State *L);
 void sandstack_open_hostclaim(lua_State *L);
 void sandstack_open_control(lua_State *L);
-void sandstack_open_engine(lua_State *L);
+/* more_methods: the engine handle's methods defined in other files (h:perform, h:exec), which
+ * module.c hands in, so engine.c, which they call, never names them. */
+void sandstack_open_engine(lua_State *L, const luaL_Reg *more_methods);
 void sandstack_open_engine_target(lua_State *L);
 void sandstack_open_engine_attach(lua_State *L);
 void sandstack_open_term(lua_State *L);
@@ -78,5 +80,7 @@ void ss_check_keys_at(lua_State *L, int idx, const char *const allowed[], const 
 /* Pushes "file:line: " of the caller a programming error is the fault of: the first Lua frame
  * outside the directory sandstack.error registered (where.c); luaL_where(L, level) without one. */
 void ss_where(lua_State *L, int level);
+/* Raises "<where>" .. fmt's text (lua_pushfstring's formats), where ss_where(level) points. */
+int ss_raise_at(lua_State *L, int level, const char *fmt, ...);
 
 #endif

@@ -445,14 +445,19 @@ static int l_engine_clock(lua_State *L) {
   return 1;
 }
 
-void sandstack_open_engine(lua_State *L) {
+void sandstack_open_engine(lua_State *L, const luaL_Reg *more_methods) {
   static const luaL_Reg methods[] = {
       {"submit", h_submit}, {"run", h_run},       {"await_headers", h_await_headers},
-      {"take", h_take},     {"perform", ss_engine_perform},     {"line", h_line},     {"state", h_state},
-      {"cancel", h_cancel}, {"finished", h_finished}, {"close", h_close}, {"exec", ss_engine_exec},
-      {NULL, NULL},
+      {"take", h_take},     {"line", h_line},     {"state", h_state},   {"cancel", h_cancel},
+      {"finished", h_finished}, {"close", h_close}, {NULL, NULL},
   };
   ss_define_class(L, ENGINE_HANDLE_MT, methods, h_close);
+  /* The methods of their own files (perform, exec), handed in: they call ss_check_engine_client
+   * here, so this file names none of them. */
+  luaL_getmetatable(L, ENGINE_HANDLE_MT);
+  lua_getfield(L, -1, "__index");
+  luaL_setfuncs(L, more_methods, 0);
+  lua_pop(L, 2);
   static const luaL_Reg fns[] = {
       {"engine_client", l_engine_client},
       {"engine_clock", l_engine_clock},

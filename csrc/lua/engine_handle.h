@@ -10,9 +10,10 @@
 sse_client *ss_check_engine_client(lua_State *L, int idx);
 /* Pushes a result table as h:take gives it (body as text). */
 void ss_push_engine_result(lua_State *L, sse_result *r);
-/* h:perform(requests, defaults) (engine_batch.c). */
+/* h:perform(requests, defaults) (engine_batch.c) and h:exec(container, argv, opts, api_version,
+ * timeout, max_bytes, exec_max_bytes) (engine_exec.c): module.c hands them to the class
+ * (sandstack_open_engine), so engine.c does not call back into the files that call it. */
 int ss_engine_perform(lua_State *L);
-/* h:exec(container, argv, opts, api_version, timeout, max_bytes, exec_max_bytes) (engine_exec.c). */
 int ss_engine_exec(lua_State *L);
 
 /* How a batch reads its requests: the refusals' prefix ("perform", or "call" for a call made
@@ -46,7 +47,8 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
  * version) and the query table at query_idx (0 or nil: none) after it, keys sorted, values
  * percent-encoded, a table value as JSON. Misuse of the query raises as ss_read_request's. */
 void ss_push_target(lua_State *L, const char *path, int query_idx, const ss_request_ctx *ctx);
-/* Pushes the n bytes at s percent-encoded (util/url.h) (engine_target.c). */
+/* Pushes the n bytes at s percent-encoded (util/url.h). Both are engine_target.c's: the request
+ * reader (engine_request.c) calls them, never the other way. */
 void ss_push_urlencoded(lua_State *L, const char *s, size_t n);
 
 /* Pushes the settled result {ok=, status=, body=, err=} of req: ok when the status is 2xx or

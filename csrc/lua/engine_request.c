@@ -8,9 +8,6 @@
  * wording of core.check_keys (util/keys.h), so neither an internal caller nor a batch of many
  * requests crosses into C per table. Misuse raises where ctx->level points. */
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "lua/engine_handle.h"
@@ -18,127 +15,6 @@
 static const char *const PERFORM_KEYS[] = {"timeout", "query", "max_bytes", "raw", NULL};
 /* call()'s keys but headers and content_type, which go through submit (requests.lua) */
 static const char *const CALL_KEYS[] = {"timeout", "query", "max_bytes", "raw", "ok", NULL};
-
-static int raise_at(lua_State *L, int level, const char *fmt, ...) {
-  ss_where(L, level);
-  va_list ap;
-  va_start(ap, fmt);
-  lua_pushvfstring(L, fmt, ap);
-  va_end(ap);
-  lua_concat(L, 2);
-  return lua_error(L);
-}
-
-/* Pushes a query value as text: a string as it is, an integral number without a fraction, a
- * boolean as true/false, a table as JSON. */
-static void push_query_value(lua_State *L, int idx, const ss_request_ctx *ctx) {
-  switch (lua_type(L, idx)) {
-  case LUA_TSTRING:
-    lua_pushvalue(L, idx);
-    return;
-  case LUA_TNUMBER: {
-    lua_Number v = lua_tonumber(L, idx);
-    if (v == floor(v) && v > -9007199254740992.0 && v < 9007199254740992.0) {
-      char num[32];
-      snprintf(num, sizeof num, "%lld", (long long)v);
-      lua_pushstring(L, num);
-    } else {
-      lua_pushvalue(L, idx);
-      lua_tostring(L, -1);
-    }
-    return;
-  }
-  case LUA_TBOOLEAN:
-    lua_pushstring(L, lua_toboolean(L, idx) ? "true" : "false");
-    return;
-  case LUA_TTABLE: {
-    ss_error err;
-    ss_error_init(&err);
-    cJSON *j = ss_lua_to_json(L, idx, 0, &err);
-    if (!j) {
-      lua_pushstring(L, err.message);
-      ss_error_clear(&err);
-      raise_at(L, ctx->level, "%s: query value cannot be JSON-encoded: %s", ctx->what, lua_tostring(L, -1));
-    }
-    ss_push_json_string(L, j);
-    return;
-  }
-  default:
-    raise_at(L, ctx->level, "%s: query values must be strings, numbers, booleans or tables", ctx->what);
-  }
-}
-
-static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
-
-/* Pushes "k=v&k=v" (keys sorted, so URLs are stable in logs and tests) of the query table at
- * idx (0: none), or "" for none. */
-static void push_query(lua_State *L, int idx, const ss_request_ctx *ctx) {
-  if (idx == 0 || lua_isnil(L, idx)) {
-    lua_pushliteral(L, "");
-    return;
-  }
-  if (!lua_istable(L, idx)) raise_at(L, ctx->level, "%s: option 'query' must be a table", ctx->what);
-  size_t n = 0;
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    lua_pop(L, 1);
-    if (lua_type(L, -1) != LUA_TSTRING) raise_at(L, ctx->level, "%s: query keys must be strings", ctx->what);
-    n++;
-  }
-  const char **keys = lua_newuserdata(L, (n ? n : 1) * sizeof *keys); /* the table keeps the strings */
-  size_t i = 0;
-  lua_pushnil(L);
-  while (lua_next(L, idx)) { /* the same walk as the count's: the table is not changed between */
-    lua_pop(L, 1);
-    keys[i++] = lua_tostring(L, -1);
-  }
-  qsort(keys, n, sizeof *keys, by_name);
-  int kept = lua_gettop(L);
-  lua_pushliteral(L, "");
-  for (i = 0; i < n; i++) {
-    if (i) lua_pushliteral(L, "&");
-    ss_push_urlencoded(L, keys[i], strlen(keys[i]));
-    lua_pushliteral(L, "=");
-    lua_getfield(L, idx, keys[i]);
-    push_query_value(L, lua_gettop(L), ctx);
-    size_t vlen;
-    const char *v = lua_tolstring(L, -1, &vlen);
-    ss_push_urlencoded(L, v, vlen);
-    lua_replace(L, -3); /* the encoded value over the raw one */
-    lua_pop(L, 1);
-    lua_concat(L, i ? 5 : 4);
-  }
-  lua_replace(L, kept); /* the query string where the key list was */
-}
-
-/* Pushes the target: "/v<version><path>" (not for a versioned path or /_ping) and the query
- * (engine_handle.h; core.engine_target gives it to the submit path). */
-void ss_push_target(lua_State *L, const char *path, int query_idx, const ss_request_ctx *ctx) {
-  int versioned = 0;
-  if (path[1] == 'v') {
-    const char *p = path + 2;
-    const char *major = p;
-    while (*p >= '0' && *p <= '9') p++;
-    if (p > major && *p == '.') {
-      const char *minor = ++p;
-      while (*p >= '0' && *p <= '9') p++;
-      versioned = p > minor && *p == '/';
-    }
-  }
-  int ping = strncmp(path, "/_ping", 6) == 0;
-  if (ctx->api_version && !versioned && !ping) lua_pushfstring(L, "/v%s%s", ctx->api_version, path);
-  else lua_pushstring(L, path);
-  push_query(L, query_idx, ctx);
-  size_t qlen;
-  lua_tolstring(L, -1, &qlen);
-  if (qlen == 0) {
-    lua_pop(L, 1);
-    return;
-  }
-  lua_pushstring(L, strchr(path, '?') ? "&" : "?");
-  lua_insert(L, -2);
-  lua_concat(L, 3);
-}
 
 /* A positive number (at most `max`) or nil; 0 for nil. A value of another type raises at the
  * caller (a programming error); a number out of range is -1 with err set (invalid/invalid_option):
@@ -150,7 +26,7 @@ static double positive(lua_State *L, int opts, const char *name, double max, con
   double v = 0;
   if (!lua_isnil(L, -1)) {
     if (lua_type(L, -1) != LUA_TNUMBER)
-      raise_at(L, ctx->level, "%s: option '%s' must be a number, got %s", ctx->what, name, luaL_typename(L, -1));
+      ss_raise_at(L, ctx->level, "%s: option '%s' must be a number, got %s", ctx->what, name, luaL_typename(L, -1));
     v = (double)lua_tonumber(L, -1);
     if (!(v > 0 && v <= max)) {
       ss_error_set(err, "invalid", "invalid_option", "%s: option '%s' must be a number above 0", ctx->what, name);
@@ -164,7 +40,7 @@ static double positive(lua_State *L, int opts, const char *name, double max, con
 
 int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss_request *out, ss_error *err) {
   memset(out, 0, sizeof *out);
-  if (!lua_istable(L, q)) raise_at(L, ctx->level, "%s: request %d needs a method", ctx->what, (int)n);
+  if (!lua_istable(L, q)) ss_raise_at(L, ctx->level, "%s: request %d needs a method", ctx->what, (int)n);
   lua_rawgeti(L, q, 1);
   /* keyed: the plan's own fields; its other fields (name, service, ...) are the plan's */
   int keyed = lua_isnil(L, -1) && !ctx->call_keys;
@@ -173,8 +49,8 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
     lua_getfield(L, q, "method");
   }
   if (lua_type(L, -1) != LUA_TSTRING) {
-    if (ctx->call_keys) raise_at(L, ctx->level, "%s: method must be a string", ctx->what);
-    raise_at(L, ctx->level, "%s: request %d needs a method", ctx->what, (int)n);
+    if (ctx->call_keys) ss_raise_at(L, ctx->level, "%s: method must be a string", ctx->what);
+    ss_raise_at(L, ctx->level, "%s: request %d needs a method", ctx->what, (int)n);
   }
   size_t mlen;
   const char *m = lua_tolstring(L, -1, &mlen);
@@ -202,7 +78,7 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
   if (opts) {
     lua_getfield(L, opts, "raw");
     if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
-      raise_at(L, ctx->level, "%s: option 'raw' must be a boolean, got %s", ctx->what, luaL_typename(L, -1));
+      ss_raise_at(L, ctx->level, "%s: option 'raw' must be a boolean, got %s", ctx->what, luaL_typename(L, -1));
     out->raw = lua_toboolean(L, -1);
     lua_pop(L, 1);
   }
@@ -214,14 +90,14 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
     lua_getfield(L, opts, "ok");
   }
   if (!lua_isnil(L, -1)) {
-    if (!lua_istable(L, -1)) raise_at(L, ctx->level, "%s: option 'ok' must be a table", ctx->what);
+    if (!lua_istable(L, -1)) ss_raise_at(L, ctx->level, "%s: option 'ok' must be a table", ctx->what);
     out->ok_idx = lua_gettop(L);
   }
 
   if (keyed) lua_getfield(L, q, "path");
   else lua_rawgeti(L, q, 2);
   if (lua_type(L, -1) != LUA_TSTRING || lua_tostring(L, -1)[0] != '/')
-    raise_at(L, ctx->level, "%s: path must be a string starting with '/'", ctx->what);
+    ss_raise_at(L, ctx->level, "%s: path must be a string starting with '/'", ctx->what);
   out->path = lua_tostring(L, -1);
   if (opts) lua_getfield(L, opts, "query");
   else lua_pushnil(L);
@@ -232,7 +108,7 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
   if (keyed) {
     lua_getfield(L, q, "body_json");
     if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
-      raise_at(L, ctx->level, "%s: body_json must be a string", ctx->what);
+      ss_raise_at(L, ctx->level, "%s: body_json must be a string", ctx->what);
   } else {
     lua_rawgeti(L, q, 3);
   }
@@ -250,7 +126,7 @@ int ss_read_request(lua_State *L, int q, size_t n, const ss_request_ctx *ctx, ss
     break;
   }
   default:
-    raise_at(L, ctx->level, "%s: body must be a table (sent as JSON) or a string", ctx->what);
+    ss_raise_at(L, ctx->level, "%s: body must be a table (sent as JSON) or a string", ctx->what);
   }
   return 0;
 }

@@ -2,6 +2,7 @@
  * functions; nothing here keeps state outside the returned table, so the module can be
  * loaded in many Lua states at once (OpenResty worker threads). */
 #include "lua/binding.h"
+#include "lua/engine_handle.h"
 #include "util/version.h"
 
 int luaopen_sandstack_core(lua_State *L) {
@@ -16,7 +17,9 @@ int luaopen_sandstack_core(lua_State *L) {
   sandstack_open_hostfs(L);
   sandstack_open_hostclaim(L);
   sandstack_open_control(L);
-  sandstack_open_engine(L);
+  /* The engine handle's methods kept in files of their own; engine.c is handed them. */
+  static const luaL_Reg engine_methods[] = {{"perform", ss_engine_perform}, {"exec", ss_engine_exec}, {NULL, NULL}};
+  sandstack_open_engine(L, engine_methods);
   sandstack_open_engine_target(L);
   sandstack_open_engine_attach(L);
   sandstack_open_term(L);

@@ -4,6 +4,7 @@
  * the check runs. The library's directory is what sandstack.error registers when it loads (its
  * own chunk name without "error.lua"), kept in this Lua state's registry: each state (an
  * OpenResty worker thread's too) has its own, and the C side keeps none. */
+#include <stdarg.h>
 #include <string.h>
 
 #include "lua/binding.h"
@@ -26,6 +27,16 @@ void ss_where(lua_State *L, int level) {
   }
   lua_pop(L, 1);
   luaL_where(L, level); /* no directory registered (the core used alone), or no caller outside it */
+}
+
+int ss_raise_at(lua_State *L, int level, const char *fmt, ...) {
+  ss_where(L, level);
+  va_list ap;
+  va_start(ap, fmt);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_concat(L, 2);
+  return lua_error(L);
 }
 
 /* core.where() -> "file:line: " of the caller outside the library (or ""). */

@@ -21,19 +21,6 @@ static ss_policy *fail(ss_policy *p, ss_error *err, int rule, const char *fmt, c
   return NULL;
 }
 
-const char *ss_port_text(const char *d, size_t n, int *port) {
-  static const char *const bad = "the port must be a number from 1 to 65535 without leading zeros";
-  if (n == 0 || n > 5 || d[0] == '0') return bad;
-  long v = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (d[i] < '0' || d[i] > '9') return bad;
-    v = v * 10 + (d[i] - '0');
-  }
-  if (v > 65535) return bad;
-  *port = (int)v;
-  return NULL;
-}
-
 /* "host", "host:port", "*.apex", "*.apex:port" -> r->host/wildcard/port. */
 static const char *parse_host(const char *s, int allow_port, ss_policy_rule *r) {
   size_t len = strlen(s);

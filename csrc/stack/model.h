@@ -141,15 +141,18 @@ int ss_stack_model_build(const cJSON *opts, const char *session_key, ss_stack_mo
 int ss_stack_check_hosts(const cJSON *v, const char *option, ss_error *err);
 cJSON *ss_stack_extra_hosts(const cJSON *v);
 
-/* Small readers shared by validate.c and plan.c. */
-int ss_is_list(const cJSON *v); /* an array, or {} (how an empty Lua table arrives) */
-int ss_list_size(const cJSON *v);
-/* Parses "512m"-style sizes or plain numbers into bytes; -1 when malformed. */
+/* Parses "512m"-style sizes or plain numbers into bytes; -1 when malformed (validate.c). */
 double ss_parse_size(const cJSON *v);
 
+/* option_type.c: the readers the checks share (validate.c and the checks it calls). */
+int ss_is_list(const cJSON *v); /* an array, or {} (how an empty Lua table arrives) */
+int ss_list_size(const cJSON *v);
 /* A value of the wrong type (docs/api/README.md: a programming error, which the binding raises
  * at the caller): kind "usage", reason "bad_type", `option`; "sandstack.docker.start: option
  * 'OPTION' must be WANTED, got <what>", never quoting a secret. Returns -1. */
 int ss_stack_fail_type(ss_error *err, const char *option, const char *wanted, const cJSON *v);
+/* ", got string \"8080\"" (n bytes at buf): what a check refused, for its message; a secret's
+ * value (an option named like a key, token or secret) is never quoted, only its type. */
+const char *ss_stack_got(const cJSON *v, const char *option, char *buf, size_t n);
 
 #endif

@@ -43,12 +43,6 @@ const char *const *ss_stack_option_keys(const char *level) {
   return NULL;
 }
 
-int ss_is_list(const cJSON *v) {
-  return cJSON_IsArray(v) || (cJSON_IsObject(v) && v->child == NULL);
-}
-
-int ss_list_size(const cJSON *v) { return cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0; }
-
 double ss_parse_size(const cJSON *v) {
   if (cJSON_IsNumber(v)) return v->valuedouble >= 0 ? floor(v->valuedouble) : -1;
   if (!cJSON_IsString(v)) return -1;
@@ -130,39 +124,13 @@ static int bad_object_name(ss_error *err, const char *option, const char *value,
   return -1;
 }
 
-/* Optional typed members: 0 when absent or well-typed, -1 (invalid_option) otherwise. */
-/* ", got string \"8080\"": the value a check refused, by its Lua type, for the message (so a
- * user sees why "8080" is not a port). A secret's value is never quoted, only its type. */
-static const char *got(const cJSON *v, const char *option, char *buf, size_t n) {
-  int secret = strstr(option, "key") || strstr(option, "token") || strstr(option, "secret");
-  if (!v || cJSON_IsNull(v))
-    snprintf(buf, n, ", got nothing");
-  else if (cJSON_IsString(v) && !secret)
-    snprintf(buf, n, ", got string \"%.40s%s\"", v->valuestring, strlen(v->valuestring) > 40 ? "..." : "");
-  else if (cJSON_IsNumber(v) && !secret)
-    snprintf(buf, n, ", got number %.15g", v->valuedouble);
-  else if (cJSON_IsBool(v) && !secret)
-    snprintf(buf, n, ", got boolean %s", cJSON_IsTrue(v) ? "true" : "false");
-  else
-    snprintf(buf, n, ", got %s", cJSON_IsString(v) ? "a string" : cJSON_IsNumber(v) ? "a number"
-                                 : cJSON_IsBool(v) ? "a boolean" : "a table");
-  return buf;
-}
-
-int ss_stack_fail_type(ss_error *err, const char *option, const char *wanted, const cJSON *v) {
-  char buf[96];
-  ss_error_set(err, "usage", "bad_type", "sandstack.docker.start: option '%s' must be %s%s", option, wanted,
-               got(v, option, buf, sizeof buf));
-  ss_error_field_str(err, "option", option);
-  return -1;
-}
-
-/* fail_option whose message ends with what was given instead (got()). */
+/* fail_option whose message ends with what was given instead (ss_stack_got). */
 static int fail_got(ss_error *err, const char *option, const char *fmt, const cJSON *v) {
   char buf[96];
-  return fail_option(err, option, fmt, got(v, option, buf, sizeof buf));
+  return fail_option(err, option, fmt, ss_stack_got(v, option, buf, sizeof buf));
 }
 
+/* Optional typed members: 0 when absent or well-typed, -1 (invalid_option) otherwise. */
 static int opt_string(const cJSON *o, const char *key, const char *option, const char **out,
                       ss_error *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);

@@ -1,7 +1,8 @@
 /* The ask hook. Under a policy with ask = true, a request that no rule admits (its host and port
  * named by none) is not refused at once: the connection is held, without reading on, while the
  * host lists the pending asks and answers one (control.c), up to the policy's ask_timeout. An
- * allow resumes the route where the refusal would have been (and, remembered for the session,
+ * allow resumes the route where the refusal would have been (through the function that route
+ * handed ask_hold, so this file names no route) (and, remembered for the session,
  * adds { host, port } to the policy in force); a deny or the timeout answers with a refusal as
  * readable as the policy's own. The server's ask table owns each entry; the held connection
  * points at it and it at the connection, so the first of answer, timeout or close (the client
@@ -14,16 +15,15 @@
 #include "proxy/route/ask.h"
 #include "proxy/audit.h"
 #include "proxy/conn.h"
-#include "proxy/route/forward.h"
 #include "proxy/control/live_policy.h"
 #include "proxy/route/reply.h"
 #include "proxy/server.h"
-#include "proxy/route/tunnel.h"
 
 struct ask_entry {
   uint64_t id;
   proxy_conn *conn;
   double at; /* Unix seconds, when it was held */
+  ask_resume_fn resume; /* the route that held it, to go on after an allow */
   ask_entry *prev, *next;
 };
 
@@ -99,7 +99,7 @@ static void held_timeout(proxy_conn *c) {
 static const conn_handlers held = {
     .client_data = held_data, .deadline = held_timeout, .close = ask_drop, .seal = conn_seal_unadmitted};
 
-int ask_hold(proxy_conn *c, const ss_policy *p, const ss_policy_verdict *v) {
+int ask_hold(proxy_conn *c, const ss_policy *p, const ss_policy_verdict *v, ask_resume_fn resume) {
   proxy_server *s = c->srv;
   if (!p->ask || v->reason != SS_DENY_HOST || c->ask_granted || (c->on == &held && c->route) || s->draining) return 0;
   if (s->asks.n >= ASK_MAX_PENDING) return 0;
@@ -108,6 +108,7 @@ int ask_hold(proxy_conn *c, const ss_policy *p, const ss_policy_verdict *v) {
   e->id = ++s->asks.next_id;
   e->conn = c;
   e->at = now_unix();
+  e->resume = resume;
   e->next = s->asks.head;
   if (e->next) e->next->prev = e;
   s->asks.head = e;
@@ -175,10 +176,11 @@ static int remember(proxy_server *s, const proxy_conn *c) {
   return 0;
 }
 
-/* The route goes on as if the head had just been read, with the handshake deadline again. */
+/* The route goes on (route: the one that held it) as if the head had just been read, with the
+ * handshake deadline again. */
 static const conn_handlers resuming = {.seal = conn_seal_unadmitted};
 
-static void resume(proxy_conn *c) {
+static void resume(proxy_conn *c, ask_resume_fn route) {
   uv_read_stop((uv_stream_t *)&c->client);
   const proxy_config *cfg = c->srv->cfg;
   ph_limits lim = {cfg->max_line, cfg->max_head, cfg->max_headers};
@@ -192,8 +194,7 @@ static void resume(proxy_conn *c) {
   c->decision = NULL;
   conn_enter(c, ST_HEAD, &resuming);
   conn_set_deadline(c, c->srv->cfg->handshake_ms);
-  if (c->kind == KIND_CONNECT) tunnel_begin(c);
-  else forward_begin(c);
+  route(c);
 }
 
 /* The other asks for the host and port an answer just added to the policy: the rule admits them
@@ -205,10 +206,11 @@ static void allow_same(proxy_server *s, const proxy_conn *c, const char *by, con
     proxy_conn *o = e->conn;
     if (o == c || o->port != c->port || strcmp(o->host, c->host) != 0) continue;
     uint64_t id = e->id;
+    ask_resume_fn route = e->resume;
     unlink_entry(o);
     snprintf(o->ask_by, sizeof o->ask_by, "%s", by);
     audit_ask(o, id, "allow", by, reason, "session");
-    resume(o);
+    resume(o, route);
   }
 }
 
@@ -223,13 +225,14 @@ int ask_answer(proxy_server *s, uint64_t id, int allow, int remember_session, co
     return -1;
   }
   proxy_conn *c = e->conn;
-  unlink_entry(c);
+  ask_resume_fn route = e->resume;
+  unlink_entry(c); /* frees e */
   snprintf(c->ask_by, sizeof c->ask_by, "%s", by);
   if (allow) {
     *remembered = remember_session && remember(s, c) == 0;
     audit_ask(c, id, "allow", by, reason, *remembered ? "session" : "once");
     if (*remembered) allow_same(s, c, by, reason);
-    resume(c);
+    resume(c, route);
     return 0;
   }
   audit_ask(c, id, "deny", by, reason, NULL);

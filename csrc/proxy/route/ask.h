@@ -14,9 +14,14 @@ typedef struct proxy_server proxy_server;
 #define ASK_MAX_PENDING 64 /* more held at once are refused as before: a flood cannot pin the proxy */
 #define ASK_REASON_MAX SS_POLICY_REASON_MAX
 
+/* Where an allowed ask goes on: the route that held it (forward_begin, tunnel_begin), called with
+ * the head parsed again as if it had just been read. Handed in, so ask.c never calls a route. */
+typedef void (*ask_resume_fn)(proxy_conn *c);
+
 /* Holds c when p asks and v refuses only for want of a rule; 1 when held (the route is done with
- * it until the answer), 0 when the caller refuses as it would without asking. */
-int ask_hold(proxy_conn *c, const ss_policy *p, const ss_policy_verdict *v);
+ * it until the answer, when an allow calls resume), 0 when the caller refuses as it would
+ * without asking. */
+int ask_hold(proxy_conn *c, const ss_policy *p, const ss_policy_verdict *v, ask_resume_fn resume);
 /* The pending asks: [{id, host, port, method, path, service, at}] (at: Unix seconds). */
 cJSON *ask_list(const proxy_server *s);
 /* Answers ask id. remember_session: an allow also becomes a rule of the policy in force. by and

@@ -79,7 +79,7 @@ void forward_begin(proxy_conn *c) {
   const ss_policy *p = policy_judge(c);
   ss_policy_check(p, c->host, strlen(c->host), c->method, strlen(c->method), path, pl, c->port, &v);
   ask_grant(c, &v);
-  if (!v.admitted && ask_hold(c, p, &v)) return; /* the host decides (ask.c) */
+  if (!v.admitted && ask_hold(c, p, &v, forward_begin)) return; /* the host decides (ask.c) */
   if (!v.admitted) return reply_refused(c, &v);
   const char *why;
   int refused = ph_host_refusal(r, NULL, 0, c->host, c->port, 80, &why); /* the URL is the admitted name */

@@ -134,7 +134,7 @@ void relay_start(proxy_conn *c) {
   conn_enter(c, ST_RELAY, &relaying);
   conn_set_deadline(c, c->srv->cfg->idle_ms);
   if (c->kind == KIND_CONNECT) { /* a raw tunnel: the kernel relays it where it can */
-    if (splice_relay_start(c) == 0) return;
+    if (splice_relay_start(c, relay_maybe_finish) == 0) return;
     c->relay = "uv";
   }
   if (c->up_left > 0 && !c->client_eof) conn_read_client(c);

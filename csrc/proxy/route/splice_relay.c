@@ -41,7 +41,6 @@
  * before (it grows again after another BULK_AFTER bytes), so 300 idle tunnels that each moved
  * 70 KiB hold 600 pages, not the quota. */
 #include "proxy/conn.h"
-#include "proxy/route/relay.h"
 #include "proxy/route/splice_relay.h"
 
 #ifdef SANDSTACK_PROXY_SPLICE
@@ -84,6 +83,7 @@ struct splice_relay {
   int live;          /* splicing (or flushing to start): not declined, not stopped */
   int flushes;       /* barrier writes still to call back before splicing starts */
   splice_dir dir[2]; /* indexed by the source side: dir[SIDE_CLIENT] is client -> upstream */
+  splice_relay_ended_fn ended; /* relay.c's end check, after each EOF passed on */
 };
 
 static uv_tcp_t *stream_of(proxy_conn *c, int side) { return side == SIDE_CLIENT ? &c->client : &c->upstream; }
@@ -216,7 +216,7 @@ static void pass_eof(proxy_conn *c, int from) {
   shutdown(sr->fd[!from], SHUT_WR);
   if (from == SIDE_CLIENT) c->client_eof = 1;
   else c->upstream_eof = 1;
-  relay_maybe_finish(c);
+  sr->ended(c);
 }
 
 /* Out of the pipe into the destination: 0 when it would block or the pipe is empty, -1 when the
@@ -343,10 +343,11 @@ static void flushed(proxy_conn *c, int status) {
   if (sr && sr->live && --sr->flushes == 0 && c->state == ST_RELAY) start_splicing(c);
 }
 
-int splice_relay_start(proxy_conn *c) {
+int splice_relay_start(proxy_conn *c, splice_relay_ended_fn ended) {
   if (c->kind != KIND_CONNECT || c->route) return -1;
   splice_relay *sr = calloc(1, sizeof *sr);
   if (!sr) return -1;
+  sr->ended = ended;
   for (int side = 0; side < 2; side++) sr->fd[side] = sr->dir[side].pipe_r = sr->dir[side].pipe_w = -1;
   c->route = sr;
   if (make_fds(c) != 0) return release(c), -1;
@@ -381,8 +382,9 @@ void splice_relay_stop(proxy_conn *c) {
 
 #else /* no splice(2): relay.c's libuv path relays every tunnel */
 
-int splice_relay_start(proxy_conn *c) {
+int splice_relay_start(proxy_conn *c, splice_relay_ended_fn ended) {
   (void)c;
+  (void)ended;
   return -1;
 }
 

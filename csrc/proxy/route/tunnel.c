@@ -168,7 +168,7 @@ void tunnel_begin(proxy_conn *c) {
   const ss_policy *p = policy_judge(c);
   ss_policy_check(p, c->host, strlen(c->host), NULL, 0, NULL, 0, c->port, &v);
   ask_grant(c, &v);
-  if (!v.admitted && ask_hold(c, p, &v)) return; /* the host decides (ask.c) */
+  if (!v.admitted && ask_hold(c, p, &v, tunnel_begin)) return; /* the host decides (ask.c) */
   if (!v.admitted) {
     const proxy_tls *t = c->srv->tls;
     /* a policy set live may turn inspection off although the start policy made a CA */
