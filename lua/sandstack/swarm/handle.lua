@@ -261,7 +261,9 @@ for _, m in ipairs { "stop", "start", "restart" } do
   Stack[m] = session.stub("swarm", m, "a session there is started once and destroyed: a task that "
     .. "stops is not started again on the same node (pause and resume are offered)")
 end
-require("sandstack.swarm.lifecycle").mix(Stack) -- pause, resume, hibernate, wake, expiry; snapshots unsupported
+require("sandstack.swarm.lifecycle").mix(Stack, set_port) -- pause, resume, hibernate, wake; snapshots unsupported
+local expiry = require "sandstack.swarm.expiry"
+Stack.set_timeout, Stack.expires = expiry.set_timeout, expiry.expires
 
 function Stack:close()
   if self.node_eng then self.node_eng:close() end
