@@ -60,7 +60,8 @@ function M.new(eng, plan, hooks)
   return self
 end
 
--- The start pipeline planned again (docker/deadline.lua): the handle keeps the new plan's part.
+-- The start pipeline planned again (docker/start.lua, for the init's wrap: docker/deadline.lua):
+-- the handle keeps the new plan's part.
 function M.replan(stack, plan) stack.plan = slim(plan, true) end
 
 -- Using a handle after close is a programming error, raised at the caller.
@@ -139,10 +140,10 @@ function Stack:stop(opts)
 end
 
 -- containers: the plan's, or a copy whose start requests differ (a wake from checkpoints). The
--- sandbox's init gets its program and deadline again first (docker/deadline.lua).
+-- sandbox's init gets its program and deadline again first (docker/expiry.lua's boot).
 local function start(self, containers)
   local run = run_of(self)
-  local ok, err = require("sandstack.docker.deadline").boot(self.eng, self.project)
+  local ok, err = require("sandstack.docker.expiry").boot(self.eng, self.project)
   if not ok then return nil, err end
   ok, err = A.start_services(run, containers or self.plan.containers)
   if not ok then return nil, err end

@@ -26,7 +26,7 @@ local kit = require "sandstack.pool_kit"
 local emit = kit.emit
 local check_session_key, check_overrides = kit.check_session_key, kit.check_overrides
 
-local function docker() return require "sandstack.docker" end
+local function docker() return require "sandstack.docker.stacks" end
 local function inventory() return require "sandstack.docker.inventory" end
 local function store() return require "sandstack.docker.pool_store" end
 
