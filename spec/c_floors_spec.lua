@@ -50,9 +50,7 @@ end
 
 -- "a (f, g) <-> b (h)" for each pair of files of one directory calling each other, sorted.
 local function pairs_calling_each_other(files)
-  local names = {}
-  for source in pairs(files) do names[#names + 1] = source end
-  table.sort(names)
+  local names = h.sorted_keys(files)
   local found = {}
   for i, a in ipairs(names) do
     for j = i + 1, #names do

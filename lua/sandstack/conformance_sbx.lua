@@ -10,7 +10,7 @@ local sbx = require "sandstack.sbx"
 -- the suites ask sbx itself what it holds, through the backend's own CLI runner
 local cli = require "sandstack.sbx.cli"
 local dispose = require "sandstack.sbx.dispose"
-local tap = require("sandstack.conformance").tap
+local tap = require("sandstack.conformance_run").tap
 
 local M = {}
 

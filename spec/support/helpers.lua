@@ -31,6 +31,14 @@ function h.sh(cmd)
   return body, rc == "0", tonumber(rc)
 end
 
+-- The keys of t, sorted (a stable order to visit or report them in).
+function h.sorted_keys(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
+
 -- h.sh that raises (with the command and its output) unless the command exits 0.
 function h.must(cmd)
   local out, ok = h.sh(cmd)

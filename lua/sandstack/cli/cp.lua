@@ -1,6 +1,6 @@
 -- sandstack cp: a file or a directory between the host and a stack's container, through
 -- h:upload/h:download (docker cp's rules: onto a directory a copy goes into it).
-local target = require "sandstack.docker.target"
+local view = require "sandstack.docker.view"
 
 -- "NAME:/path" -> NAME, /path; anything else -> nil (a host path).
 local function remote(s)
@@ -38,7 +38,7 @@ is refused, and at most 1 GiB of files is taken unless --max-bytes raises it.
     if opt["max-bytes"] and not (max and max >= 1 and max == math.floor(max)) then
       return ctx:usage("--max-bytes must be a positive whole number, got " .. opt["max-bytes"])
     end
-    local h, code = target.cli_handle(ctx, sname or dname)
+    local h, code = view.cli_handle(ctx, sname or dname)
     if not h then return code end
     local ok, err
     if sname then

@@ -1,5 +1,5 @@
 -- sandstack exec NAME -- CMD...: one command in a stack's sandbox (or a sidecar), through h:exec.
-local target = require "sandstack.docker.target"
+local view = require "sandstack.docker.view"
 
 return {
   order = 60,
@@ -28,7 +28,7 @@ error line, and exits 125, as it does for any failure of its own.
         if not nums[k] or nums[k] <= 0 then return ctx:usage("--" .. k .. " must be a positive number, got " .. opt[k]) end
       end
     end
-    local h, code = target.cli_handle(ctx, name)
+    local h, code = view.cli_handle(ctx, name)
     if not h then return code end
     local r, err = h:exec(args, { service = opt.service, timeout = nums.timeout,
       max_bytes = nums["max-bytes"] and math.floor(nums["max-bytes"]), user = opt.user, cwd = opt.cwd })

@@ -1,5 +1,5 @@
 -- sandstack logs NAME: a service's output as the engine kept it, through h:logs.
-local target = require "sandstack.docker.target"
+local view = require "sandstack.docker.view"
 
 return {
   order = 62,
@@ -17,7 +17,7 @@ printed to stdout and stderr. --follow keeps printing what comes until interrupt
     local tail, since = tonumber(opt.tail), tonumber(opt.since)
     if opt.tail and (not tail or tail < 0 or tail ~= math.floor(tail)) then return ctx:usage("--tail must be a whole number") end
     if opt.since and not since then return ctx:usage("--since must be a unix time in seconds") end
-    local h, code = target.cli_handle(ctx, args[1])
+    local h, code = view.cli_handle(ctx, args[1])
     if not h then return code end
     local r, err = h:logs { service = opt.service, tail = tail, since = since, follow = opt.follow or nil }
     if not r then h.eng:close(); return ctx:fail(err) end

@@ -1,5 +1,5 @@
 -- sandstack stats NAME: one sample of each service's usage, through h:stats.
-local target = require "sandstack.docker.target"
+local view = require "sandstack.docker.view"
 
 local function mib(n) return ("%.1fMiB"):format((n or 0) / 1048576) end
 
@@ -13,7 +13,7 @@ memUsed, memTotal, netRx, netTx, pids, timestamp}}, the names of E2B's getMetric
   json = true,
   run = function(ctx, args, opt)
     if #args ~= 1 then return ctx:usage("stats takes one NAME") end
-    local h, code = target.cli_handle(ctx, args[1])
+    local h, code = view.cli_handle(ctx, args[1])
     if not h then return code end
     local st, err = h:stats()
     h.eng:close()

@@ -38,8 +38,8 @@ local function write(eng, project, deadline, with_program)
 end
 
 -- A start's step once its images are there: the sandbox image's Config (from the preflight's
--- read, or read again when this start pulled it) for the plan, which wraps the sandbox's command;
--- then the plan again. The plan, or nil, err.
+-- read, or read again when this start pulled it) as run.init, for the plan, which wraps the
+-- sandbox's command; the start then plans again (docker/start.lua). true, or nil, err.
 function M.prepare(run)
   local plan = run.plan
   local image
@@ -56,7 +56,7 @@ function M.prepare(run)
   end
   local cfg = type(body) == "table" and type(body.Config) == "table" and body.Config or {}
   run.init = { image = { Entrypoint = cfg.Entrypoint, Cmd = cfg.Cmd } }
-  return require("sandstack.docker.apply").plan(run)
+  return true
 end
 
 -- A start's write once the volume's holder is made (sent with the containers' connects:
@@ -68,19 +68,17 @@ function M.install_request(plan)
 end
 
 -- Before any later start of the sandbox (a wake, a restart, start()): the program and the
--- deadline the stack's newest expiry mark holds, written again. A stack whose ttl has passed is
--- not started (invalid/expired: set_timeout first); one without the init is started as it is.
--- true, or nil, err.
-function M.boot(eng, project)
-  local m, err = require("sandstack.docker.expiry").newest(eng, project)
-  if err then return nil, err end
-  local at = m and m.expires
+-- deadline `at` (epoch seconds, nil: none; the stack's newest expiry mark's, which
+-- docker/expiry.lua's boot reads) written again. A stack whose ttl has passed is not started
+-- (invalid/expired: set_timeout first); one without the init is started as it is. true, or
+-- nil, err.
+function M.boot(eng, project, at)
   if at and at <= os.time() then
     return E.fail("invalid", "expired", ("stack %s: its ttl passed at %s (%d s ago): give it more time with "
       .. "set_timeout(seconds) first, or destroy it"):format(project, os.date("!%Y-%m-%dT%H:%M:%SZ", at),
       os.time() - at), { project = project, at = at })
   end
-  local ok; ok, err = write(eng, project, at, true)
+  local ok, err = write(eng, project, at, true)
   if not ok and err.status == 404 then return true end
   return ok, err
 end

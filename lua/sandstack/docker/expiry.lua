@@ -78,6 +78,14 @@ function M.newest(eng, project)
   return by[project]
 end
 
+-- Before any later start of the sandbox: its init's program and the deadline of the newest
+-- mark written again (docker/deadline.lua's boot). true, or nil, err.
+function M.boot(eng, project)
+  local m, err = M.newest(eng, project)
+  if err then return nil, err end
+  return require("sandstack.docker.deadline").boot(eng, project, m and m.expires)
+end
+
 -- The sandbox's own deadline moved to the mark m's (docker/deadline.lua).
 local function hold(stack, m)
   return require("sandstack.docker.deadline").move(stack.eng, stack.project, stack.project .. "-" .. stack.plan.sandbox,

@@ -10,7 +10,7 @@ local inventory = require "sandstack.docker.inventory"
 local live = require "sandstack.docker.egress_live"
 local session = require "sandstack.session"
 local capture = require "sandstack.stack.capture"
-local files = require "sandstack.docker.handle_files"
+local archive = require "sandstack.docker.files_archive"
 local record_env = require "sandstack.docker.record_env"
 
 local M = {}
@@ -60,7 +60,8 @@ function M.new(eng, plan, hooks)
   return self
 end
 
--- The start pipeline planned again (docker/deadline.lua): the handle keeps the new plan's part.
+-- The start pipeline planned again (docker/start.lua, for the init's wrap: docker/deadline.lua):
+-- the handle keeps the new plan's part.
 function M.replan(stack, plan) stack.plan = slim(plan, true) end
 
 -- Using a handle after close is a programming error, raised at the caller.
@@ -139,10 +140,10 @@ function Stack:stop(opts)
 end
 
 -- containers: the plan's, or a copy whose start requests differ (a wake from checkpoints). The
--- sandbox's init gets its program and deadline again first (docker/deadline.lua).
+-- sandbox's init gets its program and deadline again first (docker/expiry.lua's boot).
 local function start(self, containers)
   local run = run_of(self)
-  local ok, err = require("sandstack.docker.deadline").boot(self.eng, self.project)
+  local ok, err = require("sandstack.docker.expiry").boot(self.eng, self.project)
   if not ok then return nil, err end
   ok, err = A.start_services(run, containers or self.plan.containers)
   if not ok then return nil, err end
@@ -208,7 +209,7 @@ function Stack:capture(dir, opts)
   if not opts then return nil, err end
   local path = self.plan.capture_path
   if not path then return E.fail("invalid", "no_capture_path", "this stack has no capture_path") end
-  return capture.take(self.eng, files.archive_path(self.plan.project .. "-" .. self.plan.sandbox), path, dir, opts)
+  return capture.take(self.eng, archive.archive_path(self.plan.project .. "-" .. self.plan.sandbox), path, dir, opts)
 end
 
 -- Removes containers, networks and volumes of this project; calling it again is harmless.

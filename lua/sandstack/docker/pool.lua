@@ -25,7 +25,7 @@ local kit = require "sandstack.pool_kit"
 local emit = kit.emit
 local check_session_key, check_overrides = kit.check_session_key, kit.check_overrides
 
-local function docker() return require "sandstack.docker" end
+local function docker() return require "sandstack.docker.stacks" end
 
 -- The pool's parts, one concept each: the listing and its re-check (pool_survey.lua), the claim of
 -- an idle stack (pool_claim.lua), the server keeping the pool full (pool_server.lua).

@@ -36,6 +36,13 @@ function M.start(session_key, opts, plain)
   end)
 end
 
+-- sandstack.docker.start(session_key, opts), and a fork's start of its child: M.start over the
+-- start pipeline, required on first use (the pipeline's handle mixes in this file's methods).
+local function pipeline(session_key, opts)
+  return require("sandstack.docker.start").start(session_key, opts, nil)
+end
+function M.start_stack(session_key, opts) return M.start(session_key, opts, pipeline) end
+
 -- What a handle keeps of its start's options for its snapshots and forks, and puts in its record:
 -- the options without a secret (snapshot.spec_of), each service's env by name only
 -- (docker/record_env.lua). A warm pool's claim keeps the same of the options its stack was made
@@ -122,7 +129,7 @@ function M.methods()
     snapshot = snapshot.snapshot, changes = snapshot.changes, set_timeout = expiry.set_timeout,
     expires = expiry.expires }
   function m.fork(self, new_key, opts)
-    return snapshot.fork(self, new_key, opts, function(k, o) return require("sandstack.docker").start(k, o) end)
+    return snapshot.fork(self, new_key, opts, M.start_stack)
   end
   return m
 end

@@ -53,6 +53,7 @@ local function start_with(session_key, clean, hooks, pool)
     function() -- the sandbox under sandstack-init, whose plan needs the image's own command
       local control = plan.proxy and plan.proxy.control
       local p, e = init.prepare(run)
+      if p then p, e = A.plan(run) end
       if not p then return nil, e end
       if p.proxy then p.proxy.control = control end
       handle.replan(stack, p)

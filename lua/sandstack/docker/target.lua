@@ -1,6 +1,7 @@
 -- What the session methods of a stack handle share (internal to sandstack.docker): the open
 -- check and the container a `service` option names. The handle's part files
--- (handle_<part>.lua) use these; handle.lua itself is still loading when they are required.
+-- (handle_<part>.lua) use these; handle.lua itself is still loading when they are required, so
+-- this file never requires it (a handle made from a project's containers: docker/view.lua).
 local E = require "sandstack.error"
 
 local M = {}
@@ -60,41 +61,6 @@ function M.services(self)
     out[i] = { service = c.service, name = c.name or (self.plan.project .. "-" .. c.service) }
   end
   return self.eng, out
-end
-
--- A handle for the session methods only (exec, files, logs, stats), from a project's
--- containers as the engine lists them: what the CLI uses for a stack it did not start. Stack
--- is the handle's method table (sandstack.docker.handle's M.Stack). -> handle | nil, err
-function M.view(Stack, eng, project)
-  local list, err = eng:call("GET", "/containers/json", nil, { query = { all = "1",
-    filters = { label = { "io.sandstack.project=" .. project } } } })
-  if not list then return nil, err end
-  local cs, sandbox = {}, nil
-  for _, c in ipairs(list) do
-    local l = c.Labels or {}
-    local svc = l["io.sandstack.service"]
-    if svc then
-      cs[#cs + 1] = { service = svc, name = project .. "-" .. svc }
-      if l["io.sandstack.role"] == "sandbox" then sandbox = svc end
-    end
-  end
-  if #cs == 0 then return E.fail("engine", "not_found", "stack " .. project .. " has no containers", { project = project }) end
-  table.sort(cs, function(a, b) return a.service < b.service end)
-  local plan = { project = project, containers = cs, sandbox = sandbox or "sandbox" }
-  return setmetatable({ eng = eng, plan = plan, project = project }, { __index = Stack })
-end
-
--- For the CLI commands: the session handle of the stack NAME (a session key or a project), or
--- nil and the exit code after ctx's error line. The caller closes h.eng.
-function M.cli_handle(ctx, name)
-  local s, code = ctx:stack(name)
-  if not s then return nil, code end
-  local eng, err = require("sandstack").engine {}
-  if not eng then return nil, ctx:fail(err) end
-  local h
-  h, err = M.view(require("sandstack.docker.handle").Stack, eng, s.project)
-  if not h then eng:close(); return nil, ctx:fail(err) end
-  return h
 end
 
 return M

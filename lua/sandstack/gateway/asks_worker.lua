@@ -1,12 +1,12 @@
 -- sandstack.gateway.asks_worker: the blocking half of the gateway's egress-ask routes
 -- (gateway/asks.lua), run in the thread pool with gateway/worker.lua's contract: plain data in,
 -- `true, value` or `false, plain error` out, no state kept.
-local W = require "sandstack.gateway.worker"
+local guarded = require("sandstack.gateway.worker_result").guarded
 
 local M = {}
 
 local function with_stack(record, fn)
-  return W.guarded(function()
+  return guarded(function()
     local stack, err = require("sandstack").docker.reconnect(record)
     if not stack then return nil, err end
     local res; res, err = fn(stack)

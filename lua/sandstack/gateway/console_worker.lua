@@ -1,7 +1,7 @@
 -- sandstack.gateway.console_worker: the console's blocking half, in the thread pool (as
 -- gateway/worker.lua: plain data in and out, `true, value` or `false, err`, no state kept).
 local core = require "sandstack.core"
-local guarded = require("sandstack.gateway.worker").guarded
+local guarded = require("sandstack.gateway.worker_result").guarded
 
 local M = {}
 

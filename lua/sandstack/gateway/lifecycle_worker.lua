@@ -1,7 +1,7 @@
 -- sandstack.gateway.lifecycle_worker: the blocking half of the gateway's session-over-time calls
 -- (gateway/lifecycle.lua), run in the thread pool like gateway/worker.lua, with its contract:
 -- plain data in, `true, value` or `false, plain error` out, no state kept.
-local W = require "sandstack.gateway.worker"
+local guarded = require("sandstack.gateway.worker_result").guarded
 
 local M = {}
 
@@ -15,7 +15,7 @@ end
 -- expires = {...} | nil}. verb: pause, resume, hibernate, wake, snapshot, set_timeout (and on a
 -- swarm fork, which answers unsupported).
 function M.call(record, verb, arg)
-  return W.guarded(function()
+  return guarded(function()
     local stack, err = backend(record).reconnect(record)
     if not stack then return nil, err end
     local out = {}
@@ -41,7 +41,7 @@ end
 -- the expiry pass over this gateway's stacks, by the backend's reap{expired = true} (backend
 -- "swarm": sandstack.swarm's, docker_host the manager's; else sandstack.docker's).
 function M.reap(prefix, docker_host, backend, timeout)
-  return W.guarded(function()
+  return guarded(function()
     local b = backend == "swarm" and require("sandstack").swarm or docker()
     return b.reap { expired = true, prefix = prefix, docker_host = docker_host, timeout = timeout }
   end)

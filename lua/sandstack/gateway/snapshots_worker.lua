@@ -1,11 +1,11 @@
 -- sandstack.gateway.snapshots_worker: the blocking half of the gateway's snapshots (owner and
--- quota: gateway/snapshot_quota.lua), in the thread pool with gateway/worker.lua's contract:
+-- quota: gateway/snapshot_quota.lua), in the thread pool with gateway/worker_result.lua's contract:
 -- plain data in, `true, value` or `false, plain error` out, no state kept.
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local batch = require "sandstack.stack.batch"
 local Q = require "sandstack.gateway.snapshot_quota"
-local W = require "sandstack.gateway.worker"
+local guarded = require("sandstack.gateway.worker_result").guarded
 
 local M = {}
 local R = core.session_requests
@@ -116,7 +116,7 @@ end
 
 -- snapshot(record, owner, quota, opts) -> true, {record =, snapshot = {id, name, created, bytes, keep}}
 function M.snapshot(record, owner, quota, opts)
-  return W.guarded(function()
+  return guarded(function()
     local stack, err = docker().reconnect(record)
     if not stack then return nil, err end
     local snap, bytes = M.take(stack, record, owner, quota, opts)
@@ -163,7 +163,7 @@ end
 -- list(node, tenant, host, timeout) -> true, {used = {count, bytes}, snapshots = { {id, name,
 -- session, created, bytes, keep}, ... }}: a tenant's snapshots as its quota counts them.
 function M.list(node, tenant, host, timeout)
-  return W.guarded(function()
+  return guarded(function()
     local df, err = with_engine(host, timeout, disk_usage)
     if not df then return nil, err end
     local used, entries = Q.usage(Q.index(df.Images, df.Volumes, node), tenant)
@@ -178,7 +178,7 @@ end
 -- delete(node, tenant, id, host, timeout) -> true, {id} | false, not_found (not this tenant's:
 -- the same answer as for an id no one holds) or the engine's in_use.
 function M.delete(node, tenant, id, host, timeout)
-  return W.guarded(function()
+  return guarded(function()
     return with_index(node, host, timeout, function(eng, index)
       local e = index[id]
       if not e or e.tenant ~= tenant then return E.fail("not_found", "no_snapshot", "no such snapshot", { id = id }) end
@@ -194,7 +194,7 @@ end
 -- still runs (a fork's, whose grandchild lives on) is refused by the engine and tried again at
 -- the next pass.
 function M.sweep(node, alive, since, host, timeout)
-  return W.guarded(function()
+  return guarded(function()
     return with_index(node, host, timeout, function(eng, index)
       local ids = Q.orphans(index, alive, since)
       local removed, err = remove(eng, index, ids)

@@ -16,7 +16,7 @@
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local auth = require "sandstack.gateway.auth"
-local guarded = require("sandstack.gateway.worker").guarded
+local guarded = require("sandstack.gateway.worker_result").guarded
 
 local M = {}
 

@@ -14,30 +14,13 @@
 -- The marker is made after the stack is ready: a stack of this gateway without one was mid-start
 -- when nginx went away, and adoption rolls it back.
 local core = require "sandstack.core"
+local result = require "sandstack.gateway.worker_result"
+
+local guarded, plain_error = result.guarded, result.plain_error
 
 local M = {}
 
 local MARK = "io.sandstack.gateway"
-
-local function plain_error(err)
-  if type(err) ~= "table" then return { kind = "gateway", message = tostring(err) } end
-  local out = {}
-  for k, v in pairs(err) do
-    local t = type(v)
-    if type(k) == "string" and (t == "string" or t == "number" or t == "boolean") then out[k] = v end
-  end
-  out.kind = out.kind or "gateway"
-  out.message = out.message or tostring(err)
-  return out
-end
-
--- fn(...) with raised errors and nil, err both turned into false, plain err.
-local function guarded(fn, ...)
-  local ok, a, b = pcall(fn, ...)
-  if not ok then return false, plain_error(a) end
-  if a == nil then return false, plain_error(b) end
-  return true, a
-end
 
 local function docker() return require("sandstack").docker end
 
@@ -278,7 +261,5 @@ function M.health(host)
     return { sandstack = core.VERSION, engine_api = v.ApiVersion }
   end)
 end
-
-M.guarded = guarded -- for gateway/swarm_worker.lua: the same error contract
 
 return M

@@ -15,7 +15,8 @@
 --   require("sandstack.swarm.conform").run{ docker_host =, image =, forwarder_image =,
 --     constraints =, project_prefix =, standin =, out = io.stdout } -> ok, results
 local core = require "sandstack.core"
-local C = require "sandstack.conformance"
+local C = require "sandstack.conformance_probes"
+local run_kit = require "sandstack.conformance_run"
 local cluster = require "sandstack.swarm.cluster"
 local ready = require "sandstack.swarm.ready"
 local inventory = require "sandstack.swarm.inventory"
@@ -181,7 +182,7 @@ local function one_stack(t, mgr, opts, constraints)
   local o = { project = (opts.project_prefix or "sandstack-conform-") .. core.random_hex(4), image = opts.image,
     forwarder_image = opts.forwarder_image or "sandstack-test/socat:local", docker_host = opts.docker_host,
     tls = opts.tls, tls_why = opts.tls_why, secret = "cf_" .. core.random_hex(20) }
-  local so = C.stack_opts(o)
+  local so = run_kit.stack_opts(o)
   so.pull, so.subnet_pool, so.runtime = nil, nil, nil
   so.constraints = constraints
   if o.tls then O.credential_opts(so, o.tls, o.secret) end
@@ -229,7 +230,7 @@ end
 
 function M.run(opts)
   opts = opts or {}
-  local t = C.tap(opts.out or io.stdout)
+  local t = run_kit.tap(opts.out or io.stdout)
   local mgr, err = cluster.manager { docker_host = opts.docker_host }
   if not mgr then
     t.result(false, "the swarm manager answers", err)

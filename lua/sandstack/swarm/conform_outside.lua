@@ -5,7 +5,7 @@
 -- node (the node's docker_gwbridge and NAT), so the stand-in must answer there: the probes run
 -- on every node the run places a stack on, from any machine that reaches the nodes' engines.
 local core = require "sandstack.core"
-local C = require "sandstack.conformance"
+local C = require "sandstack.conformance_probes"
 local cluster = require "sandstack.swarm.cluster"
 local standin = require "sandstack.standin"
 

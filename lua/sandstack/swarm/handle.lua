@@ -10,7 +10,7 @@ local inventory = require "sandstack.swarm.inventory"
 local session = require "sandstack.session"
 local dexec = require "sandstack.docker.handle_exec"
 local live = require "sandstack.docker.egress_live"
-local files = require "sandstack.docker.handle_files"
+local archive = require "sandstack.docker.files_archive"
 local capture = require "sandstack.stack.capture"
 
 local M = {}
@@ -219,7 +219,7 @@ function Stack:capture(dir, opts)
   if not path then return E.fail("invalid", "no_capture_path", "this stack has no capture_path") end
   local id; id, err = self:container(self.plan.sandbox)
   if not id then return nil, err end
-  return capture.take(self.node_eng, files.archive_path(id), path, dir, opts)
+  return capture.take(self.node_eng, archive.archive_path(id), path, dir, opts)
 end
 
 -- Removes the session: its services and overlays on the manager, and what its node holds (when
@@ -261,7 +261,9 @@ for _, m in ipairs { "stop", "start", "restart" } do
   Stack[m] = session.stub("swarm", m, "a session there is started once and destroyed: a task that "
     .. "stops is not started again on the same node (pause and resume are offered)")
 end
-require("sandstack.swarm.lifecycle").mix(Stack) -- pause, resume, hibernate, wake, expiry; snapshots unsupported
+require("sandstack.swarm.lifecycle").mix(Stack, set_port) -- pause, resume, hibernate, wake; snapshots unsupported
+local expiry = require "sandstack.swarm.expiry"
+Stack.set_timeout, Stack.expires = expiry.set_timeout, expiry.expires
 
 function Stack:close()
   if self.node_eng then self.node_eng:close() end

@@ -10,7 +10,8 @@
 --                      credentials in memory only (no record may hold a secret), as on docker.
 --                      What the sandbox wrote outside its volumes (the container's writable
 --                      layer) is lost: the task after a wake is a new container;
---   set_timeout, expires   swarm/expiry.lua.
+--   set_timeout, expires   swarm/expiry.lua (mixed in by swarm/handle.lua: the expiry pass
+--                      hibernates through this file, which therefore does not require it).
 -- Snapshots, forks and changes are typed unsupported.
 local core = require "sandstack.core"
 local E = require "sandstack.error"
@@ -129,6 +130,10 @@ end
 
 local HIBERNATE_KEYS = { memory = true, timeout = true }
 
+-- The handle's set_port(self, port), handed over by M.mix: the handle requires this file, so
+-- this file never requires the handle.
+local set_port
+
 -- h:hibernate{timeout =}: see the top of this file. A paused session is thawed first (a frozen
 -- process cannot take its stop signal). hibernate{memory = true} is refused before anything is
 -- touched: Swarm has no checkpoint. true, or nil, err.
@@ -153,7 +158,7 @@ local function hibernate(self, opts)
     if not ok then return nil, err end
   end
   local ok; ok, err = M.hibernate_project(self.mgr, self.node_eng, self.project, self.node_id, { timeout = t })
-  require("sandstack.swarm.handle").set_port(self, nil)
+  set_port(self, nil)
   if not ok then return nil, err end
   return true
 end
@@ -238,13 +243,12 @@ local function wake(self)
   return require("sandstack.swarm.ready").wait(run)
 end
 
-local expiry = require "sandstack.swarm.expiry"
-
-function M.mix(Stack)
+-- Mixes the methods above into the handle's Stack; handle_set_port(self, port) is the handle's.
+function M.mix(Stack, handle_set_port)
+  set_port = handle_set_port
   function Stack:pause() return each(self, "pause", true) end
   function Stack:resume() return each(self, "unpause", true) end
   Stack.hibernate, Stack.wake = hibernate, wake
-  Stack.set_timeout, Stack.expires = expiry.set_timeout, expiry.expires
   local why = "a swarm task is a new container at each wake: the sandbox's filesystem outside its volumes is not "
     .. "kept, and Swarm has no per-task image commit or diff; hibernate keeps the volumes"
   for _, m in ipairs { "snapshot", "fork", "changes" } do
