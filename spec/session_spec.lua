@@ -38,6 +38,16 @@ describe("the session interface", function()
     end)
   end
 
+  it("says a handle is closed in one place for every backend (sandstack.session.closed)", function()
+    local p = assert(io.popen("grep -rln 'handle is closed:' lua/sandstack"))
+    local files = p:read("a")
+    p:close()
+    assert.equal("lua/sandstack/session.lua\n", files)
+    local ok, err = pcall(require("sandstack.session").closed, "sandstack.docker.reconnect or open")
+    assert.is_false(ok)
+    assert.matches("the stack handle is closed: make a new one with sandstack.docker.reconnect or open$", err)
+  end)
+
   it("never replaces a method a backend defines", function()
     local cls = { exec = function() return "mine" end }
     session.install(cls, "test")
@@ -134,8 +144,8 @@ describe("the session interface", function()
       timestamp = "t" }, st.db)
     assert.same({ "GET /containers/sbx-task/stats", "GET /containers/db-task/stats" }, { asked[3], asked[4] })
     h.mgr = nil
-    assert.has_error(function() h:read("/tmp/x.txt") end, "the stack handle is closed")
-    assert.has_error(function() h:stats() end, "the stack handle is closed")
+    assert.has_error(function() h:read("/tmp/x.txt") end, "the stack handle is closed: make a new one with sandstack.swarm.reconnect")
+    assert.has_error(function() h:stats() end, "the stack handle is closed: make a new one with sandstack.swarm.reconnect")
   end)
 
   it("lists a directory too large for the archive by names, in a confined helper sharing its PID namespace", function()

@@ -28,6 +28,13 @@ local KNOWN = {}
 for _, m in ipairs(M.METHODS) do KNOWN[m] = true end
 M.KNOWN = KNOWN
 
+-- The closed state, said once for every backend: a method of a closed handle is a programming
+-- error, raised at the caller's line. reopen names what makes a new handle
+-- ("sandstack.docker.reconnect or open").
+function M.closed(reopen)
+  E.raise("the stack handle is closed: make a new one with " .. reopen)
+end
+
 -- The argv of a command as every backend's exec takes it: a non-empty list of strings, or one
 -- string that /bin/sh -c runs. A wrong one raises at the caller (sandstack.error).
 function M.command_argv(cmd)

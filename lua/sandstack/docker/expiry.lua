@@ -105,7 +105,7 @@ end
 -- h:set_timeout(seconds): the stack expires seconds from now (nil or false: never, by ttl);
 -- idle_timeout and on_expiry stay. true, or nil, err.
 function M.set_timeout(stack, seconds)
-  if not stack.eng then require("sandstack.error").raise("the stack handle is closed") end
+  if not stack.eng then require("sandstack.session").closed("sandstack.docker.reconnect or open") end
   if seconds ~= false then
     local ok, err = X.check_seconds(seconds, "set_timeout", "argument 'seconds'")
     if not ok then return nil, err end
@@ -123,7 +123,7 @@ end
 -- h:expires() -> { at = epoch | nil, remaining = seconds | nil, idle_timeout =, idle_since =,
 -- on_expiry = } (all nil without an expiry), or nil, err.
 function M.expires(stack)
-  if not stack.eng then require("sandstack.error").raise("the stack handle is closed") end
+  if not stack.eng then require("sandstack.session").closed("sandstack.docker.reconnect or open") end
   local by, err = marks(stack.eng, stack.project)
   if not by then return nil, err end
   return X.view(by[stack.project], now())

@@ -66,7 +66,7 @@ function M.replan(stack, plan) stack.plan = slim(plan, true) end
 
 -- Using a handle after close is a programming error, raised at the caller.
 local function check_open(self)
-  if not self.eng then E.raise("the stack handle is closed: make a new one with sandstack.docker.reconnect or open") end
+  if not self.eng then require("sandstack.session").closed("sandstack.docker.reconnect or open") end
 end
 M.check_open = check_open
 

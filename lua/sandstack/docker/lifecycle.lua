@@ -12,7 +12,7 @@ local R = core.session_requests
 local CHECKPOINT = "sandstack-hibernate" -- the name the C core gives the checkpoint (csrc/stack/session_requests.c)
 
 local function check_open(self)
-  if not self.eng then E.raise("the stack handle is closed: make a new one with sandstack.docker.reconnect or open") end
+  if not self.eng then require("sandstack.session").closed("sandstack.docker.reconnect or open") end
 end
 
 -- Container names of the stack, in dependency order; skip: a service name left out.

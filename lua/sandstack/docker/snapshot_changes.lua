@@ -19,7 +19,7 @@ local CHANGES_KEYS = { since = true }
 -- each declared volume against the snapshot's copy: its regular files, compared byte for byte by
 -- sandstack-tree in a confined helper (docker/snapshot_helper.lua), never by the guest's tools.
 function M.changes(self, opts)
-  if not self.eng then E.raise("the stack handle is closed") end
+  if not self.eng then require("sandstack.session").closed("sandstack.docker.reconnect or open") end
   opts = E.check_keys(opts, CHANGES_KEYS, "changes")
   if opts.since ~= nil then
     local ok, err = options.check(opts.since, "changes", "since")

@@ -72,7 +72,7 @@ local SNAPSHOT_KEYS = { name = "string", labels = "table", max_pause = "number" 
 -- snapshot's own (io.sandstack.snapshot*) or a project label (a project's removal would take
 -- them). max_pause: the seconds the stack may stay paused (M.MAX_PAUSE).
 function M.snapshot(self, opts)
-  if not self.eng then E.raise("the stack handle is closed") end
+  if not self.eng then require("sandstack.session").closed("sandstack.docker.reconnect or open") end
   local oerr
   opts, oerr = E.options(opts, SNAPSHOT_KEYS, "snapshot")
   if not opts then return nil, oerr end

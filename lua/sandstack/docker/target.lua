@@ -8,7 +8,7 @@ local M = {}
 
 -- Using a handle after close is a programming error, raised at the caller of the public method.
 function M.check_open(self)
-  if not self.eng then E.raise("the stack handle is closed: make a new one with sandstack.docker.reconnect or open") end
+  if not self.eng then require("sandstack.session").closed("sandstack.docker.reconnect or open") end
 end
 
 -- The container of `service` (default: the sandbox): its name, or nil, err (kind "invalid",
@@ -31,7 +31,7 @@ end
 -- from the public method itself (a closed handle raises at that method's caller).
 function M.resolve(self, service)
   if self.node_eng ~= nil or self.mgr ~= nil then
-    if not self.mgr then E.raise("the stack handle is closed") end
+    if not self.mgr then require("sandstack.session").closed("sandstack.swarm.reconnect") end
     local id, err = self:container(service)
     if not id then return nil, err end
     return self.node_eng, id
@@ -46,7 +46,7 @@ end
 -- (name: the container's name or id), or nil, err. Call it from the public method itself.
 function M.services(self)
   if self.node_eng ~= nil or self.mgr ~= nil then
-    if not self.mgr then E.raise("the stack handle is closed") end
+    if not self.mgr then require("sandstack.session").closed("sandstack.swarm.reconnect") end
     local out = {}
     for i, c in ipairs(self.plan.containers) do
       local id, err = self:container(c.service)

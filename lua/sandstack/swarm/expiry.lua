@@ -107,7 +107,7 @@ local function read(mgr, project, service)
 end
 
 local function check_open(stack)
-  if not stack.mgr then error("the stack handle is closed", 3) end
+  if not stack.mgr then require("sandstack.session").closed("sandstack.swarm.reconnect") end
 end
 
 -- At a start: the first mark. true, or nil, err.

@@ -53,7 +53,7 @@ function M.new(mgr, node_eng, node, plan, opts)
 end
 
 local function check_open(self)
-  if not self.mgr then E.raise("the stack handle is closed: make a new one with sandstack.swarm.reconnect") end
+  if not self.mgr then require("sandstack.session").closed("sandstack.swarm.reconnect") end
 end
 
 local function forwarder_name(self) return self.plan.project .. "-" .. self.plan.forwarder end

@@ -138,7 +138,7 @@ local set_port
 -- process cannot take its stop signal). hibernate{memory = true} is refused before anything is
 -- touched: Swarm has no checkpoint. true, or nil, err.
 local function hibernate(self, opts)
-  if not self.mgr then error("the stack handle is closed", 2) end
+  if not self.mgr then require("sandstack.session").closed("sandstack.swarm.reconnect") end
   opts = E.check_keys(opts, HIBERNATE_KEYS, "hibernate")
   local t = opts.timeout or 5
   if type(t) ~= "number" or t < 0 then error("hibernate: option 'timeout' must be a number >= 0", 2) end
@@ -202,7 +202,7 @@ end
 -- agent's readiness through it (swarm/ready.lua). A running session is left as it is. true,
 -- or nil, err.
 local function wake(self)
-  if not self.mgr then error("the stack handle is closed", 2) end
+  if not self.mgr then require("sandstack.session").closed("sandstack.swarm.reconnect") end
   local list, err = services(self.mgr, self.project)
   if not list then return nil, err end
   local by = {}
