@@ -156,6 +156,8 @@ local function start(self, containers)
 end
 
 M.start_with = start
+-- for the handle's parts (docker/lifecycle.lua), which never require this file
+Stack._set_port, Stack._start_containers = set_port, start
 
 function Stack:start(opts)
   check_open(self)
@@ -312,11 +314,14 @@ function M.reconnect(record, opts)
 end
 
 -- The session interface (sandstack.session). Its methods live in files of their own, one
--- concept each: lua/sandstack/docker/handle_<part>.lua returns { methods = { name = fn } } and
--- is mixed in here when the file exists, so a part is added without editing this file (a part
--- reaches the handle's helpers through sandstack.docker.target, never by requiring this file,
--- which is still loading). What no part gives is a stub returning kind = "unsupported".
-M.PARTS = { "exec", "files", "observe", "spawn", "lifecycle", "ports" }
+-- concept each: lua/sandstack/docker/handle_<part>.lua returns { methods = { name = fn } },
+-- mixed in here (a part reaches the handle's helpers through sandstack.docker.target, never by
+-- requiring this file, which is still loading). The requires are literal, so that
+-- spec/module_graph_spec.lua sees them. What no part gives is a stub returning kind =
+-- "unsupported".
+M.PARTS = { exec = require "sandstack.docker.handle_exec", files = require "sandstack.docker.handle_files",
+  observe = require "sandstack.docker.handle_observe", spawn = require "sandstack.docker.handle_spawn",
+  lifecycle = require "sandstack.docker.handle_lifecycle", ports = require "sandstack.docker.handle_ports" }
 M.Stack = Stack
 
 function M.mixin(methods)
@@ -326,10 +331,7 @@ function M.mixin(methods)
   end
 end
 
-for _, part in ipairs(M.PARTS) do
-  local name = "sandstack.docker.handle_" .. part
-  if package.searchpath(name, package.path) then M.mixin(require(name).methods) end
-end
+for _, part in ipairs { "exec", "files", "observe", "spawn", "lifecycle", "ports" } do M.mixin(M.PARTS[part].methods) end
 session.install(Stack, "docker")
 
 return M

@@ -1,10 +1,7 @@
--- The methods of a stack over time, mixed into the docker handle (docker/handle.lua), and the
--- start options that go with them (ttl, idle_timeout, on_expiry, from_snapshot):
---   pause, resume, hibernate, wake            docker/lifecycle.lua
---   snapshot, fork, changes                   docker/snapshot.lua
---   set_timeout, expires                      docker/expiry.lua
+-- The start options of a stack over time (ttl, idle_timeout, on_expiry, from_snapshot), the
+-- stack's record and its reopening, wake by record, and reap's routes (the handle's methods
+-- over time are docker/handle_lifecycle.lua's).
 local E = require "sandstack.error"
-local L = require "sandstack.docker.lifecycle"
 local snapshot = require "sandstack.docker.snapshot"
 local expiry = require "sandstack.docker.expiry"
 
@@ -25,7 +22,8 @@ function M.start(session_key, opts, plain)
   local ok, err = expiry.check(ttl, idle, on_expiry, "sandstack.docker.start")
   if not ok then return nil, err end
   if opts.from_snapshot ~= nil then
-    return snapshot.start_from(session_key, opts, function(k, o) return M.start(k, o, plain) end)
+    return snapshot.start_from(session_key, opts, { start = function(k, o) return M.start(k, o, plain) end,
+      plan = require("sandstack.docker.start").plan })
   end
   return require("sandstack.expiry").start(session_key, opts, M.START_KEYS, plain, function(stack, clean)
     stack.spec = M.spec_of(clean)
@@ -120,18 +118,6 @@ function M.open(reconnect, name, opts)
       { project = name })
   end
   return reconnect(rec, opts)
-end
-
--- The handle's methods of a session over time ({ name = fn }), mixed in by docker/handle.lua
--- through docker/handle_lifecycle.lua.
-function M.methods()
-  local m = { pause = L.pause, resume = L.resume, hibernate = L.hibernate, wake = L.wake,
-    snapshot = snapshot.snapshot, changes = snapshot.changes, set_timeout = expiry.set_timeout,
-    expires = expiry.expires }
-  function m.fork(self, new_key, opts)
-    return snapshot.fork(self, new_key, opts, M.start_stack)
-  end
-  return m
 end
 
 -- sandstack.docker.wake(record, opts): reconnect (docker/handle.lua) and wake.

@@ -14,9 +14,9 @@ local M = {}
 -- makes its volumes as any start does; each is filled from the snapshot's copy as soon as the
 -- start reports it made (its volume_created event, before any container starts), so the
 -- sandbox's first process finds its files. A copy that fails (or a volume never reported) makes
--- the started stack be removed again and the copy's error returned. start: the plain start
--- (with the expiry options).
-function M.start_from(session_key, opts, start)
+-- the started stack be removed again and the copy's error returned. starter: { start = the plain
+-- start (with the expiry options), plan = the start's plan } (docker/starter.lua).
+function M.start_from(session_key, opts, starter)
   local snap = opts.from_snapshot
   local ok, cerr = options.check(snap, "sandstack.docker.start", "from_snapshot")
   if not ok then return nil, cerr end
@@ -25,7 +25,7 @@ function M.start_from(session_key, opts, start)
   for k, v in pairs(o) do
     if k ~= "ttl" and k ~= "idle_timeout" and k ~= "on_expiry" then po[k] = v end
   end
-  local plan, err = require("sandstack.docker.start").plan(session_key, po)
+  local plan, err = starter.plan(session_key, po)
   if not plan then return nil, err end
   local pending = {}
   for _, v in ipairs(plan.volumes) do
@@ -53,7 +53,7 @@ function M.start_from(session_key, opts, start)
     end
     if user_event then return user_event(ev) end
   end
-  local stack; stack, err = start(session_key, o)
+  local stack; stack, err = starter.start(session_key, o)
   eng:close()
   if not stack then return nil, err end
   local missing = next(pending)
@@ -71,7 +71,7 @@ end
 -- subnet, all minted by its own start); opts give what a snapshot never keeps (api_key,
 -- credentials' secrets) and any other option to change. The snapshot stays (the child's
 -- sandbox runs its image): remove it with remove_snapshot once the child is destroyed.
-function M.fork(self, new_key, opts, start)
+function M.fork(self, new_key, opts, starter)
   E.want(new_key, "string", "fork", "argument 'new_key'")
   if new_key == nil then E.raise("fork: argument 'new_key' must be a string, got nil") end
   E.want(opts, "table", "fork", "argument 'opts'", "an options table")
@@ -80,7 +80,7 @@ function M.fork(self, new_key, opts, start)
   local o = {}
   for k, v in pairs(opts or {}) do o[k] = v end
   o.from_snapshot = snap
-  local child; child, err = M.start_from(new_key, o, start)
+  local child; child, err = M.start_from(new_key, o, starter)
   if not child then
     inv.remove({ snap }, { docker_host = self.plan.docker_host })
     return nil, err

@@ -27,6 +27,9 @@ function M.remove_snapshot(s, opts) return require("sandstack.docker.snapshot").
 -- The plan a start would apply, without an engine (docker/start.lua).
 M.plan = S.plan
 
+-- a handle's fork starts its child, and a restore plans, with these (docker/starter.lua)
+require("sandstack.docker.starter").set { start = M.start, plan = S.plan }
+
 -- Rebuilds a handle from stack:record() and re-reads the forwarder's port.
 M.reconnect = handle.reconnect
 
