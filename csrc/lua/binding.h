@@ -15,6 +15,7 @@ void sandstack_open_json(lua_State *L);
 void sandstack_open_sleep(lua_State *L);
 void sandstack_open_digest(lua_State *L);
 void sandstack_open_hostfs(lua_State *L);
+void sandstack_open_engine_address(lua_State *L);
 void sandstack_open_hostclaim(lua_State *L);
 void sandstack_open_control(lua_State *L);
 /* more_methods: the engine handle's methods defined in other files (h:perform, h:exec), which

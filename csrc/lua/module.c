@@ -21,6 +21,7 @@ int luaopen_sandstack_core(lua_State *L) {
   static const luaL_Reg engine_methods[] = {{"perform", ss_engine_perform}, {"exec", ss_engine_exec}, {NULL, NULL}};
   sandstack_open_engine(L, engine_methods);
   sandstack_open_engine_target(L);
+  sandstack_open_engine_address(L);
   sandstack_open_engine_attach(L);
   sandstack_open_term(L);
   sandstack_open_stack(L);

@@ -29,8 +29,8 @@ function M.socket(project) return M.dir(project) .. "/control/control.sock" end
 
 -- "socket", or "exec" and why the socket cannot be used.
 function M.choose(eng)
-  local host = type(eng) == "table" and eng.host or ""
-  if not tostring(host):match("^unix://") then return "exec", "the engine is not on this host's filesystem" end
+  local a = type(eng) == "table" and type(eng.host) == "string" and core.engine_address(eng.host)
+  if not (a and a.unix_path) then return "exec", "the engine is not on this host's filesystem" end
   if core.euid() ~= 0 then return "exec", "this process is not root" end
   return "socket"
 end

@@ -19,13 +19,13 @@ local M = {}
 -- The engine's address for ngx.socket.tcp: unix:///path, or tcp:// / http:// host:port.
 local function endpoint(host)
   host = host or "unix:///var/run/docker.sock"
-  local path = host:match("^unix://(/.+)$")
-  if path then return { unix = "unix:" .. path, authority = "localhost" } end
-  local hp = host:match("^tcp://([^/]+)/?$") or host:match("^http://([^/]+)/?$")
+  -- read by the engine client's own parser (core.engine_address): the base has its port
+  local a = core.engine_address(host)
+  if a and a.unix_path then return { unix = "unix:" .. a.unix_path, authority = "localhost" } end
+  local hp = a and a.base:match("^http://(.+)$")
   if hp then
     local name, port = hp:match("^%[(.+)%]:(%d+)$")
     if not name then name, port = hp:match("^([^:]+):(%d+)$") end
-    if not name then name, port = hp:match("^%[?([^%]]+)%]?$"), "2375" end
     return { name = name, port = tonumber(port), authority = hp }
   end
   return nil, E.new("unsupported", "cosocket_host", ("engine host %s cannot be reached from nginx cosockets "

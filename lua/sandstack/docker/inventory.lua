@@ -96,7 +96,8 @@ function M.remove_project(eng, project, known)
   end
   local ok, rerr = batch.remove_requests(eng, more.containers, rounds.networks, rounds.volumes)
   first = first or (not ok and rerr) or nil
-  if not first and (tostring(eng.host):match("^unix://")) then -- the proxy's control directory (docker/control.lua)
+  local a = core.engine_address(eng.host)
+  if not first and a and a.unix_path then -- the proxy's control directory (docker/control.lua)
     local _, derr = require("sandstack.docker.control").remove(project)
     first = derr
   end

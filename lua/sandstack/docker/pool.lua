@@ -87,8 +87,8 @@ function M.new(opts)
     grace = (stack.ready_timeout or 60) + (stack.health_timeout or 60) + 120 }, Pool)
   -- the engine client (its /version round, its connection) made with the pool, not in the first
   -- acquire, when the engine is this host's; a failure here is left to the first call to meet
-  local host = stack.docker_host or os.getenv("DOCKER_HOST") or "unix://"
-  if tostring(host):match("^unix://") then pool:_engine() end
+  local a = core.engine_address(stack.docker_host)
+  if a and a.unix_path then pool:_engine() end
   return pool
 end
 

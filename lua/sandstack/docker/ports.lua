@@ -18,7 +18,8 @@ local LOOPBACK = { ["127.0.0.1"] = true, ["0.0.0.0"] = true, ["::"] = true, [""]
 
 -- Is an engine at docker_host on this machine? Only then does a bind here say anything of it.
 local function local_engine(plan)
-  return tostring(plan.docker_host or os.getenv("DOCKER_HOST") or "unix://"):match("^unix://") ~= nil
+  local a = core.engine_address(plan.docker_host)
+  return a ~= nil and a.unix_path ~= nil
 end
 
 -- Before any create: each chosen host port is free, by the engine's running containers (r: the

@@ -3,6 +3,7 @@
 -- networks, volumes) for the chosen stacks together, each round one batch the engine client
 -- runs concurrently. Removing N stacks one at a time listed the engine twice per stack, and the
 -- engine scans every object it holds for each list: N² work, minutes at a few hundred stacks.
+local core = require "sandstack.core"
 local batch = require "sandstack.stack.batch"
 local inventory = require "sandstack.docker.inventory"
 
@@ -57,7 +58,8 @@ function M.remove(projects, opts)
   if not by then eng:close() return nil, err end
   local removed, todo = {}, {}
   for _, p in ipairs(projects) do if by[p] then todo[#todo + 1] = p end end
-  local unix = tostring(eng.host):match("^unix://")
+  local a = core.engine_address(eng.host)
+  local unix = a and a.unix_path
   for i = 1, #todo, M.CHUNK do
     local objs, part = { containers = {}, networks = {}, volumes = {} }, {}
     for j = i, math.min(i + M.CHUNK - 1, #todo) do

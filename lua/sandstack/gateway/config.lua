@@ -245,10 +245,9 @@ function M.default_user(c)
   if s.egress_policy ~= nil and s.proxy_service == nil then
     return "root", "stack.egress_policy adds a proxy, whose control directory only root can give"
   end
-  local host = s.docker_host or os.getenv("DOCKER_HOST")
-  if host == nil or host == "" then host = "unix:///var/run/docker.sock" end
-  local path = type(host) == "string" and host:match("^unix://(/.+)$")
-  if not path then return "root", "the Engine is not a unix socket (" .. tostring(host) .. ")" end
+  local a = core.engine_address(type(s.docker_host) == "string" and s.docker_host or nil)
+  local path = a and a.unix_path
+  if not path then return "root", "the Engine is not a unix socket (" .. tostring(a and a.host or s.docker_host) .. ")" end
   local st = core.file_stat(path)
   local group = st and st.gid ~= 0 and core.group_name(st.gid)
   if not group or not group:match("^[%w_.-]+$") then
