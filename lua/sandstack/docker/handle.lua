@@ -5,6 +5,7 @@ local core = require "sandstack.core"
 local E = require "sandstack.error"
 local store = require "sandstack.store"
 local A = require "sandstack.docker.apply"
+local stack_run = require "sandstack.docker.stack_run"
 local batch = require "sandstack.stack.batch"
 local inventory = require "sandstack.docker.inventory"
 local live = require "sandstack.docker.egress_live"
@@ -70,16 +71,7 @@ local function check_open(self)
 end
 M.check_open = check_open
 
-local function run_of(self)
-  check_open(self)
-  return { eng = self.eng, plan = self.plan, t0 = A.now(), on_event = self.hooks.on_event,
-    req_adapter = self.hooks.req_adapter, created = { networks = {}, volumes = {}, containers = {} } }
-end
-
-local function set_port(self, port)
-  self.port = port
-  self.endpoint = port and ("http://127.0.0.1:%d"):format(port) or nil
-end
+local run_of, set_port = stack_run.run_of, stack_run.set_port
 M.set_port = set_port
 
 -- Re-reads the forwarder's published port (it changes on every start).
@@ -139,25 +131,7 @@ function Stack:stop(opts)
   return stop(self, t)
 end
 
--- containers: the plan's, or a copy whose start requests differ (a wake from checkpoints). The
--- sandbox's init gets its program and deadline again first (docker/expiry.lua's boot).
-local function start(self, containers)
-  local run = run_of(self)
-  local ok, err = require("sandstack.docker.expiry").boot(self.eng, self.project)
-  if not ok then return nil, err end
-  ok, err = A.start_services(run, containers or self.plan.containers)
-  if not ok then return nil, err end
-  local port; port, err = A.read_port(run)
-  if not port then return nil, err end
-  set_port(self, port)
-  ok, err = A.wait_ready(run, port)
-  if not ok then return nil, err end
-  return true
-end
-
-M.start_with = start
--- for the handle's parts (docker/lifecycle.lua), which never require this file
-Stack._set_port, Stack._start_containers = set_port, start
+local start = stack_run.start
 
 function Stack:start(opts)
   check_open(self)

@@ -6,6 +6,7 @@
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local batch = require "sandstack.stack.batch"
+local stack_run = require "sandstack.docker.stack_run"
 
 local M = {}
 local R = core.session_requests
@@ -233,7 +234,7 @@ function M.hibernate(self, opts)
   -- dependents first, as a stop in reverse dependency order: one round (the engine stops each
   -- within its grace period; the order matters to no process that is being stopped anyway)
   ok, err = all_ok(batch.run(self.eng, reqs, t + 60), "hibernate")
-  self:_set_port(nil)
+  stack_run.set_port(self, nil)
   if not ok then return nil, err end
   return true
 end
@@ -306,7 +307,7 @@ function M.wake(self)
       containers[i] = c
     end
   end
-  local ok, err = M.start_from_checkpoint(function() return self:_start_containers(containers) end, core.sleep)
+  local ok, err = M.start_from_checkpoint(function() return stack_run.start(self, containers) end, core.sleep)
   if not ok then
     if err and err.kind == "engine" and tostring(err.message):find("checkpoint", 1, true) then
       return nil, E.new("engine", "checkpoint_failed", "wake: the restore from the checkpoint failed: "
