@@ -40,8 +40,10 @@ describe("session requests", function()
   it("a wake's start from a checkpoint is tried again while the engine answers its content-store race, and only then", function()
     local lifecycle = require "sandstack.docker.lifecycle"
     local E = require "sandstack.error"
-    local race = E.new("engine", nil, "failed to upload checkpoint to containerd: commit failed: content sha256:"
-      .. ("ab"):rep(32) .. ": already exists")
+    -- the engine's answers, settled as the engine client settles them (their cause read in C)
+    local engine_error = require("sandstack.engine").engine_error
+    local race = engine_error(500, "POST", "/containers/x/start", "failed to upload checkpoint to containerd: "
+      .. "commit failed: content sha256:" .. ("ab"):rep(32) .. ": already exists")
     local function script(answers)
       local calls, slept = 0, {}
       local ok, err = lifecycle.start_from_checkpoint(function()
@@ -58,7 +60,7 @@ describe("session requests", function()
     assert.equal(3, calls)
     assert.same({ 0.5, 1 }, slept)
     -- another failure of the restore is not retried: it is the wake's to report
-    local criu = E.new("engine", nil, "failed to create task for container: criu failed: type RESTORE")
+    local criu = engine_error(500, "POST", "/containers/x/start", "failed to create task for container: criu failed: type RESTORE")
     ok, err, calls = script { criu }
     assert.is_nil(ok)
     assert.equal(criu, err)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/cause.h"
 #include "engine/errmsg.h"
 #include "lua/engine_handle.h"
 
@@ -29,6 +30,9 @@ void ss_push_engine_error(lua_State *L, long status, const char *method, const c
   ss_error_field_num(&e, "status", (double)status);
   ss_error_field_str(&e, "method", method);
   ss_error_field_str(&e, "path", path);
+  /* what the daemon's text says, for the callers to compare (engine/cause.c) */
+  const char *cause = sse_engine_cause(message);
+  if (cause) ss_error_field_str(&e, "cause", cause);
   ss_push_error_object(L, &e);
 }
 

@@ -111,15 +111,10 @@ function A.ensure_images(run)
   return true
 end
 
-local function pool_exhausted(err)
-  local msg = err and err.message or ""
-  return msg:find("non%-overlapping IPv4 address pool") or msg:find("fully subnetted")
-end
+local function pool_exhausted(err) return err ~= nil and err.cause == "no_subnet" end
 
-local function overlap(err)
-  local msg = err and err.message or ""
-  return msg:find("overlap") ~= nil
-end
+-- a subnet the engine would not place: taken by another network, or no room left
+local function overlap(err) return err ~= nil and (err.cause == "subnet_overlap" or err.cause == "no_subnet") end
 
 function A.used_subnets(eng)
   local r = batch.run(eng, { core.engine_reads.networks }, 60)[1]

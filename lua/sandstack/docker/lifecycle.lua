@@ -78,10 +78,10 @@ end
 local function settle(results, list, what)
   for i, r in ipairs(results) do
     if not r.ok then
-      local msg = tostring(r.err and r.err.message or "")
-      if r.status == 409 and (msg:find("already paused", 1, true) or msg:find("not paused", 1, true)) then
+      local cause = r.err and r.err.cause
+      if r.status == 409 and (cause == "already_paused" or cause == "not_paused") then
         -- the state asked for
-      elseif r.status == 409 and msg:find("not running", 1, true) then
+      elseif r.status == 409 and cause == "not_running" then
         return E.fail("invalid", "not_running", what .. ": " .. list[i] .. " is not running: only a running stack "
           .. "can be paused (wake a hibernated one first)", { container = list[i] })
       elseif r.status == 404 then
@@ -155,10 +155,9 @@ local function engine_info(eng)
   return type(r.body) == "table" and r.body or {}
 end
 
-local function checkpoint_error(info, what, detail)
+local function checkpoint_error(info, what, detail, cause)
   local msg = tostring(detail or "")
-  local missing = msg:find("criu", 1, true) and (msg:find("not found", 1, true) or msg:find("executable file", 1, true)
-    or msg:find("not installed", 1, true) or msg:find("no such file", 1, true))
+  local missing = cause == "criu_missing"
   return E.new("engine", missing and "checkpoint_unsupported" or "checkpoint_failed", what .. ": " .. msg
     .. (missing and "; install CRIU on the engine's host, or hibernate without memory (files kept)"
       or "; hibernate without memory (files kept), or pause to keep the processes"),
@@ -183,7 +182,7 @@ local function checkpoint(self, info)
       done[#done + 1] = list[i]
     elseif not first then
       local body = type(r.body) == "table" and r.body.message or r.err and r.err.message
-      first = checkpoint_error(info, "hibernate{memory = true}: checkpoint of " .. list[i], body)
+      first = checkpoint_error(info, "hibernate{memory = true}: checkpoint of " .. list[i], body, r.err and r.err.cause)
     end
   end
   if not first then return true end
@@ -272,8 +271,7 @@ local RESTORE_DELAYS = { 0.5, 1, 2 }
 M.RESTORE_ATTEMPTS = #RESTORE_DELAYS + 1
 
 local function restore_race(err)
-  local msg = err and err.kind == "engine" and tostring(err.message) or ""
-  return msg:find("checkpoint", 1, true) ~= nil and msg:find("already exists", 1, true) ~= nil
+  return err ~= nil and err.kind == "engine" and err.cause == "checkpoint_exists"
 end
 
 -- start_from_checkpoint(try, sleep) -> what try() returned: try again while it fails with the race.
@@ -309,7 +307,8 @@ function M.wake(self)
   end
   local ok, err = M.start_from_checkpoint(function() return stack_run.start(self, containers) end, core.sleep)
   if not ok then
-    if err and err.kind == "engine" and tostring(err.message):find("checkpoint", 1, true) then
+    if err and err.kind == "engine" and (err.cause == "checkpoint" or err.cause == "checkpoint_exists"
+      or err.cause == "criu_missing") then
       return nil, E.new("engine", "checkpoint_failed", "wake: the restore from the checkpoint failed: "
         .. tostring(err.message) .. "; the checkpoint is kept (destroy the stack to drop it)", { engine = err.engine })
     end

@@ -51,13 +51,13 @@ end
 -- A forwarder's start the engine refused because its host port is held (taken since the check,
 -- or by something the check cannot see): the typed error; any other error as it is.
 function M.start_error(plan, c, err)
-  local msg = type(err) == "table" and tostring(err.message) or ""
-  if not (c.port and (msg:find("address already in use", 1, true) or msg:find("port is already allocated", 1, true))) then
+  if not (c.port and type(err) == "table" and err.cause == "port_taken") then
     return err
   end
   for _, p in ipairs(plan.ports or {}) do
     if p.forwarder == c.service and p.host_port then
-      return taken(p, "another process (taken since the check)", "what this start created is removed", msg)
+      return taken(p, "another process (taken since the check)", "what this start created is removed",
+        tostring(err.message))
     end
   end
   return err

@@ -29,7 +29,7 @@ local function disk_usage(eng)
   for _ = 1, 240 do
     local r = batch.run(eng, R("disk_usage"), 300)[1]
     if r.ok then return type(r.body) == "table" and r.body or {} end
-    if not tostring(r.err and r.err.message):find("already running", 1, true) then return nil, r.err end
+    if not (r.err and r.err.cause == "already_running") then return nil, r.err end
     core.sleep(0.25)
   end
   return E.fail("engine", "busy", "the engine's disk usage stayed busy for a minute: retry the snapshot")

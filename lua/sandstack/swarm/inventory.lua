@@ -91,7 +91,7 @@ function M.remove(mgr, node_eng, label, known, opts)
     if opts.node_lost then
       for i, x in ipairs(r) do
         if not x.ok then
-          if tostring(x.err and x.err.message):find("in use by task", 1, true) then
+          if x.err and x.err.cause == "in_use_by_task" then
             deferred[#deferred + 1] = names[overlays[i]] or overlays[i]
           else
             first = first or x.err

@@ -43,8 +43,8 @@ local function each(self, action, kept)
   for _, x in ipairs(r) do
     -- already in that state (the engine says so: a 409, or a 500 from a node's 20.10 engine),
     -- which is where the call wants it
-    local msg = tostring(x.err and x.err.message or "")
-    if not x.ok and x.status ~= 409 and not msg:find("not paused", 1, true) and not msg:find("already paused", 1, true) then
+    local cause = x.err and x.err.cause
+    if not x.ok and x.status ~= 409 and cause ~= "not_paused" and cause ~= "already_paused" then
       return nil, x.err
     end
   end

@@ -19,7 +19,7 @@ function M.update(mgr, id, change)
     _, err = cluster.op(mgr, "update_service", s.ID, { body = s.Spec, version = s.Version.Index })
     if not err then return true end
     last = err
-    if not tostring(err.message):find("out of sequence", 1, true) then break end
+    if err.cause ~= "out_of_sequence" then break end
   end
   return nil, last
 end
