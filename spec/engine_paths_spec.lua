@@ -46,7 +46,7 @@ describe("Engine paths in the Lua files", function()
     local lines = {}
     for _, file in ipairs(lua_files("lua/sandstack")) do
       local f = assert(io.open(file))
-      local text = f:read("a")
+      local text = f:read("*a")
       f:close()
       if not STILL_TO_MOVE[file] then
         for _, hit in ipairs(engine_paths(text)) do
@@ -66,5 +66,51 @@ describe("Engine paths in the Lua files", function()
     assert.equal(0, #engine_paths('p = "/tmp/x"'))
     assert.equal(0, #engine_paths('p = "/containersx"'))
     assert.equal(0, #engine_paths('p = "/etc/containers/x"'))
+  end)
+end)
+
+-- The operations the Lua files name, as C makes them (csrc/stack/session_requests.c): the
+-- method, path and query each call site sent when it wrote the path itself.
+describe("the named Engine operations", function()
+  local function one(action, name, args) return core.session_requests(action, name and { name } or nil, args)[1] end
+
+  it("make a process's exec requests by the exec's id, encoded", function()
+    local r = one("exec_create", "p-sandbox")
+    assert.same({ "POST", "/containers/p-sandbox/exec" }, { r.method, r.path })
+    assert.is_nil(r.query)
+    r = one("exec_start", "ab12")
+    assert.same({ "POST", "/exec/ab12/start" }, { r.method, r.path })
+    assert.same({ "POST", "/exec/ab12/resize" }, { one("exec_resize", "ab12").method, one("exec_resize", "ab12").path })
+    r = one("inspect_exec", "a b/c")
+    assert.same({ "GET", "/exec/a%20b%2Fc/json" }, { r.method, r.path })
+    assert.is_nil(r.ok)
+  end)
+
+  it("read a container strictly (inspect_container) or with 404 as an answer (inspect)", function()
+    local strict, lenient = one("inspect_container", "x-y_z.1"), one("inspect", "x-y_z.1")
+    assert.equal("/containers/x-y_z.1/json", strict.path)
+    assert.is_nil(strict.ok)
+    assert.equal(strict.path, lenient.path)
+    assert.same({ 404 }, lenient.ok)
+  end)
+
+  it("list running containers by every label, without all=1", function()
+    local r = one("list_running_containers", nil, { labels = { "a=1", "b=2" } })
+    assert.same({ "GET", "/containers/json" }, { r.method, r.path })
+    assert.same({ filters = '{"label":["a=1","b=2"]}' }, r.query)
+    assert.has_error(function() one("list_running_containers") end)
+  end)
+
+  it("name the archive, rename, image and daemon paths", function()
+    assert.same({ "HEAD", "/containers/c%3A1/archive" }, { one("stat_archive", "c:1").method, one("stat_archive", "c:1").path })
+    assert.equal("PUT", one("put_archive", "c").method)
+    assert.equal("GET", one("get_archive", "c").method)
+    assert.equal("/containers/p-ready/rename", one("rename_container", "p-ready").path)
+    assert.same({ "POST", "/images/create" }, { one("pull_image").method, one("pull_image").path })
+    assert.same({ "POST", "/images/load" }, { one("load_image").method, one("load_image").path })
+    assert.equal("/_ping", one("ping").path)
+    assert.equal("/version", one("version").path)
+    assert.equal("/events", one("events").path)
+    assert.equal("/containers/a%2Fb", one("remove_container", "a/b").path)
   end)
 end)
