@@ -114,3 +114,34 @@ describe("the named Engine operations", function()
     assert.equal("/containers/a%2Fb", one("remove_container", "a/b").path)
   end)
 end)
+
+describe("sandstack.engine.ops", function()
+  local ops = require "sandstack.engine.ops"
+
+  -- a stand-in with eng:call's contract that records what it was asked
+  local function recorder()
+    local seen = {}
+    return { call = function(_, method, path, body, opts)
+      seen[#seen + 1] = { method = method, path = path, body = body, opts = opts }
+      return { answered = true }
+    end }, seen
+  end
+
+  it("calls an operation through eng:call with C's method, path, query and statuses", function()
+    local eng, seen = recorder()
+    assert.same({ answered = true }, ops.call(eng, "list_containers", nil, { label = "io.sandstack.project=p" }))
+    assert.same({ method = "GET", path = "/containers/json",
+      opts = { query = { all = "1", filters = '{"label":["io.sandstack.project=p"]}' } } }, seen[1])
+    ops.call(eng, "inspect", "p-sandbox")
+    assert.same({ 404 }, seen[2].opts.ok)
+    local body = { Image = "x" }
+    ops.call(eng, "create_container", "p-gw", { body = body })
+    assert.equal(body, seen[3].body)
+    assert.same({ name = "p-gw" }, seen[3].opts.query)
+  end)
+
+  it("gives an operation's method and path to a call site with its own options", function()
+    assert.same({ "POST", "/exec/e1/resize" }, { ops.target("exec_resize", "e1") })
+    assert.equal("/containers/c/logs", ops.request("logs", "c").path)
+  end)
+end)

@@ -73,14 +73,15 @@ end
 -- `eng` needs only eng:call's contract, so a cosocket io serves too.
 function M.kill(eng, container, token, timeout, signal)
   timeout = timeout or 20
-  local info, err = ops.call(eng, "inspect_container", container)
+  local method, path = ops.target("inspect_container", container)
+  local info, err = eng:call(method, path)
   if not info then return nil, err end
   local refused = M.unshared(info)
   if refused then return nil, refused end
   local name = (info.Name or ""):gsub("^/", "") .. "-exec-kill-" .. core.random_hex(4)
   local created
   local body = helper_body(info, token, signal)
-  local method, path = ops.target("create_container", name, { body = body })
+  method, path = ops.target("create_container", name, { body = body })
   created, err = eng:call(method, path, body, { query = { name = name }, timeout = timeout })
   if not created then
     return E.fail("exec_kill", "helper", "the kill helper could not be created: " .. tostring(err), { cause = err })

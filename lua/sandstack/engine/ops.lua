@@ -19,11 +19,13 @@ function M.target(action, name, args)
   return r.method, r.path
 end
 
--- Sends the operation as C made it and settles it as eng:call does: the body, or nil, err.
+-- Sends the operation as C made it through eng:call (so anything with eng:call's contract
+-- serves: a process's io, a test's stand-in): the body, or nil, err. A body C encoded from
+-- args.body goes as that table; one C made itself (a volume's, a commit's) as C wrote it.
 function M.call(eng, action, name, args)
-  local r = eng:perform({ M.request(action, name, args) })[1]
-  if r.ok then return r.body end
-  return nil, r.err
+  local r = M.request(action, name, args)
+  local body = r.body_json and (args.body or core.json_decode(r.body_json)) or nil
+  return eng:call(r.method, r.path, body, { query = r.query, ok = r.ok, timeout = r.timeout })
 end
 
 return M
