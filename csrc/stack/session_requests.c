@@ -1,13 +1,15 @@
 /* The Engine requests of a session over time: pause and resume (the cgroup freezer), stop for a
  * hibernation, a snapshot's commit and its volume copies, the filesystem diff, and the label
  * lists and removals of snapshots and expiry marks; on a swarm, the manager's services, tasks,
- * nodes and overlays. Table-driven so that every path a lifecycle call or sandstack.swarm sends
- * is made here and Lua names none. Pure data: nothing here talks to the daemon. */
+ * nodes and overlays; and every other Engine request a Lua file sends (a process's exec, a
+ * container's files, an image pull, the daemon's ping, version and events). Table-driven so that
+ * every Engine path is made here and Lua names none (spec/engine_paths_spec.lua). Pure data: nothing here talks to the daemon. */
 #include <stdio.h>
 #include <string.h>
 
 #include "stack/init_wrap.h"
 #include "stack/session_requests.h"
+#include "util/url.h"
 
 /* A request's shape: method and path (with at most one %s, the object's name), the statuses
  * besides 2xx that count as done, and which parameters of args it takes. */
@@ -33,7 +35,9 @@ enum {
   B_CHECKPOINT = 1u << 11, /* body {CheckpointID = CHECKPOINT_ID, Exit = true} */
   Q_CHECKPOINT = 1u << 12, /* ?checkpoint=CHECKPOINT_ID */
   Q_VERSION = 1u << 13,    /* ?version=<args.version>: a Swarm object's update at the version read */
-  Q_SIGNAL = 1u << 14      /* ?signal=<args.signal>, a number */
+  Q_SIGNAL = 1u << 14,     /* ?signal=<args.signal>, a number */
+  ENC = 1u << 15,          /* the name percent-encoded in the path (an id or name from outside) */
+  Q_LABELS = 1u << 16      /* ?filters={"label":args.labels}: every label must match */
 };
 
 /* The one checkpoint a hibernation with memory leaves on each container: a fixed name, so a
@@ -55,21 +59,43 @@ static const action_def ACTIONS[] = {
     {"restore", "POST", "/containers/%s/start", 0, 0, NAMED | Q_CHECKPOINT | LONG},
     {"list_checkpoints", "GET", "/containers/%s/checkpoints", 404, 0, NAMED},
     {"remove_checkpoint", "DELETE", "/containers/%s/checkpoints/" CHECKPOINT_ID, 404, 0, NAMED},
-    {"inspect", "GET", "/containers/%s/json", 404, 0, NAMED},
+    {"inspect", "GET", "/containers/%s/json", 404, 0, NAMED | ENC},
+    /* the same read where a missing container is the caller's error, not an answer */
+    {"inspect_container", "GET", "/containers/%s/json", 0, 0, NAMED | ENC},
     {"changes", "GET", "/containers/%s/changes", 0, 0, NAMED},
-    {"stats", "GET", "/containers/%s/stats", 0, 0, NAMED},
-    {"logs", "GET", "/containers/%s/logs", 0, 0, NAMED},
+    {"stats", "GET", "/containers/%s/stats", 0, 0, NAMED | ENC},
+    {"logs", "GET", "/containers/%s/logs", 0, 0, NAMED | ENC},
     {"wait", "POST", "/containers/%s/wait", 0, 0, NAMED | LONG | Q_CONDITION},
     {"commit", "POST", "/commit", 0, 0, NAMED | Q_COMMIT | LONG},
     {"create_container", "POST", "/containers/create", 0, 0, NAMED | Q_CREATE},
-    {"remove_container", "DELETE", "/containers/%s", 404, 0, NAMED | Q_FORCE},
+    {"remove_container", "DELETE", "/containers/%s", 404, 0, NAMED | Q_FORCE | ENC},
     {"create_volume", "POST", "/volumes/create", 0, 0, NAMED | B_VOLUME},
-    {"remove_volume", "DELETE", "/volumes/%s", 404, 0, NAMED | Q_FORCE},
+    {"remove_volume", "DELETE", "/volumes/%s", 404, 0, NAMED | Q_FORCE | ENC},
     {"remove_image", "DELETE", "/images/%s", 404, 0, NAMED},
     {"inspect_image", "GET", "/images/%s/json", 404, 0, NAMED},
     {"list_images", "GET", "/images/json", 0, 0, Q_LABEL},
     {"list_volumes", "GET", "/volumes", 0, 0, Q_LABEL},
     {"list_containers", "GET", "/containers/json", 0, 0, Q_LABEL},
+    /* the running containers carrying every one of args.labels (no all=1) */
+    {"list_running_containers", "GET", "/containers/json", 0, 0, Q_LABELS},
+    {"rename_container", "POST", "/containers/%s/rename", 0, 0, NAMED | ENC},
+    /* a container's files as a tar: read, written, and stat'ed (the caller gives ?path=) */
+    {"get_archive", "GET", "/containers/%s/archive", 0, 0, NAMED | ENC},
+    {"put_archive", "PUT", "/containers/%s/archive", 0, 0, NAMED | ENC},
+    {"stat_archive", "HEAD", "/containers/%s/archive", 0, 0, NAMED | ENC},
+    /* a process in a running container (sandstack.docker.process): made in the container, then
+     * started (a hijacked connection), resized and read by the exec's id */
+    {"exec_create", "POST", "/containers/%s/exec", 0, 0, NAMED | ENC},
+    {"exec_start", "POST", "/exec/%s/start", 0, 0, NAMED | ENC},
+    {"exec_resize", "POST", "/exec/%s/resize", 0, 0, NAMED | ENC},
+    {"inspect_exec", "GET", "/exec/%s/json", 0, 0, NAMED | ENC},
+    /* an image from a registry (the caller gives the query) or from a tar of `docker save` */
+    {"pull_image", "POST", "/images/create", 0, 0, 0},
+    {"load_image", "POST", "/images/load", 0, 0, 0},
+    /* the daemon itself: alive, its version, its event stream */
+    {"ping", "GET", "/_ping", 0, 0, 0},
+    {"version", "GET", "/version", 0, 0, 0},
+    {"events", "GET", "/events", 0, 0, 0},
     {"info", "GET", "/info", 0, 0, 0},
     /* the engine's sizes of every image, container and volume (a gateway's snapshot quota) */
     {"disk_usage", "GET", "/system/df", 0, 0, 0},
@@ -129,7 +155,16 @@ static void unwrapped_command(cJSON *body, const cJSON *config) {
 /* One request of def for name (NULL for the unnamed ones); NULL with why when args lack what
  * the action needs. */
 static cJSON *make(const action_def *d, const char *name, const cJSON *args, const char **why) {
-  char path[512];
+  char path[1024], enc[768];
+  if (name && (d->flags & ENC)) {
+    size_t n = strlen(name);
+    if (n > (sizeof enc - 1) / 3) {
+      *why = "a name too long for a path";
+      return NULL;
+    }
+    enc[ss_urlencode(enc, name, n)] = 0;
+    name = enc;
+  }
   snprintf(path, sizeof path, d->fmt, name ? name : "");
   cJSON *r = cJSON_CreateObject();
   cJSON_AddStringToObject(r, "method", d->method);
@@ -141,7 +176,7 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
   }
   cJSON *q = NULL;
   if (d->flags & (Q_STOP_T | Q_COMMIT | Q_FORCE | Q_LABEL | Q_CREATE | Q_CONDITION | Q_SERVICES | Q_CHECKPOINT |
-                  Q_VERSION | Q_SIGNAL))
+                  Q_VERSION | Q_SIGNAL | Q_LABELS))
     q = cJSON_AddObjectToObject(r, "query");
   if (d->flags & Q_VERSION) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "version");
@@ -212,6 +247,20 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
     cJSON_free(text);
     cJSON_Delete(f);
     if (strcmp(d->action, "list_containers") == 0) cJSON_AddStringToObject(q, "all", "1");
+  }
+  if (d->flags & Q_LABELS) {
+    const cJSON *labels = cJSON_GetObjectItemCaseSensitive(args, "labels");
+    if (!cJSON_IsArray(labels)) {
+      *why = "a list by labels needs args.labels";
+      cJSON_Delete(r);
+      return NULL;
+    }
+    cJSON *f = cJSON_CreateObject();
+    cJSON_AddItemToObject(f, "label", cJSON_Duplicate(labels, 1));
+    char *text = cJSON_PrintUnformatted(f);
+    cJSON_AddStringToObject(q, "filters", text ? text : "{}");
+    cJSON_free(text);
+    cJSON_Delete(f);
   }
   if (d->flags & Q_CREATE) {
     const cJSON *body = cJSON_GetObjectItemCaseSensitive(args, "body");

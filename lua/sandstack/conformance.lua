@@ -5,6 +5,7 @@
 --     runtime = nil|"runsc" (every container of the reference stack under that engine runtime) }
 -- -> ok (every probe passed), results ({ {ok=, name=, skip=}, ... })
 -- The probes are also exported for the live specs.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 
 local M = {}
@@ -140,7 +141,7 @@ function M.run(opts)
   t.result(stack ~= nil, "the reference stack comes up", err)
   if stack then
     -- the stack's own project: a pool names its stacks itself
-    local net = eng:call("GET", "/networks/" .. stack.project .. "-sbx") or {}
+    local net = ops.call(eng, "inspect_network", stack.project .. "-sbx") or {}
     local found = {}
     for _, k in ipairs { "inhibit_ipv4", "gateway_mode_ipv4", "enable_ip_masquerade" } do
       local val = (net.Options or {})["com.docker.network.bridge." .. k]
@@ -151,7 +152,7 @@ function M.run(opts)
     if o.runtime then -- the probes below prove something about the runtime only if it is in use
       local wrong = {}
       for _, c in ipairs(stack.plan.containers) do
-        local info = eng:call("GET", "/containers/" .. c.name .. "/json") or {}
+        local info = ops.call(eng, "inspect_container", c.name) or {}
         local rt = info.HostConfig and info.HostConfig.Runtime
         if rt ~= o.runtime then wrong[#wrong + 1] = c.service .. "=" .. tostring(rt) end
       end

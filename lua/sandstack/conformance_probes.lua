@@ -2,6 +2,7 @@
 -- for the live specs and for the swarm's and sbx's runs): connects attempted from inside a
 -- container or from the host, the host's addresses and a listener, the internet stand-in, and
 -- one reachability attack that cannot pass vacuously.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 
 local M = {}
@@ -87,7 +88,7 @@ end
 -- The engine reports Gateway only when it chose the subnet itself; with a given subnet the
 -- gateway is the subnet's first address, which IPAM reserves either way.
 function M.network_gateway(eng, name)
-  local n = eng:call("GET", "/networks/" .. name)
+  local n = ops.call(eng, "inspect_network", name)
   local cfg = n and n.IPAM and n.IPAM.Config and n.IPAM.Config[1]
   if not cfg then return nil, n end
   if cfg.Gateway and cfg.Gateway ~= "" then return cfg.Gateway, n end
@@ -97,7 +98,7 @@ function M.network_gateway(eng, name)
 end
 
 function M.container_ip(eng, container, network)
-  local info = eng:call("GET", "/containers/" .. container .. "/json")
+  local info = ops.call(eng, "inspect_container", container)
   local n = info and info.NetworkSettings and info.NetworkSettings.Networks[network]
   return n and n.IPAddress
 end
@@ -117,7 +118,7 @@ end
 
 -- Every IPv4 address a container has, on any network.
 function M.own_addresses(eng, container)
-  local info = eng:call("GET", "/containers/" .. container .. "/json")
+  local info = ops.call(eng, "inspect_container", container)
   local out = {}
   for _, n in pairs(info and info.NetworkSettings and info.NetworkSettings.Networks or {}) do
     if n.IPAddress and n.IPAddress ~= "" then out[n.IPAddress] = true end
@@ -140,7 +141,7 @@ function M.path_evidence(eng, prober, target, port)
   out[#out + 1] = "probed again: " .. (again and (#again > 0 and "reached" or "not reached") or "exec failed")
   local res = eng:exec(prober, { "/bin/sh", "-c", "ip -4 -o addr; ip route; ip neigh" }, { timeout = 15 })
   out[#out + 1] = "prober: " .. (res and (res.stdout or "") or "exec failed")
-  local info = eng:call("GET", "/containers/" .. prober .. "/json")
+  local info = ops.call(eng, "inspect_container", prober)
   for net, n in pairs(info and info.NetworkSettings and info.NetworkSettings.Networks or {}) do
     out[#out + 1] = ("engine: %s on %s as %s gw %s"):format(prober, net, tostring(n.IPAddress), tostring(n.Gateway))
   end

@@ -1,6 +1,7 @@
 -- sandstack shell NAME [-- CMD ...]: an interactive shell (or CMD) in a stack's sandbox, over
 -- h:spawn's hijacked exec (docs/process.md). On a terminal: raw mode, the terminal's size, and
 -- a resize on every SIGWINCH; otherwise stdin and stdout are a plain pipe to the process.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 
 -- bash when the image has it, else sh
@@ -9,7 +10,7 @@ local DEFAULT = { "sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bas
 local function container(ctx, eng, project, service)
   local labels = { "io.sandstack.project=" .. project,
     service and ("io.sandstack.service=" .. service) or "io.sandstack.role=sandbox" }
-  local cs, err = eng:call("GET", "/containers/json", nil, { query = { filters = { label = labels } } })
+  local cs, err = ops.call(eng, "list_running_containers", nil, { labels = labels })
   if not cs then return nil, ctx:fail(err) end
   if #cs == 0 then
     return nil, ctx:fail("not_running", ("stack %s has no running %s container (sandstack status %s shows its state)")

@@ -1,4 +1,5 @@
 -- sandstack status NAME: each service's state and health, and the agent's endpoint.
+local ops = require "sandstack.engine.ops"
 local kit = require "sandstack.cli_kit"
 
 return {
@@ -17,7 +18,7 @@ return {
     table.sort(names)
     local rows, endpoint = {}, nil
     for _, svc in ipairs(names) do
-      local info = eng:call("GET", "/containers/" .. s.project .. "-" .. svc .. "/json")
+      local info = ops.call(eng, "inspect_container", s.project .. "-" .. svc)
       local st = type(info) == "table" and info.State or {}
       local row = { service = svc, state = st.Status or s.services[svc] or kit.NULL,
         health = st.Health and st.Health.Status or kit.NULL }

@@ -2,6 +2,7 @@
 -- the plan holds (it never edits a body), in parallel where nothing depends on anything, and on
 -- any failure removes exactly what this run created (every object carries the plan's run
 -- label). Starting services and health are docker/services.lua's, readiness stack/readiness.lua's.
+local ops = require "sandstack.engine.ops"
 local E = require "sandstack.error"
 local batch = require "sandstack.stack.batch"
 
@@ -238,7 +239,7 @@ function A.create_networks_and_volumes(run)
           r.err = E.new("engine", "address_pool_exhausted",
             "the engine has no free address pool for " .. (it.net and it.net.name or "?")
               .. ": remove stale stacks (sandstack reap) or give sandstack a subnet_pool",
-            { status = r.status, method = "POST", path = "/networks/create", cause = r.err.message })
+            { status = r.status, method = "POST", path = ops.request("create_network", nil, { body = {} }).path, cause = r.err.message })
         end
         first_err = first_err or r.err
       end

@@ -7,6 +7,7 @@
 -- through the volume's holder, a container of the stack that mounts it read-write and never
 -- runs (the engine's archive API), before every start of the sandbox and when set_timeout moves
 -- the deadline, and then has the engine signal the sandbox's PID 1 to read it again.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local batch = require "sandstack.stack.batch"
@@ -31,8 +32,9 @@ end
 -- Writes the deadline file (and with_program, the program) into project's init volume. true,
 -- or nil, err (err.status 404: the stack has no init, one started by an older sandstack).
 local function write(eng, project, deadline, with_program)
-  local ok, err = eng:call("PUT", "/containers/" .. core.urlencode(holder_of(project)) .. "/archive",
-    volume_tar(deadline or 0, with_program), { query = { path = D.dir }, content_type = "application/x-tar", timeout = 60 })
+  local method, path = ops.target("put_archive", holder_of(project))
+  local ok, err = eng:call(method, path, volume_tar(deadline or 0, with_program),
+    { query = { path = D.dir }, content_type = "application/x-tar", timeout = 60 })
   if not ok and err then return nil, err end
   return true
 end

@@ -9,6 +9,7 @@
 -- /proc/PID/environ), no-new-privileges. Nothing is written into the sandbox, so an image with
 -- no shell, a read-only root and CapDrop ALL change nothing. The helper is removed at once; it
 -- carries the sandbox's project label, so a crash meanwhile leaves it to destroy and reap.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 
@@ -35,7 +36,6 @@ end
 
 function M.token() return core.random_hex(16) end
 
-local function path(container) return "/containers/" .. core.urlencode(container) end
 
 -- The tar of a static program (its bytes `bin`) at the absolute `path`, mode 0755, to upload
 -- into a helper at "/" (list_helper.lua's too).
@@ -73,31 +73,34 @@ end
 -- `eng` needs only eng:call's contract, so a cosocket io serves too.
 function M.kill(eng, container, token, timeout, signal)
   timeout = timeout or 20
-  local info, err = eng:call("GET", path(container) .. "/json")
+  local method, path = ops.target("inspect_container", container)
+  local info, err = eng:call(method, path)
   if not info then return nil, err end
   local refused = M.unshared(info)
   if refused then return nil, refused end
   local name = (info.Name or ""):gsub("^/", "") .. "-exec-kill-" .. core.random_hex(4)
   local created
-  created, err = eng:call("POST", "/containers/create", helper_body(info, token, signal), { query = { name = name }, timeout = timeout })
+  local body = helper_body(info, token, signal)
+  method, path = ops.target("create_container", name, { body = body })
+  created, err = eng:call(method, path, body, { query = { name = name }, timeout = timeout })
   if not created then
     return E.fail("exec_kill", "helper", "the kill helper could not be created: " .. tostring(err), { cause = err })
   end
-  local hp = path(created.Id)
+  local id = created.Id
   local function fail(reason, msg, cause)
-    eng:call("DELETE", hp, nil, { query = { force = "1", v = "1" }, ok = { [404] = true } })
+    eng:call("DELETE", ops.request("remove_container", id).path, nil, { query = { force = "1", v = "1" }, ok = { [404] = true } })
     return E.fail("exec_kill", reason, msg, { cause = cause })
   end
   local ok
-  ok, err = eng:call("PUT", hp .. "/archive", program_tar(), { query = { path = "/" }, content_type = "application/x-tar",
+  ok, err = eng:call("PUT", ops.request("put_archive", id).path, program_tar(), { query = { path = "/" }, content_type = "application/x-tar",
     timeout = timeout })
   if not ok and err then return fail("helper", "the kill program could not be uploaded: " .. tostring(err), err) end
-  ok, err = eng:call("POST", hp .. "/start", nil, { timeout = timeout })
+  ok, err = eng:call("POST", ops.request("start", id).path, nil, { timeout = timeout })
   if not ok and err then return fail("helper", "the kill helper could not start: " .. tostring(err), err) end
   local waited
-  waited, err = eng:call("POST", hp .. "/wait", nil, { timeout = timeout })
+  waited, err = eng:call("POST", ops.request("wait", id).path, nil, { timeout = timeout })
   if not waited then return fail("helper", "the kill helper did not end: " .. tostring(err), err) end
-  eng:call("DELETE", hp, nil, { query = { force = "1", v = "1" }, ok = { [404] = true } })
+  eng:call("DELETE", ops.request("remove_container", id).path, nil, { query = { force = "1", v = "1" }, ok = { [404] = true } })
   if signal and waited.StatusCode == 3 then
     return E.fail("exited", "not_running", "no process of this spawn is running")
   end

@@ -2,6 +2,7 @@
 -- directory's entries from the Engine's archive of it while that stays small (the archive
 -- carries every file's bytes, and a sparse file comes whole), else by names alone through the
 -- list helper (docker/list_helper.lua).
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local target = require "sandstack.docker.target"
@@ -42,7 +43,7 @@ end
 
 -- A listing by names alone, when the archive is too large to read (list_helper.lua).
 local function by_helper(eng, c, path, max_entries)
-  local info, err = eng:call("GET", "/containers/" .. core.urlencode(c) .. "/json")
+  local info, err = ops.call(eng, "inspect_container", c)
   if not info then return nil, err end
   local why = list_helper.unavailable(info)
   if why then

@@ -3,6 +3,7 @@
 -- Copies follow docker cp: onto a directory they go into it, and nothing replaces a directory
 -- (the engine's noOverwriteDirNonDir). A write beneath a mount the archive cannot reach (/proc,
 -- a tmpfs) is refused rather than landing where nothing in the container sees it.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local target = require "sandstack.docker.target"
@@ -24,7 +25,7 @@ local function hidden_mounts(self, eng, c)
   self._hidden_mounts = self._hidden_mounts or {}
   local m = self._hidden_mounts[c]
   if m then return m end
-  local info, err = eng:call("GET", "/containers/" .. core.urlencode(c) .. "/json")
+  local info, err = ops.call(eng, "inspect_container", c)
   if not info then return nil, err end
   m = { "/proc", "/sys", "/dev" }
   for dest in pairs((info.HostConfig or {}).Tmpfs or {}) do m[#m + 1] = dest end

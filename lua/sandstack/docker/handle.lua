@@ -1,6 +1,7 @@
 -- The handle on a running stack (internal to sandstack.docker): stop, start, restart, status,
 -- capture, destroy, record, reconnect. It keeps the part of the plan it needs (names, order,
 -- checks), never a body or a secret.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local store = require "sandstack.store"
@@ -117,7 +118,8 @@ local function stop(self, t)
   local reqs = {}
   for i = #self.plan.containers, 1, -1 do
     local c = self.plan.containers[i]
-    reqs[#reqs + 1] = { "POST", "/containers/" .. c.name .. "/stop", nil, { query = { t = tostring(math.floor(t)) }, timeout = t + 30 }, ok = { [304] = true } }
+    local method, path = ops.target("stop", c.name, { t = math.floor(t) })
+    reqs[#reqs + 1] = { method, path, nil, { query = { t = tostring(math.floor(t)) }, timeout = t + 30 }, ok = { [304] = true } }
   end
   local ok, err = A.check(batch.run(self.eng, reqs, t + 60))
   set_port(self, nil)

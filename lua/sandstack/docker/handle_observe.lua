@@ -1,6 +1,7 @@
 -- h:logs and h:stats on a stack handle (sandstack.session; docs/session.md): a service's
 -- output as the engine kept it, and one sample of every service's usage, all services asked at
 -- once (one batch of GET /containers/{id}/stats?stream=false).
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local target = require "sandstack.docker.target"
@@ -13,14 +14,13 @@ M.DEFAULT_LOG_BYTES = 8 * 1024 * 1024
 local LOG_KEYS = { service = "string", since = { "number", says = "a unix time in seconds" }, tail = E.COUNT0,
   follow = "boolean", max_bytes = E.BYTES, timeout = E.SECONDS }
 
-local function cpath(name) return "/containers/" .. core.urlencode(name) end
 
 -- One read of a service's logs: { stdout =, stderr = }. eng: the engine the container is on.
 local function read_logs(eng, c, opts, since)
   local q = { stdout = "1", stderr = "1" }
   if since then q.since = tostring(since) end
   if opts.tail then q.tail = tostring(opts.tail) end
-  local r, err = eng:demux(cpath(c) .. "/logs", { query = q, max_bytes = opts.max_bytes or M.DEFAULT_LOG_BYTES,
+  local r, err = eng:demux(ops.request("logs", c).path, { query = q, max_bytes = opts.max_bytes or M.DEFAULT_LOG_BYTES,
     timeout = opts.timeout })
   if not r then return nil, err end
   return r
@@ -93,7 +93,7 @@ end
 local function sample(eng, services, timeout, one_shot, prev)
   local reqs = {}
   for i, s in ipairs(services) do
-    reqs[i] = { "GET", cpath(s.name) .. "/stats", nil, { query = { stream = "false", ["one-shot"] = one_shot and "true" or nil },
+    reqs[i] = { "GET", ops.request("stats", s.name).path, nil, { query = { stream = "false", ["one-shot"] = one_shot and "true" or nil },
       timeout = timeout or 30 } }
   end
   local results = eng:perform(reqs)

@@ -10,6 +10,7 @@
 --   sandstack.docker.build_images{docker_host =, proxy_binary =, socat =, force =,
 --                                 proxy_image =, forwarder_image = (other names:tags)}
 --     -> { {image =, built = true|false, hash =}, ... } | nil, err
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 
@@ -166,7 +167,8 @@ end
 
 -- The hash label and id of the image now under that name (nil, nil when there is none).
 local function current(eng, image)
-  local info = eng:call("GET", "/images/" .. image .. "/json")
+  local method, path = ops.target("inspect_image", image)
+  local info = eng:call(method, path)
   if type(info) ~= "table" then return nil, nil end
   local labels = info.Config and info.Config.Labels
   return type(labels) == "table" and labels[M.HASH_LABEL] or nil, info.Id
@@ -187,7 +189,8 @@ local function import(eng, root, recipe, hash)
   local enc = require("sandstack.engine").urlencode
   local query = { "fromSrc=-", "repo=" .. enc(repo), "tag=" .. enc(tag) }
   for _, c in ipairs(changes) do query[#query + 1] = "changes=" .. enc(c) end
-  local status, answer = eng:request("POST", "/images/create?" .. table.concat(query, "&"), body,
+  local method, path = ops.target("pull_image")
+  local status, answer = eng:request(method, path .. "?" .. table.concat(query, "&"), body,
     { content_type = "application/x-tar", timeout = 300, raw = true })
   if not status then return nil, answer end
   local text = type(answer) == "string" and answer or ""
@@ -232,7 +235,7 @@ function M.build(opts)
         ok, err = import(eng, root, recipe, hash)
         built = ok and true or false
         -- the image it replaced, now nameless; one a container still uses stays (409)
-        if ok and old_id then eng:request("DELETE", "/images/" .. old_id) end
+        if ok and old_id then eng:request(ops.target("remove_image", old_id)) end
       end
       if ok then results[#results + 1] = { image = recipe.image, built = built, hash = hash, source = recipe.source } end
     end

@@ -1,5 +1,6 @@
 -- What sandstack owns on an engine, read from labels: list, reap, down, and the marks of warm
 -- pools (internal to sandstack.docker; the public functions are re-exported there).
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local batch = require "sandstack.stack.batch"
@@ -116,7 +117,8 @@ function M.mark(eng, role, project, pool, session_key, image)
     Labels = { [LABEL] = project, ["io.sandstack.pool"] = pool, ["io.sandstack.session"] = session_key,
       ["io.sandstack.role"] = role, ["io.sandstack.version"] = core.VERSION },
     HostConfig = { NetworkMode = "none" } }
-  local r = batch.run(eng, { { "POST", "/containers/create", body, q } }, 60)[1]
+  local method, path = ops.target("create_container", project .. "-" .. role, { body = body })
+  local r = batch.run(eng, { { method, path, body, q } }, 60)[1]
   if r.ok then return true end
   return nil, r.err
 end
@@ -131,7 +133,8 @@ end
 -- and the engine's error; err.lost is set when another claimant won.
 local LOST = { [400] = true, [404] = true, [409] = true }
 function M.claim_request(project)
-  return { "POST", "/containers/" .. project .. "-ready/rename", nil, { query = { name = project .. "-claim" } } }
+  local method, path = ops.target("rename_container", project .. "-ready")
+  return { method, path, nil, { query = { name = project .. "-claim" } } }
 end
 function M.claim_lost(r) return LOST[r.status] == true end
 
@@ -141,7 +144,8 @@ function M.claim_lost(r) return LOST[r.status] == true end
 -- a started stack's. Its project label makes the stack's removal take it. ~1 ms on 20.10
 -- (bench/pool_bench.lua).
 function M.claim_record_request(project, pool, session_key, record)
-  return { "POST", "/volumes/create", { Name = project .. "-claim", Labels = { [LABEL] = project,
+  local method, path = ops.target("create_volume", project .. "-claim")
+  return { method, path, { Name = project .. "-claim", Labels = { [LABEL] = project,
     ["io.sandstack.pool"] = pool, ["io.sandstack.session"] = session_key, ["io.sandstack.role"] = "claim",
     ["io.sandstack.version"] = core.VERSION, ["io.sandstack.record"] = record } } }
 end

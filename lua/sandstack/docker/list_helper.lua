@@ -9,6 +9,7 @@
 -- nothing is written there. The listing comes back as a small file of the helper's own, read
 -- through the archive, and the helper is removed at once; it carries the sandbox's project
 -- label, so a crash meanwhile leaves it to destroy and reap.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local exec_kill = require "sandstack.docker.exec_kill"
@@ -21,7 +22,6 @@ local PROJECT_LABEL = "io.sandstack.project"
 -- Runtimes whose containers' PID namespaces the helper can share: exec_kill.lua's.
 local SHARABLE = exec_kill.SHARABLE
 
-local function path(container) return "/containers/" .. core.urlencode(container) end
 
 local archive -- the program's tar, made once per process
 local function program_tar()
@@ -62,31 +62,33 @@ function M.list(eng, info, dir, max_entries, timeout)
   timeout = timeout or 60
   local out = "/sandstack-list-" .. core.random_hex(8) .. ".out"
   local name = (info.Name or ""):gsub("^/", "") .. "-list-" .. core.random_hex(4)
-  local created, err = eng:call("POST", "/containers/create", helper_body(info, dir, out, max_entries),
+  local body = helper_body(info, dir, out, max_entries)
+  local method, path = ops.target("create_container", name, { body = body })
+  local created, err = eng:call(method, path, body,
     { query = { name = name }, timeout = timeout })
   if not created then
     return E.fail("engine", "list_helper", "the list helper could not be created: " .. tostring(err), { cause = err })
   end
-  local hp = path(created.Id)
+  local id = created.Id
   local function done(...)
-    eng:call("DELETE", hp, nil, { query = { force = "1", v = "1" }, ok = { [404] = true } })
+    eng:call("DELETE", ops.request("remove_container", id).path, nil, { query = { force = "1", v = "1" }, ok = { [404] = true } })
     return ...
   end
   local function fail(msg, cause)
     return done(E.fail("engine", "list_helper", msg .. (cause and (": " .. tostring(cause)) or ""), { cause = cause }))
   end
   local ok
-  ok, err = eng:call("PUT", hp .. "/archive", program_tar(), { query = { path = "/" }, content_type = "application/x-tar",
+  ok, err = eng:call("PUT", ops.request("put_archive", id).path, program_tar(), { query = { path = "/" }, content_type = "application/x-tar",
     timeout = timeout })
   if not ok and err then return fail("the list program could not be uploaded", err) end
-  ok, err = eng:call("POST", hp .. "/start", nil, { timeout = timeout })
+  ok, err = eng:call("POST", ops.request("start", id).path, nil, { timeout = timeout })
   if not ok and err then return fail("the list helper could not start", err) end
   local waited
-  waited, err = eng:call("POST", hp .. "/wait", nil, { timeout = timeout })
+  waited, err = eng:call("POST", ops.request("wait", id).path, nil, { timeout = timeout })
   if not waited then return fail("the list helper did not end", err) end
   if waited.StatusCode ~= 0 then return fail(("the list helper exited %s"):format(tostring(waited.StatusCode))) end
   local tar
-  tar, err = eng:call("GET", hp .. "/archive", nil, { query = { path = out }, raw = true, max_bytes = M.OUTPUT_MAX })
+  tar, err = eng:call("GET", ops.request("get_archive", id).path, nil, { query = { path = out }, raw = true, max_bytes = M.OUTPUT_MAX })
   if not tar then return fail("the listing could not be read", err) end
   local f
   f, err = core.archive_file({ data = tar }, { max_bytes = M.OUTPUT_MAX })

@@ -14,6 +14,7 @@
 -- (pool.last_acquire): plan, handle and mark are set, claim and record add up over the tries.
 -- This module requires no module that requires sandstack.docker.pool: what goes through
 -- sandstack.docker (down) is the pool's own method.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local A = require "sandstack.docker.apply"
@@ -104,7 +105,7 @@ function Claim:send()
   local q = inventory().claim_request(idle.project)
   self.ids.rename = eng:submit(q[1], q[2], q[3], q[4])
   if pool.slots and not idle.placeholders then
-    self.ids.inspect = eng:submit("GET", "/containers/" .. idle.project .. "-" .. pool.shape.sandbox .. "/json")
+    self.ids.inspect = eng:submit(ops.target("inspect_container", idle.project .. "-" .. pool.shape.sandbox))
   end
   self:kick()
 end

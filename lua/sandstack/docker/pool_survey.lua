@@ -2,6 +2,7 @@
 -- Pool:_remove_dead these are): one container list read as idle, dead, stale, claimed and
 -- starting stacks, and the dead ones taken down. It requires no module that requires
 -- sandstack.docker.pool: what goes through sandstack.docker (down) is the pool's own method.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local batch = require "sandstack.stack.batch"
 local emit = require("sandstack.pool_kit").emit
@@ -18,8 +19,7 @@ local function store() return require "sandstack.docker.pool_store" end
 -- Returns { idle = {{project =, port =}}, dead = {project}, stale = {project}, claimed =,
 -- starting = } or nil, err.
 function M.survey(self, eng)
-  local r = batch.run(eng, { { "GET", "/containers/json", nil, { query = { all = "1",
-    filters = { label = { "io.sandstack.pool=" .. self.name } } } } } }, 60)[1]
+  local r = batch.run(eng, { ops.request("list_containers", nil, { label = "io.sandstack.pool=" .. self.name }) }, 60)[1]
   if not r.ok then return nil, r.err end
   if not inventory().is_array(r.body) then return nil, inventory().bad_answer("container list") end
   local by = {}

@@ -2,6 +2,7 @@
 -- forwarder more per entry of the `ports` option (csrc/stack/ports.c), each on the host's
 -- 127.0.0.1. A host port the caller chose is checked before anything is made; a bind the engine
 -- still refuses at a forwarder's start is the same typed error; h:ports() reads every forwarder.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 
@@ -68,7 +69,7 @@ end
 function M.list(eng, containers, agent_forwarder)
   local reqs = {}
   for i, c in ipairs(containers) do
-    reqs[i] = { method = "GET", path = "/containers/" .. core.urlencode(c.name) .. "/json", ok = { 404 } }
+    reqs[i] = ops.request("inspect", c.name)
   end
   local res = eng:perform(reqs)
   local out = {}

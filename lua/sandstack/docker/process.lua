@@ -6,6 +6,7 @@
 --   io.call(method, path, body, opts) -> decoded body | nil, err   (eng:call's contract)
 --   io.attach(path, body, timeout) -> conn | nil, err   conn: send, recv, shutdown, close
 --   io.api_version
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local registry = require "sandstack.docker.process_registry"
@@ -88,7 +89,8 @@ function M.spawn(io, container, argv, opts)
   local tty = opts.tty and true or false
   local timeout = opts.timeout or M.DEFAULT_TIMEOUT
   local t0 = core.engine_clock()
-  local created, err = io.call("POST", "/containers/" .. core.urlencode(container) .. "/exec", {
+  local method, path = ops.target("exec_create", container)
+  local created, err = io.call(method, path, {
     AttachStdin = true, AttachStdout = true, AttachStderr = true, Tty = tty, Cmd = argv,
     Env = env_list(opts.env, token), User = opts.user, WorkingDir = opts.cwd,
   }, { timeout = timeout })
@@ -98,7 +100,7 @@ function M.spawn(io, container, argv, opts)
   end
   local t1 = core.engine_clock()
   local body = tty and '{"Detach":false,"Tty":true}' or '{"Detach":false,"Tty":false}'
-  local conn; conn, err = io.attach(versioned(io, "/exec/" .. created.Id .. "/start"), body, timeout)
+  local conn; conn, err = io.attach(versioned(io, ops.request("exec_start", created.Id).path), body, timeout)
   if not conn then return nil, err end
   local self = setmetatable({ io = io, conn = conn, id = created.Id, container = container, tty = tty,
     token = token, user = opts.user, timeout = timeout, on_output = opts.on_output, argv = argv, started = os.time(),
@@ -235,14 +237,14 @@ function Process:resize(cols, rows)
   if not r then return nil, rerr end
   cols, rows = c, r
   if not self.tty then return E.fail("invalid", "not_a_tty", "resize needs a process spawned with tty = true") end
-  local path = "/exec/" .. self.id .. "/resize"
+  local method, path = ops.target("exec_resize", self.id)
   -- The engine holds the answer until the process runs (measured on 20.10: one request, as long
   -- as runc takes); a refusal (asked before the exec is known to run) is tried again every few
   -- milliseconds, so no coarse retry adds to the shell's first output.
   local deadline = core.engine_clock() + 5
   local pause = 0.002
   while true do
-    local ok, err = self.io.call("POST", path, nil, { query = { h = rows, w = cols }, timeout = self.timeout })
+    local ok, err = self.io.call(method, path, nil, { query = { h = rows, w = cols }, timeout = self.timeout })
     if ok or core.engine_clock() > deadline or not (err and err.kind == "engine") then
       if ok then return true end
       return nil, err
@@ -253,7 +255,8 @@ function Process:resize(cols, rows)
 end
 
 local function inspect(self)
-  local info, err = self.io.call("GET", "/exec/" .. self.id .. "/json", nil, { timeout = self.timeout })
+  local method, path = ops.target("inspect_exec", self.id)
+  local info, err = self.io.call(method, path, nil, { timeout = self.timeout })
   if not info then return nil, err end
   return info
 end

@@ -1,6 +1,7 @@
 -- The spawned processes' entries on the engine (internal to docker/process.lua, whose
 -- register, list and attach these are): what lets h:processes() and h:attach(id) find a spawn
 -- from any process, and forget it once it has ended. The wire is docker/process.lua's `io`.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 
@@ -16,7 +17,8 @@ local SPAWN_LABEL, PROJECT_LABEL = "io.sandstack.spawn", "io.sandstack.project"
 local function entry_name(project, id) return project .. "-spawn-" .. id:sub(1, 24) end
 
 function M.register(p, project, service)
-  local ok, err = p.io.call("POST", "/volumes/create", { Name = entry_name(project, p.id), Labels = {
+  local method, path = ops.target("create_volume", entry_name(project, p.id))
+  local ok, err = p.io.call(method, path, { Name = entry_name(project, p.id), Labels = {
     [PROJECT_LABEL] = project, ["io.sandstack.role"] = "spawn", [SPAWN_LABEL] = core.json_encode({ id = p.id,
       token = p.token, service = service, container = p.container, tty = p.tty, started = p.started }) } },
     { timeout = p.timeout })
@@ -26,13 +28,16 @@ function M.register(p, project, service)
 end
 
 function M.forget(io, name, timeout)
-  io.call("DELETE", "/volumes/" .. core.urlencode(name), nil, { timeout = timeout, ok = { [404] = true } })
+  local method, path = ops.target("remove_volume", name)
+  io.call(method, path, nil, { timeout = timeout, ok = { [404] = true } })
 end
 
 -- The entries of project: { { name =, id =, token =, service =, container =, tty =, started = } }.
 local function entries(io, project)
   local filters = core.json_encode({ label = { PROJECT_LABEL .. "=" .. project, "io.sandstack.role=spawn" } })
-  local list, err = io.call("GET", "/volumes", nil, { query = { filters = filters } })
+  -- the path of a volume list; the query is this one's, two labels at once
+  local method, path = ops.target("list_volumes", nil, { label = PROJECT_LABEL .. "=" .. project })
+  local list, err = io.call(method, path, nil, { query = { filters = filters } })
   if not list then return nil, err end
   local out = {}
   for _, v in ipairs(type(list) == "table" and type(list.Volumes) == "table" and list.Volumes or {}) do
@@ -60,7 +65,8 @@ function M.list(io, project)
   if not es then return nil, err end
   local out = {}
   for _, e in ipairs(es) do
-    local info, ierr = io.call("GET", "/exec/" .. core.urlencode(e.id) .. "/json")
+    local method, path = ops.target("inspect_exec", e.id)
+    local info, ierr = io.call(method, path)
     if info and info.Running == true then
       out[#out + 1] = { id = e.id, argv = argv_of(info), started = e.started, service = e.service, tty = e.tty == true }
     elseif info or (ierr and ierr.status == 404) then
@@ -91,7 +97,8 @@ function M.attach(io, project, id, live, detached)
   if not es then return nil, err end
   for _, e in ipairs(es) do
     if e.id == id then
-      local info; info, err = io.call("GET", "/exec/" .. core.urlencode(id) .. "/json")
+      local method, path = ops.target("inspect_exec", id)
+      local info; info, err = io.call(method, path)
       if not info then
         if err and err.status == 404 then M.forget(io, e.name) else return nil, err end
         break

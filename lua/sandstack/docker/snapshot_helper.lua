@@ -6,6 +6,7 @@
 -- no-new-privileges, pid and memory limits, read-only root, the stack's runtime), carries the
 -- project's label and io.sandstack.role = snapshot-copy | snapshot-diff (so a destroy or a reap
 -- takes one a crash left), and is removed once done, or at its deadline, whatever it did.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local batch = require "sandstack.stack.batch"
@@ -39,7 +40,8 @@ end
 
 -- Loads an image archive (POST /images/load); true, or nil, err naming what.
 function M.load(eng, archive, what, timeout)
-  local status, body = eng:request("POST", "/images/load", archive,
+  local method, path = ops.target("load_image")
+  local status, body = eng:request(method, path, archive,
     { query = { quiet = "1" }, content_type = "application/x-tar", timeout = timeout or 120, raw = true })
   if not status then return nil, body end
   local ok, why = load_answer_ok(status, body)
@@ -149,7 +151,7 @@ function M.start(eng, helpers, opts)
     local need_log = code ~= 0 or job.mode == "diff"
     local log
     if need_log then
-      log, err = eng:demux("/containers/" .. names[i] .. "/logs", { query = { stdout = "1", stderr = "1" },
+      log, err = eng:demux(ops.request("logs", names[i]).path, { query = { stdout = "1", stderr = "1" },
         max_bytes = M.DIFF_MAX_BYTES + 65536, timeout = 60 })
     end
     if not err and code ~= 0 then err = exit_error(opts, job, code, log.stderr) end

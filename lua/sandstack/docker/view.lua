@@ -2,6 +2,7 @@
 -- containers as the engine lists them, for the CLI's exec, cp, logs and stats. Its own module:
 -- it needs the handle's methods (docker/handle.lua), and docker/target.lua, which the handle's
 -- parts use, must not require the handle.
+local ops = require "sandstack.engine.ops"
 local E = require "sandstack.error"
 
 local M = {}
@@ -10,8 +11,7 @@ local M = {}
 -- containers as the engine lists them. -> handle | nil, err. (The handle's module loads on the
 -- first view, not with the CLI's command modules.)
 function M.view(eng, project)
-  local list, err = eng:call("GET", "/containers/json", nil, { query = { all = "1",
-    filters = { label = { "io.sandstack.project=" .. project } } } })
+  local list, err = ops.call(eng, "list_containers", nil, { label = "io.sandstack.project=" .. project })
   if not list then return nil, err end
   local cs, sandbox = {}, nil
   for _, c in ipairs(list) do

@@ -1,6 +1,7 @@
 -- Buffered requests of the engine client (internal to sandstack.engine): request, call, ping,
 -- version, and the concurrent submit/poll/pending. The helpers (start, wait, sleep) are
 -- shared with the exec and stream parts; none of them is a method of the client.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local O = require "sandstack.engine.options"
@@ -150,14 +151,16 @@ end
 
 function M.ping(eng)
   R.check_open(eng)
-  local v, err = R.call(eng, "GET", "/_ping", nil, { raw = true }, 2)
+  local method, path = ops.target("ping")
+  local v, err = R.call(eng, method, path, nil, { raw = true }, 2)
   if v == nil then return nil, err end
   return true
 end
 
 function M.version(eng)
   R.check_open(eng)
-  local v, err = R.call(eng, "GET", "/version", nil, {}, 2)
+  local method, path = ops.target("version")
+  local v, err = R.call(eng, method, path, nil, {}, 2)
   return v, err
 end
 

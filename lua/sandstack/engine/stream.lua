@@ -1,6 +1,7 @@
 -- The streaming transfers of the engine client (internal to sandstack.engine): download (a body
 -- written to a file by the C core), upload (a body read from a file by the C core) and events
 -- (a line stream on its own connection).
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local O = require "sandstack.engine.options"
@@ -10,7 +11,7 @@ local X = require "sandstack.engine.errors"
 local DOWNLOAD_KEYS = { max_bytes = true, timeout = true, query = true, headers = true }
 local EVENTS_KEYS = { filters = true, since = true, ["until"] = true, max_bytes = true,
   timeout = true }
-local EVENTS = "/events"
+local EVENTS = ops.request("events").path
 
 local now = core.engine_clock
 

@@ -13,6 +13,7 @@
 -- gateway of the cluster finds any session there; where it runs is the manager's answer too
 -- (the task's node), and how to reach that node's gateway is the node's label
 -- io.sandstack.gateway=<host:port>.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local auth = require "sandstack.gateway.auth"
@@ -68,7 +69,7 @@ end
 -- version: an update that touches no task).
 local function mark(mgr, record, meta)
   local name = record.project .. "-" .. tostring(record.sandbox)
-  local svc, err = mgr:call("GET", "/services/" .. name)
+  local svc, err = ops.call(mgr, "inspect_service", name)
   if not svc then return nil, err end
   local spec = svc.Spec
   spec.Labels = spec.Labels or {}
@@ -78,7 +79,7 @@ local function mark(mgr, record, meta)
   spec.Labels[MARK .. ".created"] = tostring(meta.created)
   spec.Labels[MARK .. ".secret-sha256"] = meta.digest
   spec.Labels[MARK .. ".record"] = core.json_encode(record)
-  return mgr:call("POST", "/services/" .. svc.ID .. "/update", spec, { query = { version = svc.Version.Index } })
+  return ops.call(mgr, "update_service", svc.ID, { body = spec, version = svc.Version.Index })
 end
 
 -- start(a) -> true, {record =, node =}. a: sid, opts (the stack options, docker_host the

@@ -13,6 +13,7 @@
 --   io.sandstack.gateway.record         the stack's record (stack:record(), JSON)
 -- The marker is made after the stack is ready: a stack of this gateway without one was mid-start
 -- when nginx went away, and adoption rolls it back.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local result = require "sandstack.gateway.worker_result"
 
@@ -39,7 +40,7 @@ end
 local function mark(record, meta)
   local eng, err = engine(record.docker_host, record.timeout)
   if not eng then return nil, err end
-  local info; info, err = eng:call("GET", "/containers/" .. forwarder_name(record) .. "/json")
+  local info; info, err = ops.call(eng, "inspect_container", forwarder_name(record))
   if not info then eng:close(); return nil, err end
   local body = { Image = info.Config and info.Config.Image or info.Image, Entrypoint = { "true" },
     NetworkDisabled = true, HostConfig = { NetworkMode = "none" },
@@ -47,7 +48,7 @@ local function mark(record, meta)
       ["io.sandstack.version"] = core.VERSION, [MARK] = meta.node, [MARK .. ".session"] = meta.key,
       [MARK .. ".tenant"] = meta.tenant, [MARK .. ".created"] = tostring(meta.created),
       [MARK .. ".secret-sha256"] = meta.digest, [MARK .. ".record"] = core.json_encode(record) } }
-  local ok; ok, err = eng:call("POST", "/containers/create", body, { query = { name = record.project .. "-gw" } })
+  local ok; ok, err = ops.call(eng, "create_container", record.project .. "-gw", { body = body })
   eng:close()
   if not ok then return nil, err end
   return true
@@ -192,11 +193,10 @@ function M.adopt(a)
   return guarded(function()
     local eng, err = engine(a.docker_host, a.timeout)
     if not eng then return nil, err end
-    local list; list, err = eng:call("GET", "/containers/json", nil,
-      { query = { all = "1", filters = { label = { "io.sandstack.project" } } } })
+    local list; list, err = ops.call(eng, "list_containers", nil, { label = "io.sandstack.project" })
     -- a pooled stack claimed by rename names its session in a volume (its claim record)
     local records, rerr
-    if list then records, rerr = eng:call("GET", "/volumes", nil, { query = { filters = { label = { "io.sandstack.role=claim" } } } }) end
+    if list then records, rerr = ops.call(eng, "list_volumes", nil, { label = "io.sandstack.role=claim" }) end
     eng:close()
     if not list then return nil, err end
     if not records then return nil, rerr end

@@ -4,6 +4,7 @@
 -- plan's own request. Whether a service has ended meanwhile is the backend's question (a
 -- container's state, a task's): its `exited` callback. Every wait is a pause of stack/run.lua,
 -- so a warm pool's fill can run several starts at once.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local run_ctx = require "sandstack.stack.run"
@@ -199,7 +200,7 @@ end
 -- streams read whole, up to READY_LOG_MAX (past it, output_limit: the guest decides how much it
 -- writes, not how much the host reads).
 function M.log_count(eng, container, text, since)
-  local r, err = eng:demux("/containers/" .. core.urlencode(container) .. "/logs", { query = { stdout = "1",
+  local r, err = eng:demux(ops.request("logs", container).path, { query = { stdout = "1",
     stderr = "1", since = since and tostring(since) or nil }, max_bytes = M.READY_LOG_MAX, timeout = 30 })
   if not r then return nil, err end
   return count(r.stdout, text) + count(r.stderr, text)
