@@ -20,6 +20,19 @@ local FORWARDER_IMAGE, CLIENT = S.FORWARDER_IMAGE, S.CLIENT
 local PROJECT, top = S.PROJECT, S.top
 local addr, sandbox, audit = S.addr, S.sandbox, S.audit
 
+-- The proxy's audit lines reach `docker logs` through the engine's log pipeline, a moment after
+-- the proxy wrote them (seconds, on a loaded host): a test that counts them first waits, at most
+-- 15 s, for `enough(lines)`, then asserts on the lines as they are.
+local function audit_after(enough)
+  pcall(h.wait_for, "the proxy's audit lines", function() return enough(audit()) end, 15, 0.1)
+  return audit()
+end
+local function count(lines, pred)
+  local n = 0
+  for _, l in ipairs(lines) do if pred(l) then n = n + 1 end end
+  return n
+end
+
 -- c.test:9443 (a credential's host: its origin records the token it gets) stays in every policy
 local START = { allow = { "b.test:443", "c.test:9443" } }
 local WIDE = { allow = { "a.test:443", "b.test:443", "c.test:9443" } }
@@ -94,8 +107,11 @@ describe("a live stack's egress changed with set_egress #docker", function()
     assert.is_true(assert(stack:set_egress(WIDE)))
     assert.matches("hello from a.test /two", (curl("https://a.test/two")))
     assert.equal(assert(policy.compile(WIDE)):render(), (egress_render(stack)))
+    local function control(l) return l.route == "control" end
     local changes = {}
-    for _, l in ipairs(audit()) do if l.route == "control" then changes[#changes + 1] = l end end
+    for _, l in ipairs(audit_after(function(ls) return count(ls, control) >= 1 end)) do
+      if control(l) then changes[#changes + 1] = l end
+    end
     assert.equal(1, #changes)
     assert.equal("policy_changed", changes[1].event)
     assert.matches("^%x+$", changes[1].old_digest)
@@ -122,9 +138,10 @@ describe("a live stack's egress changed with set_egress #docker", function()
     assert.matches("eof", line("b.test"))
     core.sleep(1)
     assert.not_matches("eof", line("a.test")) -- still admitted: not touched
+    local function ends_b(l) return l.host == "b.test" and l["end"] == "policy_changed" end
     local closed
-    for _, l in ipairs(audit()) do
-      if l.host == "b.test" and l["end"] == "policy_changed" then closed = l end
+    for _, l in ipairs(audit_after(function(ls) return count(ls, ends_b) >= 1 end)) do
+      if ends_b(l) then closed = l end
     end
     assert.truthy(closed, "no audit line ends the b.test tunnel with policy_changed")
     -- and a new tunnel to b.test is refused, while a.test is served
@@ -298,9 +315,8 @@ describe("a live stack's egress changed with set_egress #docker", function()
     assert.equal(S1, token_seen("five"))
     after_drop:close()
     -- each change an audit line with digests; no secret in the proxy's log or in the sandbox
-    local changes = 0
-    for _, l in ipairs(audit()) do if l.event == "credentials_changed" then changes = changes + 1 end end
-    assert.equal(4, changes)
+    local function changed(l) return l.event == "credentials_changed" end
+    assert.equal(4, count(audit_after(function(ls) return count(ls, changed) >= 4 end), changed))
     local logs = h.sh("docker logs " .. PROJECT .. "-proxy 2>&1")
     local env = h.sh(("docker exec %s sh -c %s"):format(sandbox(), h.q("env; cat " .. h.SERVICE_ENVIRON)))
     for _, secret in ipairs { S1, S2, S3 } do
@@ -326,12 +342,11 @@ describe("a live stack's egress changed with set_egress #docker", function()
       else assert.falsy(mounts:find("/run/sandstack/", 1, true), c.name .. " mounts " .. mounts) end
     end
     -- a change by the socket is the proxy's audit line, as by the exec
-    local before = 0
-    for _, l in ipairs(audit()) do if l.event == "policy_changed" then before = before + 1 end end
+    local function changed(l) return l.event == "policy_changed" end
+    local before = count(audit_after(function() return true end), changed)
     assert(stack:set_egress(NARROW))
     assert(stack:set_egress(WIDE))
-    local after = 0
-    for _, l in ipairs(audit()) do if l.event == "policy_changed" then after = after + 1 end end
+    local after = count(audit_after(function(ls) return count(ls, changed) >= before + 2 end), changed)
     assert.equal(before + 2, after)
     -- the fallback on the same proxy: an exec of --control finds the socket in its directory
     local again = assert(docker.reconnect(exec_record(stack)))
