@@ -126,6 +126,17 @@ static double num_arg(const cJSON *args, const char *key, double dflt) {
 }
 
 /* body_json: the engine client sends it as it is */
+/* q.filters = {"key": values} (values owned): encoded as JSON, never pasted, since a label
+ * value or a service name is any text. */
+static void add_filter(cJSON *q, const char *key, cJSON *values) {
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddItemToObject(f, key, values);
+  char *text = cJSON_PrintUnformatted(f);
+  cJSON_AddStringToObject(q, "filters", text ? text : "{}");
+  cJSON_free(text);
+  cJSON_Delete(f);
+}
+
 static void add_body(cJSON *r, cJSON *body) {
   char *text = cJSON_PrintUnformatted(body);
   cJSON_AddStringToObject(r, "body_json", text ? text : "{}");
@@ -239,13 +250,8 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
       cJSON_Delete(r);
       return NULL;
     }
-    cJSON *f = cJSON_CreateObject();
     const char *one[] = {label};
-    cJSON_AddItemToObject(f, "label", cJSON_CreateStringArray(one, 1));
-    char *text = cJSON_PrintUnformatted(f); /* encoded, never pasted: a label value is any text */
-    cJSON_AddStringToObject(q, "filters", text ? text : "{}");
-    cJSON_free(text);
-    cJSON_Delete(f);
+    add_filter(q, "label", cJSON_CreateStringArray(one, 1));
     if (strcmp(d->action, "list_containers") == 0) cJSON_AddStringToObject(q, "all", "1");
   }
   if (d->flags & Q_LABELS) {
@@ -255,12 +261,7 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
       cJSON_Delete(r);
       return NULL;
     }
-    cJSON *f = cJSON_CreateObject();
-    cJSON_AddItemToObject(f, "label", cJSON_Duplicate(labels, 1));
-    char *text = cJSON_PrintUnformatted(f);
-    cJSON_AddStringToObject(q, "filters", text ? text : "{}");
-    cJSON_free(text);
-    cJSON_Delete(f);
+    add_filter(q, "label", cJSON_Duplicate(labels, 1));
   }
   if (d->flags & Q_CREATE) {
     const cJSON *body = cJSON_GetObjectItemCaseSensitive(args, "body");
@@ -279,12 +280,7 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
       cJSON_Delete(r);
       return NULL;
     }
-    cJSON *f = cJSON_CreateObject();
-    cJSON_AddItemToObject(f, "service", cJSON_Duplicate(names, 1));
-    char *text = cJSON_PrintUnformatted(f);
-    cJSON_AddStringToObject(q, "filters", text ? text : "{}");
-    cJSON_free(text);
-    cJSON_Delete(f);
+    add_filter(q, "service", cJSON_Duplicate(names, 1));
   }
   if (d->flags & B_BODY) {
     const cJSON *body = cJSON_GetObjectItemCaseSensitive(args, "body");
