@@ -26,12 +26,30 @@ local function stack_options(name, egress)
   return o
 end
 
+-- The start's steps, in order, by the event that ends each: what a start spends where, so a step
+-- that grows with the sessions alive shows by name (the checks: the lists, /info and the
+-- isolation memo; then the networks, the containers, their starts and the agent's first answer).
+local PHASES = { { "checks", { isolation_remembered = true, isolation_verified = true } },
+  { "networks", { network_created = true } }, { "containers", { container_created = true, volume_created = true } },
+  { "starts", { container_started = true } }, { "ready", { ready = true } } }
+
 local function start_one(docker, core, name, egress)
   local t0 = core.engine_clock()
-  local s, err = docker.start(name, stack_options(name, egress))
+  local ends = {}
+  local opts = stack_options(name, egress)
+  opts.on_event = function(ev)
+    for i, ph in ipairs(PHASES) do
+      if ph[2][ev.phase] then ends[i] = ev.elapsed end
+    end
+  end
+  local s, err = docker.start(name, opts)
   if not s then return nil, err end
   s:close() -- the stack stays; only this process's hold on it ends
-  return core.engine_clock() - t0
+  local steps, last = {}, 0
+  for i = 1, #PHASES do
+    if ends[i] then steps[i], last = ends[i] - last, ends[i] end
+  end
+  return core.engine_clock() - t0, steps
 end
 
 -- A worker: `--worker ID FIRST COUNT [--egress]` starts stacks FIRST..FIRST+COUNT-1 one after
@@ -123,6 +141,7 @@ io.stdout:flush()
 
 local base = host_sample()
 local alive, next_index, first_p50, failure = 0, 1, nil, nil
+local phase_rows = {}
 
 -- fills to `target` alive, `workers` processes at a time; nil, message at the first failure
 local function fill(target)
@@ -177,13 +196,17 @@ end
 for _, level in ipairs(levels) do
   local ok, ferr = fill(level - 10)
   if not ok then failure = ("filling to %d: %s"):format(level - 10, ferr) break end
-  local times = {}
+  local times, steps = {}, {}
   for _ = 1, 10 do
-    local dt, err = start_one(docker, core, ("%s%05d"):format(PREFIX, next_index), egress)
+    local dt, st = start_one(docker, core, ("%s%05d"):format(PREFIX, next_index), egress)
     next_index = next_index + 1
-    if not dt then failure = ("at %d alive: %s"):format(alive, tostring(err)) break end
+    if not dt then failure = ("at %d alive: %s"):format(alive, tostring(st)) break end
     alive = alive + 1
     times[#times + 1] = dt
+    for i = 1, #PHASES do
+      steps[i] = steps[i] or {}
+      if st[i] then table.insert(steps[i], st[i]) end
+    end
   end
   if failure then break end
   local p50, p95 = quantile(times, 0.5), quantile(times, 0.95)
@@ -192,8 +215,19 @@ for _, level in ipairs(levels) do
   print(("| %d | %.3f | %.3f | %.2f | %.1f | %.1f | %d | %d | %d | %d |"):format(alive, p50, p95, p50 / first_p50,
     (h.mem_kb - base.mem_kb) / 1024 / alive, (h.tasks - base.tasks) / alive, h.neigh, h.rules, h.networks, h.proxies))
   io.stdout:flush()
+  local row = {}
+  for i = 1, #PHASES do row[i] = steps[i][1] and ("%.3f"):format(quantile(steps[i], 0.5)) or "-" end
+  phase_rows[#phase_rows + 1] = ("| %d | %s |"):format(alive, table.concat(row, " | "))
 end
 
+print("")
+local names = {}
+for i, ph in ipairs(PHASES) do names[i] = ph[1] end
+print("Where a start's time goes (p50 s of each step of the ten timed starts; checks: the engine lists, /info and the isolation memo):")
+print("")
+print("| alive | " .. table.concat(names, " | ") .. " |")
+print("|---|" .. ("---|"):rep(#PHASES))
+for _, r in ipairs(phase_rows) do print(r) end
 print("")
 if failure then print("The first limit met: " .. failure) else print("No failure up to " .. alive .. " alive.") end
 local t0 = core.engine_clock()
