@@ -99,6 +99,12 @@ local PATH_AT = { read = 1, write = 1, list = 1, stat = 1, remove = 1, upload = 
 
 local made = setmetatable({}, { __mode = "k" }) -- the methods M.class made: function -> name
 
+-- exec(service, argv, opts), the older form swarm still takes (docs/session.md): its argv is
+-- the engine client's to check.
+local function older_exec(_, argv)
+  return type(argv) == "table" and argv[1] ~= nil
+end
+
 -- The one session class. Every backend's handle has its method table from here: the closed
 -- state, the options table's check and the unsupported answer are said once, and a backend
 -- supplies only what differs, a driver:
@@ -142,7 +148,7 @@ function M.class(driver, cls)
             E.raise(("%s: argument 'path' must be %s, got %s"):format(name, path_says, type(p)))
           end
         end
-        if name == "exec" then M.command_argv((...)) end -- checked only: the backend is handed it as given
+        if name == "exec" and not older_exec(...) then M.command_argv((...)) end -- checked only: handed on as given
         if at then
           local o = select(at, ...)
           if o ~= nil and type(o) ~= "table" then E.check_keys(o, NO_KEYS, name) end
