@@ -87,4 +87,83 @@ function M.implemented(cls)
   return out
 end
 
+-- Where each method's options table stands among its arguments (after self): the class checks
+-- it is a table (or nil) before the backend is asked, with the message every options check
+-- gives (sandstack.error's check_keys). A method that takes no options table is absent.
+local OPTS_AT = { exec = 2, spawn = 2, read = 2, write = 3, list = 2, stat = 2, remove = 2, upload = 3,
+  download = 3, logs = 1, stats = 1, hibernate = 1, snapshot = 1, fork = 2, changes = 1, stop = 1, start = 1,
+  restart = 1, answer = 3, serve = 2 }
+local NO_KEYS = {}
+-- Where a method's path in the sandbox stands: the class checks it is a string.
+local PATH_AT = { read = 1, write = 1, list = 1, stat = 1, remove = 1, upload = 2, download = 1 }
+
+local made = setmetatable({}, { __mode = "k" }) -- the methods M.class made: function -> name
+
+-- exec(service, argv, opts), the older form swarm still takes (docs/session.md): its argv is
+-- the engine client's to check.
+local function older_exec(_, argv)
+  return type(argv) == "table" and argv[1] ~= nil
+end
+
+-- The one session class. Every backend's handle has its method table from here: the closed
+-- state, the options table's check and the unsupported answer are said once, and a backend
+-- supplies only what differs, a driver:
+--   backend  the name its unsupported errors carry ("docker", "swarm", "sbx");
+--   ops      { method = function(self, ...) }: what the backend does, interface methods only;
+--   why      { method = reason }: what to use instead, for a method ops lacks (optional);
+--   path     what a path in the sandbox is there ("an absolute path in the container");
+--   reopen   what makes a new handle, said by the closed sentence (M.closed), and
+--   is_open  function(self) -> boolean; both absent: the handle never closes (an sbx box: its
+--            close releases host resources only, the box answers on).
+-- A method ops lacks is the stub of M.stub: nil, the unsupported error, whatever the arguments
+-- or the handle's state. Every other method raises a programming error (sandstack.error, at the
+-- caller's line) for a call without a handle (h.exec() for h:exec()), a closed handle, a path
+-- that is no string, exec's command (M.command_argv) and an options table that is not one, in
+-- that order, then calls the backend's op.
+-- cls is the backend's own table of its other methods (record, destroy, close, ...); it may not
+-- define an interface method itself. Returns cls, its own __index.
+function M.class(driver, cls)
+  local backend, ops, why = driver.backend, driver.ops, driver.why or {}
+  local is_open, reopen, path_says = driver.is_open, driver.reopen, driver.path
+  for name in pairs(ops) do
+    if not KNOWN[name] then
+      error("sandstack.session.class: " .. name .. " is no session method (put it on the class table)", 2)
+    end
+  end
+  for _, name in ipairs(M.METHODS) do
+    if rawget(cls, name) ~= nil then
+      error(("sandstack.session.class: the %s handle defines %s itself (put it in the driver's ops)"):format(
+        backend, name), 2)
+    end
+    local op, at, path_at = ops[name], OPTS_AT[name], PATH_AT[name]
+    if op == nil then
+      cls[name] = M.stub(backend, name, why[name])
+    else
+      local f = function(self, ...)
+        if type(self) ~= "table" then E.raise(name .. ": call it on a handle, as h:" .. name .. "(...)") end
+        if is_open and not is_open(self) then M.closed(reopen) end
+        if path_at then
+          local p = select(path_at, ...)
+          if type(p) ~= "string" then
+            E.raise(("%s: argument 'path' must be %s, got %s"):format(name, path_says, type(p)))
+          end
+        end
+        if name == "exec" and not older_exec(...) then M.command_argv((...)) end -- checked only: handed on as given
+        if at then
+          local o = select(at, ...)
+          if o ~= nil and type(o) ~= "table" then E.check_keys(o, NO_KEYS, name) end
+        end
+        return op(self, ...)
+      end
+      made[f] = name
+      cls[name] = f
+    end
+  end
+  cls.__index = cls
+  return cls
+end
+
+-- The name of the session method f, when the one class made it (M.class), else nil.
+function M.class_method(f) return made[f] end
+
 return M

@@ -16,8 +16,9 @@ local archive = require "sandstack.docker.files_archive"
 local record_env = require "sandstack.docker.record_env"
 
 local M = {}
-local Stack = {}
-Stack.__index = Stack
+-- The handle's own methods (record, status, capture, destroy, close, ...), and Op: the driver's
+-- operations of the session interface, which the one session class wraps (sandstack.session).
+local Stack, Op = {}, {}
 
 local function engine(opts)
   local sandstack = require "sandstack"
@@ -85,7 +86,7 @@ end
 
 -- { NAME = placeholder, ... }: what the sandbox's environment holds for each credential (never
 -- a secret); {} without credentials. Kept by the record, so a reconnected handle answers too.
-function Stack:credentials()
+function Op:credentials()
   local out = {}
   for _, c in ipairs(self.plan.credentials or {}) do out[c.name] = c.placeholder end
   return out
@@ -126,8 +127,7 @@ local function stop(self, t)
   return ok, err
 end
 
-function Stack:stop(opts)
-  check_open(self)
+function Op:stop(opts)
   local t, err = stop_timeout(opts, "stop")
   if not t then return nil, err end
   return stop(self, t)
@@ -135,15 +135,13 @@ end
 
 local start = stack_run.start
 
-function Stack:start(opts)
-  check_open(self)
+function Op:start(opts)
   E.check_keys(opts, START_KEYS, "start")
   return start(self)
 end
 
 -- A restart is a stop and a start in dependency order (so dependents wait for health again).
-function Stack:restart(opts)
-  check_open(self)
+function Op:restart(opts)
   local t, err = stop_timeout(opts, "restart")
   if not t then return nil, err end
   local ok; ok, err = stop(self, t)
@@ -221,40 +219,33 @@ function M.adopt(plan, port, opts)
 end
 
 -- The egress of the running stack, changed live through the added proxy (egress_live.lua).
-function Stack:set_egress(policy)
-  check_open(self)
+function Op:set_egress(policy)
   return live.set_egress(self, policy)
 end
 
-function Stack:egress()
-  check_open(self)
+function Op:egress()
   return live.egress(self)
 end
 
 -- The ask hook: the requests the proxy holds for an answer, and the answer (egress_live.lua).
-function Stack:egress_asks()
-  check_open(self)
+function Op:egress_asks()
   return live.asks(self)
 end
 
-function Stack:answer(id, decision, opts)
-  check_open(self)
+function Op:answer(id, decision, opts)
   return live.answer(self, id, decision, opts)
 end
 
-function Stack:serve(seconds, opts)
-  check_open(self)
+function Op:serve(seconds, opts)
   return require("sandstack.ask_serve").serve(self, seconds, opts)
 end
 
-function Stack:set_credentials(list)
-  check_open(self)
+function Op:set_credentials(list)
   return live.set_credentials(self, list)
 end
 
 -- The credential route's model key, replaced live; the other credentials stay.
-function Stack:set_model_key(key)
-  check_open(self)
+function Op:set_model_key(key)
   return live.set_model_key(self, key)
 end
 
@@ -291,23 +282,24 @@ end
 
 -- The session interface (sandstack.session). Its methods live in files of their own, one
 -- concept each: lua/sandstack/docker/handle_<part>.lua returns { methods = { name = fn } },
--- mixed in here (a part reaches the handle's helpers through sandstack.docker.target, never by
+-- mixed in here: an interface method into the driver's operations, any other (wake) onto the
+-- handle (a part reaches the handle's helpers through sandstack.docker.target, never by
 -- requiring this file, which is still loading). The requires are literal, so that
--- spec/module_graph_spec.lua sees them. What no part gives is a stub returning kind =
--- "unsupported".
+-- spec/module_graph_spec.lua sees them. The one session class makes the methods.
 M.PARTS = { exec = require "sandstack.docker.handle_exec", files = require "sandstack.docker.handle_files",
   observe = require "sandstack.docker.handle_observe", spawn = require "sandstack.docker.handle_spawn",
   lifecycle = require "sandstack.docker.handle_lifecycle", ports = require "sandstack.docker.handle_ports" }
-M.Stack = Stack
+M.Stack, M.ops = Stack, Op
 
 function M.mixin(methods)
   for name, fn in pairs(methods) do
-    if rawget(Stack, name) ~= nil then error("sandstack.docker handle: method " .. name .. " is defined twice", 2) end
-    Stack[name] = fn
+    if rawget(Stack, name) ~= nil or Op[name] ~= nil then error("sandstack.docker handle: method " .. name .. " is defined twice", 2) end
+    if session.KNOWN[name] then Op[name] = fn else Stack[name] = fn end
   end
 end
 
 for _, part in ipairs { "exec", "files", "observe", "spawn", "lifecycle", "ports" } do M.mixin(M.PARTS[part].methods) end
-session.install(Stack, "docker")
+session.class({ backend = "docker", ops = Op, path = "an absolute path in the container", reopen = "sandstack.docker.reconnect or open",
+  is_open = function(self) return self.eng ~= nil end }, Stack)
 
 return M

@@ -222,7 +222,7 @@ Box.__close = Box.close
 
 -- Hibernation is sbx's stop: the microVM stops and the sandbox keeps its files; the next
 -- command starts it again (wake runs `true` in it). What else of a session over time sbx
--- cannot do is a typed unsupported (sandstack.session).
+-- cannot do is a typed unsupported (sandstack.session; the reason is box_session.lua's).
 function Box:hibernate()
   if self.disposed then E.raise("the sandbox handle is disposed: acquire again") end
   local ok, err = cli.run(self.backend, { "stop", self.name })
@@ -235,15 +235,6 @@ function Box:wake()
   local r, err = self:exec({ "true" }, { timeout = 120 })
   if not r then return nil, err end
   return true
-end
-
-do
-  local session = require "sandstack.session"
-  local why = "the sbx CLI offers no pause, snapshot, fork, diff or expiry of a sandbox (its own idle stop "
-    .. "keeps the files); hibernate and wake are offered"
-  for _, m in ipairs { "pause", "resume", "snapshot", "fork", "changes", "set_timeout", "expires" } do
-    Box[m] = session.stub("sbx", m, why)
-  end
 end
 
 -- Removes this sandbox: only the instance this handle made (its id is checked in sbx ls first;
@@ -266,7 +257,8 @@ function Box:dispose()
   return true
 end
 
--- The session interface every backend's handle shares (sandstack.session), on top of the above.
+-- The session interface every backend's handle shares (sandstack.session), on top of the above:
+-- the box's exec, read, write, remove and hibernate become the driver's operations there.
 require("sandstack.sbx.box_session").install(Box)
 
 return M

@@ -1,6 +1,6 @@
 -- The session interface (sandstack.session) on an sbx box (internal to sandstack.sbx): the
--- names every backend's handle shares, mapped onto the box's own exec and file plane. What sbx
--- cannot do is a stub returning kind = "unsupported".
+-- driver of the one session class, the names every backend's handle shares mapped onto the
+-- box's own exec and file plane. What sbx cannot do the class answers kind = "unsupported".
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local session = require "sandstack.session"
@@ -24,13 +24,26 @@ end
 
 local function basename(path) return (path:gsub("/+$", ""):match("([^/]*)$")) end
 
+-- Why sbx has no such method (the class's unsupported error says it).
+local OVER_TIME = "the sbx CLI offers no pause, snapshot, fork, diff or expiry of a sandbox (its own idle stop "
+  .. "keeps the files); hibernate and wake are offered"
+-- sbx decides network approvals in its own daemon, with no hook a program can answer
+local NO_ASK = "sbx's own network approvals are not reachable from its CLI; use an allowlist"
+local WHY = { egress_asks = NO_ASK, answer = NO_ASK, serve = NO_ASK }
+for _, m in ipairs { "pause", "resume", "snapshot", "fork", "changes", "set_timeout", "expires" } do WHY[m] = OVER_TIME end
+
+-- Makes Box the session class's (sandstack.session): the box's own exec, read, write, remove
+-- and hibernate (box.lua) move into the driver's operations, beside those below.
 function M.install(Box)
   local box_exec, box_bounded = Box.exec, Box.exec_bounded
+  local ops = { read = Box.read, remove = Box.remove, hibernate = Box.hibernate }
+  local plane_write = Box.write
+  for _, m in ipairs { "exec", "read", "write", "remove", "hibernate" } do Box[m] = nil end
 
   -- exec as every backend has it: the box's exec plus code, killed and seconds; max_bytes is
   -- the box's max_output_bytes. A timeout or a budget passed is nil, err with killed (the
   -- box's wrapper kills the command's process group).
-  function Box:exec(cmd, opts)
+  function ops:exec(cmd, opts)
     cmd = session.command_argv(cmd)
     local oerr
     opts, oerr = E.options(opts, SESSION_KEYS, "exec")
@@ -55,7 +68,7 @@ function M.install(Box)
   end
 
   -- list(path) -> { {name =, type =, size =, mode =, mtime =}, ... } sorted by name.
-  function Box:list(path, opts)
+  function ops:list(path, opts)
     local out = {}
     for name in self:dir(path, opts) do
       if name ~= "." and name ~= ".." then
@@ -68,15 +81,14 @@ function M.install(Box)
     return out
   end
 
-  function Box:stat(path, opts)
+  function ops:stat(path, opts)
     local a, err = self:attributes(path, opts)
     if not a then return nil, err end
     return stat_of(basename(path), a)
   end
 
   -- write(path, data, {mode =}): the plane's atomic write, then the mode set in the guest.
-  local plane_write = Box.write
-  function Box:write(path, data, opts)
+  function ops:write(path, data, opts)
     opts = E.options(opts, { mode = "number", cwd = "string" }, "write")
     if type(data) ~= "string" then E.raise("write: argument 'data' must be a string, got " .. type(data)) end
     local ok, err = plane_write(self, path, data, { cwd = opts.cwd })
@@ -90,12 +102,11 @@ function M.install(Box)
   end
 
   -- upload and download copy files and trees between the host and the workspace (box_files.lua).
-  function Box:upload(local_path, path, opts) return files.upload(self, local_path, path, opts) end
-  function Box:download(path, local_path, opts) return files.download(self, path, local_path, opts) end
+  function ops:upload(local_path, path, opts) return files.upload(self, local_path, path, opts) end
+  function ops:download(path, local_path, opts) return files.download(self, path, local_path, opts) end
 
-  -- sbx decides network approvals in its own daemon, with no hook a program can answer
-  local no_ask = "sbx's own network approvals are not reachable from its CLI; use an allowlist"
-  session.install(Box, "sbx", { egress_asks = no_ask, answer = no_ask, serve = no_ask })
+  -- an sbx box never closes: its close releases the file plane only (box.lua)
+  session.class({ backend = "sbx", ops = ops, why = WHY, path = "a path in the workspace" }, Box)
 end
 
 return M

@@ -14,8 +14,10 @@ local archive = require "sandstack.docker.files_archive"
 local capture = require "sandstack.stack.capture"
 
 local M = {}
-local Stack = {}
-Stack.__index = Stack
+-- The handle's own methods (record, status, container, destroy, close, ...), and Op: the
+-- driver's operations of the session interface, which the one session class wraps
+-- (sandstack.session).
+local Stack, Op = {}, {}
 
 -- The proxy sandstack added (egress_live.lua reaches it through the node's engine): its service.
 local function added_proxy(px)
@@ -84,8 +86,7 @@ end
 
 -- h:ports(): the agent's port, published by the forwarder on the node's 127.0.0.1 (a swarm
 -- session publishes no other: the start refuses `ports`).
-function Stack:ports()
-  check_open(self)
+function Op:ports()
   return require("sandstack.docker.ports").list(self.node_eng, { { service = self.plan.forwarder,
     name = forwarder_name(self) } }, self.plan.forwarder)
 end
@@ -126,8 +127,7 @@ end
 
 -- h:spawn in one of the session's task containers (default: the sandbox), through the node's
 -- engine as on sandstack.docker (docker/process.lua).
-function Stack:spawn(argv, opts)
-  check_open(self)
+function Op:spawn(argv, opts)
   local process = require "sandstack.docker.process"
   argv, opts = process.check(argv, opts)
   if not argv then return nil, opts end
@@ -137,14 +137,12 @@ function Stack:spawn(argv, opts)
 end
 
 -- h:processes() and h:attach(id), on the node's engine as docker's (docker/process.lua).
-function Stack:processes()
-  check_open(self)
+function Op:processes()
   local process = require "sandstack.docker.process"
   return process.list(process.engine_io(self.node_eng), self.project)
 end
 
-function Stack:attach(id)
-  check_open(self)
+function Op:attach(id)
   local process = require "sandstack.docker.process"
   return process.attach(process.engine_io(self.node_eng), self.project, id,
     require("sandstack.docker.handle_spawn").live(self))
@@ -154,8 +152,7 @@ end
 -- form, exec(argv | string, {service =, timeout =, max_bytes =, ...}), runs docker's session
 -- exec (the kill on a timeout or budget included); the older exec(service, argv, opts) is the
 -- engine client's exec, kept for its callers.
-function Stack:exec(a, b, c)
-  check_open(self)
+function Op:exec(a, b, c)
   if type(b) == "table" and b[1] ~= nil then
     local id, err = self:container(a)
     if not id then return nil, err end
@@ -240,7 +237,7 @@ function Stack:destroy(opts)
 end
 
 -- The credentials' placeholders (never a secret), as on sandstack.docker; kept by the record.
-Stack.credentials = dhandle.Stack.credentials
+Op.credentials = dhandle.ops.credentials
 
 -- The egress and the credentials of the running session, changed live through its added proxy
 -- on the node: the same control calls as sandstack.docker's (docker/egress_live.lua), which
@@ -249,21 +246,21 @@ Stack.credentials = dhandle.Stack.credentials
 local LIVE = { set_egress = live.set_egress, egress = live.egress, set_credentials = live.set_credentials,
   set_model_key = live.set_model_key, egress_asks = live.asks, answer = live.answer,
   serve = function(self, ...) return require("sandstack.ask_serve").serve(self, ...) end }
-for name, call in pairs(LIVE) do
-  Stack[name] = function(self, ...)
-    check_open(self)
-    return call(self, ...)
-  end
-end
+for name, call in pairs(LIVE) do Op[name] = call end
 
--- stop, start and restart: typed unsupported (sandstack.session), as what else Swarm cannot do.
+-- stop, start and restart are not offered: the class answers them typed unsupported
+-- (sandstack.session), as what else Swarm cannot do (WHY, with the lifecycle's).
+local lifecycle = require "sandstack.swarm.lifecycle"
+local WHY = {}
 for _, m in ipairs { "stop", "start", "restart" } do
-  Stack[m] = session.stub("swarm", m, "a session there is started once and destroyed: a task that "
-    .. "stops is not started again on the same node (pause and resume are offered)")
+  WHY[m] = "a session there is started once and destroyed: a task that stops is not started again on the same "
+    .. "node (pause and resume are offered)"
 end
-require("sandstack.swarm.lifecycle").mix(Stack, set_port) -- pause, resume, hibernate, wake; snapshots unsupported
+for m, why in pairs(lifecycle.WHY) do WHY[m] = why end
+lifecycle.mix(Op, set_port) -- pause, resume, hibernate
+Stack.wake = lifecycle.wake
 local expiry = require "sandstack.swarm.expiry"
-Stack.set_timeout, Stack.expires = expiry.set_timeout, expiry.expires
+Op.set_timeout, Op.expires = expiry.set_timeout, expiry.expires
 
 function Stack:close()
   if self.node_eng then self.node_eng:close() end
@@ -323,8 +320,8 @@ function M.reconnect(record, opts)
   return stack
 end
 
--- The session interface every backend's handle shares (sandstack.session): what a swarm
--- session does not offer yet is a stub returning kind = "unsupported".
+-- The session interface every backend's handle shares, made by the one session class
+-- (sandstack.session): what a swarm session does not offer is typed unsupported there.
 -- The files, logs and stats are docker's (the task containers on the session's node).
 M.Stack = Stack
 for part, names in pairs { files = { "read", "write", "list", "stat", "remove", "upload", "download" },
@@ -332,8 +329,9 @@ for part, names in pairs { files = { "read", "write", "list", "stat", "remove", 
   -- literal requires, which spec/module_graph_spec.lua reads
   local methods = (part == "files" and require "sandstack.docker.handle_files"
     or require "sandstack.docker.handle_observe").methods
-  for _, name in ipairs(names) do Stack[name] = methods[name] end
+  for _, name in ipairs(names) do Op[name] = methods[name] end
 end
-session.install(Stack, "swarm")
+session.class({ backend = "swarm", ops = Op, why = WHY, path = "an absolute path in the container", reopen = "sandstack.swarm.reconnect",
+  is_open = function(self) return self.mgr ~= nil end }, Stack)
 
 return M

@@ -16,7 +16,6 @@
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local batch = require "sandstack.stack.batch"
-local session = require "sandstack.session"
 local cluster = require "sandstack.swarm.cluster"
 local run_ctx = require "sandstack.stack.run"
 
@@ -243,17 +242,22 @@ local function wake(self)
   return require("sandstack.swarm.ready").wait(run)
 end
 
--- Mixes the methods above into the handle's Stack; handle_set_port(self, port) is the handle's.
-function M.mix(Stack, handle_set_port)
-  set_port = handle_set_port
-  function Stack:pause() return each(self, "pause", true) end
-  function Stack:resume() return each(self, "unpause", true) end
-  Stack.hibernate, Stack.wake = hibernate, wake
-  local why = "a swarm task is a new container at each wake: the sandbox's filesystem outside its volumes is not "
+-- Why a swarm session has no snapshot, fork or changes: the session class answers them typed
+-- unsupported (sandstack.session).
+M.WHY = {}
+for _, m in ipairs { "snapshot", "fork", "changes" } do
+  M.WHY[m] = "a swarm task is a new container at each wake: the sandbox's filesystem outside its volumes is not "
     .. "kept, and Swarm has no per-task image commit or diff; hibernate keeps the volumes"
-  for _, m in ipairs { "snapshot", "fork", "changes" } do
-    Stack[m] = session.stub("swarm", m, why)
-  end
 end
+
+-- Gives the handle's driver operations (ops) pause, resume and hibernate; handle_set_port(self,
+-- port) is the handle's. wake is the handle's own method (no session one): M.wake.
+function M.mix(ops, handle_set_port)
+  set_port = handle_set_port
+  function ops:pause() return each(self, "pause", true) end
+  function ops:resume() return each(self, "unpause", true) end
+  ops.hibernate = hibernate
+end
+M.wake = wake
 
 return M
