@@ -108,6 +108,35 @@ describe("the reference in docs/api", function()
     assert(generated >= 1, "no table is generated")
   end)
 
+  -- A described row's type cell names the Lua type its check takes (its prose may say more:
+  -- "seconds", "string, `\"once\"` or `\"session\"`").
+  local TYPE_WORDS = { number = { "number", "integer", "seconds", "bytes", "count", "whole" }, string = { "string" },
+    boolean = { "boolean" }, table = { "table", "list", "set" }, ["function"] = { "function" } }
+  local function type_drift(spec)
+    local bad = {}
+    for name, e in pairs(spec) do
+      if type(e) == "table" and e.refused and type(e[1]) == "string" then
+        for t in e[1]:gmatch("[^|]+") do
+          local named = false
+          for _, w in ipairs(TYPE_WORDS[t] or { t }) do named = named or (e.type or ""):find(w, 1, true) ~= nil end
+          if not named then bad[#bad + 1] = ("%s (checked as %s, documented as %q)"):format(name, t, e.type or "") end
+        end
+      end
+    end
+    table.sort(bad)
+    return bad
+  end
+
+  it("documents, in every described row, the type its check takes", function()
+    local bad = {}
+    for _, id in ipairs(ids) do
+      for _, b in ipairs(type_drift(SECTIONS[id]())) do bad[#bad + 1] = id .. ": " .. b end
+    end
+    assert(#bad == 0, "type cells that do not name the checked type:\n" .. table.concat(bad, "\n"))
+    assert.same({ "mode (checked as number, documented as \"text\")" },
+      type_drift(E.described { { "mode", "number", type = "text", default = "", refused = "x" } }))
+  end)
+
   it("fails for a described table the docs hold otherwise, and names its first line that differs", function()
     local spec = E.described {
       { "timeout", E.SECONDS0, type = "seconds", default = "`5`", refused = "below 0" },

@@ -42,7 +42,7 @@ local acquire_keys = E.described {
     refused = "not a string (`sbx create --template`)" },
   { "image_id", "string", type = "string", default = "none",
     refused = "not a string; wins over `image`" },
-  { "egress", "string", type = "`\"closed\"` or `\"allowlist\"`", default = "`\"closed\"`",
+  { "egress", "string", type = "string, `\"closed\"` or `\"allowlist\"`", default = "`\"closed\"`",
     refused = "anything else" },
   { "egress_allow", "table", type = "list of policy rules", default = "`{}`",
     refused = "a rule `sandstack.policy.compile` refuses" },

@@ -5,8 +5,8 @@
 -- and scripts/api_tables.lua (the generator).
 --
 -- A Lua check goes through core.check_keys: the wrapper below hands back the table it was given
--- (and stops the call there). The start options' C validator hands over its own rows
--- (core.stack_options). To document a new function or method: write its section with the
+-- (and stops the call there). The start options' C validator: its key lists and the rows
+-- core.stack_options gives (both from csrc/stack/options.h). To document a new function or method: write its section with the
 -- marker `<!-- api: ID -->` and the table's header, and add one line to SECTIONS saying how to
 -- reach its options check.
 local core = require "sandstack.core"
@@ -44,10 +44,16 @@ local function probe(f, nth, make)
   end
 end
 
+-- A level of the start options' C validator: the names it accepts (its key list), each with the
+-- row core.stack_options gives for it (both expand csrc/stack/options.h); a name without a row
+-- stays `true`, which the generator refuses.
 local function stack_level(level)
   return function()
-    local set = {}
-    for _, k in ipairs(require("sandstack_test.stack").option_keys(level)) do set[k] = true end
+    local rows, set = {}, {}
+    for i, r in ipairs(core.stack_options(level)) do
+      rows[r.name] = { names = { r.name }, type = r.type, default = r.default, refused = r.refused, order = i }
+    end
+    for _, k in ipairs(require("sandstack_test.stack").option_keys(level)) do set[k] = rows[k] or true end
     return set
   end
 end

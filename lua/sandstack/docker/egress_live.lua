@@ -234,11 +234,11 @@ end
 local DECISIONS = { allow = true, deny = true }
 local REMEMBER = { once = true, session = true }
 local ANSWER_KEYS = E.described {
-  { "remember", "string", type = "`\"once\"` or `\"session\"`", default = "`\"once\"`",
+  { "remember", "string", type = "string, `\"once\"` or `\"session\"`", default = "`\"once\"`",
     refused = "anything else: `invalid`" },
-  { "reason", "string", type = "text", default = "none",
+  { "reason", "string", type = "string", default = "none",
     refused = "over 200 printable ASCII characters: `invalid`" },
-  { "by", "string", type = "text", default = "`\"host\"`",
+  { "by", "string", type = "string", default = "`\"host\"`",
     refused = "over 64 printable ASCII characters: `invalid`" },
 }
 

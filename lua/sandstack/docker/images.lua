@@ -205,7 +205,7 @@ end
 local BUILD_KEYS = E.described {
   { "docker_host", "string", type = "string", default = "the default",
     refused = "not a string" },
-  { "engine", "table", type = "engine client", default = "a new one",
+  { "engine", "table", type = "table, an engine client", default = "a new one",
     refused = "—" },
   { "proxy_binary", "string", type = "string, a path", default = "the installed `sandstack-proxy`",
     refused = "—" },

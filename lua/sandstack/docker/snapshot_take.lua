@@ -68,7 +68,7 @@ end
 local SNAPSHOT_KEYS = E.described {
   { "name", "string", type = "string", default = "none",
     refused = "not a string" },
-  { "labels", "table", type = "`{ [name] = string }`", default = "none",
+  { "labels", "table", type = "table, `{ [name] = string }`", default = "none",
     refused = "not strings; a name `io.sandstack.snapshot*` or `io.sandstack.project`" },
   { "max_pause", "number", type = "seconds", default = "60",
     refused = "not a number in (0, 86400)" },
