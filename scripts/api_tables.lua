@@ -1,4 +1,5 @@
--- Writes the options tables of the reference (docs/api/*.md) from the validators themselves.
+-- Writes the options tables of the reference (docs/api/*.md, and any page of docs/ with a marker)
+-- from the validators themselves.
 -- Each table follows a marker line `<!-- api: ID -->`, a header and its separator; this writes
 -- the rows under them from the table the section's validator checks with
 -- (spec/support/api_sections.lua reaches it): a Lua check's `sandstack.error.described` spec,
@@ -49,12 +50,12 @@ local function read(path)
 end
 
 -- { { file =, text = (as it is), want = (as the generator writes it), ids = { section ids it
--- rewrote } } } for every page of docs/api (or the files given); problems: { "file:line: id:
+-- rewrote } } } for every page of docs/ (or the files given); problems: { "file:line: id:
 -- why" } for a section that is partly described, or a marker `sections` lacks.
 function M.pages(sections, files)
   if not files then
     files = {}
-    local p = assert(io.popen("ls docs/api/*.md"))
+    local p = assert(io.popen("find docs -name '*.md' | sort"))
     for file in p:lines() do files[#files + 1] = file end
     p:close()
   end

@@ -137,6 +137,24 @@ describe("the reference in docs/api", function()
       type_drift(E.described { { "mode", "number", type = "text", default = "", refused = "x" } }))
   end)
 
+  it("documents the gateway's defaults as its DEFAULTS are, and every key DEFAULTS has", function()
+    local config = require "sandstack.gateway.config"
+    local bad = {}
+    for k, v in pairs(config.DEFAULTS) do
+      local row = config.KEYS[k]
+      if not row then
+        bad[#bad + 1] = k .. ": a default, but no row"
+      elseif type(v) ~= "table" and not row.default:find("`" .. (type(v) == "string" and ("%q"):format(v) or tostring(v)) .. "`", 1, true) then
+        bad[#bad + 1] = ("%s: the default is %s, the row says %q"):format(k, tostring(v), row.default)
+      end
+    end
+    table.sort(bad)
+    assert(#bad == 0, "gateway config rows that differ from DEFAULTS:\n" .. table.concat(bad, "\n"))
+    local q = config.KEYS.snapshot_quota.default
+    assert.matches("count = " .. config.QUOTA.count, q, 1, true)
+    assert.matches("bytes = " .. math.floor(config.QUOTA.bytes / 1073741824) .. " GiB", q, 1, true)
+  end)
+
   it("fails for a described table the docs hold otherwise, and names its first line that differs", function()
     local spec = E.described {
       { "timeout", E.SECONDS0, type = "seconds", default = "`5`", refused = "below 0" },

@@ -172,6 +172,8 @@ local SECTIONS = {
   ["sandstack.swarm.reconnect"] = probe(function() sandstack.swarm.reconnect({ project = "p", kind = "sandstack.swarm" }, {}) end),
   ["sandstack.swarm.list"] = probe(function() sandstack.swarm.list {} end),
   ["sandstack.swarm.reap"] = probe(function() sandstack.swarm.reap {} end),
+  -- the gateway's configuration file (docs/gateway.md): its check's set of keys
+  ["gateway config"] = function() return require("sandstack.gateway.config").KEYS end,
 }
 
 return SECTIONS
