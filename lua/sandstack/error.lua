@@ -100,7 +100,7 @@ M.COUNT0 = { "number", min = 0, whole = true, says = "a whole number >= 0", want
 M.COUNT1 = { "number", min = 1, whole = true, says = "a whole number >= 1", wanted = "a whole number" }
 
 -- M.described(rows) -> spec: an options spec (for M.options, or M.check_keys alone) that is also
--- the reference's table of those options: scripts/api_tables.lua writes the table into docs/api
+-- the reference's table of those options: scripts/api_tables.lua writes the table into docs/
 -- from the very spec the check reads, so neither can change alone. rows, in the table's order:
 --   { name or { names documented together }, check, type = "...", default = "...", refused = "..." }
 -- check is what M.options takes (a type string, or bounds such as M.SECONDS), or nil for a spec

@@ -54,6 +54,9 @@ local function stack_level(level)
       rows[r.name] = { names = { r.name }, type = r.type, default = r.default, refused = r.refused, order = i }
     end
     for _, k in ipairs(require("sandstack_test.stack").option_keys(level)) do set[k] = rows[k] or true end
+    for name in pairs(rows) do
+      if not set[name] then error(("core.stack_options(%q) has a row for %s, which the validator does not accept"):format(level, name), 0) end
+    end
     return set
   end
 end
