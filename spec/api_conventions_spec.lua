@@ -177,8 +177,9 @@ local function bounded(row, types)
     or row.refused:find("outside") or row.refused:find("not in 1") or row.refused:find("1%-")
 end
 
+-- (the gateway's configuration file is no call: every refusal of it is nil, err, held below)
 local ids = {}
-for id in pairs(tables) do ids[#ids + 1] = id end
+for id in pairs(tables) do if id ~= "gateway config" then ids[#ids + 1] = id end end
 table.sort(ids)
 
 -- A stack handle whose plan carries a credential for api.example.com (POLICY admits it).
@@ -262,10 +263,8 @@ describe("the error convention", function()
     local base = { tenants = { { name = "t", token_sha256 = ("a"):rep(64) } }, stack = START }
     assert(config.check(base))
     local keys = {}
-    for k in pairs(config.DEFAULTS) do keys[#keys + 1] = k end
-    for _, k in ipairs { "pool", "lua_path", "lua_cpath", "nginx", "swarm", "console_root", "snapshot_quota", "user", "tenants", "stack" } do
-      keys[#keys + 1] = k
-    end
+    for k in pairs(config.KEYS) do keys[#keys + 1] = k end -- every documented key
+    table.sort(keys)
     for _, k in ipairs(keys) do
       local d = config.DEFAULTS[k] -- a value of another type than the default's
       local t = merge(base, { [k] = type(d) == "string" and 42 or d == nil and true or "x" })

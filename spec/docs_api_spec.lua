@@ -1,36 +1,18 @@
 -- The reference (docs/api/*.md, and any page of docs/ with a marker) is held to the code both ways: every option name a validator
--- accepts is documented, and every documented name is accepted. The names are read from the
--- validators themselves, never from a copy:
---   - the start options' C validator (csrc/stack/validate.c) through require("sandstack_test.stack").option_keys;
---   - every Lua options check, which goes through core.check_keys: the spec wraps it, calls the
---     function, and the wrapper hands back the set it was given (and stops the call there).
+-- accepts is documented, and every documented name is accepted; and a table whose validator
+-- describes its options (sandstack.error's `described`, the start options' rows in C) is, row
+-- for row, what scripts/api_tables.lua writes from that description now. The names are read
+-- from the validators themselves, never from a copy (spec/support/api_sections.lua reaches each).
 --
 -- A documented options table is the markdown table right after a marker line
 -- `<!-- api: ID -->` (spec/support/api_tables.lua reads them).
 -- To document a new function or method: write its section with the marker and the table, and
--- add one line to SECTIONS below saying how to reach its options check. The spec fails for a
--- marker without a line here, and for a line here without a marker.
-local core = require "sandstack.core"
-
--- The wrapper must be in place before any module captures core.check_keys (sandstack.error
--- copies it when first loaded), so the modules are loaded afresh after it.
-local real_check_keys = core.check_keys
-local probing, seen = nil, nil
-local STOP = setmetatable({}, { __tostring = function() return "options check reached" end })
-core.check_keys = function(opts, allowed, what)
-  if probing then
-    probing.n = probing.n - 1
-    if probing.n == 0 then
-      seen = allowed
-      error(STOP, 0)
-    end
-  end
-  return real_check_keys(opts, allowed, what)
-end
-for name in pairs(package.loaded) do
-  if name:match("^sandstack") and name ~= "sandstack.core" then package.loaded[name] = nil end
-end
+-- add one line to SECTIONS in spec/support/api_sections.lua saying how to reach its options
+-- check. The spec fails for a marker without a line there, and for a line there without a marker.
+local SECTIONS = require "api_sections"
+local generator = dofile("scripts/api_tables.lua")
 local sandstack = require "sandstack"
+local E = require "sandstack.error"
 local h = require "helpers"
 
 local function sorted_keys(set)
@@ -39,143 +21,6 @@ local function sorted_keys(set)
   table.sort(keys)
   return keys
 end
-
--- The key set the nth (default first) options check reached by f(made) was given, sorted;
--- made is what make() returns, called before the probing starts (an object to call a method on).
-local function probe(f, nth, make)
-  return function()
-    local made = make and make()
-    probing, seen = { n = nth or 1 }, nil
-    local ok, err = pcall(f, made)
-    probing = nil
-    if ok or err ~= STOP then error("the call reached no options check: " .. tostring(err), 0) end
-    return sorted_keys(seen)
-  end
-end
-
-local function stack_level(level)
-  return function()
-    local keys = require("sandstack_test.stack").option_keys(level)
-    table.sort(keys)
-    return keys
-  end
-end
-
--- A method table from the upvalue of a module function that builds its objects.
-local function class_of(fn, name)
-  for i = 1, 200 do
-    local n, v = debug.getupvalue(fn, i)
-    if n == nil then break end
-    if n == name then return v end
-  end
-  error("no upvalue " .. name)
-end
-
--- The keys of a set named `name` among the upvalues of fn, or of a function among them (a
--- validator that checks its keys itself rather than through core.check_keys).
-local function upvalue_keys(fn, name)
-  local function find(f, depth)
-    for i = 1, 200 do
-      local n, v = debug.getupvalue(f, i)
-      if n == nil then break end
-      if n == name and type(v) == "table" then return v end
-      if depth > 0 and type(v) == "function" then
-        local t = find(v, depth - 1)
-        if t then return t end
-      end
-    end
-  end
-  return function()
-    return sorted_keys(assert(find(fn, 2), "no upvalue " .. name))
-  end
-end
-
-local function docker_stack()
-  local cls = class_of(require("sandstack.docker.handle").new, "Stack")
-  return setmetatable({ eng = {}, plan = {}, hooks = {} }, cls)
-end
-
-local function docker_pool()
-  return assert(sandstack.docker.pool { name = "docs-probe", stack = { agent_port = 8080, image = "x" } })
-end
-
-local function sbx_box()
-  return require("sandstack.sbx.box").new({})
-end
-
-local function engine_method(part, name)
-  return function(...)
-    local fake = { _h = {}, _subs = {}, _failed = {}, _pending = 0, timeout = 1, api_version = "1.41" }
-    return require("sandstack.engine." .. part).methods[name](fake, ...)
-  end
-end
-
-local SECTIONS = {
-  -- sandstack.docker (docs/api/docker.md)
-  ["sandstack.docker.start"] = stack_level("start"),
-  ["sandstack.docker.start services"] = stack_level("service"),
-  ["sandstack.docker.start services volumes"] = stack_level("mount"),
-  ["sandstack.docker.start volumes"] = stack_level("volume"),
-  ["sandstack.docker.start ready"] = stack_level("ready"),
-  ["sandstack.docker.start ports"] = stack_level("port"),
-  ["sandstack.docker.start network"] = stack_level("network"),
-  ["sandstack.docker.start credentials"] = stack_level("credential"),
-  ["sandstack.docker.reconnect"] = probe(function() sandstack.docker.reconnect({ project = "p" }, {}) end),
-  ["sandstack.docker.list"] = probe(function() sandstack.docker.list {} end),
-  ["sandstack.docker.reap"] = probe(function() sandstack.docker.reap {} end),
-  ["sandstack.docker.down"] = probe(function() sandstack.docker.down("p", {}) end),
-  ["sandstack.docker.build_images"] = probe(function() sandstack.docker.build_images {} end),
-  ["sandstack.docker.pool"] = probe(function() sandstack.docker.pool { name = "p", stack = {} } end),
-  ["sandstack.docker.pool credentials"] = upvalue_keys(require("sandstack.docker.pool_slots").prepare, "SLOT_FIELDS"),
-  ["pool:fill"] = probe(function(pool) pool:fill {} end, 1, docker_pool),
-  ["pool:serve"] = probe(function(pool) pool:serve {} end, 1, docker_pool),
-  ["stack:stop"] = probe(function() docker_stack():stop {} end),
-  ["stack:start"] = probe(function() docker_stack():start {} end),
-  ["stack:restart"] = probe(function() docker_stack():restart {} end),
-  ["stack:capture"] = probe(function() docker_stack():capture("/nonexistent", {}) end),
-  ["stack:destroy"] = probe(function() docker_stack():destroy {} end),
-  -- the session interface (docs/api/session.md), on the docker handle
-  ["h:exec"] = probe(function() docker_stack():exec({ "true" }, {}) end),
-  ["h:spawn"] = probe(function() docker_stack():spawn({ "true" }, {}) end),
-  ["h:read"] = probe(function() docker_stack():read("/x", {}) end),
-  ["h:write"] = probe(function() docker_stack():write("/x", "", {}) end),
-  ["h:upload"] = probe(function() docker_stack():upload("/nonexistent", "/x", {}) end),
-  ["h:download"] = probe(function() docker_stack():download("/x", "/nonexistent", {}) end),
-  ["h:stat"] = probe(function() docker_stack():stat("/x", {}) end),
-  ["h:list"] = probe(function() docker_stack():list("/x", {}) end),
-  ["h:remove"] = probe(function() docker_stack():remove("/x", {}) end),
-  ["h:logs"] = probe(function() docker_stack():logs {} end),
-  ["h:stats"] = probe(function() docker_stack():stats {} end),
-  ["h:hibernate"] = probe(function() docker_stack():hibernate {} end),
-  ["h:snapshot"] = probe(function() docker_stack():snapshot {} end),
-  ["h:changes"] = probe(function() docker_stack():changes {} end),
-  ["h:answer"] = probe(function() docker_stack():answer(1, "allow", {}) end),
-  ["h:serve"] = probe(function() docker_stack():serve(0, {}) end),
-  ["sandstack.docker.start session"] = function()
-    return sorted_keys(require("sandstack.docker.session_methods").START_KEYS)
-  end,
-  ["sandstack.docker.snapshots"] = probe(function() sandstack.docker.snapshots {} end),
-  ["sandstack.docker.remove_snapshot"] = probe(function() sandstack.docker.remove_snapshot({}, {}) end),
-  -- sandstack.engine (docs/api/engine.md)
-  ["sandstack.engine"] = probe(function() sandstack.engine {} end),
-  ["sandstack.engine tls"] = probe(function() sandstack.engine { tls = {} } end, 2),
-  ["eng:request"] = probe(function() engine_method("requests", "request")("GET", "/x", nil, {}) end),
-  ["eng:call"] = probe(function() engine_method("requests", "call")("GET", "/x", nil, { headers = {} }) end),
-  ["eng:submit"] = probe(function() engine_method("requests", "submit")("GET", "/x", nil, { headers = {} }) end),
-  ["eng:download"] = probe(function() engine_method("stream", "download")("/x", "/nonexistent", {}) end),
-  ["eng:events"] = probe(function() engine_method("stream", "events")({}) end),
-  -- sandstack.sbx (docs/api/sbx.md)
-  ["sandstack.sbx.backend"] = probe(function() sandstack.sbx.backend {} end),
-  ["backend:acquire"] = upvalue_keys(class_of(sandstack.sbx.backend, "Backend").acquire, "acquire_keys"),
-  ["box:exec"] = probe(function() sbx_box():exec({ "true" }, {}) end),
-  ["box:remove"] = probe(function() sbx_box():remove("x", {}) end),
-  ["box:reclaim"] = probe(function() sbx_box():reclaim("x", {}) end),
-  -- sandstack.swarm (docs/api/swarm.md): start takes sandstack.docker.start's options and these
-  ["sandstack.swarm.start"] = upvalue_keys(require("sandstack.swarm.start").start, "SWARM_KEYS"),
-  ["sandstack.swarm.reconnect"] = probe(function() sandstack.swarm.reconnect({ project = "p", kind = "sandstack.swarm" }, {}) end),
-  ["sandstack.swarm.list"] = probe(function() sandstack.swarm.list {} end),
-  ["sandstack.swarm.reap"] = probe(function() sandstack.swarm.reap {} end),
-}
 
 local function read(path) return assert(h.read_file(path)) end
 
@@ -216,7 +61,7 @@ describe("the reference in docs/api", function()
     it("documents exactly the options " .. id .. " accepts", function()
       local d = docs[id]
       assert(d, "no section " .. id)
-      local code = SECTIONS[id]()
+      local code = sorted_keys(SECTIONS[id]())
       local undocumented, unaccepted = diff(code, d.keys), diff(d.keys, code)
       assert(#undocumented == 0, ("%s:%d: accepted by the code, not documented: %s"):format(d.file, d.line,
         table.concat(undocumented, ", ")))
@@ -237,6 +82,102 @@ describe("the reference in docs/api", function()
     end
     p:close()
     assert(#bad == 0, "no such function: " .. table.concat(bad, ", "))
+  end)
+
+  it("holds every described table as scripts/api_tables.lua writes it now", function()
+    local pages, problems = generator.pages(SECTIONS)
+    assert(#problems == 0, table.concat(problems, "\n"))
+    local differ, generated = {}, 0
+    for _, page in ipairs(pages) do
+      generated = generated + #page.ids
+      if page.want ~= page.text then
+        local have, want = {}, {}
+        for l in page.text:gmatch("([^\n]*)\n") do have[#have + 1] = l end
+        for l in page.want:gmatch("([^\n]*)\n") do want[#want + 1] = l end
+        for i = 1, math.max(#have, #want) do
+          if have[i] ~= want[i] then
+            differ[#differ + 1] = ("%s:%d: the docs have %q, the validator describes %q"):format(page.file, i,
+              have[i] or "", want[i] or "")
+            break
+          end
+        end
+      end
+    end
+    assert(#differ == 0, "options tables that differ from their validators (run lua5.4 scripts/api_tables.lua):\n"
+      .. table.concat(differ, "\n"))
+    assert(generated >= 1, "no table is generated")
+  end)
+
+  -- A described row's type cell names the Lua type its check takes (its prose may say more:
+  -- "seconds", "string, `\"once\"` or `\"session\"`").
+  local TYPE_WORDS = { number = { "number", "integer", "seconds", "bytes", "count", "whole" }, string = { "string" },
+    boolean = { "boolean" }, table = { "table", "list", "set" }, ["function"] = { "function" } }
+  local function type_drift(spec)
+    local bad = {}
+    for name, e in pairs(spec) do
+      if type(e) == "table" and e.refused and type(e[1]) == "string" then
+        for t in e[1]:gmatch("[^|]+") do
+          local named = false
+          for _, w in ipairs(TYPE_WORDS[t] or { t }) do named = named or (e.type or ""):find(w, 1, true) ~= nil end
+          if not named then bad[#bad + 1] = ("%s (checked as %s, documented as %q)"):format(name, t, e.type or "") end
+        end
+      end
+    end
+    table.sort(bad)
+    return bad
+  end
+
+  it("documents, in every described row, the type its check takes", function()
+    local bad = {}
+    for _, id in ipairs(ids) do
+      for _, b in ipairs(type_drift(SECTIONS[id]())) do bad[#bad + 1] = id .. ": " .. b end
+    end
+    assert(#bad == 0, "type cells that do not name the checked type:\n" .. table.concat(bad, "\n"))
+    assert.same({ "mode (checked as number, documented as \"text\")" },
+      type_drift(E.described { { "mode", "number", type = "text", default = "", refused = "x" } }))
+  end)
+
+  it("documents the gateway's defaults as its DEFAULTS are, and every key DEFAULTS has", function()
+    local config = require "sandstack.gateway.config"
+    local bad = {}
+    for k, v in pairs(config.DEFAULTS) do
+      local row = config.KEYS[k]
+      if not row then
+        bad[#bad + 1] = k .. ": a default, but no row"
+      elseif type(v) ~= "table" and not row.default:find("`" .. (type(v) == "string" and ("%q"):format(v) or tostring(v)) .. "`", 1, true) then
+        bad[#bad + 1] = ("%s: the default is %s, the row says %q"):format(k, tostring(v), row.default)
+      end
+    end
+    table.sort(bad)
+    assert(#bad == 0, "gateway config rows that differ from DEFAULTS:\n" .. table.concat(bad, "\n"))
+    local q = config.KEYS.snapshot_quota.default
+    assert.matches("count = " .. config.QUOTA.count, q, 1, true)
+    assert.matches("bytes = " .. math.floor(config.QUOTA.bytes / 1073741824) .. " GiB", q, 1, true)
+  end)
+
+  it("fails for a described table the docs hold otherwise, and names its first line that differs", function()
+    local spec = E.described {
+      { "timeout", E.SECONDS0, type = "seconds", default = "`5`", refused = "below 0" },
+      { { "a", "b" }, "string", type = "string", default = "", refused = "not a string" },
+    }
+    assert.same({ "| `timeout` | seconds | `5` | below 0 |", "| `a`, `b` | string | | not a string |" },
+      generator.render(spec))
+    -- a page holding an older row: the generator's text differs on that row, and only there
+    local file = h.must("mktemp /tmp/sstest-apitables.XXXXXX"):gsub("%s+$", "")
+    local page = "<!-- api: t -->\n| option | type | default | refused when |\n|---|---|---|---|\n"
+      .. "| `timeout` | whole seconds | `5` | below 0 |\n\nprose\n"
+    h.write_file(file, page)
+    local pages, problems = generator.pages({ t = function() return spec end }, { file })
+    os.remove(file)
+    assert.same({}, problems)
+    assert.same({ "t" }, pages[1].ids)
+    assert.equal(page:gsub("| `timeout` | whole seconds | `5` | below 0 |", table.concat(generator.render(spec), "\n"), 1),
+      pages[1].want)
+    assert.are_not.equal(pages[1].text, pages[1].want)
+    -- a spec partly described is a problem, not a table
+    local partly = E.described { { "a", "string", type = "string", default = "", refused = "x" } }
+    partly.b = "string"
+    assert.matches("no description for b", select(2, generator.render(partly)), 1, true)
   end)
 
   it("fails for an option the code accepts but the reference lacks", function()

@@ -25,6 +25,7 @@ void sandstack_open_engine_target(lua_State *L);
 void sandstack_open_engine_attach(lua_State *L);
 void sandstack_open_term(lua_State *L);
 void sandstack_open_stack(lua_State *L);
+void sandstack_open_stack_options(lua_State *L);
 void sandstack_open_stack_requests(lua_State *L);
 void sandstack_open_session_requests(lua_State *L);
 void sandstack_open_policy(lua_State *L);

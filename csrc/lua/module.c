@@ -25,6 +25,7 @@ int luaopen_sandstack_core(lua_State *L) {
   sandstack_open_engine_attach(L);
   sandstack_open_term(L);
   sandstack_open_stack(L);
+  sandstack_open_stack_options(L);
   sandstack_open_stack_requests(L);
   sandstack_open_session_requests(L);
   sandstack_open_policy(L);

@@ -11,11 +11,11 @@
 #include <strings.h>
 
 #include "stack/model.h"
+#include "stack/options.h"
 #include "util/keys.h"
 #include "util/random.h"
 
-static const char *const CRED_KEYS[] = {"name", "host", "port", "header", "format", "query",
-                                        "basic", "path", "secret", NULL};
+static const char *const CRED_KEYS[] = {SS_OPTIONS_CREDENTIAL(SS_OPTION_NAME) NULL};
 static const char *const PLACEMENTS[] = {"header", "query", "basic", "path", NULL};
 
 const char *const *ss_stack_credential_keys(void) { return CRED_KEYS; }

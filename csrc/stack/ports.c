@@ -8,9 +8,10 @@
 #include <string.h>
 
 #include "stack/model.h"
+#include "stack/options.h"
 #include "util/keys.h"
 
-static const char *const PORT_KEYS[] = {"port", "host_port", "service", NULL};
+static const char *const PORT_KEYS[] = {SS_OPTIONS_PORT(SS_OPTION_NAME) NULL};
 
 const char *const *ss_stack_port_keys(void) { return PORT_KEYS; }
 

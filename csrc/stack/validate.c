@@ -11,24 +11,16 @@
 
 #include "deadline/deadline.h"
 #include "stack/model.h"
+#include "stack/options.h"
 #include "util/keys.h"
 
-static const char *const TOP_KEYS[] = {
-    "image", "agent_port", "ready_path", "ready_timeout", "capture_path", "req_adapter",
-    "docker_host", "timeout", "services", "sandbox_service", "forwarder_service",
-    "forwarder_image", "network", "volumes", "ready", "project_name", "proxy_service",
-    "api_key", "health_timeout", "cpus", "memory", "cap_drop", "security_opt", "pids_limit",
-    "user", "readonly_rootfs", "tmpfs", "pull", "egress_policy", "on_event", "subnet_pool",
-    "session_token", "runtime", "proxy_image", "proxy_hosts", "proxy_upstream",
-    "proxy_upstream_ca", "credentials", "ports", NULL};
-static const char *const SERVICE_KEYS[] = {"name", "image", "egress", "entrypoint", "command",
-                                           "env", "volumes", "depends_on", "user", "port",
-                                           "hosts", NULL};
-static const char *const MOUNT_KEYS[] = {"name", "target", "read_only", NULL};
-static const char *const VOLUME_KEYS[] = {"name", NULL};
-static const char *const READY_KEYS[] = {"test", "interval", "timeout", "retries",
-                                         "start_period", "log", "times", "port", NULL};
-static const char *const NETWORK_KEYS[] = {"internal", "driver", "options", NULL};
+/* Each level's names, from the one list that also holds its documentation (options.h). */
+static const char *const TOP_KEYS[] = {SS_OPTIONS_START(SS_OPTION_NAME) NULL};
+static const char *const SERVICE_KEYS[] = {SS_OPTIONS_SERVICE(SS_OPTION_NAME) NULL};
+static const char *const MOUNT_KEYS[] = {SS_OPTIONS_MOUNT(SS_OPTION_NAME) NULL};
+static const char *const VOLUME_KEYS[] = {SS_OPTIONS_VOLUME(SS_OPTION_NAME) NULL};
+static const char *const READY_KEYS[] = {SS_OPTIONS_READY(SS_OPTION_NAME) NULL};
+static const char *const NETWORK_KEYS[] = {SS_OPTIONS_NETWORK(SS_OPTION_NAME) NULL};
 
 const char *const *ss_stack_option_keys(const char *level) {
   static const struct {

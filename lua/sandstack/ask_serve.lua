@@ -28,8 +28,12 @@ function M.pass(list, answer, on_ask)
   return n
 end
 
-local SERVE_KEYS = { on_ask = "function",
-  interval = { "number", min = 0.01, says = "a number of seconds >= 0.01", wanted = "a number of seconds" } }
+local SERVE_KEYS = E.described {
+  { "on_ask", "function", type = "function(ask) -> decision, opts", default = "none",
+    refused = "not a function" },
+  { "interval", { "number", min = 0.01, says = "a number of seconds >= 0.01", wanted = "a number of seconds" }, type = "seconds", default = "`0.25`",
+    refused = "below 0.01" },
+}
 
 -- h:serve(seconds, { on_ask =, interval = 0.25 }): answers asks for `seconds` (once when 0).
 -- Returns { answered = n }, or nil, err at the first error that is not an ask gone meanwhile.

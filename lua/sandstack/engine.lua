@@ -26,8 +26,28 @@ for _, part in ipairs { require "sandstack.engine.requests", require "sandstack.
   for name, fn in pairs(part.methods) do Engine[name] = fn end
 end
 
-local NEW_KEYS = { host = true, timeout = true, api_version = true, tls = true, max_bytes = true }
-local TLS_KEYS = { ca = true, cert = true, key = true, verify = true }
+local NEW_KEYS = E.described {
+  { "host", type = "string", default = "`$DOCKER_HOST`, else `unix:///var/run/docker.sock`",
+    refused = "not a string; `unix://`, `tcp://` (2375, or 2376 with TLS), `http://`, `https://`" },
+  { "timeout", type = "seconds", default = "`30`",
+    refused = "not above 0: each request's deadline" },
+  { "api_version", type = "string `\"1.41\"`", default = "`$DOCKER_API_VERSION`, else negotiated",
+    refused = "not `major.minor`" },
+  { "tls", type = "table, or `false` (no TLS whatever the environment says)", default = "as the Docker CLI: `DOCKER_CERT_PATH` (default `~/.docker`), `DOCKER_TLS_VERIFY`, `DOCKER_TLS`",
+    refused = "see below" },
+  { "max_bytes", type = "bytes", default = "16 MiB",
+    refused = "not above 0: the largest response body kept" },
+}
+local TLS_KEYS = E.described {
+  { "ca", type = "string, a path", default = "`$DOCKER_CERT_PATH/ca.pem`",
+    refused = "not a string" },
+  { "cert", type = "string, a path", default = "`$DOCKER_CERT_PATH/cert.pem`",
+    refused = "not a string" },
+  { "key", type = "string, a path", default = "`$DOCKER_CERT_PATH/key.pem`",
+    refused = "not a string" },
+  { "verify", type = "boolean", default = "`true` when a `tls` table or `DOCKER_TLS_VERIFY` is given",
+    refused = "not a boolean" },
+}
 
 -- Idempotent; what is in flight is aborted. Using the client afterwards raises.
 function Engine:close()

@@ -78,9 +78,10 @@ function M.options(opts, spec, what, kind)
   opts = M.check_keys(opts, spec, what)
   for name, s in pairs(spec) do
     local v = opts[name]
-    if v ~= nil and s ~= true then
-      local bounds = type(s) == "table" and s or nil
-      M.want(v, bounds and bounds[1] or s, what, name, bounds and bounds.wanted)
+    local bounds = type(s) == "table" and s or nil
+    local types = bounds and bounds[1] or s
+    if v ~= nil and type(types) == "string" then
+      M.want(v, types, what, name, bounds and bounds.wanted)
       if bounds and type(v) == "number" and (v ~= v or (bounds.above and v <= bounds.above)
         or (bounds.min and v < bounds.min) or (bounds.max and v > bounds.max)
         or (bounds.whole and v ~= math.floor(v))) then
@@ -97,6 +98,29 @@ M.SECONDS0 = { "number", min = 0, says = "a number of seconds >= 0", wanted = "a
 M.BYTES = { "number", min = 1, whole = true, says = "a positive whole number of bytes", wanted = "a number of bytes" }
 M.COUNT0 = { "number", min = 0, whole = true, says = "a whole number >= 0", wanted = "a whole number" }
 M.COUNT1 = { "number", min = 1, whole = true, says = "a whole number >= 1", wanted = "a whole number" }
+
+-- M.described(rows) -> spec: an options spec (for M.options, or M.check_keys alone) that is also
+-- the reference's table of those options: scripts/api_tables.lua writes the table into docs/
+-- from the very spec the check reads, so neither can change alone. rows, in the table's order:
+--   { name or { names documented together }, check, type = "...", default = "...", refused = "..." }
+-- check is what M.options takes (a type string, or bounds such as M.SECONDS), or nil for a spec
+-- only M.check_keys reads. Every name maps to its row: the check's fields, the three cells,
+-- `names` and `order`.
+function M.described(rows)
+  local spec = {}
+  for i, r in ipairs(rows) do
+    local entry = {}
+    if type(r[2]) == "table" then
+      for k, v in pairs(r[2]) do entry[k] = v end
+    else
+      entry[1] = r[2]
+    end
+    entry.names = type(r[1]) == "table" and r[1] or { r[1] }
+    entry.type, entry.default, entry.refused, entry.order = r.type, r.default, r.refused, i
+    for _, name in ipairs(entry.names) do spec[name] = entry end
+  end
+  return spec
+end
 
 -- The options-table check of every public function: nil is {}, a non-table raises, and so does
 -- a key not in `allowed` (a set: { name = true }), at the caller (API.md: an unknown option key

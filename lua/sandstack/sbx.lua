@@ -31,8 +31,24 @@ M.defaults = {
 local Backend = {}
 Backend.__index = Backend
 
-local acquire_keys = { conversation = "string", key = "string", kind = "string", image = "string", image_id = "string",
-  egress = "string", egress_allow = "table", work_dir = "string" }
+local acquire_keys = E.described {
+  { "conversation", "string", type = "string", default = "required",
+    refused = "not a name" },
+  { "key", "string", type = "string", default = "required",
+    refused = "not a name" },
+  { "kind", "string", type = "string", default = "`\"default\"`",
+    refused = "not a name" },
+  { "image", "string", type = "string", default = "sbx's template",
+    refused = "not a string (`sbx create --template`)" },
+  { "image_id", "string", type = "string", default = "none",
+    refused = "not a string; wins over `image`" },
+  { "egress", "string", type = "string, `\"closed\"` or `\"allowlist\"`", default = "`\"closed\"`",
+    refused = "anything else" },
+  { "egress_allow", "table", type = "list of policy rules", default = "`{}`",
+    refused = "a rule `sandstack.policy.compile` refuses" },
+  { "work_dir", "string", type = "string, a guest path", default = "the backend's `storage_base`",
+    refused = "its parent exists in the image" },
+}
 
 function Backend:acquire(opts)
   cli.live(self)
@@ -66,9 +82,30 @@ end
 
 Backend.__close = Backend.close
 
-local backend_keys = { sbx_path = true, workspace_root = true, name_prefix = true, storage_base = true,
-  exec_cleanup_timeout = true, max_output_bytes = true, command_timeout = true, create_timeout = true,
-  exec_timeout = true, cpus = true, memory = true }
+local backend_keys = E.described {
+  { "sbx_path", type = "string", default = "`$SANDSTACK_SBX_PATH`, else `sbx` on PATH",
+    refused = "not a non-empty string" },
+  { "workspace_root", type = "string, a path", default = "`$XDG_STATE_HOME/sandstack-sbx/workspaces` (never under /tmp)",
+    refused = "not a non-empty string" },
+  { "name_prefix", type = "string", default = "`\"sandstack-\"`",
+    refused = "not a non-empty string; sbx names take letters, digits, `-`, `.`, `+`" },
+  { "storage_base", type = "string, a guest path", default = "`\"/sandstack/work\"`",
+    refused = "not an absolute guest path below a top-level directory (`invalid`, `option`)" },
+  { "exec_cleanup_timeout", type = "seconds", default = "`10`",
+    refused = "not above 0" },
+  { "max_output_bytes", type = "bytes", default = "8 MiB",
+    refused = "not a positive whole number" },
+  { "command_timeout", type = "seconds", default = "`60`",
+    refused = "not above 0: every sbx call but create and the command" },
+  { "create_timeout", type = "seconds", default = "`600`",
+    refused = "not above 0" },
+  { "exec_timeout", type = "seconds", default = "`60`",
+    refused = "not above 0: a command's default" },
+  { "cpus", type = "whole number", default = "`2`",
+    refused = "not a positive whole number" },
+  { "memory", type = "string or count", default = "`\"2g\"`",
+    refused = "not a positive count with an optional `k`, `m`, `g` or `t`" },
+}
 
 -- sbx.backend{...} -> backend, or nil, err: a bad option value is invalid/option naming it.
 function M.backend(opts)

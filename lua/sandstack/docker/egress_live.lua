@@ -233,7 +233,14 @@ end
 
 local DECISIONS = { allow = true, deny = true }
 local REMEMBER = { once = true, session = true }
-local ANSWER_KEYS = { remember = "string", reason = "string", by = "string" }
+local ANSWER_KEYS = E.described {
+  { "remember", "string", type = "string, `\"once\"` or `\"session\"`", default = "`\"once\"`",
+    refused = "anything else: `invalid`" },
+  { "reason", "string", type = "string", default = "none",
+    refused = "over 200 printable ASCII characters: `invalid`" },
+  { "by", "string", type = "string", default = "`\"host\"`",
+    refused = "over 64 printable ASCII characters: `invalid`" },
+}
 
 local function printable(v, max)
   return v == nil or (type(v) == "string" and #v <= max and not v:find("[^\32-\126]"))

@@ -14,7 +14,12 @@ local M = {}
 M.LIST_ARCHIVE_MAX = 4 * 1024 * 1024              -- the archive h:list reads before it lists by names
 M.DEFAULT_LIST_ENTRIES = 100000                   -- h:list's max_entries
 
-local LIST_KEYS = { service = "string", max_entries = E.COUNT1 }
+local LIST_KEYS = E.described {
+  { "service", "string", type = "string", default = "the sandbox",
+    refused = "names no service" },
+  { "max_entries", E.COUNT1, type = "whole number", default = "100000",
+    refused = "not above 0; past it `output_limit`" },
+}
 
 -- A listing from the engine's archive of the directory (its headers only are read).
 local function from_archive(tar, path, max_entries)

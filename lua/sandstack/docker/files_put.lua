@@ -13,7 +13,19 @@ local M = {}
 
 local MODE = { "number", min = 0, max = 4095, whole = true, says = "a permission number such as 420 (0644)",
   wanted = "a permission number such as 420 (0644)" }
-local WRITE_KEYS = { mode = MODE, service = "string" }
+local WRITE_KEYS = E.described {
+  { "mode", MODE, type = "number", default = "0644",
+    refused = "not in 0..07777" },
+  { "service", "string", type = "string", default = "the sandbox",
+    refused = "names no service" },
+}
+-- upload's: the same checks, but a file keeps the host file's permission bits
+local UPLOAD_KEYS = E.described {
+  { "mode", MODE, type = "number", default = "the host file's",
+    refused = "not in 0..07777" },
+  { "service", "string", type = "string", default = "the sandbox",
+    refused = "names no service" },
+}
 
 local function tar_tail(size) return (512 - size % 512) % 512 + 1024 end
 
@@ -110,7 +122,7 @@ end
 -- the container, into path when it is a directory (permission bits kept; mode sets a file's).
 function M.upload(self, local_path, path, opts)
   local eng, c
-  opts, eng, c = A.copy_args(self, local_path, path, opts, WRITE_KEYS, "upload")
+  opts, eng, c = A.copy_args(self, local_path, path, opts, UPLOAD_KEYS, "upload")
   if not opts then return nil, eng end
   local st, serr = core.file_stat(local_path)
   if not st then return nil, serr end

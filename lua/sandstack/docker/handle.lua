@@ -105,7 +105,8 @@ end
 
 -- The options of each method, checked once where the caller handed them in (sandstack.error):
 -- the methods that call each other internally pass checked tables on.
-local STOP_KEYS, START_KEYS, DESTROY_KEYS = { timeout = E.SECONDS0 }, {}, { capture = "string" }
+local O = require "sandstack.docker.method_options" -- each also the reference's table
+local STOP_KEYS, START_KEYS, DESTROY_KEYS = O.stop, O.start, O.destroy
 
 -- stop's timeout: the engine's grace period before it kills, whole seconds >= 0. -> t | nil, err
 local function stop_timeout(opts, what)
@@ -250,7 +251,7 @@ function Op:set_model_key(key)
 end
 
 -- Rebuilds a handle from stack:record() and re-reads the forwarder's port.
-local RECONNECT_KEYS = { docker_host = "string", timeout = E.SECONDS, on_event = "function", req_adapter = "function" }
+local RECONNECT_KEYS = O.reconnect
 M.RECONNECT_KEYS = RECONNECT_KEYS
 function M.reconnect(record, opts)
   E.want(record, "table", "sandstack.docker.reconnect", "argument 'record'", "a record from stack:record()")

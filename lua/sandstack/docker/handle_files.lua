@@ -35,7 +35,7 @@ local ARCHIVE_SLACK = 256 * 1024 * 1024           -- a download's archive beyond
 local M_ = { write = put.write, upload = put.upload, list = listing.list }
 M.methods = M_
 
-local STAT_KEYS = { service = "string" }
+local STAT_KEYS = require("sandstack.docker.method_options").stat
 
 -- h:stat(path, {service}) -> { name, type = "file"|"directory"|"link"|"other", size, mode, mtime, link }
 function M_.stat(self, path, opts)
@@ -49,7 +49,7 @@ function M_.stat(self, path, opts)
   return A.stat_of(st)
 end
 
-local READ_KEYS = { max_bytes = E.BYTES, service = "string" }
+local READ_KEYS = require("sandstack.docker.method_options").read
 
 -- h:read(path, {max_bytes, service}) -> the file's bytes
 function M_.read(self, path, opts)
@@ -74,7 +74,7 @@ function M_.read(self, path, opts)
   return f.data
 end
 
-local DOWNLOAD_KEYS = { max_bytes = E.BYTES, service = "string" }
+local DOWNLOAD_KEYS = require("sandstack.docker.method_options").download
 
 local function host_dir(p) return p:match("^(.*)/[^/]*$") or "." end
 
@@ -120,7 +120,7 @@ function M_.download(self, path, local_path, opts)
   return res.bytes
 end
 
-local REMOVE_KEYS = { recursive = "boolean", service = "string" }
+local REMOVE_KEYS = require("sandstack.docker.method_options").remove
 
 -- h:remove(path, {recursive, service}) -> true; a path that is not there is already removed.
 -- The archive API cannot delete, so this runs rm in the container (its image must have one).

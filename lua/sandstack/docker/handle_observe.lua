@@ -11,8 +11,7 @@ M.methods = {}
 
 M.DEFAULT_LOG_BYTES = 8 * 1024 * 1024
 
-local LOG_KEYS = { service = "string", since = { "number", says = "a unix time in seconds" }, tail = E.COUNT0,
-  follow = "boolean", max_bytes = E.BYTES, timeout = E.SECONDS }
+local LOG_KEYS = require("sandstack.docker.method_options").logs
 
 
 -- One read of a service's logs: { stdout =, stderr = }. eng: the engine the container is on.
@@ -136,9 +135,7 @@ local function series(eng, services, opts)
   return out
 end
 
--- window and every: finite (a window of math.huge would never end).
-local SPAN = { "number", above = 0, max = 1e9, says = "a finite number of seconds above 0", wanted = "a number of seconds" }
-local STATS_OPTS = { timeout = E.SECONDS, window = SPAN, every = SPAN }
+local STATS_OPTS = require("sandstack.docker.method_options").stats
 
 -- h:stats() -> { [service] = { cpuUsedPct, cpuCount, memUsed, memTotal, netRx, netTx, pids,
 -- timestamp } }; a service whose container is not running is { state = "not_running" }.

@@ -202,8 +202,22 @@ local function import(eng, root, recipe, hash)
   return true
 end
 
-local BUILD_KEYS = { docker_host = "string", proxy_binary = "string", socat = "string", force = "boolean",
-  engine = "table", proxy_image = "string", forwarder_image = "string" }
+local BUILD_KEYS = E.described {
+  { "docker_host", "string", type = "string", default = "the default",
+    refused = "not a string" },
+  { "engine", "table", type = "table, an engine client", default = "a new one",
+    refused = "—" },
+  { "proxy_binary", "string", type = "string, a path", default = "the installed `sandstack-proxy`",
+    refused = "—" },
+  { "socat", "string", type = "string, a path", default = "`socat` on PATH",
+    refused = "—" },
+  { "force", "boolean", type = "boolean", default = "`false`",
+    refused = "— rebuilds even when the image is current" },
+  { "proxy_image", "string", type = "string `name:tag`", default = "`\"sandstack/proxy:<version>\"`",
+    refused = "not `name:tag`" },
+  { "forwarder_image", "string", type = "string `name:tag`", default = "`\"sandstack/socat:<version>\"`",
+    refused = "not `name:tag`" },
+}
 
 function M.build(opts)
   local err

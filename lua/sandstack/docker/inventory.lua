@@ -182,7 +182,16 @@ end
 -- Stacks owned by sandstack on the engine, from labels: { {project=, session_key=, created=,
 -- pool=, state=, ...} }, sorted by pool and project. Objects without the project label are not
 -- sandstack's and are skipped; an Engine answer of the wrong shape is an error.
-local LIST_KEYS = { docker_host = "string", timeout = E.SECONDS, project = "string", pool = "string" }
+local LIST_KEYS = E.described {
+  { "docker_host", "string", type = "string", default = "the default",
+    refused = "not a string" },
+  { "timeout", E.SECONDS, type = "seconds", default = "30",
+    refused = "not above 0" },
+  { "project", "string", type = "string", default = "every project",
+    refused = "not a string" },
+  { "pool", "string", type = "string", default = "every stack",
+    refused = "not a string: only that warm pool's stacks" },
+}
 M.LIST_KEYS = LIST_KEYS -- sandstack.swarm's list takes these too (but pool: no warm pools there)
 function M.list(opts)
   local err
@@ -264,9 +273,25 @@ end
 -- is refused, as the CLI's reap without --all is: a filter left out by mistake must not widen
 -- into "every stack on the engine". An idle stack is claimed before it is removed, so a
 -- concurrent acquire never receives a stack being removed. Returns the list of removed projects.
-local REAP_KEYS = { docker_host = "string", timeout = E.SECONDS, project = "string", prefix = "string", pool = "string",
+local REAP_KEYS = E.described {
+  { "docker_host", "string", type = "string", default = "the default",
+    refused = "not a string" },
+  { "timeout", E.SECONDS, type = "seconds", default = "30",
+    refused = "not above 0" },
+  { "project", "string", type = "string", default = "any",
+    refused = "not a string" },
+  { "prefix", "string", type = "string", default = "any",
+    refused = "not a string: projects starting with it" },
   -- a filter that cannot be read must never widen into "every stack"
-  older_than = E.SECONDS0, idle_only = "boolean", all = "boolean" }
+  { "older_than", E.SECONDS0, type = "seconds", default = "any age",
+    refused = "not a number: created at least that long ago" },
+  { "pool", "string", type = "string", default = "none",
+    refused = "not a string: that pool's stacks no session holds" },
+  { "idle_only", "boolean", type = "boolean", default = "`false`",
+    refused = "with `pool`: only its ready (and failed marked) stacks" },
+  { "all", "boolean", type = "boolean", default = "`false`",
+    refused = "not a boolean: every owned stack; no filter at all is refused, `invalid`/`filter_required`" },
+}
 M.REAP_KEYS = REAP_KEYS -- sandstack.swarm's reap takes these too (but pool and idle_only)
 function M.reap(opts)
   local err

@@ -191,7 +191,12 @@ local function checkpoint(self, info)
   return nil, first
 end
 
-local HIBERNATE_KEYS = { memory = "boolean", timeout = E.SECONDS0 }
+local HIBERNATE_KEYS = E.described {
+  { "memory", "boolean", type = "boolean", default = "false",
+    refused = "not a boolean; an engine that cannot checkpoint: `engine`/`checkpoint_unsupported`" },
+  { "timeout", E.SECONDS0, type = "seconds", default = "5",
+    refused = "below 0" },
+}
 
 -- Stops every container but the proxy sandstack added, which holds the live egress policy and
 -- credentials in memory only (no record may hold a secret) and the inspection CA's key: the

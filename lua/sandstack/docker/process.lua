@@ -19,10 +19,7 @@ Process.__index = Process
 -- kept its environment) by it, since the Engine API has no way to signal an exec.
 M.TOKEN_VAR = "SANDSTACK_EXEC"
 
-local SIZE = { "number", min = 1, max = 65535, whole = true, says = "a whole number from 1 to 65535",
-  wanted = "a whole number" }
-local SPAWN_KEYS = { tty = "boolean", cols = SIZE, rows = SIZE, env = "table", cwd = "string", user = "string",
-  service = "string", timeout = E.SECONDS, on_output = "function", max_bytes = E.BYTES }
+local SPAWN_KEYS = require("sandstack.docker.method_options").spawn
 local SIGNALS = { HUP = 1, INT = 2, QUIT = 3, KILL = 9, USR1 = 10, USR2 = 12, TERM = 15, CONT = 18, STOP = 19 }
 local DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 M.DEFAULT_TIMEOUT = 30 -- seconds: each Engine request, a write, and read's and wait's default

@@ -9,7 +9,16 @@ local M = {}
 
 -- The start options this file takes on top of the start pipeline's (csrc/stack/validate.c):
 -- they are taken off before the pipeline sees the options.
-M.START_KEYS = { ttl = true, idle_timeout = true, on_expiry = true, from_snapshot = true }
+M.START_KEYS = E.described {
+  { "ttl", type = "seconds from the end of the start", default = "none",
+    refused = "not above 0" },
+  { "idle_timeout", type = "seconds", default = "none",
+    refused = "not above 0" },
+  { "on_expiry", type = "`\"destroy\"` or `\"hibernate\"`", default = "destroy",
+    refused = "another value" },
+  { "from_snapshot", type = "a snapshot record", default = "none",
+    refused = "its image or volumes are gone (`engine`)" },
+}
 
 -- The one start of sandstack.docker with the options of this file: plain is the start pipeline
 -- (docker/start.lua's start). The handle keeps the options without a secret (snapshot.spec_of)

@@ -11,7 +11,10 @@ local R = core.session_requests
 
 local KINDS = { [0] = "changed", [1] = "added", [2] = "deleted" }
 
-local CHANGES_KEYS = { since = true }
+local CHANGES_KEYS = E.described {
+  { "since", type = "a snapshot record", default = "the start",
+    refused = "not a snapshot record" },
+}
 
 -- h:changes{since = snap} -> { sandbox = { {path =, kind = "added"|"changed"|"deleted"}, ... },
 -- workspace = { [volume key] = { same form } } }: sandbox is the sandbox's filesystem since its

@@ -18,7 +18,14 @@ function M.engine(opts)
   return sandstack.engine { host = opts.docker_host, timeout = opts.timeout, api_version = opts.api_version }
 end
 
-local LIST_KEYS = { docker_host = "string", timeout = E.SECONDS, source = "string" }
+local LIST_KEYS = E.described {
+  { "source", "string", type = "string", default = "all",
+    refused = "not a string" },
+  { "docker_host", "string", type = "string", default = "the environment's",
+    refused = "" },
+  { "timeout", E.SECONDS, type = "seconds", default = "60",
+    refused = "not above 0" },
+}
 
 -- sandstack.docker.snapshots{source = project} -> { {id =, name =, source =, created =, image =,
 -- volumes = {name, ...}}, ... } sorted by creation, from the labels of images and volumes.
@@ -60,7 +67,12 @@ function M.list(opts)
   return out
 end
 
-local REMOVE_KEYS = { docker_host = "string", timeout = E.SECONDS }
+local REMOVE_KEYS = E.described {
+  { "docker_host", "string", type = "string", default = "the environment's",
+    refused = "" },
+  { "timeout", E.SECONDS, type = "seconds", default = "60",
+    refused = "not above 0" },
+}
 
 -- sandstack.docker.remove_snapshot(s): s a snapshot record, an entry of snapshots(), an id, or
 -- a list of them. Removes the image and the volume copies; a snapshot whose image a stack still

@@ -65,7 +65,14 @@ local function clean_image(eng, raw, base, labels, image)
   return H.load(eng, archive, image)
 end
 
-local SNAPSHOT_KEYS = { name = "string", labels = "table", max_pause = "number" }
+local SNAPSHOT_KEYS = E.described {
+  { "name", "string", type = "string", default = "none",
+    refused = "not a string" },
+  { "labels", "table", type = "table, `{ [name] = string }`", default = "none",
+    refused = "not strings; a name `io.sandstack.snapshot*` or `io.sandstack.project`" },
+  { "max_pause", "number", type = "seconds", default = "60",
+    refused = "not a number in (0, 86400)" },
+}
 
 -- h:snapshot{name =, labels =, max_pause =} -> snapshot record | nil, err. labels: more labels
 -- for the image and the volume copies (a caller's owner marks, e.g. the gateway's); never the

@@ -42,7 +42,12 @@ M.list = inventory.list
 function M.reap(opts) return session.reap(opts, inventory.reap) end
 
 -- sandstack.docker.down(project, opts): removes one project by name, without a handle.
-local DOWN_KEYS = { docker_host = "string", timeout = E.SECONDS }
+local DOWN_KEYS = E.described {
+  { "docker_host", "string", type = "string", default = "the default",
+    refused = "not a string" },
+  { "timeout", E.SECONDS, type = "seconds", default = "30",
+    refused = "not above 0" },
+}
 function M.down(project, opts)
   E.want(project, "string", "sandstack.docker.down", "argument 'project'")
   if project == nil then E.raise("sandstack.docker.down: argument 'project' must be a string, got nil") end

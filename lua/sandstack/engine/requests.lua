@@ -9,10 +9,36 @@ local X = require "sandstack.engine.errors"
 
 local R = {}
 
-local REQUEST_KEYS = { timeout = true, query = true, max_bytes = true, headers = true, raw = true,
-  content_type = true }
-local CALL_KEYS = { timeout = true, query = true, max_bytes = true, headers = true, raw = true,
-  content_type = true, ok = true }
+local REQUEST_KEYS = E.described {
+  { "timeout", type = "seconds", default = "the client's",
+    refused = "not above 0" },
+  { "query", type = "table", default = "none",
+    refused = "values other than strings, numbers, booleans or tables (JSON-encoded)" },
+  { "max_bytes", type = "bytes", default = "the client's",
+    refused = "not above 0" },
+  { "headers", type = "table, name to string", default = "none",
+    refused = "a name or value with a line break" },
+  { "raw", type = "boolean", default = "`false`",
+    refused = "`true`: the body as received, never decoded" },
+  { "content_type", type = "string", default = "`application/json` for a table body",
+    refused = "not a string" },
+}
+local CALL_KEYS = E.described {
+  { "timeout", type = "seconds", default = "the client's",
+    refused = "not above 0" },
+  { "query", type = "table", default = "none",
+    refused = "as for `request`" },
+  { "max_bytes", type = "bytes", default = "the client's",
+    refused = "not above 0" },
+  { "headers", type = "table", default = "none",
+    refused = "as for `request`" },
+  { "raw", type = "boolean", default = "`false`",
+    refused = "—" },
+  { "content_type", type = "string", default = "as for `request`",
+    refused = "—" },
+  { "ok", type = "set of statuses, `{ [304] = true }` or `{ 304 }`", default = "none",
+    refused = "extra statuses counted as success" },
+}
 
 -- Using a closed client is a programming error, raised at the caller.
 function R.check_open(eng)

@@ -8,9 +8,28 @@ local O = require "sandstack.engine.options"
 local R = require "sandstack.engine.requests"
 local X = require "sandstack.engine.errors"
 
-local DOWNLOAD_KEYS = { max_bytes = true, timeout = true, query = true, headers = true }
-local EVENTS_KEYS = { filters = true, since = true, ["until"] = true, max_bytes = true,
-  timeout = true }
+local DOWNLOAD_KEYS = E.described {
+  { "max_bytes", type = "bytes", default = "1 GiB",
+    refused = "not above 0" },
+  { "timeout", type = "seconds", default = "the client's",
+    refused = "not above 0" },
+  { "query", type = "table", default = "none",
+    refused = "as for `request`" },
+  { "headers", type = "table", default = "none",
+    refused = "as for `request`" },
+}
+local EVENTS_KEYS = E.described {
+  { "filters", type = "table", default = "none",
+    refused = "not a table (sent JSON-encoded)" },
+  { "since", type = "unix seconds or string", default = "now",
+    refused = "—" },
+  { "until", type = "unix seconds or string", default = "none",
+    refused = "—" },
+  { "max_bytes", type = "bytes", default = "1 MiB",
+    refused = "not above 0: event bytes held unread" },
+  { "timeout", type = "seconds", default = "the client's",
+    refused = "not above 0: the wait for the answer's headers" },
+}
 local EVENTS = ops.request("events").path
 
 local now = core.engine_clock

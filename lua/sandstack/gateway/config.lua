@@ -39,6 +39,65 @@ M.DEFAULTS = {
 -- A tenant's snapshots (and forks', which their child owns): how many, and how many bytes as the
 -- engine reports them (gateway/snapshot_quota.lua). A tenant's own snapshot_quota overrides.
 M.QUOTA = { count = 10, bytes = 10 * 1024 * 1024 * 1024 }
+-- Every key the file may set: the check's set and the reference's table (docs/gateway.md,
+-- "Configuration keys"; scripts/api_tables.lua writes it from here). The defaults are DEFAULTS'.
+M.KEYS = E.described {
+  { "name", type = "string", default = "`\"gateway\"`",
+    refused = "not `[a-z0-9][a-z0-9_.-]*`: this node's name, on its stacks (`io.sandstack.gateway`)" },
+  { "listen", type = "string, `host:port`", default = "`\"127.0.0.1:8088\"`",
+    refused = "not a plain word: the API and proxy listener" },
+  { "metrics_listen", type = "string, `host:port`", default = "`\"127.0.0.1:9145\"`",
+    refused = "not a plain word: `GET /metrics`, a listener of its own" },
+  { "project_prefix", type = "string", default = "`\"gw-\"`",
+    refused = "not `[a-z0-9][a-z0-9_.-]*`, or over 38 characters" },
+  { "tenants", type = "list of `{ name =, token_sha256 =, max_sessions =, snapshot_quota = }`", default = "required",
+    refused = "empty; a name not `[A-Za-z0-9_.-]+`, over 64 characters, twice, or two with one tag; a digest not 64 hex digits" },
+  { "stack", type = "table, `sandstack.docker.start`'s options", default = "required",
+    refused = "with `project_name`, a function, or an `egress_policy` that does not compile" },
+  { "pool", type = "`{ size =, max =, concurrency =, interval = }`", default = "none; `size` `1`, `max` twice it, `concurrency` `2`, `interval` `5`",
+    refused = "`max` under `size`; `concurrency` outside 1-16; `interval` under 0.1; with backend `\"swarm\"`" },
+  { "max_sessions", type = "count", default = "`100`",
+    refused = "under 1: the cap of starting and live sessions" },
+  { "idle_ttl", type = "whole seconds", default = "`1800`",
+    refused = "under 1: a session without a proxied request that long is destroyed" },
+  { "max_ttl", type = "whole seconds", default = "`86400`",
+    refused = "under 1 or under `idle_ttl`: a session is destroyed after it" },
+  { "expiry_interval", type = "seconds", default = "`10`",
+    refused = "under 0.1: between two expiry scans" },
+  { { "workers", "threads", "vms" }, type = "count", default = "`1`, `8`, `32`",
+    refused = "under 1 ([openresty.md](openresty.md))" },
+  { "user", type = "string", default = "unprivileged where it can be ([openresty.md](openresty.md))",
+    refused = "not a plain word: the workers' user" },
+  { "worker_connections", type = "count", default = "`1024`",
+    refused = "under 16" },
+  { { "dict_size", "client_max_body_size" }, type = "string, nginx's size", default = "`\"10m\"`",
+    refused = "not a plain word" },
+  { { "proxy_connect_timeout", "proxy_read_timeout", "proxy_send_timeout", "client_body_timeout",
+    "client_header_timeout", "send_timeout" }, type = "whole seconds", default = "`5`, `3600`, `3600`, `60`, `30`, `3600`",
+    refused = "under 1" },
+  { "create_timeout", type = "whole seconds", default = "`300`",
+    refused = "under 10: nginx's bound on `POST /sessions`" },
+  { { "lua_path", "lua_cpath" }, type = "string, a search path", default = "`sandstack gateway`'s",
+    refused = "holds a quote, a brace or a line break" },
+  { "nginx", type = "`{ http =, server =, metrics = }`, strings", default = "none",
+    refused = "another key, or not a string: extra directives (TLS)" },
+  { "error_log_level", type = "string", default = "`\"notice\"`",
+    refused = "not a plain word" },
+  { "backend", type = "string, `\"docker\"` or `\"swarm\"`", default = "`\"docker\"`",
+    refused = "anything else; `\"swarm\"`: `stack.docker_host` a manager" },
+  { "swarm", type = "`{ node =, cache_ttl = }`", default = "none (`cache_ttl` `5`)",
+    refused = "without backend `\"swarm\"`; no `node`; `cache_ttl` outside 0.1-3600" },
+  { "console", type = "boolean", default = "`true`",
+    refused = "not a boolean: the operator's console at `/console`" },
+  { "console_root", type = "string, a directory", default = "beside the modules, then `share/`",
+    refused = "not an absolute path of `[A-Za-z0-9_.@+/-]`" },
+  { "max_streams_per_tenant", type = "count", default = "`8`",
+    refused = "under 1: one tenant's open console and ask streams" },
+  { "max_streams_per_session", type = "count", default = "`4`",
+    refused = "under 1: one session's" },
+  { "snapshot_quota", type = "`{ count =, bytes = }`", default = "`{ count = 10, bytes = 10 GiB }`",
+    refused = "not whole numbers >= 0; a tenant's own overrides it" },
+}
 local REQUIRED_TABLES = { tenants = true, stack = true }
 local POOL_KEYS = { size = true, max = true, concurrency = true, interval = true }
 local TENANT_KEYS = { name = true, token_sha256 = true, max_sessions = true, snapshot_quota = true }
@@ -155,8 +214,7 @@ function M.check(t)
   if type(t) ~= "table" then return bad(nil, "the file must return a table") end
   local c = {}
   for k, v in pairs(t) do
-    if M.DEFAULTS[k] == nil and not REQUIRED_TABLES[k] and k ~= "pool" and k ~= "lua_path"
-      and k ~= "lua_cpath" and k ~= "nginx" and k ~= "swarm" and k ~= "console_root" and k ~= "snapshot_quota" and k ~= "user" then
+    if not M.KEYS[k] then
       return bad(k, "unknown key '" .. tostring(k) .. "'")
     end
     c[k] = v

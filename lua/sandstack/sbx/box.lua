@@ -179,7 +179,12 @@ local function checked_guest_path(box, path, check_opts)
   return p:check(path, check_opts)
 end
 
-local remove_keys = { recursive = "boolean", cwd = "string" }
+local remove_keys = E.described {
+  { "recursive", "boolean", type = "boolean", default = "`false`",
+    refused = "not a boolean" },
+  { "cwd", "string", type = "string", default = "the work directory",
+    refused = "outside it" },
+}
 
 -- remove and reclaim act in the guest, at the guest's own authority (spec 001 "Files"). A
 -- path that is not there is already removed: true, without an exec.
@@ -192,7 +197,13 @@ function Box:remove(path, opts)
   return exec_result(res, rerr, "remove " .. path)
 end
 
-local reclaim_keys = { cwd = "string", timeout = true } -- timeout: options.seconds
+-- timeout: options.seconds
+local reclaim_keys = E.described {
+  { "cwd", "string", type = "string", default = "the work directory",
+    refused = "outside it" },
+  { "timeout", type = "seconds", default = "the backend's `command_timeout`",
+    refused = "not above 0" },
+}
 
 -- reclaim(target, {cwd =, timeout =}): a relative target names a child of the working
 -- directory, an absolute one anything strictly inside the workspace but the working directory

@@ -11,9 +11,25 @@ local M = {}
 local function seconds_since(t0) return core.engine_clock() - t0 end
 
 -- The session's exec keys on top of the box's own: max_bytes (the box's max_output_bytes),
--- stdin and service.
-local SESSION_KEYS = { timeout = true, cwd = true, env = true, user = true, max_bytes = E.BYTES, stdin = "string",
-  service = "string", max_output_bytes = true } -- the box's own: options.exec
+-- stdin and service (a row without a check here is the box's own: options.exec).
+local SESSION_KEYS = E.described {
+  { "timeout", type = "seconds", default = "the backend's `exec_timeout`",
+    refused = "not above 0" },
+  { "cwd", type = "string, a guest path", default = "the work directory",
+    refused = "empty, or holds a NUL" },
+  { "env", type = "table, name to string", default = "none",
+    refused = "not a table" },
+  { "max_output_bytes", type = "bytes", default = "the backend's",
+    refused = "raises in `exec`: use `exec_bounded`" },
+  { "user", type = "string", default = "the sandbox's",
+    refused = "empty, or holds a NUL" },
+  { "max_bytes", E.BYTES, type = "bytes", default = "the backend's",
+    refused = "past it: `output_limit` with `killed` (the session form of `max_output_bytes`)" },
+  { "service", "string", type = "string", default = "the sandbox",
+    refused = "any other name: `unsupported` (a box has no sidecars)" },
+  { "stdin", "string", type = "string", default = "none",
+    refused = "`unsupported` (the exec wrapper's input carries the environment)" },
+}
 
 -- The stat of a plane's attributes, in the shape every backend gives.
 local function stat_of(name, a)

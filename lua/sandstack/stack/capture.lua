@@ -8,7 +8,14 @@ local E = require "sandstack.error"
 
 local M = {}
 
-local KEYS = { max_bytes = E.COUNT0, max_entries = E.COUNT0, timeout = E.SECONDS0 }
+local KEYS = E.described {
+  { "max_bytes", E.COUNT0, type = "whole bytes", default = "1 GiB",
+    refused = "below 0" },
+  { "max_entries", E.COUNT0, type = "whole count", default = "100000",
+    refused = "below 0" },
+  { "timeout", E.SECONDS0, type = "seconds", default = "the handle's",
+    refused = "below 0" },
+}
 
 -- The argument checks: a wrong type raises at the caller of the capture method, a refused value
 -- is nil, err. -> opts | nil, err

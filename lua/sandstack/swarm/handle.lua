@@ -276,7 +276,14 @@ M.set_port = set_port
 -- says where the session is (the record's node is checked against the tasks), the node's label
 -- says how to reach its engine. Errors: not_found (no services left), node_down (the node is
 -- lost: the session went with it).
-local RECONNECT_KEYS = { docker_host = "string", timeout = E.SECONDS, on_event = "function" }
+local RECONNECT_KEYS = E.described {
+  { "docker_host", "string", type = "string", default = "the record's",
+    refused = "not a string" },
+  { "timeout", E.SECONDS, type = "seconds", default = "the record's",
+    refused = "not above 0" },
+  { "on_event", "function", type = "function", default = "none",
+    refused = "not a function" },
+}
 function M.reconnect(record, opts)
   E.want(record, "table", "sandstack.swarm.reconnect", "argument 'record'", "a record from a swarm stack's :record()")
   if type(record) ~= "table" or type(record.project) ~= "string" or record.kind ~= "sandstack.swarm" then

@@ -34,7 +34,14 @@ local core_model = require("sandstack.core").stack_model
 local now, pause, emit = run_ctx.now, run_ctx.pause, run_ctx.emit
 
 -- Options of sandstack.swarm only; every other key is the stack's and goes to the C model.
-local SWARM_KEYS = { constraints = true, placement_timeout = true, task_timeout = true }
+local SWARM_KEYS = E.described {
+  { "constraints", type = "list of `\"attribute==value\"` or `\"attribute!=value\"`", default = "none",
+    refused = "anything else" },
+  { "placement_timeout", type = "seconds", default = "`30`",
+    refused = "not above 0: a task not placed by then fails the start" },
+  { "task_timeout", type = "seconds", default = "`120`",
+    refused = "not above 0: a placed task not running by then fails it" },
+}
 
 -- What Swarm cannot give is refused by the C plan (csrc/stack/swarm_plan.c), before anything is
 -- made; sandstack.swarm's own keys are checked here: a wrong type raises at the caller, a value
