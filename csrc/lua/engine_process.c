@@ -3,7 +3,8 @@
  * from it in constant time: its open-file limit, how many files it has open (the size the
  * kernel gives /proc/PID/fd, from Linux 6.2; never a walk of that directory) and its command
  * line (the address pools it was started with). A value that cannot be read is left out and
- * named in `unread`: the caller says so, it does not fail. */
+ * named in `unread`: the caller says so, it does not fail. And a file as the engine sees it
+ * (its daemon.json, which may be in a container of its own). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,17 +99,27 @@ static void read_fds(lua_State *L, int out, int un, pid_t pid) {
   lua_setfield(L, out, "fds");
 }
 
+/* The file at path (at most CMDLINE_MAX - 1 bytes) in a buffer the caller frees, its length in
+ * *n; NULL with errno when it cannot be read. */
+static char *read_whole(lua_State *L, const char *path, long *n) {
+  char *buf = malloc(CMDLINE_MAX);
+  if (!buf) luaL_error(L, "out of memory");
+  *n = ss_read_head(path, buf, CMDLINE_MAX);
+  if (*n >= 0) return buf;
+  int e = errno;
+  free(buf);
+  errno = e;
+  return NULL;
+}
+
 /* args: /proc/PID/cmdline split at its NULs. */
 static void read_args(lua_State *L, int out, int un, pid_t pid) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-  char *buf = malloc(CMDLINE_MAX);
-  if (!buf) luaL_error(L, "out of memory");
-  long n = ss_read_head(path, buf, CMDLINE_MAX);
-  if (n < 0) {
-    int e = errno;
-    free(buf);
-    unread(L, un, "args", "%s: %s", path, strerror(e));
+  long n;
+  char *buf = read_whole(L, path, &n);
+  if (!buf) {
+    unread(L, un, "args", "%s: %s", path, strerror(errno));
     return;
   }
   lua_newtable(L);
@@ -145,7 +156,30 @@ static int l_engine_process(lua_State *L) {
   return 1;
 }
 
+/* core.engine_file(pid, path) -> text | nil, err (kind "io"): a small file (its config, at most
+ * 64 KiB) as the engine's process sees it, through its root (/proc/PID/root), which is the
+ * container's own file system for an engine that runs in one. */
+static int l_engine_file(lua_State *L) {
+  lua_Integer pid = luaL_checkinteger(L, 1);
+  const char *file = luaL_checkstring(L, 2);
+  if (file[0] != '/') return ss_return_error(L, "invalid", "relative", "not an absolute path: %s", file);
+  char path[4096];
+  if (snprintf(path, sizeof path, "/proc/%lld/root%s", (long long)pid, file) >= (int)sizeof path)
+    return ss_return_error(L, "invalid", "too_long", "path too long: %s", file);
+  long n;
+  char *buf = read_whole(L, path, &n);
+  if (!buf) {
+    int e = errno;
+    return ss_return_error(L, "io", e == ENOENT ? "not_found" : "failed", "%s: %s", path, strerror(e));
+  }
+  lua_pushlstring(L, buf, (size_t)n);
+  free(buf);
+  return 1;
+}
+
 void sandstack_open_engine_process(lua_State *L) {
   lua_pushcfunction(L, l_engine_process);
   lua_setfield(L, -2, "engine_process");
+  lua_pushcfunction(L, l_engine_file);
+  lua_setfield(L, -2, "engine_file");
 }

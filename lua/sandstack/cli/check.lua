@@ -4,14 +4,7 @@
 local limits = require "sandstack.docker.host_limits"
 local address_pools = require "sandstack.docker.address_pools"
 local kit = require "sandstack.cli_kit"
-
--- The engine's daemon.json, or nil when there is none.
-local function read_file(path)
-  local f = io.open(path, "rb")
-  local text = f and f:read("a")
-  if f then f:close() end
-  return text
-end
+local core = require "sandstack.core"
 
 -- The address pool's record: the engine's pools (or subnet_pool) against its networks now.
 local function pool_record(rd, n, subnet_pool)
@@ -39,7 +32,8 @@ local function pool_record(rd, n, subnet_pool)
       message = setting .. " not checked: the engine's command line is not readable here ("
         .. (rd.local_engine and tostring(rd.engine.error or (rd.engine.unread or {}).args) or "not on this host") .. ")" }
   end
-  local pools, source = address_pools.engine_pools(rd.engine.args, read_file)
+  local pid = rd.engine.pid
+  local pools, source = address_pools.engine_pools(rd.engine.args, function(path) return core.engine_file(pid, path) end)
   local total, free = address_pools.capacity(pools, subnets)
   return address_pools.judge(n, per, total, free, setting .. " (" .. source .. ")",
     "give the engine larger pools (`default-address-pools` in daemon.json, then restart it) or give sandstack a subnet_pool")

@@ -38,8 +38,9 @@ local function flag_pool(v)
   return base and { base = base, size = tonumber(size) } or nil
 end
 
--- The engine's pools from its command line (core.engine_process's args) and its daemon.json:
--- pools, and where they came from ("flags", the config file's path, or "built-in").
+-- The engine's pools from its command line (core.engine_process's args), else its daemon.json
+-- (read_file(path): the file's text as the engine sees it, or nil): pools, and where they
+-- came from.
 function M.engine_pools(args, read_file)
   local pools, config = {}, "/etc/docker/daemon.json"
   for i, a in ipairs(args or {}) do
@@ -54,7 +55,7 @@ function M.engine_pools(args, read_file)
     for _, p in ipairs(doc["default-address-pools"]) do
       if type(p) == "table" and M.cidr(p.base) then pools[#pools + 1] = { base = p.base, size = tonumber(p.size) } end
     end
-    if #pools > 0 then return pools, config .. " default-address-pools" end
+    if #pools > 0 then return pools, "default-address-pools in " .. config end
   end
   return M.BUILTIN, "the engine's built-in pools"
 end
