@@ -13,8 +13,8 @@ local M = {}
 
 -- What one minimal session (a sandbox and its socat forwarder, two bridge networks, one port
 -- published on 127.0.0.1) adds on the host. Measured on Docker 20.10, cgroup v1, Linux 6.18
--- (docs/docker.md, "Host limits", says how): tasks: 2 containerd shims of 11 threads, a
--- docker-proxy of 8, socat, sandstack-init, the agent; engine_files: the engine's open files
+-- (docs/docker.md, "Host limits", says how): tasks: 2 containerd shims of 11 to 13 threads, a
+-- docker-proxy of 6 to 8, socat, sandstack-init, the agent (33 to 35); engine_files: the engine's open files
 -- (its containers' stdio pipes, log files, the proxy's pipes); neigh_entries: the kernel's
 -- neighbour table (shared by every network namespace) right after a start; networks: bridge
 -- networks; inotify_instances: one per shim, on cgroup v2 only.
