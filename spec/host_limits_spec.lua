@@ -197,3 +197,23 @@ describe("host limits: the kernel's readings", function()
     assert.equal("engine_process", err.reason)
   end)
 end)
+
+describe("sandstack check: usage", function()
+  local function run(argv)
+    local out, err = {}, {}
+    local function sink(t) return { write = function(_, ...) for _, v in ipairs { ... } do t[#t + 1] = v end end } end
+    local code = require("sandstack.cli").main(argv, sink(out), sink(err))
+    return code, table.concat(out), table.concat(err)
+  end
+
+  it("refuses a count below one and a subnet pool smaller than a /28, changing nothing", function()
+    local code, _, err = run { "check", "--sessions", "0" }
+    assert.equal(2, code)
+    assert.matches("--sessions takes a whole number of 1 or more", err, 1, true)
+    code, _, err = run { "check", "--subnet-pool", "10.1.0.0/29" }
+    assert.equal(2, code)
+    assert.matches("--subnet-pool takes an IPv4 CIDR of /28 or larger", err, 1, true)
+    code = run { "check", "extra" }
+    assert.equal(2, code)
+  end)
+end)

@@ -21,8 +21,6 @@ local function pool_record(rd, n, subnet_pool)
       message = setting .. " not checked: " .. tostring(err and err.message or err) }
   end
   if subnet_pool then
-    local _, bits = address_pools.cidr(subnet_pool)
-    if not bits or bits > 28 then return nil, "--subnet-pool takes an IPv4 CIDR of /28 or larger" end
     local total, free = address_pools.capacity({ { base = subnet_pool, size = 28 } }, subnets)
     return address_pools.judge(n, per, total, free, "the /28s of subnet_pool " .. subnet_pool,
       "give sandstack a larger subnet_pool")
@@ -57,11 +55,13 @@ fits, limits: [{limit, setting, status, value, used, need, fit, per_session, mes
     if #args ~= 0 then return ctx:usage("check takes no arguments") end
     local n = tonumber(opt.sessions or "1")
     if not n or n < 1 or n ~= math.floor(n) then return ctx:usage("--sessions takes a whole number of 1 or more") end
+    local pool_bits = opt["subnet-pool"] and select(2, address_pools.cidr(opt["subnet-pool"]))
+    if opt["subnet-pool"] and not (pool_bits and pool_bits <= 28) then
+      return ctx:usage("--subnet-pool takes an IPv4 CIDR of /28 or larger")
+    end
     local rd = limits.read()
     local out = limits.judge_all(rd, n)
-    local pool, perr = pool_record(rd, n, opt["subnet-pool"])
-    if not pool then return ctx:usage(perr) end
-    out[#out + 1] = pool
+    out[#out + 1] = pool_record(rd, n, opt["subnet-pool"])
     local fits = true
     for _, r in ipairs(out) do fits = fits and r.status ~= "exceeded" end
     if opt.json then
