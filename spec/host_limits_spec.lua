@@ -156,6 +156,11 @@ describe("address pools", function()
     assert.equal("/run/ext/daemon.json", asked)
     assert.same({ { base = "10.231.0.0/16", size = 24 } }, pools)
     assert.equal("default-address-pools in /run/ext/daemon.json", src)
+    pools, src = P.engine_pools({ "dockerd" }, function() return nil, core.error("io", "not_found", "none") end)
+    assert.equal("the engine's built-in pools", src)
+    -- a daemon.json there but not readable: not the built-in pools, but why not
+    assert.same({ nil, "/proc/1/root/etc/docker/daemon.json: Permission denied" }, { P.engine_pools({ "dockerd" },
+      function() return nil, core.error("io", "failed", "/proc/1/root/etc/docker/daemon.json: Permission denied") end) })
     pools, src = P.engine_pools({ "dockerd" }, none)
     assert.equal("the engine's built-in pools", src)
     assert.equal(31, (P.capacity(pools, {})))

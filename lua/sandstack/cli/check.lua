@@ -32,6 +32,9 @@ local function pool_record(rd, n, subnet_pool)
   end
   local pid = rd.engine.pid
   local pools, source = address_pools.engine_pools(rd.engine.args, function(path) return core.engine_file(pid, path) end)
+  if not pools then
+    return { limit = "address_pool", setting = setting, status = "unknown", message = setting .. " not checked: " .. source }
+  end
   local total, free = address_pools.capacity(pools, subnets)
   return address_pools.judge(n, per, total, free, setting .. " (" .. source .. ")",
     "give the engine larger pools (`default-address-pools` in daemon.json, then restart it) or give sandstack a subnet_pool")

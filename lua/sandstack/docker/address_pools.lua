@@ -39,8 +39,8 @@ local function flag_pool(v)
 end
 
 -- The engine's pools from its command line (core.engine_process's args), else its daemon.json
--- (read_file(path): the file's text as the engine sees it, or nil): pools, and where they
--- came from.
+-- (read_file(path): the file's text as the engine sees it, or nil, err, reason "not_found" for
+-- none): pools, and where they came from; nil and why when the file cannot be read.
 function M.engine_pools(args, read_file)
   local pools, config = {}, "/etc/docker/daemon.json"
   for i, a in ipairs(args or {}) do
@@ -49,7 +49,9 @@ function M.engine_pools(args, read_file)
     config = a:match("^%-%-config%-file=(.*)$") or (a == "--config-file" and args[i + 1]) or config
   end
   if #pools > 0 then return pools, "the engine's --default-address-pool flags" end
-  local text = read_file(config)
+  local text, rerr = read_file(config)
+  -- a file that is there but cannot be read says nothing of the pools: never the built-in ones
+  if not text and rerr and rerr.reason ~= "not_found" then return nil, tostring(rerr.message) end
   local ok, doc = pcall(require("sandstack.core").json_decode, text or "null")
   if ok and type(doc) == "table" and type(doc["default-address-pools"]) == "table" then
     for _, p in ipairs(doc["default-address-pools"]) do
