@@ -17,6 +17,8 @@ void sandstack_open_digest(lua_State *L);
 void sandstack_open_hostfs(lua_State *L);
 void sandstack_open_engine_address(lua_State *L);
 void sandstack_open_hostclaim(lua_State *L);
+void sandstack_open_host_limits(lua_State *L);
+void sandstack_open_engine_process(lua_State *L);
 void sandstack_open_control(lua_State *L);
 /* more_methods: the engine handle's methods defined in other files (h:perform, h:exec), which
  * module.c hands in, so engine.c, which they call, never names them. */

@@ -16,6 +16,8 @@ int luaopen_sandstack_core(lua_State *L) {
   sandstack_open_digest(L);
   sandstack_open_hostfs(L);
   sandstack_open_hostclaim(L);
+  sandstack_open_host_limits(L);
+  sandstack_open_engine_process(L);
   sandstack_open_control(L);
   /* The engine handle's methods kept in files of their own; engine.c is handed them. */
   static const luaL_Reg engine_methods[] = {{"perform", ss_engine_perform}, {"exec", ss_engine_exec}, {NULL, NULL}};

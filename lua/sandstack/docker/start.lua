@@ -27,6 +27,9 @@ end
 local function start_with(session_key, clean, hooks, pool)
   local model, err = core.stack_model(clean, session_key)
   if not model then return nil, err end
+  -- a host limit one more session would meet refuses here, before any Engine call
+  local fits; fits, err = require("sandstack.docker.host_limits").check_start(clean.docker_host)
+  if not fits then model:close(); return nil, err end
   local eng; eng, err = engine(clean)
   if not eng then model:close(); return nil, err end
   -- the clock is read for on_event's `elapsed` only
