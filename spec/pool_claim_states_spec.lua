@@ -3,8 +3,9 @@
 -- in pool.last_acquire.states, and rolls back exactly what it made: the stack it claimed is gone
 -- (with the session's record), the clients it opened are closed, and the pool's other stacks
 -- are still idle. The Swarm pool runs on the scripted swarm (spec/support/scripted_engine.lua);
--- the Docker pool on the live engine (#docker), pools named "sstest-poolst-", with their own
--- address pool, removed by label at the end of each test.
+-- the Docker pool on the live engine (#docker), both orders of its claim: through the container
+-- list, and held in this host's store (the hand-over before the rename's answer). Pools are
+-- named "sstest-poolst-", with their own address pools, removed by label at the end of each test.
 local sandstack = require "sandstack"
 local E = require "sandstack.error"
 local machine = require "sandstack.pool_claim"
@@ -208,6 +209,64 @@ describe("sandstack.docker.pool's claim, failed in each state #docker", function
     assert.same({ "picked", "planned", "claimed", "handle", "handed", "ready" }, states_of(pool.last_acquire))
     assert.equal(s.project, pool.last_acquire.states.project)
     assert.is_true(objects_of(s.project) > 0)
+    assert(s:destroy())
+    s:close()
+  end)
+
+  it("held in this host's store, hands over before the rename's answer and rolls back the same", function()
+    local core, control = sandstack.core, require "sandstack.docker.control"
+    local eng = assert(sandstack.engine {})
+    local here = control.choose(eng) == "socket"
+    eng:close()
+    if not here then pending("the engine's files are not this host's: no store") return end
+    local build = package.cpath:match("^%.?/?([^;]-)/%?%.so") or "build"
+    local tag = build:gsub("[^%w.-]", "-") .. "-" .. core.sha256_hex((h.must("pwd"):gsub("%s+$", ""))):sub(1, 8)
+    local proxy, fwd = "sandstack-test/proxy:" .. tag, "sandstack-test/forwarder:" .. tag
+    assert(sandstack.docker.build_images { proxy_binary = build .. "/sandstack-proxy", proxy_image = proxy,
+      forwarder_image = fwd })
+    local name = "sstest-poolst-" .. h.random_suffix(3)
+    local pool = assert(sandstack.docker.pool { name = name, size = 4, max = 5, stack = { agent_port = 8080,
+      pull = "never", forwarder_image = fwd, proxy_image = proxy, subnet_pool = "10.220.0.0/16", egress_policy = { allow = {} },
+      services = { { name = "sandbox", image = "sandstack-test/agent:local", command = { "agent" } } } } })
+    finally(function() pool:close(); ph.clean(name) end)
+    assert.equal(4, assert(pool:fill()))
+    local start, handle = require "sandstack.docker.start", require "sandstack.docker.handle"
+    local live = require "sandstack.docker.egress_live"
+    local real_plan = start.plan
+    local cases = {
+      { "plan", start, "plan", function(key, ...)
+        if key == "k-plan" then return nil, boom("plan") end
+        return real_plan(key, ...)
+      end, { "picked", "claimed", "failed", "rolled_back" } },
+      { "handle", handle, "adopt", function() return nil, boom("handle") end,
+        { "picked", "planned", "claimed", "failed", "rolled_back" } },
+      { "hand-over", live, "hand_over", function() return nil, boom("hand-over") end,
+        { "picked", "planned", "handle", "claimed", "failed", "rolled_back" } },
+    }
+    local ready = 4
+    for _, case in ipairs(cases) do
+      local what, mod, key, with, want = case[1], case[2], case[3], case[4], case[5]
+      patched(mod, key, with, function()
+        local s, err = pool:acquire("k-" .. what)
+        assert.is_nil(s, what)
+        assert.is_table(err, what)
+      end)
+      assert.is_nil(pool.last_acquire.list, what) -- claimed from the store, not the list
+      local states = pool.last_acquire.states
+      assert.same(want, states_of(pool.last_acquire), what)
+      assert.equal(0, objects_of(states.project), what .. ": objects of " .. states.project .. " left")
+      assert.is_nil(core.file_stat(control.dir(states.project)), what .. ": its control directory is left")
+      ready = ready - 1
+      assert.equal(ready, assert(pool:status()).ready, what)
+    end
+    -- one that does not fail: handed over, then claimed and ready, now or (deferred) by its first call
+    local s = assert(pool:acquire("k-good"))
+    local got = states_of(pool.last_acquire)
+    local deferred = got[5] == "deferred"
+    assert.same({ "picked", "planned", "handle", "handed" }, { got[1], got[2], got[3], got[4] })
+    assert(s:record())
+    got = states_of(pool.last_acquire)
+    assert.same(deferred and { "deferred", "claimed", "ready" } or { "claimed", "ready" }, { select(5, (table.unpack or unpack)(got)) })
     assert(s:destroy())
     s:close()
   end)
