@@ -128,7 +128,7 @@ describe("egress asks: pool:serve's on_ask", function()
       return { id = id }
     end
     local seen = {}
-    local ok, n = pcall(pool._answer_asks, pool, {}, { "p-1", "p-2" }, function(a)
+    local ok, n = pcall(pool._answer_asks, pool, {}, { in_use = { "p-1", "p-2" } }, function(a)
       seen[#seen + 1] = a.project .. ":" .. a.host
       return a.host == "a.test" and "allow" or "deny"
     end)

@@ -1,7 +1,8 @@
--- What a warm pool is the same for on every backend (internal to sandstack.docker.pool and
--- sandstack.swarm.pool): the acquire's checks, the scheduler that runs starts side by side, the
--- hand-over of a session's egress, credentials and model key to a claimed stack's proxy, and
--- the pool's events. Where a pool keeps its marks and how a claim is arbitrated is the backend's.
+-- The parts a warm pool uses on every placement (internal to the pool class,
+-- sandstack.pool_class, and its placements): the acquire's checks, the scheduler that runs starts
+-- side by side, the hand-over of a session's egress, credentials and model key to a claimed
+-- stack's proxy, and the pool's events. Where a pool keeps its marks and how a claim is
+-- arbitrated is the placement's.
 local E = require "sandstack.error"
 local A = require "sandstack.docker.apply"
 

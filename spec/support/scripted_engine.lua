@@ -101,9 +101,9 @@ end
 -- sw.log, in order, as {host, method, path, body_json | exec, argv}. Each task runs at once, on
 -- node1, and the agent answers 200: the start's own path, without waits; with opts.fail =
 -- "<service>", that service's task fails (exit code 3) instead (set sw.fail the same way to end
--- it later, during the start). The manager lists its services by label, updates them at their
--- version and removes them; opts.exec(name, argv, o) may answer an exec on a node (a proxy's
--- control command) before the scripted answers do.
+-- it later, during the start). The manager lists its services by label and its one node,
+-- updates services at their version and removes them; opts.exec(name, argv, o) may answer an
+-- exec on a node (a proxy's control command) before the scripted answers do.
 local NODE = "node1"
 local ROUTE = "Iface\tDestination\tGateway\tFlags\nnet0\t0000000A\t00000000\t0001\n" -- no default route
 
@@ -183,10 +183,10 @@ function M.swarm(opts)
       end
       return 200, out
     end
-    if path == "/nodes/" .. NODE then
-      return 200, { ID = NODE, Description = { Hostname = "n1" }, Status = { State = "ready", Addr = "10.0.0.2" },
-        Spec = { Role = "worker", Availability = "active", Labels = { ["io.sandstack.engine"] = "tcp://n1.scripted:2376" } } }
-    end
+    local node = { ID = NODE, Description = { Hostname = "n1" }, Status = { State = "ready", Addr = "10.0.0.2" },
+      Spec = { Role = "worker", Availability = "active", Labels = { ["io.sandstack.engine"] = "tcp://n1.scripted:2376" } } }
+    if path == "/nodes/" .. NODE then return 200, node end
+    if method == "GET" and path == "/nodes" then return 200, { node } end -- the swarm's nodes: this one
     if method == "POST" and path == "/networks/create" then return 201, { Id = id("net") } end
     if method == "POST" and path == "/containers/create" then return 201, { Id = id("ctr") } end
     if method == "POST" or method == "DELETE" then return 204, "" end

@@ -11,83 +11,45 @@
 -- On this host an acquire finds idle stacks in the store (pool_store.lua: a file per ready stack
 -- in its control directory, claimed by a lock) before the engine's list.
 local core = require "sandstack.core"
-local E = require "sandstack.error"
 local A = require "sandstack.docker.apply"
+local base = require "sandstack.pool_class"
 
 local M = {}
-local Pool = {}
+-- The Docker placement of the one pool class (lua/sandstack/pool_class.lua, which has the
+-- checks, fill, acquire, the cold start and the server): what this placement does its own way.
+local Pool = setmetatable({}, { __index = base.Pool })
 Pool.__index = Pool
 
 local DEFAULT_CONCURRENCY = 4
-local MARK_NAMES = { claim = true, ready = true }
--- what the Swarm pool shares with this one (lua/sandstack/pool_kit.lua)
-local kit = require "sandstack.pool_kit"
-local emit = kit.emit
-local check_session_key, check_overrides = kit.check_session_key, kit.check_overrides
 
 local function docker() return require "sandstack.docker.stacks" end
 
 -- The pool's parts, one concept each: the listing and its re-check (pool_survey.lua), the claim of
--- an idle stack (pool_claim.lua), the server keeping the pool full (pool_server.lua).
+-- an idle stack (pool_claim.lua), the egress asks of the sessions in use (pool_server.lua).
 local survey = require "sandstack.docker.pool_survey"
-local server = require "sandstack.docker.pool_server"
 Pool._survey, Pool._remove_dead = survey.survey, survey.remove_dead
 Pool._claim = require("sandstack.docker.pool_claim").claim
-Pool.serve, Pool._answer_asks = server.serve, server.answer_asks
+Pool._answer_asks = require("sandstack.docker.pool_server").answer_asks
 
--- sandstack.docker.pool{name=, size=, max=, stack={start options}, on_event=} -> pool | nil, err
-function M.new(opts)
-  local err
-  opts, err = kit.pool_options(opts, "sandstack.docker.pool")
-  if not opts then return nil, err end
-  local size, max = opts.size or 0, opts.max or math.max(opts.size or 0, 1)
-  -- The options are fixed here: every stack of the pool is made from this one table.
-  local stack = {}
-  for k, v in pairs(opts.stack) do stack[k] = v end
-  if stack.project_name ~= nil then
-    return E.fail("compose", "invalid_option", "pool: the pool names its stacks' projects; drop project_name",
-      { option = "project_name" })
-  end
-  -- credential slots: throwaway secrets at start, the session's at claim (pool_slots.lua)
-  local prepared, slot_err = require("sandstack.docker.pool_slots").prepare(stack)
-  if slot_err then return nil, slot_err end
-  -- the model key: with the proxy sandstack adds, a waiting stack's proxy holds a throwaway one;
-  -- the pool keeps the operator's and a claim hands the session its own (or that one) live
-  local model_key = require("sandstack.docker.pool_slots").throwaway_model_key(stack)
-  for _, s in ipairs(stack.services or {}) do
-    if type(s) == "table" and MARK_NAMES[s.name] then
-      return E.fail("compose", "invalid_option", "pool: a service may not be named '" .. s.name .. "' (the pool's marks)",
-        { option = "services" })
-    end
-  end
-  local placeholder = "pool." .. opts.name
-  -- The name must make valid project names: validate the longest one the pool will use.
-  local probe_opts = {}
-  for k, v in pairs(stack) do if type(v) ~= "function" then probe_opts[k] = v end end
-  probe_opts.project_name = opts.name .. "-ffffffff"
-  local plan; plan, err = docker().plan(placeholder, probe_opts, { now = 0, token = "x" })
-  if not plan then
-    if err.option == "project_name" or err.option == "session_key" then
-      return E.fail("compose", "invalid_name", "pool: name '" .. opts.name .. "' cannot prefix a project name",
-        { option = "name" })
-    end
-    return nil, err
-  end
-  local concurrency = opts.concurrency or DEFAULT_CONCURRENCY
-  -- what a pooled stack of this plan has: the re-check reads them from the pool's container list
+-- what a pooled stack of this plan has: the re-check reads them from the pool's container list
+local function fields(plan, stack)
   local image
   local shape = { forwarder = plan.forwarder, sandbox = plan.sandbox, agent_port = plan.agent_port, services = {} }
   for _, c in ipairs(plan.containers) do
     if c.service == plan.forwarder then image = c.image end
     shape.services[#shape.services + 1] = c.service
   end
-  local pool = setmetatable({ name = opts.name, size = size, max = max, stack = stack, on_event = opts.on_event,
-    placeholder = placeholder, mark_image = image, shape = shape, concurrency = concurrency, slots = prepared,
-    model_key = model_key,
-    grace = (stack.ready_timeout or 60) + (stack.health_timeout or 60) + 120 }, Pool)
+  return { mark_image = image, shape = shape, grace = (stack.ready_timeout or 60) + (stack.health_timeout or 60) + 120 }
+end
+
+-- sandstack.docker.pool{name=, size=, max=, stack={start options}, on_event=} -> pool | nil, err
+function M.new(opts)
+  local pool, err = base.new(Pool, opts, { what = "sandstack.docker.pool", concurrency = DEFAULT_CONCURRENCY,
+    plan = function(...) return docker().plan(...) end, fields = fields })
+  if not pool then return nil, err end
   -- the engine client (its /version round, its connection) made with the pool, not in the first
   -- acquire, when the engine is this host's; a failure here is left to the first call to meet
-  local a = core.engine_address(stack.docker_host)
+  local a = core.engine_address(pool.stack.docker_host)
   if a and a.unix_path then pool:_engine() end
   return pool
 end
@@ -119,15 +81,6 @@ function Pool:status()
   return out
 end
 
-function Pool:_opts(project, hooks)
-  local o = {}
-  for k, v in pairs(self.stack) do o[k] = v end
-  o.project_name = project
-  for k, v in pairs(hooks or {}) do o[k] = v end
-  if not o.on_event then o.on_event = self.on_event end
-  return o
-end
-
 -- One project of the pool taken down, and the pool's reaps (opts: reap's filters beyond the pool):
 -- the calls the pool's parts make through sandstack.docker, which requires this module.
 function Pool:_down(project)
@@ -140,49 +93,44 @@ function Pool:_reap(opts)
   return docker().reap(o)
 end
 
-function Pool:_new_project()
-  return self.name .. "-" .. core.random_hex(4)
+-- The normal start, labelled with the pool; its mark (the engine's, inventory.lua) for session_key.
+function Pool:_start(session_key, opts)
+  return require("sandstack.docker.start").start(session_key, opts, self.name)
 end
 
--- The normal start labelled with the pool, then a mark (role "ready" or "claim") for
--- session_key. A mark that cannot be set takes the stack down again.
-local function start_marked(self, session_key, hooks, role, before_mark)
-  local project = self:_new_project()
-  local stack, err = require("sandstack.docker.start").start(session_key, self:_opts(project, hooks), self.name)
-  if not stack then return nil, err end
-  local eng, ok = nil, true
-  if before_mark then ok, err = before_mark(stack) end
-  if ok then eng, err = self:_engine() end
-  if eng then ok, err = require("sandstack.docker.inventory").mark(eng, role, project, self.name, session_key, self.mark_image) end
-  if not ok then
-    stack:destroy()
-    stack:close()
-    return nil, err
+function Pool:_mark(_, project, role, session_key)
+  local eng, err = self:_engine()
+  if not eng then return nil, err end
+  return require("sandstack.docker.inventory").mark(eng, role, project, self.name, session_key, self.mark_image)
+end
+
+-- A filled stack's file in this host's store (else it is found by the container list).
+function Pool:_published(stack)
+  require("sandstack.docker.pool_store").publish(self.name, stack)
+end
+
+-- A server pass: the stacks failing their re-check removed, and the half-made ones (their
+-- filler died; reap claims each first). Returns the number removed.
+function Pool:_replace(eng, view)
+  local replaced = self:_remove_dead(eng, view.dead)
+  for _, project in ipairs(view.stale) do
+    local gone = self:_reap { project = project }
+    replaced = replaced + (gone and #gone or 0)
   end
-  return stack, project
+  return replaced
 end
 
--- One stack into the pool: started under the placeholder session, then marked ready.
--- A pool with credential slots narrows each stack's proxy to its baseline before the mark: no
--- stack that can be claimed admits a slot's host while it waits.
-function Pool:_fill_one()
-  local live = require "sandstack.docker.egress_live"
-  local narrow = self.slots and function(s) return live.set_egress(s, self.slots.baseline, true) end -- throwaway slots
-  local stack, project = start_marked(self, self.placeholder, nil, "ready", narrow)
-  if not stack then return nil, project end
-  require("sandstack.docker.pool_store").publish(self.name, stack) -- else found by the container list
-  stack:close()
-  emit(self, "pool_filled", { project = project })
-  return project
+-- The pool's sessions whose ttl or idle timeout is due: destroyed or hibernated (docker/expiry.lua).
+function Pool:_expire()
+  return self:_reap { expired = true }
 end
 
--- Starting stacks into the pool, and pool:fill (pool_kit.lua, shared with the swarm's pool).
-Pool._start_many, Pool.fill = kit.start_many, kit.fill
-
--- Claims a stack from this host's store (pool_store.lua): each file claimed by its lock, then by
--- the engine's rename. Returns the handle and its project; nil when the store has no idle stack
--- left; nil, err on an error.
-function Pool:_claim_stored(eng, session_key, hooks, t)
+-- An acquire's first claims, on this host: a stack from this host's store (pool_store.lua, no
+-- engine call), each file claimed by its lock, then by the engine's rename, with the session's
+-- record in flight beside it while the handle is made and the session's egress handed over.
+-- Returns the handle and its project; nil when the store has no idle stack left (the acquire
+-- reads the container list then); nil, err on an error. pool.last_acquire.find: the store's time.
+function Pool:_claim_first(eng, session_key, hooks, t)
   local store = require "sandstack.docker.pool_store"
   if require("sandstack.docker.control").choose(eng) ~= "socket" then return nil end
   while true do
@@ -216,54 +164,6 @@ function Pool:_claim_listed(eng, idle, session_key, hooks, t)
   return self:_claim(eng, idle, session_key, hooks, t)
 end
 
--- Hands out an idle stack to session_key. On this host: a stack's file claimed in the store (no
--- engine call), then the rename and the session's record in flight together while the handle is
--- made and the session's egress handed over. Else, or when the store has no free stack: the
--- pool's container list (the re-check is in it), then the claim (a rename the engine
--- arbitrates) and the record. A stack whose rename another claimant won is skipped for the next.
--- With no healthy idle stack left, those failing their re-check are removed (event pool_dead)
--- and the session starts cold: the normal start, labelled with the pool and claimed at once
--- (event pool_empty). pool.last_acquire holds the time of each step of the last acquire, in
--- seconds (engine: the pool's engine client, made on first use; find: the store; list: the
--- container list, when it was read).
-function Pool:acquire(session_key, overrides)
-  local ok, err = check_session_key(session_key)
-  if not ok then return nil, err end
-  local hooks; hooks, err = check_overrides(self, overrides)
-  if not hooks then return nil, err end
-  local t = { t0 = A.now() }
-  self.last_acquire = t
-  local eng; eng, err = self:_engine()
-  if not eng then return nil, err end
-  t.engine = A.now() - t.t0 -- the pool's engine client: made (a /version round) on its first use
-  local stored, project_or_err = self:_claim_stored(eng, session_key, hooks, t)
-  if stored then
-    t.total = A.now() - t.t0
-    emit(self, "pool_acquired", { project = project_or_err, session_key = session_key })
-    return stored
-  end
-  if project_or_err then return nil, project_or_err end -- the store's claim failed: an error, not an empty store
-  local t0 = A.now()
-  local view; view, err = self:_survey(eng)
-  t.list = A.now() - t0
-  if not view then return nil, err end
-  for _, idle in ipairs(view.idle) do
-    local stack, cerr, lost = self:_claim_listed(eng, idle, session_key, hooks, t)
-    if stack then
-      t.total = A.now() - t.t0
-      emit(self, "pool_acquired", { project = idle.project, session_key = session_key })
-      return stack
-    end
-    if not lost then return nil, cerr end
-  end
-  self:_remove_dead(eng, view.dead)
-  emit(self, "pool_empty", { session_key = session_key })
-  return self:_cold(session_key, hooks)
-end
-
--- A burst: acquires for every key of `keys` at once (pool_kit.lua, shared with the swarm's pool).
-Pool.acquire_many = kit.acquire_many
-
 function Pool:_plan_opts(project)
   local o = {}
   for k, v in pairs(self.stack) do if type(v) ~= "function" then o[k] = v end end
@@ -282,20 +182,10 @@ function Pool:_spec(hooks)
   return spec
 end
 
--- An empty pool: a normal start under the session's own key, labelled with the pool, claimed
--- before anyone could see it as idle (it never gets a ready mark), its record kept as a start's.
-function Pool:_cold(session_key, hooks)
-  local stack, err
-  if not self.slots then -- the session's policy, if any, is the start's own
-    stack, err = start_marked(self, session_key, hooks, "claim")
-  else -- with credential slots: started as a pooled stack is, then handed over as a claim is
-    local start_hooks = { on_event = hooks.on_event, req_adapter = hooks.req_adapter, api_key = hooks.api_key }
-    stack, err = start_marked(self, session_key, start_hooks, "claim",
-      function(s) return kit.hand_over(self, s, hooks, true) end)
-  end
-  if not stack then return nil, err end
-  stack.pool, stack.spec = self.name, self:_spec(hooks)
-  local ok; ok, err = require("sandstack.docker.session_methods").keep_record(stack)
+-- A cold start's record, kept as a start's (a stack whose record cannot be kept is taken down).
+function Pool:_keep(stack, hooks)
+  stack.spec = self:_spec(hooks)
+  local ok, err = require("sandstack.docker.session_methods").keep_record(stack)
   if not ok then
     stack:destroy()
     stack:close()

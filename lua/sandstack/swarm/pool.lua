@@ -4,63 +4,32 @@
 -- labelled io.sandstack.pool=<name>; then marked ready. The manager holds every mark
 -- (swarm/pool_marks.lua), so pools of one name in several processes share their idle stacks,
 -- and a claim is a create the manager arbitrates: one request, which also records the session.
--- The acquire's checks, the hand-over of the session's egress, credentials and model key, and
--- the scheduler of side-by-side starts are the Docker pool's (lua/sandstack/pool_kit.lua).
+-- The Swarm placement of the one pool class (lua/sandstack/pool_class.lua: the checks, fill,
+-- acquire, the cold start and the server are the Docker pool's): what this placement does its own
+-- way, the claim's work in each of its states (lua/sandstack/pool_claim.lua) among it.
 local core = require "sandstack.core"
-local E = require "sandstack.error"
 local A = require "sandstack.docker.apply"
 local batch = require "sandstack.stack.batch"
 local kit = require "sandstack.pool_kit"
+local base = require "sandstack.pool_class"
+local machine = require "sandstack.pool_claim"
 local slots = require "sandstack.docker.pool_slots"
 local cluster = require "sandstack.swarm.cluster"
 local marks = require "sandstack.swarm.pool_marks"
 
 local M = {}
-local Pool = {}
+local Pool = setmetatable({}, { __index = base.Pool })
 Pool.__index = Pool
 
 local SWARM_KEYS = { constraints = true, placement_timeout = true, task_timeout = true }
 local DEFAULT_CONCURRENCY = 2 -- a swarm start waits on the manager and a node: two overlap well
 local emit = kit.emit
+Pool.DEAD_REASON = "a task is not running"
 
 local function start() return require "sandstack.swarm.start" end
 
--- sandstack.swarm.pool{name=, size=, max=, stack={sandstack.swarm.start options}, on_event=,
--- concurrency=} -> pool | nil, err
-function M.new(opts)
-  local err
-  opts, err = kit.pool_options(opts, "sandstack.swarm.pool")
-  if not opts then return nil, err end
-  local size = opts.size or 0
-  local max = opts.max or math.max(size, 1)
-  local width = opts.concurrency or DEFAULT_CONCURRENCY
-  local stack = {}
-  for k, v in pairs(opts.stack) do stack[k] = v end
-  if stack.project_name ~= nil then
-    return E.fail("compose", "invalid_option", "pool: the pool names its stacks' projects; drop project_name",
-      { option = "project_name" })
-  end
-  local prepared; prepared, err = slots.prepare(stack) -- credential slots, as the Docker pool's
-  if err then return nil, err end
-  local model_key = slots.throwaway_model_key(stack)
-  for _, c in ipairs(stack.services or {}) do
-    if type(c) == "table" and (c.name == "ready" or c.name == "claim") then
-      return E.fail("compose", "invalid_option", "pool: a service may not be named '" .. c.name
-        .. "' (the pool's marks)", { option = "services" })
-    end
-  end
-  local placeholder = "pool." .. opts.name
-  local probe = {}
-  for k, v in pairs(stack) do if type(v) ~= "function" then probe[k] = v end end
-  probe.project_name = opts.name .. "-ffffffff"
-  local shape; shape, err = start().plan(placeholder, probe, { now = 0, token = "x" })
-  if not shape then
-    if err.option == "project_name" or err.option == "session_key" then
-      return E.fail("compose", "invalid_name", "pool: name '" .. opts.name .. "' cannot prefix a project name",
-        { option = "name" })
-    end
-    return nil, err
-  end
+-- what the pool keeps of its plan: the services the re-check wants running, the sandbox
+local function fields(shape, stack)
   local names, image, sandbox = {}, nil, nil
   for _, c in ipairs(shape.services) do
     names[#names + 1] = c.service
@@ -68,13 +37,18 @@ function M.new(opts)
       sandbox, image = c.service, c.image
     end
   end
-  return setmetatable({ name = opts.name, size = size, max = max, stack = stack, on_event = opts.on_event,
-    placeholder = placeholder, concurrency = width, slots = prepared, model_key = model_key, mark_image = image,
-    shape = { services = names, sandbox = sandbox },
-    grace = (stack.ready_timeout or 60) + (stack.health_timeout or 60) + (stack.task_timeout or 120) + 60 }, Pool)
+  return { mark_image = image, shape = { services = names, sandbox = sandbox },
+    grace = (stack.ready_timeout or 60) + (stack.health_timeout or 60) + (stack.task_timeout or 120) + 60 }
 end
 
-function Pool:_engine() -- the manager's client (the name pool_kit.lua calls)
+-- sandstack.swarm.pool{name=, size=, max=, stack={sandstack.swarm.start options}, on_event=,
+-- concurrency=} -> pool | nil, err
+function M.new(opts)
+  return base.new(Pool, opts, { what = "sandstack.swarm.pool", concurrency = DEFAULT_CONCURRENCY,
+    plan = function(...) return start().plan(...) end, fields = fields })
+end
+
+function Pool:_engine() -- the manager's client
   if not self.mgr then
     local err
     self.mgr, err = cluster.manager { docker_host = self.stack.docker_host, timeout = self.stack.timeout }
@@ -106,16 +80,6 @@ function Pool:status()
   return { ready = #view.idle, starting = view.starting, in_use = view.claimed, failed = #view.dead + #view.stale }
 end
 
--- The start options of one pooled stack (the stack's, its project, the call's hooks).
-function Pool:_opts(project, hooks)
-  local o = {}
-  for k, v in pairs(self.stack) do o[k] = v end
-  o.project_name = project
-  for k, v in pairs(hooks or {}) do o[k] = v end
-  if not o.on_event then o.on_event = self.on_event end
-  return o
-end
-
 -- A mark on the manager: true, or nil, err, lost (the name is taken: another claimant won).
 local function mark(mgr, project, pool, role, image, labels)
   local r = batch.run(mgr, cluster.requests("create_service", nil,
@@ -124,37 +88,16 @@ local function mark(mgr, project, pool, role, image, labels)
   return nil, r.err, r.status == 409
 end
 
--- The normal start, labelled with the pool, then a mark (role "ready" or "claim"); before_mark
--- runs on the stack first. A mark that cannot be set takes the stack down again.
-local function start_marked(self, session_key, hooks, role, labels_of, before_mark)
-  local project = self.name .. "-" .. core.random_hex(4)
-  local stack, err = start().start(session_key, self:_opts(project, hooks), self.name)
-  if not stack then return nil, err end
-  local ok = true
-  if before_mark then ok, err = before_mark(stack) end
-  if ok then ok, err = mark(stack.mgr, project, self.name, role, self.mark_image, labels_of(stack)) end
-  if not ok then
-    stack:destroy()
-    stack:close()
-    return nil, err
-  end
-  return stack, project
+-- The normal swarm start, labelled with the pool; its mark on the manager: a ready mark says
+-- where the stack is (its node and port), a claim names the session.
+function Pool:_start(session_key, opts)
+  return start().start(session_key, opts, self.name)
 end
 
--- One stack into the pool: started under the placeholder key, narrowed to the pool's baseline
--- (credential slots), then marked ready with its node and port.
-function Pool:_fill_one()
-  local live = require "sandstack.docker.egress_live"
-  local narrow = self.slots and function(s) return live.set_egress(s, self.slots.baseline, true) end -- throwaway slots
-  local stack, project = start_marked(self, self.placeholder, nil, "ready", marks.ready_labels, narrow)
-  if not stack then return nil, project end
-  stack:close()
-  emit(self, "pool_filled", { project = project })
-  return project
+function Pool:_mark(stack, project, role, session_key)
+  local labels = role == "ready" and marks.ready_labels(stack) or { ["io.sandstack.session"] = session_key }
+  return mark(stack.mgr, project, self.name, role, self.mark_image, labels)
 end
-
--- Starting stacks into the pool, and pool:fill (pool_kit.lua, shared with the Docker pool).
-Pool._start_many, Pool.fill = kit.start_many, kit.fill
 
 -- The session's plan for a pooled project (no engine call): names, placeholders' places, the
 -- added proxy; planned again under the session's key, as the Docker pool's claim does.
@@ -176,52 +119,57 @@ function Pool:_remove(project)
   return gone ~= nil, err
 end
 
--- Claims one idle stack: the claim mark (the manager arbitrates; it names the session), then
--- the node and its engine, the plan and the handle (no engine call), and the session's egress
--- handed over. Returns the handle; nil, nil, true when another claimant won; nil, err (a
--- claimed stack that cannot be handed over is removed).
+-- Claims one idle stack through the claim's states (pool_claim.lua): picked and claimed (the
+-- claim mark, one create the manager arbitrates, which names the session), placed (the node and
+-- a client of its engine), planned and handle (no engine call), handed (the session's egress),
+-- ready. Returns the handle; nil, nil, true when another claimant won; nil, err (what the claim
+-- made is rolled back: the handle or the node's client closed, the claimed stack removed).
 function Pool:_claim(mgr, idle, session_key, hooks, t)
+  local m = machine.new(t, idle.project)
+  m:to("picked")
   local t0 = A.now()
   local ok, err, lost = mark(mgr, idle.project, self.name, "claim", self.mark_image,
     { ["io.sandstack.session"] = session_key })
-  t.claim, t.tries = (t.claim or 0) + (A.now() - t0), (t.tries or 0) + 1
   if not ok then
-    if lost then return nil, nil, true end
-    return nil, err
+    m.report("claim", A.now() - t0)
+    return m:fail(err, lost)
   end
+  m:to("claimed", "claim", A.now() - t0)
+  m:made(function() self:_remove(idle.project) end)
   t0 = A.now()
-  local stack
   local node; node, err = cluster.node(mgr, idle.node_id)
   local node_eng = node and cluster.node_engine(node, { timeout = self.stack.timeout, project = idle.project })
   if node and not node_eng then err = select(2, cluster.node_engine(node, { project = idle.project })) end
-  t.node = A.now() - t0
-  local plan
-  if node_eng then plan, err = self:_session_plan(session_key, idle.project) end
+  if not node_eng then
+    m.report("node", A.now() - t0)
+    return m:fail(err)
+  end
+  m:to("placed", "node", A.now() - t0)
+  local owned = true -- the node's client is the claim's until the handle takes it
+  m:made(function() if owned then node_eng:close() end end)
+  local t1 = A.now()
+  local plan; plan, err = self:_session_plan(session_key, idle.project)
   if plan and self.slots then
     ok, err = slots.adopt_placeholders(plan, { Config = { Env = idle.env } })
     if not ok then plan = nil end
   end
-  if plan then
-    local hmgr; hmgr, err = require("sandstack").engine { host = self.stack.docker_host, timeout = self.stack.timeout,
-      api_version = mgr.api_version }
-    if hmgr then
-      local handle = require "sandstack.swarm.handle"
-      stack = handle.new(hmgr, node_eng, node, plan, { hooks = { on_event = hooks.on_event or self.on_event,
-        req_adapter = hooks.req_adapter }, docker_host = self.stack.docker_host, timeout = self.stack.timeout })
-      handle.set_port(stack, idle.port)
-      node_eng = nil -- the handle's now
-    end
-  end
-  t.handle = A.now() - t0 - t.node
-  if stack then
-    ok, err = kit.hand_over(self, stack, hooks, false, t)
-    if not ok then stack:close(); stack = nil end
-  end
-  if not stack then
-    if node_eng then node_eng:close() end
-    self:_remove(idle.project)
-    return nil, err
-  end
+  if not plan then return m:fail(err) end
+  m:to("planned")
+  local hmgr; hmgr, err = require("sandstack").engine { host = self.stack.docker_host, timeout = self.stack.timeout,
+    api_version = mgr.api_version }
+  if not hmgr then return m:fail(err) end
+  local handle = require "sandstack.swarm.handle"
+  local stack = handle.new(hmgr, node_eng, node, plan, { hooks = { on_event = hooks.on_event or self.on_event,
+    req_adapter = hooks.req_adapter }, docker_host = self.stack.docker_host, timeout = self.stack.timeout })
+  handle.set_port(stack, idle.port)
+  owned = false -- the handle's now
+  m:made(function() stack:close() end)
+  m:to("handle", "handle", A.now() - t1)
+  ok, err = kit.hand_over(self, stack, hooks, false, t)
+  if not ok then return m:fail(err) end
+  m:to("handed")
+  m:keep()
+  m:to("ready")
   stack.pool = self.name
   return stack
 end
@@ -238,73 +186,17 @@ function Pool:_remove_dead(mgr, dead, reason)
   return n
 end
 
--- Hands out an idle stack to session_key: the pool's list (services and tasks: the re-check),
--- the claim (one create the manager arbitrates, which also names the session), the node, and
--- the hand-over. With no healthy idle stack, those failing the re-check are removed and the
--- session starts cold (event pool_empty). pool.last_acquire: the time of each step, in seconds.
-function Pool:acquire(session_key, overrides)
-  local ok, err = kit.check_session_key(session_key)
-  if not ok then return nil, err end
-  local hooks; hooks, err = kit.check_overrides(self, overrides)
-  if not hooks then return nil, err end
-  local t = { t0 = A.now() }
-  self.last_acquire = t
-  local mgr; mgr, err = self:_engine()
-  if not mgr then return nil, err end
-  local view; view, err = self:_survey(mgr)
-  t.list = A.now() - t.t0
-  if not view then return nil, err end
-  for _, idle in ipairs(view.idle) do
-    local stack, cerr, lost = self:_claim(mgr, idle, session_key, hooks, t)
-    if stack then
-      t.total = A.now() - t.t0
-      emit(self, "pool_acquired", { project = idle.project, session_key = session_key, node = stack.node })
-      return stack
-    end
-    if not lost then return nil, cerr end
-  end
-  self:_remove_dead(mgr, view.dead, "a task is not running")
-  emit(self, "pool_empty", { session_key = session_key })
-  return self:_cold(session_key, hooks)
+-- A server pass: the stacks failing their re-check and the half-made ones removed, each claimed
+-- first. Returns the number removed.
+function Pool:_replace(mgr, view)
+  return self:_remove_dead(mgr, view.dead, self.DEAD_REASON)
+    + self:_remove_dead(mgr, view.stale, "half-made: its filler is gone")
 end
 
--- An empty pool: a normal start under the session's key, labelled with the pool and claimed at
--- once (never marked ready); with credential slots, handed over as a claim is.
-function Pool:_cold(session_key, hooks)
-  local labels = function() return { ["io.sandstack.session"] = session_key } end
-  local stack, err
-  if not self.slots then
-    stack, err = start_marked(self, session_key, hooks, "claim", labels)
-  else
-    stack, err = start_marked(self, session_key, { on_event = hooks.on_event, req_adapter = hooks.req_adapter,
-      api_key = hooks.api_key }, "claim", labels, function(s) return kit.hand_over(self, s, hooks, true) end)
-  end
-  if not stack then return nil, err end
-  stack.pool = self.name
-  return stack
-end
-
--- A burst: idle stacks claimed first, from one list; the rest start cold, side by side.
-Pool.acquire_many = kit.acquire_many
-
--- Keeping the pool full, as the Docker pool's server: tick() is one pass (the list, the stacks
--- failing their re-check and the half-made ones replaced, the pool's sessions whose ttl or idle
--- timeout is due acted on, then starts up to target_idle); with on_ask, the asks of the sessions
--- in use answered, each through an exec on its node (design/scale-out.md "The pool's server").
-local Server = {}
-Server.__index = Server
-
-function Pool:serve(opts)
-  local o, err = kit.serve_options(self, opts)
-  if not o then return nil, err end
-  local server = setmetatable({ pool = self, target_idle = o.target_idle, max = o.max, interval = o.interval,
-    concurrency = o.concurrency, on_ask = o.on_ask, counts = { idle = 0, claimed = 0, starting = 0, failed = 0 } }, Server)
-  self.server = server
-  return server
-end
-
-local function counts_of(view)
-  return { idle = #view.idle, claimed = view.claimed, starting = view.starting, failed = #view.dead + #view.stale }
+-- The pool's sessions whose ttl or idle timeout is due: destroyed or hibernated (swarm/expiry.lua).
+function Pool:_expire()
+  return require("sandstack.swarm.expiry").reap { docker_host = self.stack.docker_host,
+    timeout = self.stack.timeout, pool = self.name, expired = true }
 end
 
 -- The egress asks of the sessions in use (pool_kit.answer_asks): each session's proxy reached
@@ -338,36 +230,6 @@ function Pool:_answer_asks(mgr, view, on_ask)
   if not ok then error(n, 0) end
   return n
 end
-
-function Server:tick()
-  local pool = self.pool
-  if self.closed then return E.fail("compose", "closed", "pool:serve: the pool is closed") end
-  local mgr, err = pool:_engine()
-  if not mgr then return nil, err end
-  local view; view, err = pool:_survey(mgr)
-  if not view then return nil, err end
-  local replaced = pool:_remove_dead(mgr, view.dead, "a task is not running")
-    + pool:_remove_dead(mgr, view.stale, "half-made: its filler is gone")
-  -- the pool's sessions whose ttl or idle timeout is due: destroyed or hibernated (swarm/expiry.lua)
-  local expired = require("sandstack.swarm.expiry").reap { docker_host = pool.stack.docker_host,
-    timeout = pool.stack.timeout, pool = pool.name, expired = true }
-  local live = #view.idle + view.claimed + view.starting
-  local want = math.min(self.target_idle - #view.idle - view.starting, self.max - live)
-  local started, serr, partial = pool:_start_many(want, self.concurrency)
-  view, err = pool:_survey(mgr)
-  if not view then return nil, err end
-  self.counts = counts_of(view)
-  self.counts.started, self.counts.replaced = started or partial or 0, replaced
-  self.counts.expired = expired and #expired or 0
-  if self.on_ask then self.counts.answered = pool:_answer_asks(mgr, view, self.on_ask) end
-  if not started then
-    serr.started = partial
-    return nil, serr
-  end
-  return self.counts
-end
-
-Server.run = kit.server_run
 
 -- Removes the pool's idle stacks (and those failing their re-check), each claimed first;
 -- stacks held by sessions stay theirs. Returns true, the projects removed. Idempotent.
