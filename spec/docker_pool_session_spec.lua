@@ -464,7 +464,7 @@ describe("a claimed pooled stack is a whole session #docker", function()
     }
     local NOT_ON_A_STACK = {
       up = "starts a new stack from a file", images = "builds the default images", conform = "probes the engine",
-      gateway = "runs the gateway",
+      gateway = "runs the gateway", check = "reads the host's limits",
     }
     local walked = walk(ON_A_STACK, "sandstack ")
     local _, names = require("sandstack.cli").commands()
