@@ -135,6 +135,22 @@ describe("the session interface on sandstack.docker #docker", function()
       assert.has_error(function() stack:exec({ "cat" }, { stdin = 5 }) end)
     end)
 
+    it("reads the output of a command that never reads its stdin, and ends it by its exit, not its timeout", function()
+      -- stdin far past the pipe and socket buffers: the engine stops taking it, and the output
+      -- must still be read meanwhile, or the command blocks on a full output pipe until its timeout
+      local t = core.engine_clock()
+      local r, err = stack:exec("head -c 1000000 /dev/zero; exit 3", { stdin = string.rep("z", 4 * 1024 * 1024),
+        timeout = 8 })
+      assert.is_nil(err, tostring(err))
+      assert.same({ 3, 1000000, "" }, { r.code, #r.stdout, r.stderr })
+      assert.is_true(r.stdout == string.rep("\0", 1000000))
+      r, err = stack:exec({ "true" }, { stdin = string.rep("z", 1024 * 1024), timeout = 8 })
+      assert.is_nil(err, tostring(err))
+      assert.same({ 0, "", "" }, { r.code, r.stdout, r.stderr })
+      local dt = core.engine_clock() - t
+      assert.is_true(dt < 5, ("took %.2fs"):format(dt))
+    end)
+
     it("puts the engine's message in stderr when the program is not there, with docker exec's 126", function()
       for _, o in ipairs { {}, { stdin = "x" } } do -- the one-call exec, and the spawned one stdin takes
         local r = assert(stack:exec({ "no-such-program-here" }, o))

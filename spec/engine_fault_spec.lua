@@ -272,6 +272,19 @@ describe("sandstack.engine faults", function()
     assert.is_true(clock() - t >= 1.7, "ended after " .. (clock() - t))
   end)
 
+  it("writes an exec's stdin byte-exact over the hijacked start, then its end", function()
+    -- the double echoes each byte it reads as stdout and says "eof-seen" at the half-close
+    local bytes = "a\0b\255" .. string.rep("\0\1\2", 30000)
+    local r, err = eng:exec("echoing", { "cat" }, { stdin = bytes })
+    assert.is_nil(err, tostring(err))
+    assert.same({ #bytes + 8, "", 5 }, { #r.stdout, r.stderr, r.exit_code })
+    assert.is_true(r.stdout == bytes .. "eof-seen")
+    r, err = eng:exec("echoing", { "cat" }, { stdin = "" })
+    assert.is_nil(err, tostring(err))
+    assert.same({ "eof-seen", 5 }, { r.stdout, r.exit_code })
+    assert.has_error(function() eng:exec("echoing", { "cat" }, { stdin = 5 }) end)
+  end)
+
   it("keeps an ended exec's stdout when the engine reports its Pid as 0 (Podman), unless it never ran", function()
     -- Podman answers Pid 0 for every exec that has ended: its output is the program's
     local r = assert(eng:exec("endedpid0", { "x" }))

@@ -113,6 +113,20 @@ describe("the named Engine operations", function()
     assert.equal("/events", one("events").path)
     assert.equal("/containers/a%2Fb", one("remove_container", "a/b").path)
   end)
+
+  it("make the queries their callers used to write: a removal's volumes, an archive's path, a rename's name", function()
+    assert.same({ force = "1" }, one("remove_container", "c").query)
+    assert.same({ force = "1", v = "1" }, one("remove_container", "c", { volumes = true }).query)
+    assert.same({ 404 }, one("remove_container", "c", { volumes = true }).ok)
+    for _, op in ipairs { "put_archive", "get_archive", "stat_archive" } do
+      assert.is_nil(one(op, "c").query)
+      assert.same({ path = "/a b" }, one(op, "c", { path = "/a b" }).query)
+    end
+    assert.is_nil(one("rename_container", "p-ready").query)
+    assert.same({ name = "p-claim" }, one("rename_container", "p-ready", { name = "p-claim" }).query)
+    local stop = one("stop", "c", { t = 7 })
+    assert.same({ { t = "7" }, 37, { 304 } }, { stop.query, stop.timeout, stop.ok })
+  end)
 end)
 
 describe("sandstack.engine.ops", function()
@@ -126,6 +140,13 @@ describe("sandstack.engine.ops", function()
       return { answered = true }
     end }, seen
   end
+
+  it("sends an operation with C's query and statuses and the caller's body and call options", function()
+    local eng, seen = recorder()
+    ops.send(eng, "put_archive", "c", { path = "/" }, "tar bytes", { content_type = "application/x-tar", timeout = 9 })
+    assert.same({ method = "PUT", path = "/containers/c/archive", body = "tar bytes",
+      opts = { query = { path = "/" }, content_type = "application/x-tar", timeout = 9 } }, seen[1])
+  end)
 
   it("calls an operation through eng:call with C's method, path, query and statuses", function()
     local eng, seen = recorder()

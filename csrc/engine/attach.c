@@ -97,6 +97,15 @@ int sse_attach_send(sse_attach *a, const char *p, size_t n, double timeout, ss_e
   return 0;
 }
 
+ssize_t sse_attach_send_some(sse_attach *a, const char *p, size_t n, ss_error *err) {
+  size_t sent = 0;
+  CURLcode rc = curl_easy_send(a->easy, p, n, &sent);
+  if (rc == CURLE_OK) return (ssize_t)sent;
+  if (rc == CURLE_AGAIN) return 0;
+  fail(err, a, "closed", "the connection was dropped", curl_easy_strerror(rc));
+  return -1;
+}
+
 int sse_attach_shutdown_write(sse_attach *a, ss_error *err) {
   /* Under TLS too: the daemon's TLS reader sees the FIN at a record boundary as a clean EOF
    * (the Docker CLI closes stdin the same way). */

@@ -32,6 +32,11 @@ ssize_t sse_attach_recv(sse_attach *a, char *buf, size_t n, double timeout, ss_e
 /* Sends all n bytes within timeout seconds: 0, or -1 with err set (reason "timeout" when the
  * daemon did not take them in time; part may have been sent). */
 int sse_attach_send(sse_attach *a, const char *p, size_t n, double timeout, ss_error *err);
+/* Sends what the connection takes now of p[0..n), without waiting: the count (0 when it takes
+ * nothing now: poll sse_attach_fd for POLLOUT), or -1 with err set (reason "closed": the daemon
+ * closed its end, as it does once the process has ended). A caller that got 0 offers the same
+ * bytes again (TLS wants a retried write to start where the refused one did). */
+ssize_t sse_attach_send_some(sse_attach *a, const char *p, size_t n, ss_error *err);
 /* The end of what we send (stdin's EOF): shutdown(SHUT_WR); reading goes on. 0 or -1, err. */
 int sse_attach_shutdown_write(sse_attach *a, ss_error *err);
 /* The socket curl opened, for poll(2) by an owner that waits on several things; -1 if none.

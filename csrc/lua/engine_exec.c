@@ -1,12 +1,13 @@
-/* h:exec(container, argv, opts, api_version, timeout, max_bytes, exec_max_bytes)
+/* h:exec(container, argv, opts, api_version, timeout, max_bytes, exec_max_bytes, cfg)
  *     -> {stdout=, stderr=, exit_code=} | nil, err
  * The whole of eng:exec in one call into C (lua/sandstack/engine/exec.lua only passes the
- * client's settings): the argument and option checks, the Env list, exec create, start without a
- * hijack (the answer is the raw framed stream until EOF, demultiplexed byte-exact under the
- * budget by the transfer's DEMUX mode), then the exit code, re-read while the daemon is still
- * recording it. The create is a request under the client's timeout; the command's timeout
- * counts from its process running (run_start: a daemon slow to create the exec, or to run its
- * process, takes none of it), and the exit code has 1 s past that, on CLOCK_MONOTONIC. Every
+ * client's settings; cfg, its engine address, for a start with stdin): the argument and option
+ * checks, the Env list, exec create, start without a hijack (the answer is the raw framed stream
+ * until EOF, demultiplexed byte-exact under the budget by the transfer's DEMUX mode) or, with
+ * opts.stdin, hijacked to write it (engine_exec_stdin.c, the same demultiplexer and clock), then
+ * the exit code, re-read while the daemon is still recording it. The create is a request under
+ * the client's timeout; the command's timeout counts from its process running (ss_exec_clock: a
+ * daemon slow to create the exec, or to run its process, takes none of it), and the exit code has 1 s past that, on CLOCK_MONOTONIC. Every
  * answer is settled by the one settle layer (engine_settle.c), so the errors are the objects
  * call() gives.
  *
@@ -15,10 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lua/engine_exec.h"
 #include "lua/engine_handle.h"
 #include "util/clock.h"
 
-enum { A_CONTAINER = 2, A_ARGV, A_OPTS, A_API, A_TIMEOUT, A_MAX, A_EXEC_MAX };
+enum { A_CONTAINER = 2, A_ARGV, A_OPTS, A_API, A_TIMEOUT, A_MAX, A_EXEC_MAX, A_CFG };
 #define WHERE 2 /* level 1 is exec.lua's wrapper; its caller is the user's code */
 
 static const char START_BODY[] = "{\"Detach\":false,\"Tty\":false}";
@@ -64,12 +66,16 @@ static int check_args(lua_State *L, ss_error *err) {
     if (t == LUA_TNIL) break;
     if (t != LUA_TSTRING) raise_at(L, "exec: argv must be a list of strings");
   }
-  static const char *const keys[] = {"user", "env", "workdir", "max_bytes", "timeout", NULL};
+  static const char *const keys[] = {"user", "env", "workdir", "max_bytes", "timeout", "stdin", NULL};
   ss_check_keys_at(L, A_OPTS, keys, "exec", WHERE);
   if (lua_isnoneornil(L, A_OPTS)) {
     lua_newtable(L);
     lua_replace(L, A_OPTS);
   }
+  lua_getfield(L, A_OPTS, "stdin");
+  int t = lua_type(L, -1);
+  lua_pop(L, 1);
+  if (t != LUA_TNIL && t != LUA_TSTRING) raise_at(L, "exec: option 'stdin' must be a string");
   if (check_positive(L, "timeout", err) || check_positive(L, "max_bytes", err)) return -1;
   return 0;
 }
@@ -160,10 +166,10 @@ static int push_env(lua_State *L) {
 
 /* Pushes the create body as JSON text, or returns 0 with err set (a value JSON cannot carry:
  * the same refusal core.json_encode gives). */
-static int push_create_body(lua_State *L, ss_error *err) {
+static int push_create_body(lua_State *L, int with_stdin, ss_error *err) {
   lua_createtable(L, 0, 8);
   int body = lua_gettop(L);
-  lua_pushboolean(L, 0);
+  lua_pushboolean(L, with_stdin);
   lua_setfield(L, body, "AttachStdin");
   lua_pushboolean(L, 1);
   lua_setfield(L, body, "AttachStdout");
@@ -203,44 +209,7 @@ static const char *push_target(lua_State *L, const char *path) {
   return lua_tostring(L, -1);
 }
 
-typedef struct {
-  sse_client *c;
-  double timeout, deadline;
-  size_t max_bytes; /* the budget of a buffered answer (the client's) */
-} exec_run;
-
-/* What a request may take: the timeout, never past the deadline, and never nothing. */
-static double left(const exec_run *x) {
-  double l = x->deadline - ss_monotonic_now();
-  if (l > x->timeout) l = x->timeout;
-  return l > 0.001 ? l : 0.001;
-}
-
-/* Runs a request to its end and pushes its settled result {ok=, status=, body=, err=} (the one
- * settle layer, engine_settle.c); returns ok. With keep, the finished transfer is handed back
- * (the caller frees it) for what settling leaves out: an exec stream's stdout and stderr. */
-static int call(lua_State *L, sse_client *c, const sse_spec *spec, const char *path, sse_result **keep) {
-  ss_error err;
-  ss_error_init(&err);
-  long id = sse_client_submit(c, spec, &err);
-  if (id < 0) { /* refused before anything was sent: the error as it is */
-    lua_newtable(L);
-    ss_push_error_object(L, &err);
-    lua_setfield(L, -2, "err");
-    return 0;
-  }
-  sse_client_run(c, id, -1); /* the transfer has its own deadline */
-  sse_result *r = sse_client_take(c, id);
-  if (!r) sse_client_cancel(c, id);
-  ss_request req = {.method = spec->method, .path = path, .target = spec->target};
-  ss_push_settled(L, r, &req);
-  if (keep) *keep = r;
-  else if (r) sse_result_free(r);
-  lua_getfield(L, -1, "ok");
-  int ok = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  return ok;
-}
+typedef ss_exec_run exec_run;
 
 /* nil and the err of the settled result on top: for `return fail(L)`. */
 static int fail(lua_State *L) {
@@ -248,27 +217,6 @@ static int fail(lua_State *L) {
   lua_pushnil(L);
   lua_insert(L, -2);
   return 2;
-}
-
-static sse_spec buffered(const exec_run *x, const char *method, const char *target, const char *body) {
-  sse_spec spec = {.method = method, .target = target, .body = body, .body_len = body ? strlen(body) : 0,
-                   .timeout = left(x), .max_bytes = x->max_bytes, .mode = SSE_BODY_BUFFER, .fd = -1};
-  return spec;
-}
-
-/* The settled body on top of the stack has field `key` of Lua type `type`: pushes it and
- * returns 1, else pushes nothing. */
-static int body_field(lua_State *L, const char *key, int type) {
-  lua_getfield(L, -1, "body");
-  if (!lua_istable(L, -1)) {
-    lua_pop(L, 1);
-    return 0;
-  }
-  lua_getfield(L, -1, key);
-  lua_remove(L, -2);
-  if (lua_type(L, -1) == type) return 1;
-  lua_pop(L, 1);
-  return 0;
 }
 
 /* The exit code once the daemon has it: ExitCode is null while the process runs, and for a
@@ -281,8 +229,8 @@ static int push_exit_code(lua_State *L, exec_run *x, const char *id, int *starte
   int base = lua_gettop(L);
   double pause = 0.01;
   for (;;) {
-    sse_spec spec = buffered(x, "GET", target, NULL);
-    if (!call(L, x->c, &spec, path, NULL)) return fail(L);
+    sse_spec spec = ss_exec_buffered(x, "GET", target, NULL);
+    if (!ss_exec_call(L, x->c, &spec, path, NULL)) return fail(L);
     int stopped = 0;
     lua_getfield(L, -1, "body");
     if (lua_istable(L, -1)) {
@@ -291,11 +239,11 @@ static int push_exit_code(lua_State *L, exec_run *x, const char *id, int *starte
       lua_pop(L, 1);
     }
     lua_pop(L, 1);
-    if (stopped && body_field(L, "Pid", LUA_TNUMBER)) {
+    if (stopped && ss_exec_body_field(L, "Pid", LUA_TNUMBER)) {
       *started = lua_tonumber(L, -1) != 0;
       lua_pop(L, 1);
     }
-    if (stopped && body_field(L, "ExitCode", LUA_TNUMBER)) return 1;
+    if (stopped && ss_exec_body_field(L, "ExitCode", LUA_TNUMBER)) return 1;
     lua_settop(L, base);
     if (ss_monotonic_now() >= x->deadline) {
       ss_error err;
@@ -311,77 +259,32 @@ static int push_exit_code(lua_State *L, exec_run *x, const char *id, int *starte
   }
 }
 
-/* The process of exec `id` has run: its Pid is known, or it has an exit code. Docker answers
- * Running as soon as it accepts the start, before runc has made the process (seconds later on a
- * loaded host), so Running is not the sign; the Pid is set once the process exists. 1 when it
- * ran, 0 not yet, -1 when the read failed. */
-static int process_ran(lua_State *L, exec_run *x, const char *path, const char *target) {
-  int base = lua_gettop(L);
-  sse_spec spec = buffered(x, "GET", target, NULL);
-  int ran = -1;
-  if (call(L, x->c, &spec, path, NULL)) {
-    ran = 0;
-    if (body_field(L, "Pid", LUA_TNUMBER)) {
-      ran = lua_tonumber(L, -1) > 0;
-      lua_pop(L, 1);
-    }
-    if (!ran && body_field(L, "ExitCode", LUA_TNUMBER)) ran = 1;
-  }
-  lua_settop(L, base);
-  return ran;
-}
-
-/* A poll of the process's state begins this long after the start: most commands have ended by
- * then and pay no poll. The pause between polls then doubles up to START_POLL_MAX, which bounds
- * how much longer than its timeout a command that ran between two polls may run. */
-#define START_POLL_FIRST 0.05
-#define START_POLL_MAX 0.1
-
-/* Runs the start's stream (submitted as sid) to its end, or until the command's time is up:
- * `timeout` seconds from the poll that first saw its process run (process_ran). The engine has
- * the client's request timeout to run it at all. Returns call()'s ok with the settled result on
- * top; when the time was up, *cut is the still-running transfer (its output so far is in its
- * demux: keep_partial reads it, then the caller cancels it). *ran_by is when the command's time
- * ends, or was to end (now + timeout when no poll saw it run). */
-static int run_start(lua_State *L, exec_run *x, long sid, const char *spath, const sse_spec *start, const char *id,
-                     double request_timeout, double timeout, sse_result **kept, int *cut, double *ran_by) {
-  const char *jpath = push_path(L, "/exec/", id, strlen(id), "/json");
-  const char *jtarget = push_target(L, jpath);
-  double now = ss_monotonic_now(), run_wait = now + request_timeout;
-  double end = -1, pause = START_POLL_FIRST, next_poll = now + START_POLL_FIRST;
+/* Runs the start's stream (submitted as sid) to its end, or until the clock k says the command's
+ * time is up. Returns call()'s ok with the settled result on top; when the time was up, *cut is
+ * the still-running transfer (its output so far is in its demux: keep_partial reads it, then the
+ * caller cancels it). */
+static int run_start(lua_State *L, exec_run *x, ss_exec_clock *k, long sid, const char *spath, const sse_spec *start,
+                     sse_result **kept, int *cut) {
   *cut = 0;
   for (;;) {
-    double until = end >= 0 ? end : next_poll < run_wait ? next_poll : run_wait;
+    double now = ss_monotonic_now(), until = ss_exec_clock_until(k);
     if (sse_client_run(x->c, sid, until > now ? until - now : 0)) {
       sse_result *r = sse_client_take(x->c, sid);
       ss_request req = {.method = start->method, .path = spath, .target = start->target};
       ss_push_settled(L, r, &req);
       *kept = r;
-      *ran_by = end >= 0 ? end : ss_monotonic_now() + timeout;
       lua_getfield(L, -1, "ok");
       int ok = lua_toboolean(L, -1);
       lua_pop(L, 1);
       return ok;
     }
-    now = ss_monotonic_now();
-    if (end < 0 && now >= run_wait) end = now; /* never ran within the client's timeout */
-    if (end >= 0 && now >= end) break;
-    if (end < 0 && now >= next_poll) {
-      int ran = process_ran(L, x, jpath, jtarget);
-      if (ran != 0) end = now + timeout; /* a failed read: count from here, as without polls */
-      pause = pause * 2 < START_POLL_MAX ? pause * 2 : START_POLL_MAX;
-      now = ss_monotonic_now();
-      next_poll = now + pause;
-    }
+    if (ss_exec_clock_tick(L, x, k)) break;
   }
-  *ran_by = end;
   *cut = 1;
   *kept = sse_client_peek(x->c, sid);
   ss_error err;
   ss_error_init(&err);
-  ss_error_set(&err, "transport", "timeout", "%s %s: the command ran past %gs", start->method, spath, timeout);
-  ss_error_field_str(&err, "method", start->method);
-  ss_error_field_str(&err, "path", spath);
+  ss_exec_ran_past(&err, spath, k->timeout);
   lua_newtable(L);
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "ok");
@@ -400,26 +303,66 @@ static size_t exec_budget(lua_State *L) {
 }
 
 /* A start that failed (its deadline or the output budget passed) still says what the command
- * wrote until then and which exec it was: the err of the settled result on top gets stdout,
- * stderr and exec_id, so the caller can return the output so far and end the exec
+ * wrote until then and which exec it was: the error object on top gets stdout, stderr and
+ * exec_id, so the caller can return the output so far and end the exec
  * (lua/sandstack/docker/exec_kill.lua). */
-static void keep_partial(lua_State *L, const sse_result *r, const char *id) {
-  lua_getfield(L, -1, "err");
-  if (lua_istable(L, -1)) {
-    const sse_demux *d = r ? &r->demux : NULL;
-    lua_pushlstring(L, d && d->out.data ? d->out.data : "", d ? d->out.len : 0);
-    lua_setfield(L, -2, "stdout");
-    lua_pushlstring(L, d && d->err.data ? d->err.data : "", d ? d->err.len : 0);
-    lua_setfield(L, -2, "stderr");
-    lua_pushstring(L, id);
-    lua_setfield(L, -2, "exec_id");
+static void keep_partial(lua_State *L, const sse_demux *d, const char *id) {
+  if (!lua_istable(L, -1)) return;
+  lua_pushlstring(L, d && d->out.data ? d->out.data : "", d ? d->out.len : 0);
+  lua_setfield(L, -2, "stdout");
+  lua_pushlstring(L, d && d->err.data ? d->err.data : "", d ? d->err.len : 0);
+  lua_setfield(L, -2, "stderr");
+  lua_pushstring(L, id);
+  lua_setfield(L, -2, "exec_id");
+}
+
+/* The engine's settings for the hijacked start, from the client's cfg table (A_CFG). */
+static sse_config attach_config(lua_State *L) {
+  luaL_checktype(L, A_CFG, LUA_TTABLE);
+  sse_config cfg = {.host = ss_opt_string(L, A_CFG, "host", NULL), .tls = ss_opt_boolean(L, A_CFG, "tls", 0),
+                    .tls_verify = ss_opt_boolean(L, A_CFG, "tls_verify", 1), .ca = ss_opt_string(L, A_CFG, "ca", NULL),
+                    .cert = ss_opt_string(L, A_CFG, "cert", NULL), .key = ss_opt_string(L, A_CFG, "key", NULL)};
+  if (!cfg.host) raise_at(L, "exec: the engine client has no host");
+  return cfg;
+}
+
+/* The start without stdin: a transfer of the client whose answer is the framed stream. 1 with
+ * the output in *d (the caller frees it), or 0 with the error object pushed (its output so far
+ * kept). */
+static int start_plain(lua_State *L, exec_run *x, ss_exec_clock *k, const char *spath, const char *starget,
+                       double request_timeout, size_t budget, const char *id, sse_demux *d) {
+  /* The start's own timeout only backs the clock's: the wait for the process, then its time. */
+  sse_spec start = {.method = "POST", .target = starget, .body = START_BODY, .body_len = sizeof START_BODY - 1,
+                    .content_type = "application/json", .timeout = request_timeout + k->timeout + 1,
+                    .max_bytes = budget, .mode = SSE_BODY_DEMUX, .fd = -1};
+  ss_error err;
+  ss_error_init(&err);
+  long sid = sse_client_submit(x->c, &start, &err);
+  if (sid < 0) {
+    ss_push_error_object(L, &err);
+    return 0;
   }
-  lua_pop(L, 1);
+  sse_result *r = NULL;
+  int cut = 0;
+  int ok = run_start(L, x, k, sid, spath, &start, &r, &cut);
+  lua_getfield(L, -1, "err");
+  lua_remove(L, -2);
+  if (ok) {
+    lua_pop(L, 1);
+    *d = r->demux; /* the output moves to the caller */
+    memset(&r->demux, 0, sizeof r->demux);
+    sse_result_free(r);
+    return 1;
+  }
+  keep_partial(L, r ? &r->demux : NULL, id);
+  if (cut) sse_client_cancel(x->c, sid); /* r was the client's: the cancel frees it */
+  else if (r) sse_result_free(r);
+  return 0;
 }
 
 int ss_engine_exec(lua_State *L) {
   sse_client *c = ss_check_engine_client(L, 1);
-  lua_settop(L, A_EXEC_MAX);
+  lua_settop(L, A_CFG);
   ss_error err;
   ss_error_init(&err);
   if (check_args(L, &err)) return ss_push_error(L, &err);
@@ -430,51 +373,63 @@ int ss_engine_exec(lua_State *L) {
   exec_run x = {.c = c, .timeout = request_timeout, .deadline = ss_monotonic_now() + request_timeout,
                 .max_bytes = (size_t)luaL_checknumber(L, A_MAX)};
   size_t budget = exec_budget(L);
-  if (!push_create_body(L, &err)) return ss_push_error(L, &err);
+  lua_getfield(L, A_OPTS, "stdin");
+  int in_idx = lua_gettop(L);
+  int with_stdin = !lua_isnil(L, in_idx);
+  sse_config cfg = {0};
+  if (with_stdin) cfg = attach_config(L);
+  if (!push_create_body(L, with_stdin, &err)) return ss_push_error(L, &err);
   const char *body = lua_tostring(L, -1);
   size_t clen;
   const char *container = lua_tolstring(L, A_CONTAINER, &clen);
   const char *cpath = push_path(L, "/containers/", container, clen, "/exec");
   const char *ctarget = push_target(L, cpath);
 
-  sse_spec create = buffered(&x, "POST", ctarget, body);
+  sse_spec create = ss_exec_buffered(&x, "POST", ctarget, body);
   create.content_type = "application/json";
-  if (!call(L, c, &create, cpath, NULL)) return fail(L);
-  if (!body_field(L, "Id", LUA_TSTRING)) {
+  if (!ss_exec_call(L, c, &create, cpath, NULL)) return fail(L);
+  if (!ss_exec_body_field(L, "Id", LUA_TSTRING)) {
     ss_error_set(&err, "engine", "bad_json", "exec create answered without an Id");
     ss_error_field_str(&err, "method", "POST");
     ss_error_field_str(&err, "path", cpath);
     return ss_push_error(L, &err);
   }
   const char *id = lua_tostring(L, -1);
-
-  /* The start's own timeout only backs run_start's: the wait for the process, then its time. */
   const char *spath = push_path(L, "/exec/", id, strlen(id), "/start");
-  sse_spec start = {.method = "POST", .target = push_target(L, spath), .body = START_BODY,
-                    .body_len = sizeof START_BODY - 1, .content_type = "application/json",
-                    .timeout = request_timeout + timeout + 1, .max_bytes = budget, .mode = SSE_BODY_DEMUX, .fd = -1};
-  long sid = sse_client_submit(c, &start, &err);
-  if (sid < 0) return ss_push_error(L, &err);
+  const char *starget = push_target(L, spath);
+  const char *jpath = push_path(L, "/exec/", id, strlen(id), "/json");
+  const char *jtarget = push_target(L, jpath);
+
   x.timeout = request_timeout;
   x.deadline = ss_monotonic_now() + request_timeout + timeout + 1;
-  sse_result *r = NULL;
-  int cut = 0;
-  double ran_by = 0;
-  int ok = run_start(L, &x, sid, spath, &start, id, request_timeout, timeout, &r, &cut, &ran_by);
+  ss_exec_clock k;
+  ss_exec_clock_start(&k, request_timeout, timeout, jpath, jtarget);
+  sse_demux d;
+  sse_demux_init(&d, budget);
+  int ok;
+  if (with_stdin) {
+    size_t in_len;
+    const char *in = lua_tolstring(L, in_idx, &in_len);
+    ok = ss_exec_stdin_run(L, &x, &k, &cfg, spath, starget, in, in_len, &d);
+    if (!ok) keep_partial(L, &d, id);
+  } else {
+    sse_demux_free(&d); /* the transfer's own demux takes its place */
+    ok = start_plain(L, &x, &k, spath, starget, request_timeout, budget, id, &d);
+  }
   if (!ok) {
-    keep_partial(L, r, id);
-    if (cut) sse_client_cancel(c, sid); /* r was the client's: the cancel frees it */
-    else if (r) sse_result_free(r);
-    return fail(L);
+    if (with_stdin) sse_demux_free(&d);
+    lua_pushnil(L);
+    lua_insert(L, -2);
+    return 2;
   }
   x.timeout = timeout; /* the exit code: until 1 s past the command's time */
-  x.deadline = ran_by + 1;
+  x.deadline = ss_exec_clock_ran_by(&k) + 1;
   lua_createtable(L, 0, 3);
-  lua_pushlstring(L, r->demux.out.data ? r->demux.out.data : "", r->demux.out.len);
+  lua_pushlstring(L, d.out.data ? d.out.data : "", d.out.len);
   lua_setfield(L, -2, "stdout");
-  lua_pushlstring(L, r->demux.err.data ? r->demux.err.data : "", r->demux.err.len);
+  lua_pushlstring(L, d.err.data ? d.err.data : "", d.err.len);
   lua_setfield(L, -2, "stderr");
-  sse_result_free(r);
+  sse_demux_free(&d);
   int result = lua_gettop(L);
 
   int started = 1;
@@ -483,8 +438,7 @@ int ss_engine_exec(lua_State *L) {
   lua_setfield(L, result, "exit_code");
   /* The engine's "OCI runtime exec failed: ..." came on stdout: it is an error text. Docker keeps
    * an exec's Pid after it ends, so Pid 0 says it never ran; Podman reports Pid 0 for every
-   * ended exec, so only the codes of a program that could not be run (126, 127) count (the
-   * stdin path's twin: lua/sandstack/docker/process.lua). */
+   * ended exec, so only the codes of a program that could not be run (126, 127) count. */
   if (!started && (code == 126 || code == 127)) {
     lua_getfield(L, result, "stdout");
     lua_getfield(L, result, "stderr");

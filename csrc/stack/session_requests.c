@@ -24,7 +24,7 @@ enum {
   Q_STOP_T = 1u << 1,   /* ?t=<args.t> and a timeout of t + 30 s */
   Q_COMMIT = 1u << 2,   /* ?container=&repo=&tag=&pause=true, body {Labels = args.labels}, and with
                            args.config (the container's): its command without sandstack-init */
-  Q_FORCE = 1u << 3,    /* ?force=1 */
+  Q_FORCE = 1u << 3,    /* ?force=1, and v=1 when args.volumes is true (its anonymous volumes too) */
   Q_LABEL = 1u << 4,    /* ?filters={"label":[args.label]} */
   Q_CREATE = 1u << 5,   /* ?name=<name>, body args.body */
   B_VOLUME = 1u << 6,   /* body {Name = <name>, Labels = args.labels} */
@@ -37,7 +37,9 @@ enum {
   Q_VERSION = 1u << 13,    /* ?version=<args.version>: a Swarm object's update at the version read */
   Q_SIGNAL = 1u << 14,     /* ?signal=<args.signal>, a number */
   ENC = 1u << 15,          /* the name percent-encoded in the path (an id or name from outside) */
-  Q_LABELS = 1u << 16      /* ?filters={"label":args.labels}: every label must match */
+  Q_LABELS = 1u << 16,     /* ?filters={"label":args.labels}: every label must match */
+  Q_PATH = 1u << 17,       /* ?path=<args.path> when given (an archive's place in the container) */
+  Q_NAME = 1u << 18        /* ?name=<args.name> when given (a rename's new name) */
 };
 
 /* The one checkpoint a hibernation with memory leaves on each container: a fixed name, so a
@@ -78,11 +80,11 @@ static const action_def ACTIONS[] = {
     {"list_containers", "GET", "/containers/json", 0, 0, Q_LABEL},
     /* the running containers carrying every one of args.labels (no all=1) */
     {"list_running_containers", "GET", "/containers/json", 0, 0, Q_LABELS},
-    {"rename_container", "POST", "/containers/%s/rename", 0, 0, NAMED | ENC},
+    {"rename_container", "POST", "/containers/%s/rename", 0, 0, NAMED | ENC | Q_NAME},
     /* a container's files as a tar: read, written, and stat'ed (the caller gives ?path=) */
-    {"get_archive", "GET", "/containers/%s/archive", 0, 0, NAMED | ENC},
-    {"put_archive", "PUT", "/containers/%s/archive", 0, 0, NAMED | ENC},
-    {"stat_archive", "HEAD", "/containers/%s/archive", 0, 0, NAMED | ENC},
+    {"get_archive", "GET", "/containers/%s/archive", 0, 0, NAMED | ENC | Q_PATH},
+    {"put_archive", "PUT", "/containers/%s/archive", 0, 0, NAMED | ENC | Q_PATH},
+    {"stat_archive", "HEAD", "/containers/%s/archive", 0, 0, NAMED | ENC | Q_PATH},
     /* a process in a running container (sandstack.docker.process): made in the container, then
      * started (a hijacked connection), resized and read by the exec's id */
     {"exec_create", "POST", "/containers/%s/exec", 0, 0, NAMED | ENC},
@@ -226,7 +228,13 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
     cJSON_AddNumberToObject(r, "timeout", t + 30);
   }
   if (d->flags & Q_CONDITION) cJSON_AddStringToObject(q, "condition", "not-running");
-  if (d->flags & Q_FORCE) cJSON_AddStringToObject(q, "force", "1");
+  if (d->flags & Q_FORCE) {
+    cJSON_AddStringToObject(q, "force", "1");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "volumes"))) cJSON_AddStringToObject(q, "v", "1");
+  }
+  /* optional: a query only when the value is given */
+  const char *opt = (d->flags & Q_PATH) ? str_arg(args, "path") : (d->flags & Q_NAME) ? str_arg(args, "name") : NULL;
+  if (opt) cJSON_AddStringToObject(cJSON_AddObjectToObject(r, "query"), (d->flags & Q_PATH) ? "path" : "name", opt);
   if (d->flags & Q_COMMIT) {
     const char *repo = str_arg(args, "repo"), *tag = str_arg(args, "tag");
     if (!repo || !tag) {

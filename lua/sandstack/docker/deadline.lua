@@ -32,9 +32,8 @@ end
 -- Writes the deadline file (and with_program, the program) into project's init volume. true,
 -- or nil, err (err.status 404: the stack has no init, one started by an older sandstack).
 local function write(eng, project, deadline, with_program)
-  local method, path = ops.target("put_archive", holder_of(project))
-  local ok, err = eng:call(method, path, volume_tar(deadline or 0, with_program),
-    { query = { path = D.dir }, content_type = "application/x-tar", timeout = 60 })
+  local ok, err = ops.send(eng, "put_archive", holder_of(project), { path = D.dir }, volume_tar(deadline or 0, with_program),
+    { content_type = "application/x-tar", timeout = 60 })
   if not ok and err then return nil, err end
   return true
 end

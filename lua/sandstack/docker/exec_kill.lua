@@ -81,18 +81,17 @@ function M.kill(eng, container, token, timeout, signal)
   local name = (info.Name or ""):gsub("^/", "") .. "-exec-kill-" .. core.random_hex(4)
   local created
   local body = helper_body(info, token, signal)
-  method, path = ops.target("create_container", name, { body = body })
-  created, err = eng:call(method, path, body, { query = { name = name }, timeout = timeout })
+  created, err = ops.send(eng, "create_container", name, { body = body }, body, { timeout = timeout })
   if not created then
     return E.fail("exec_kill", "helper", "the kill helper could not be created: " .. tostring(err), { cause = err })
   end
   local id = created.Id
   local function fail(reason, msg, cause)
-    eng:call("DELETE", ops.request("remove_container", id).path, nil, { query = { force = "1", v = "1" }, ok = { [404] = true } })
+    ops.call(eng, "remove_container", id, { volumes = true })
     return E.fail("exec_kill", reason, msg, { cause = cause })
   end
   local ok
-  ok, err = eng:call("PUT", ops.request("put_archive", id).path, program_tar(), { query = { path = "/" }, content_type = "application/x-tar",
+  ok, err = ops.send(eng, "put_archive", id, { path = "/" }, program_tar(), { content_type = "application/x-tar",
     timeout = timeout })
   if not ok and err then return fail("helper", "the kill program could not be uploaded: " .. tostring(err), err) end
   ok, err = eng:call("POST", ops.request("start", id).path, nil, { timeout = timeout })
@@ -100,7 +99,7 @@ function M.kill(eng, container, token, timeout, signal)
   local waited
   waited, err = eng:call("POST", ops.request("wait", id).path, nil, { timeout = timeout })
   if not waited then return fail("helper", "the kill helper did not end: " .. tostring(err), err) end
-  eng:call("DELETE", ops.request("remove_container", id).path, nil, { query = { force = "1", v = "1" }, ok = { [404] = true } })
+  ops.call(eng, "remove_container", id, { volumes = true })
   if signal and waited.StatusCode == 3 then
     return E.fail("exited", "not_running", "no process of this spawn is running")
   end

@@ -120,8 +120,7 @@ local function stop(self, t)
   local reqs = {}
   for i = #self.plan.containers, 1, -1 do
     local c = self.plan.containers[i]
-    local method, path = ops.target("stop", c.name, { t = math.floor(t) })
-    reqs[#reqs + 1] = { method, path, nil, { query = { t = tostring(math.floor(t)) }, timeout = t + 30 }, ok = { [304] = true } }
+    reqs[#reqs + 1] = ops.request("stop", c.name, { t = math.floor(t) }) -- ?t=, and t + 30 s to answer
   end
   local ok, err = A.check(batch.run(self.eng, reqs, t + 60))
   set_port(self, nil)

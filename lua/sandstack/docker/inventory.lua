@@ -112,13 +112,11 @@ end
 -- The same create with role "ready" is the mark a filler sets once the stack has passed
 -- readiness: only marked stacks are handed out (a half-made one never is).
 function M.mark(eng, role, project, pool, session_key, image)
-  local q = { query = { name = project .. "-" .. role } }
   local body = { Image = image, Entrypoint = { "true" }, NetworkDisabled = true,
     Labels = { [LABEL] = project, ["io.sandstack.pool"] = pool, ["io.sandstack.session"] = session_key,
       ["io.sandstack.role"] = role, ["io.sandstack.version"] = core.VERSION },
     HostConfig = { NetworkMode = "none" } }
-  local method, path = ops.target("create_container", project .. "-" .. role, { body = body })
-  local r = batch.run(eng, { { method, path, body, q } }, 60)[1]
+  local r = batch.run(eng, { ops.request("create_container", project .. "-" .. role, { body = body }) }, 60)[1]
   if r.ok then return true end
   return nil, r.err
 end
@@ -133,8 +131,7 @@ end
 -- and the engine's error; err.lost is set when another claimant won.
 local LOST = { [400] = true, [404] = true, [409] = true }
 function M.claim_request(project)
-  local method, path = ops.target("rename_container", project .. "-ready")
-  return { method, path, nil, { query = { name = project .. "-claim" } } }
+  return ops.request("rename_container", project .. "-ready", { name = project .. "-claim" })
 end
 function M.claim_lost(r) return LOST[r.status] == true end
 

@@ -63,22 +63,20 @@ function M.list(eng, info, dir, max_entries, timeout)
   local out = "/sandstack-list-" .. core.random_hex(8) .. ".out"
   local name = (info.Name or ""):gsub("^/", "") .. "-list-" .. core.random_hex(4)
   local body = helper_body(info, dir, out, max_entries)
-  local method, path = ops.target("create_container", name, { body = body })
-  local created, err = eng:call(method, path, body,
-    { query = { name = name }, timeout = timeout })
+  local created, err = ops.send(eng, "create_container", name, { body = body }, body, { timeout = timeout })
   if not created then
     return E.fail("engine", "list_helper", "the list helper could not be created: " .. tostring(err), { cause = err })
   end
   local id = created.Id
   local function done(...)
-    eng:call("DELETE", ops.request("remove_container", id).path, nil, { query = { force = "1", v = "1" }, ok = { [404] = true } })
+    ops.call(eng, "remove_container", id, { volumes = true })
     return ...
   end
   local function fail(msg, cause)
     return done(E.fail("engine", "list_helper", msg .. (cause and (": " .. tostring(cause)) or ""), { cause = cause }))
   end
   local ok
-  ok, err = eng:call("PUT", ops.request("put_archive", id).path, program_tar(), { query = { path = "/" }, content_type = "application/x-tar",
+  ok, err = ops.send(eng, "put_archive", id, { path = "/" }, program_tar(), { content_type = "application/x-tar",
     timeout = timeout })
   if not ok and err then return fail("the list program could not be uploaded", err) end
   ok, err = eng:call("POST", ops.request("start", id).path, nil, { timeout = timeout })
@@ -88,7 +86,7 @@ function M.list(eng, info, dir, max_entries, timeout)
   if not waited then return fail("the list helper did not end", err) end
   if waited.StatusCode ~= 0 then return fail(("the list helper exited %s"):format(tostring(waited.StatusCode))) end
   local tar
-  tar, err = eng:call("GET", ops.request("get_archive", id).path, nil, { query = { path = out }, raw = true, max_bytes = M.OUTPUT_MAX })
+  tar, err = ops.send(eng, "get_archive", id, { path = out }, nil, { raw = true, max_bytes = M.OUTPUT_MAX })
   if not tar then return fail("the listing could not be read", err) end
   local f
   f, err = core.archive_file({ data = tar }, { max_bytes = M.OUTPUT_MAX })

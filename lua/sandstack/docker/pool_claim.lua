@@ -117,7 +117,7 @@ end
 function Claim:send()
   local eng, idle, pool = self.eng, self.idle, self.pool
   local q = inventory().claim_request(idle.project)
-  self.ids.rename = eng:submit(q[1], q[2], q[3], q[4])
+  self.ids.rename = eng:submit(q.method, q.path, nil, { query = q.query })
   if pool.slots and not idle.placeholders then
     self.ids.inspect = eng:submit(ops.target("inspect_container", idle.project .. "-" .. pool.shape.sandbox))
   end

@@ -258,15 +258,6 @@ local function inspect(self)
   return info
 end
 
--- Whether the process has run: its Pid is known, or it has an exit code (Docker answers Running
--- as soon as it accepts the start, before runc has made the process, seconds later on a loaded
--- host). true, false, or nil, err when the engine could not say.
-function Process:has_run()
-  local info, err = inspect(self)
-  if not info then return nil, err end
-  return (type(info.Pid) == "number" and info.Pid > 0) or type(info.ExitCode) == "number" and info.Running == false
-end
-
 -- The exit code, once the process has ended and its output is over (read or delivered; unread
 -- output stays for p:read, up to max_bytes). nil, err: err.kind "timeout" when it has not ended
 -- in time (the process runs on).
@@ -287,9 +278,6 @@ function Process:wait(timeout)
     if not info then return nil, err end
     if info.Running == false and type(info.ExitCode) == "number" then
       self.code = info.ExitCode
-      -- Pid 0 with 126/127: it never ran (no such program); its output is the engine's message.
-      -- (Podman reports Pid 0 for every ended exec: the code tells, as in csrc/lua/engine_exec.c)
-      self.ran = not (info.Pid == 0 and (info.ExitCode == 126 or info.ExitCode == 127))
       if self.entry then registry.forget(self.io, self.entry, self.timeout); self.entry = nil end
       return self.code
     end

@@ -28,4 +28,13 @@ function M.call(eng, action, name, args)
   return eng:call(r.method, r.path, body, { query = r.query, ok = r.ok, timeout = r.timeout })
 end
 
+-- Sends the operation with C's method, path, query and statuses, and the caller's own body (a
+-- tar, or a table) and its call options (timeout, content_type): the body, or nil, err.
+function M.send(eng, action, name, args, body, opts)
+  local r = M.request(action, name, args)
+  local o = { query = r.query, ok = r.ok, timeout = r.timeout }
+  for k, v in pairs(opts or {}) do o[k] = v end
+  return eng:call(r.method, r.path, body, o)
+end
+
 return M
