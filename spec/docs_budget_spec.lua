@@ -1,12 +1,13 @@
 -- The documentation says what is true now, in a size a reader can take in: README.md, the
 -- front page, at most 12 KB; no page of docs/, nor SECURITY.md, over 35 KB, all of docs/ under
--- 200 KB (README.md and SECURITY.md are not counted in it), and no issue number in the docs,
+-- 220 KB (README.md and SECURITY.md are not counted in it), and no issue number in the docs,
 -- the code, the specs and their support, the benches, the scripts or the examples (a reader of
 -- the code has no tracker to look them up in; history is CHANGELOG.md's).
 local h = require "helpers"
 
--- docs/ holds the map of every module (docs/architecture.md, about 7 KB of its 210)
-local README_MAX, PAGE_MAX, DOCS_MAX = 12 * 1024, 35 * 1024, 210 * 1024
+-- docs/ holds the map of every module (docs/architecture.md, about 7 KB of its 220), the options
+-- tables written from the validators and the benches' results pages (scale.md among them)
+local README_MAX, PAGE_MAX, DOCS_MAX = 12 * 1024, 35 * 1024, 220 * 1024
 
 local function list(cmd)
   local out = {}
@@ -61,7 +62,7 @@ end
 describe("the documentation", function()
   local pages = list("find docs -name '*.md' | sort")
 
-  it("keeps every page under 35 KB and docs/ under 210 KB", function()
+  it("keeps every page under 35 KB and docs/ under 220 KB", function()
     local total, over = 0, {}
     for _, f in ipairs(pages) do
       local size = #assert(h.read_file(f))
