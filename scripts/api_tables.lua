@@ -3,7 +3,8 @@
 -- Each table follows a marker line `<!-- api: ID -->`, a header and its separator; this writes
 -- the rows under them from the table the section's validator checks with
 -- (spec/support/api_sections.lua reaches it): a Lua check's `sandstack.error.described` spec,
--- the start options' rows in C (csrc/stack/options.h, through core.stack_options). The prose
+-- the start options' rows in C (csrc/stack/options.h, through core.stack_options), eng:exec's
+-- (csrc/lua/engine_exec_options.h, through core.exec_options). The prose
 -- around a table, and its header, stay as written. A section whose validator holds only names
 -- is left as it is (spec/docs_api_spec.lua still holds its names to the code).
 --

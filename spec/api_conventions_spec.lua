@@ -101,6 +101,7 @@ local CALLS = {
   ["eng:request"] = { make = engine, call = function(o, e) local a, b = e:request("GET", "/x", nil, o) return a, b end },
   ["eng:call"] = { make = engine, call = function(o, e) local a, b = e:call("GET", "/x", nil, o) return a, b end },
   ["eng:submit"] = { make = engine, call = function(o, e) local a, b = submitted(e, e:submit("GET", "/x", nil, o)) return a, b end },
+  ["eng:exec"] = { make = engine, call = function(o, e) local a, b = e:exec("conv", { "true" }, o) return a, b end },
   ["eng:download"] = { make = engine, call = function(o, e) local a, b = e:download("/x", TMP .. "/dl", o) return a, b end },
   ["eng:events"] = { make = engine, call = function(o, e) local a, b = e:events(o) return a, b end },
   ["sandstack.sbx.backend"] = { call = function(o) local a, b = sandstack.sbx.backend(merge({ sbx_path = "/nonexistent/sbx", workspace_root = TMP }, o)) return a, b end },

@@ -155,6 +155,18 @@ describe("the reference in docs/api", function()
     assert.matches("bytes = " .. math.floor(config.QUOTA.bytes / 1073741824) .. " GiB", q, 1, true)
   end)
 
+  it("documents h:exec's and the pools' defaults as the code has them", function()
+    local exec, O = require "sandstack.docker.handle_exec", require "sandstack.docker.method_options"
+    assert.equal(tostring(exec.DEFAULT_TIMEOUT), O.exec.timeout.default)
+    assert.equal(("%d MiB"):format(exec.DEFAULT_MAX_BYTES / 1048576), O.exec.max_bytes.default)
+    local stack = { agent_port = 8080, image = "x" }
+    local docker = assert(sandstack.docker.pool { name = "docs-probe", stack = stack })
+    local swarm = assert(sandstack.swarm.pool { name = "docs-probe", stack = stack })
+    local row = require("sandstack.pool_kit").POOL_KEYS
+    assert.equal(("`%d` (swarm: `%d`)"):format(docker.concurrency, swarm.concurrency), row.concurrency.default)
+    assert.equal(("`%d`"):format(docker.size), row.size.default)
+  end)
+
   it("fails for a described table the docs hold otherwise, and names its first line that differs", function()
     local spec = E.described {
       { "timeout", E.SECONDS0, type = "seconds", default = "`5`", refused = "below 0" },

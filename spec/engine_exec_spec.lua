@@ -42,6 +42,10 @@ describe("eng:exec #docker", function()
       { function() eng:exec(id, { "true" }, { env = "A=1" }) end, "exec: option 'env' must be a table" },
       { function() eng:exec(id, { "true" }, { env = { "A" } }) end, "exec: env entries must be 'K=V' strings" },
       { function() eng:exec(id, { "true" }, { env = { [true] = "x" } }) end, "exec: env keys must be strings" },
+      -- these went into the create's body as given (the engine's 400), as its table says they raise
+      { function() eng:exec(id, { "true" }, { user = 0 }) end, "exec: option 'user' must be a string" },
+      { function() eng:exec(id, { "true" }, { workdir = {} }) end, "exec: option 'workdir' must be a string" },
+      { function() eng:exec(id, { "true" }, { stdin = 1 }) end, "exec: option 'stdin' must be a string" },
     }
     -- a number out of range is a refused value: nil, err
     local none, err = eng:exec(id, { "true" }, { timeout = 0 })

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "lua/engine_exec.h"
+#include "lua/engine_exec_options.h"
 #include "lua/engine_handle.h"
 #include "util/clock.h"
 
@@ -66,16 +67,24 @@ static int check_args(lua_State *L, ss_error *err) {
     if (t == LUA_TNIL) break;
     if (t != LUA_TSTRING) raise_at(L, "exec: argv must be a list of strings");
   }
-  static const char *const keys[] = {"user", "env", "workdir", "max_bytes", "timeout", "stdin", NULL};
+  static const char *const keys[] = {SS_OPTIONS_EXEC(SS_OPTION_NAME) NULL};
   ss_check_keys_at(L, A_OPTS, keys, "exec", WHERE);
   if (lua_isnoneornil(L, A_OPTS)) {
     lua_newtable(L);
     lua_replace(L, A_OPTS);
   }
-  lua_getfield(L, A_OPTS, "stdin");
-  int t = lua_type(L, -1);
-  lua_pop(L, 1);
-  if (t != LUA_TNIL && t != LUA_TSTRING) raise_at(L, "exec: option 'stdin' must be a string");
+  /* user and workdir went into the create's body as given: a number there was the engine's
+   * 400, not the caller's misuse. */
+  static const char *const strings[] = {"stdin", "user", "workdir"};
+  for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
+    lua_getfield(L, A_OPTS, strings[i]);
+    int t = lua_type(L, -1);
+    lua_pop(L, 1);
+    if (t != LUA_TNIL && t != LUA_TSTRING) {
+      lua_pushfstring(L, "exec: option '%s' must be a string", strings[i]);
+      raise_at(L, lua_tostring(L, -1));
+    }
+  }
   if (check_positive(L, "timeout", err) || check_positive(L, "max_bytes", err)) return -1;
   return 0;
 }

@@ -65,14 +65,29 @@ function M.run_bounded(width, n, job, stop_on_error)
   return out, crash
 end
 
--- The options of both backends' pools (docs/api/docker.md): a wrong type raises at the caller,
--- a refused value is nil, err (docs/api/README.md, "Conventions").
+-- The options of both backends' pools: a wrong type raises at the caller, a refused value is
+-- nil, err (docs/api/README.md, "Conventions"). Each spec is also its table in docs/api/docker.md
+-- (sandstack.error's `described`; scripts/api_tables.lua writes it from here).
 M.CONCURRENCY = { "number", min = 1, max = MAX_CONCURRENCY, whole = true, says = "a whole number from 1 to 16",
   wanted = "a whole number" }
-M.POOL_KEYS = { name = "string", size = E.COUNT0, max = E.COUNT1, stack = "table", on_event = "function",
-  concurrency = M.CONCURRENCY }
-M.SERVE_KEYS = { target_idle = E.COUNT0, max = E.COUNT1, concurrency = M.CONCURRENCY, on_ask = "function",
-  interval = { "number", min = 0.1, says = "a number of seconds >= 0.1", wanted = "a number of seconds" } }
+M.POOL_KEYS = E.described {
+  { "name", "string", type = "string", default = "required", refused = "not a string" },
+  { "size", E.COUNT0, type = "whole count", default = "`0`", refused = "below 0" },
+  { "max", E.COUNT1, type = "whole count", default = "`max(size, 1)`", refused = "below 1 or `size`" },
+  { "stack", "table", type = "table, start options", default = "required", refused = "not a table" },
+  { "on_event", "function", type = "function", default = "none", refused = "not a function" },
+  { "concurrency", M.CONCURRENCY, type = "count, 1-16", default = "`4` (swarm: `2`)", refused = "not whole, or outside 1-16" },
+}
+M.SERVE_KEYS = E.described {
+  { "target_idle", E.COUNT0, type = "whole count", default = "the pool's `size`", refused = "below 0" },
+  { "max", E.COUNT1, type = "whole count", default = "the larger of the pool's `max` and `target_idle`",
+    refused = "below 1 or `target_idle`" },
+  { "interval", { "number", min = 0.1, says = "a number of seconds >= 0.1", wanted = "a number of seconds" },
+    type = "seconds", default = "`5`", refused = "below 0.1" },
+  { "concurrency", M.CONCURRENCY, type = "count, 1-16", default = "the pool's", refused = "not whole, or outside 1-16" },
+  { "on_ask", "function", type = "function", default = "none",
+    refused = "not a function ([egress-ask.md](../egress-ask.md))" },
+}
 
 -- sandstack.docker.pool's and sandstack.swarm.pool's options -> opts | nil, err (compose)
 function M.pool_options(opts, what)
@@ -272,7 +287,9 @@ end
 -- processes, by self:status()), never more than `max` in the pool (in use included), up to
 -- `concurrency` at once (default: the pool's, 4; at most 16). After the first error no new start
 -- begins; the ones running finish. Returns the number started, or nil, the first error and it.
-local FILL_KEYS = { concurrency = M.CONCURRENCY }
+local FILL_KEYS = E.described {
+  { "concurrency", M.CONCURRENCY, type = "count, 1-16", default = "the pool's", refused = "not whole, or outside 1-16" },
+}
 function M.fill(self, opts)
   local err
   opts, err = E.options(opts, FILL_KEYS, "pool:fill")

@@ -6,7 +6,7 @@
 --
 -- A Lua check goes through core.check_keys: the wrapper below hands back the table it was given
 -- (and stops the call there). The start options' C validator: its key lists and the rows
--- core.stack_options gives (both from csrc/stack/options.h). To document a new function or method: write its section with the
+-- core.stack_options gives (both from csrc/stack/options.h); eng:exec's, core.exec_options. To document a new function or method: write its section with the
 -- marker `<!-- api: ID -->` and the table's header, and add one line to SECTIONS saying how to
 -- reach its options check.
 local core = require "sandstack.core"
@@ -47,12 +47,18 @@ end
 -- A level of the start options' C validator: the names it accepts (its key list), each with the
 -- row core.stack_options gives for it (both expand csrc/stack/options.h); a name without a row
 -- stays `true`, which the generator refuses.
+-- C's rows (core.stack_options, core.exec_options) as described entries: name -> entry.
+local function c_rows(list)
+  local rows = {}
+  for i, r in ipairs(list) do
+    rows[r.name] = { names = { r.name }, type = r.type, default = r.default, refused = r.refused, order = i }
+  end
+  return rows
+end
+
 local function stack_level(level)
   return function()
-    local rows, set = {}, {}
-    for i, r in ipairs(core.stack_options(level)) do
-      rows[r.name] = { names = { r.name }, type = r.type, default = r.default, refused = r.refused, order = i }
-    end
+    local rows, set = c_rows(core.stack_options(level)), {}
     for _, k in ipairs(require("sandstack_test.stack").option_keys(level)) do set[k] = rows[k] or true end
     for name in pairs(rows) do
       if not set[name] then error(("core.stack_options(%q) has a row for %s, which the validator does not accept"):format(level, name), 0) end
@@ -162,6 +168,8 @@ local SECTIONS = {
   ["eng:request"] = probe(function() engine_method("requests", "request")("GET", "/x", nil, {}) end),
   ["eng:call"] = probe(function() engine_method("requests", "call")("GET", "/x", nil, { headers = {} }) end),
   ["eng:submit"] = probe(function() engine_method("requests", "submit")("GET", "/x", nil, { headers = {} }) end),
+  -- eng:exec's check is in C: its key list and these rows expand one list (engine_exec_options.h)
+  ["eng:exec"] = function() return c_rows(core.exec_options()) end,
   ["eng:download"] = probe(function() engine_method("stream", "download")("/x", "/nonexistent", {}) end),
   ["eng:events"] = probe(function() engine_method("stream", "events")({}) end),
   -- sandstack.sbx (docs/api/sbx.md)

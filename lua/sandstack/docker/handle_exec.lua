@@ -13,9 +13,8 @@ local M = {}
 M.DEFAULT_TIMEOUT = 60               -- seconds
 M.DEFAULT_MAX_BYTES = 8 * 1024 * 1024 -- stdout + stderr
 
-local KEYS = { env = "table", cwd = "string", user = "string", stdin = "string", service = "string",
-  timeout = { "number", above = 0, max = 1e9, says = "a number of seconds above 0", wanted = "a number of seconds" },
-  max_bytes = E.BYTES }
+-- the options and their rows in the reference (docs/api/session.md), one table
+local KEYS = require("sandstack.docker.method_options").exec
 
 -- h:exec's options, as every backend on the engine takes them -> opts | nil, err (a wrong type
 -- raises at the caller; docs/api/README.md, "Conventions").

@@ -1,7 +1,7 @@
 -- The options of the docker handle's methods, each an options spec that is also its table in the
 -- reference (sandstack.error's `described`; scripts/api_tables.lua writes docs/api from these):
 -- the methods check their options against these very tables (handle.lua, handle_files.lua,
--- handle_observe.lua, process.lua), so a table cannot say other than the check.
+-- handle_observe.lua, handle_exec.lua, process.lua), so a table cannot say other than the check.
 local E = require "sandstack.error"
 
 local M = {}
@@ -11,6 +11,25 @@ local SIZE = { "number", min = 1, max = 65535, whole = true, says = "a whole num
   wanted = "a whole number" }
 -- stats' window and every: finite (a window of math.huge would never end)
 local SPAN = { "number", above = 0, max = 1e9, says = "a finite number of seconds above 0", wanted = "a number of seconds" }
+
+-- h:exec's (handle_exec.lua; its defaults are handle_exec's DEFAULT_TIMEOUT and DEFAULT_MAX_BYTES)
+local exec = E.described {
+  { "service", "string", type = "string", default = "the sandbox",
+    refused = "names no service (`invalid`)" },
+  { "env", "table", type = "table", default = "none",
+    refused = "not a table of strings" },
+  { { "cwd", "user" }, "string", type = "string", default = "the image's",
+    refused = "empty" },
+  { "timeout", { "number", above = 0, max = 1e9, says = "a number of seconds above 0, at most 1e9",
+    wanted = "a number of seconds" }, type = "seconds", default = "60",
+    refused = "not above 0, over 1e9; past it the processes are killed. Counted from the process running "
+      .. "(sbx: from its exec's start)" },
+  { "max_bytes", E.BYTES, type = "bytes", default = "8 MiB",
+    refused = "not a positive whole number; past it the processes are killed" },
+  { "stdin", "string", type = "string", default = "none",
+    refused = "not a string (raises); sbx: `unsupported`. Written to the command's stdin while its output is "
+      .. "read, then EOF (the same exec, its start hijacked)" },
+}
 
 local stop = E.described {
   { "timeout", E.SECONDS0, type = "whole seconds", default = "`5`",
@@ -91,7 +110,7 @@ local stats = E.described {
     refused = "not above 0; without `window`" },
 }
 
-M.stop, M.start, M.destroy, M.reconnect, M.spawn = stop, {}, destroy, reconnect, spawn
+M.exec, M.stop, M.start, M.destroy, M.reconnect, M.spawn = exec, stop, {}, destroy, reconnect, spawn
 M.read, M.stat, M.download, M.remove, M.logs, M.stats = read, stat, download, remove, logs, stats
 
 return M

@@ -13,8 +13,14 @@ local policy = require "sandstack.policy"
 
 local M = {}
 
-local SLOT_FIELDS = { name = true, host = true, port = true, header = true, format = true, query = true, basic = true,
-  path = true, length = true }
+-- A slot's keys, also their table in docs/api/docker.md (sandstack.error's `described`;
+-- scripts/api_tables.lua writes it): prepare reads the names, and checks each as its row says.
+local SLOT_FIELDS = E.described {
+  { "name", nil, type = "string", default = "required", refused = "not a string; twice" },
+  { { "host", "port", "header", "format", "query", "basic", "path" }, nil, type = "as a start's credential",
+    default = "", refused = "as at start (above)" },
+  { "length", nil, type = "whole number", default = "required", refused = "not 16 to 4096" },
+}
 local MIN_SECRET, MAX_SECRET = 16, 4096
 
 local function bad(option, message) return E.fail("compose", "invalid_option", "pool: " .. option .. " " .. message,
