@@ -184,6 +184,27 @@ describe("the file methods against a hostile guest #docker", function()
       end
     end)
 
+    -- every byte that ends or splits a query ('&', '?', '#', '=', '+', '%', a space) and non-ASCII
+    -- ones, in the directory (a put's query) and in the file's name (a get's and a stat's)
+    it("writes, reads, stats, lists and copies a file whose path holds a query's bytes", function()
+      local dir, name = "/work/q a&b?c#d=e+f%25g \xc3\xbc", "f &x=1?#%2F+\xe2\x82\xac.txt"
+      local path = dir .. "/" .. name
+      sh("mkdir -p " .. h.q(dir))
+      assert.is_true(stack:write(path, "odd bytes"))
+      assert.equal("odd bytes", sh("cat " .. h.q(path)))
+      assert.equal("odd bytes", stack:read(path))
+      local st = assert(stack:stat(path))
+      assert.same({ name, "file", 9 }, { st.name, st.type, st.size })
+      assert.equal(name, names_of(assert(stack:list(dir))))
+      assert(stack:download(path, tmp .. "/odd.txt"))
+      assert.equal("odd bytes", h.read_file(tmp .. "/odd.txt"))
+      h.write_file(tmp .. "/up &=?#%.txt", "up")
+      assert.is_true(stack:upload(tmp .. "/up &=?#%.txt", dir))
+      assert.equal("up", sh("cat " .. h.q(dir .. "/up &=?#%.txt")))
+      -- a file never replaces the odd directory either: the put's guard went with its path
+      assert.equal("io", select(2, stack:write(dir, "x")).kind)
+    end)
+
     it("copies directories both ways, as trees, with their modes", function()
       local src = tmp .. "/tree"
       assert(os.execute(table.concat({ "mkdir -p " .. h.q(src .. "/sub/deep"),

@@ -41,21 +41,74 @@ local function engine_paths(text)
   return found
 end
 
+-- A query string or query table written by hand for an Engine request: the query is C's too
+-- (the operation's args in, its `query` out, percent-encoded by the C core when sent). Flagged:
+--  * `query = <anything>` but a request's own query as C made it (`r.query`) or `true` (an
+--    option-key set): a table literal, a local, a helper's result;
+--  * a literal opening a query ("?path=", "&name=") or a "?" joined with a "&" or "=" literal;
+--  * a percent-encoder named outside the engine client (lua/sandstack/engine.lua and engine/).
+local function hand_queries(text, file)
+  local found, n = {}, 0
+  local client = file and (file:find("/sandstack/engine/", 1, true) or file:find("/sandstack/engine%.lua$"))
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local code = line:gsub("%-%-.*$", "")
+    local value = code:match("%f[%w_]query%s*=%s*([^=].*)$")
+    local hit = value and not value:match("^[%w_]+%.query%f[^%w_]") and not value:match("^true%f[^%w_]")
+    hit = hit or code:match("[\"'][?&][%w_%-]+=") ~= nil
+    hit = hit or (code:match("[\"']%?[\"']") and (code:match("[\"']&[\"']") or code:match("[\"']=[\"']"))) ~= nil
+    hit = hit or (not client and code:match("urlencode") ~= nil)
+    if hit then found[#found + 1] = { line = n, text = line } end
+  end
+  return found
+end
+
+-- Files still allowed to write a query by hand, as [file] = { n = lines allowed, why = what keeps
+-- it in Lua }: none.
+local QUERIES_STILL_TO_MOVE = {}
+
+-- "file:line: text" for each hit found(file, text) gives in a Lua file under lua/sandstack.
+local function offending_lines(found)
+  local lines = {}
+  for _, file in ipairs(lua_files("lua/sandstack")) do
+    local f = assert(io.open(file))
+    local text = f:read("*a")
+    f:close()
+    for _, hit in ipairs(found(file, text)) do
+      lines[#lines + 1] = file .. ":" .. hit.line .. ": " .. hit.text:gsub("^%s+", "")
+    end
+  end
+  return lines
+end
+
 describe("Engine paths in the Lua files", function()
   it("are written only in C: no Lua file under lua/sandstack holds one", function()
-    local lines = {}
-    for _, file in ipairs(lua_files("lua/sandstack")) do
-      local f = assert(io.open(file))
-      local text = f:read("*a")
-      f:close()
-      if not STILL_TO_MOVE[file] then
-        for _, hit in ipairs(engine_paths(text)) do
-          lines[#lines + 1] = file .. ":" .. hit.line .. ": " .. hit.text:gsub("^%s+", "")
-        end
-      end
-    end
+    local lines = offending_lines(function(file, text) return STILL_TO_MOVE[file] and {} or engine_paths(text) end)
     assert(#lines == 0, #lines .. " Engine path literal(s) in Lua (name an operation of "
       .. "core.session_requests instead):\n  " .. table.concat(lines, "\n  "))
+  end)
+
+  it("come with their queries made in C: no Lua file under lua/sandstack writes an Engine query", function()
+    local lines = offending_lines(function(file, text)
+      local hits, still = hand_queries(text, file), QUERIES_STILL_TO_MOVE[file]
+      return (still and #hits <= still.n) and {} or hits
+    end)
+    assert(#lines == 0, #lines .. " Engine query(ies) written in Lua (pass the values as the operation's args "
+      .. "and send the request's own query, r.query, as C made it):\n  " .. table.concat(lines, "\n  "))
+  end)
+
+  it("finds a query written by hand, and a query C made or an option set is not one", function()
+    assert.equal(1, #hand_queries('eng:call("GET", p, nil, { query = { path = path }, raw = true })'))
+    assert.equal(1, #hand_queries('eng:upload(p, h, nil, { query = put_query(dir) })'))
+    assert.equal(1, #hand_queries('io.call(m, p, nil, { query = q, timeout = 5 })'))
+    assert.equal(1, #hand_queries('eng:request(m, p .. "?path=" .. x)'))
+    assert.equal(1, #hand_queries('return "?" .. table.concat(keys, "&")'))
+    assert.equal(1, #hand_queries('keys[i] = core.urlencode(k) .. "=" .. v', "lua/sandstack/docker/x.lua"))
+    assert.equal(0, #hand_queries('eng:stream(r.path, { query = r.query, timeout = 9 })'))
+    assert.equal(0, #hand_queries('local KEYS = { max_bytes = true, query = true }'))
+    assert.equal(0, #hand_queries('-- the caller gives { query = { path = p } }'))
+    assert.equal(0, #hand_queries('if args then uri = uri .. "?" .. args end'))
+    assert.equal(0, #hand_queries('O.urlencode = core.urlencode', "lua/sandstack/engine/options.lua"))
   end)
 
   it("are found by the scan in either quote, and a file path or a URL is not one", function()
@@ -80,7 +133,8 @@ describe("the named Engine operations", function()
     assert.is_nil(r.query)
     r = one("exec_start", "ab12")
     assert.same({ "POST", "/exec/ab12/start" }, { r.method, r.path })
-    assert.same({ "POST", "/exec/ab12/resize" }, { one("exec_resize", "ab12").method, one("exec_resize", "ab12").path })
+    local resize = one("exec_resize", "ab12", { h = 24, w = 80 })
+    assert.same({ "POST", "/exec/ab12/resize", { h = "24", w = "80" } }, { resize.method, resize.path, resize.query })
     r = one("inspect_exec", "a b/c")
     assert.same({ "GET", "/exec/a%20b%2Fc/json" }, { r.method, r.path })
     assert.is_nil(r.ok)
@@ -124,6 +178,22 @@ describe("the named Engine operations", function()
     end
     assert.is_nil(one("rename_container", "p-ready").query)
     assert.same({ name = "p-claim" }, one("rename_container", "p-ready", { name = "p-claim" }).query)
+    assert.same({ path = "/a b", noOverwriteDirNonDir = "1" }, one("put_archive", "c", { path = "/a b", no_overwrite = true }).query)
+    assert.same({ path = "/x" }, one("get_archive", "c", { path = "/x", no_overwrite = true }).query)
+    assert.same({ stdout = "1", stderr = "1" }, one("logs", "c").query)
+    assert.same({ stdout = "1", stderr = "1", since = "1714567890", tail = "5" },
+      one("logs", "c", { since = 1714567890, tail = 5 }).query)
+    assert.equal("1714567890.25", one("logs", "c", { since = 1714567890.25 }).query.since)
+    assert.same({ stream = "false", ["one-shot"] = "true" }, one("stats", "c").query)
+    assert.same({ stream = "false" }, one("stats", "c", { one_shot = false }).query)
+    assert.same({ quiet = "1" }, one("load_image").query)
+    local import = one("import_image", nil, { repo = "r/a b", tag = "t", changes = { "ENV A=b&c", "LABEL x=1" } })
+    assert.same({ "POST", "/images/create?fromSrc=-&repo=r%2Fa%20b&tag=t&changes=ENV%20A%3Db%26c&changes=LABEL%20x%3D1" },
+      { import.method, import.path })
+    assert.is_nil(import.query)
+    assert.has_error(function() one("import_image", nil, { repo = "r" }) end)
+    local vols = one("list_volumes_with_labels", nil, { labels = { "a=1", "b=2" } })
+    assert.same({ "GET", "/volumes", { filters = '{"label":["a=1","b=2"]}' } }, { vols.method, vols.path, vols.query })
     local stop = one("stop", "c", { t = 7 })
     assert.same({ { t = "7" }, 37, { 304 } }, { stop.query, stop.timeout, stop.ok })
   end)
@@ -161,8 +231,15 @@ describe("sandstack.engine.ops", function()
     assert.same({ name = "p-gw" }, seen[3].opts.query)
   end)
 
+  it("makes a resize's query from the rows and columns, and refuses a size that is not one", function()
+    assert.same({ h = "5", w = "65535" }, ops.request("exec_resize", "e1", { h = 5, w = 65535 }).query)
+    for _, bad in ipairs { {}, { h = 24 }, { h = 0, w = 80 }, { h = 24, w = 65536 }, { h = 2.5, w = 80 } } do
+      assert.has_error(function() ops.request("exec_resize", "e1", bad) end)
+    end
+  end)
+
   it("gives an operation's method and path to a call site with its own options", function()
-    assert.same({ "POST", "/exec/e1/resize" }, { ops.target("exec_resize", "e1") })
+    assert.same({ "POST", "/exec/e1/resize" }, { ops.target("exec_resize", "e1", { h = 24, w = 80 }) })
     assert.equal("/containers/c/logs", ops.request("logs", "c").path)
   end)
 end)

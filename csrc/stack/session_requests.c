@@ -5,10 +5,12 @@
  * container's files, an image pull, the daemon's ping, version and events). Table-driven so that
  * every Engine path is made here and Lua names none (spec/engine_paths_spec.lua). Pure data: nothing here talks to the daemon. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "stack/init_wrap.h"
 #include "stack/session_requests.h"
+#include "util/buf.h"
 #include "util/url.h"
 
 /* A request's shape: method and path (with at most one %s, the object's name), the statuses
@@ -39,7 +41,13 @@ enum {
   ENC = 1u << 15,          /* the name percent-encoded in the path (an id or name from outside) */
   Q_LABELS = 1u << 16,     /* ?filters={"label":args.labels}: every label must match */
   Q_PATH = 1u << 17,       /* ?path=<args.path> when given (an archive's place in the container) */
-  Q_NAME = 1u << 18        /* ?name=<args.name> when given (a rename's new name) */
+  Q_NAME = 1u << 18,       /* ?name=<args.name> when given (a rename's new name) */
+  Q_NO_OVERWRITE = 1u << 19, /* &noOverwriteDirNonDir=1 when args.no_overwrite is true (a copy as
+                                docker cp makes it: no directory replaced by a file, nor the reverse) */
+  Q_SIZE = 1u << 20,         /* ?h=<args.h>&w=<args.w>: a terminal's rows and columns, 1..65535 */
+  Q_IMPORT = 1u << 21        /* ?fromSrc=-&repo=&tag= and one changes= per entry of args.changes,
+                                written into the path: a key that repeats, which a query table
+                                (one value a key) cannot carry */
 };
 
 /* The one checkpoint a hibernation with memory leaves on each container: a fixed name, so a
@@ -77,23 +85,27 @@ static const action_def ACTIONS[] = {
     {"inspect_image", "GET", "/images/%s/json", 404, 0, NAMED},
     {"list_images", "GET", "/images/json", 0, 0, Q_LABEL},
     {"list_volumes", "GET", "/volumes", 0, 0, Q_LABEL},
+    /* the volumes carrying every one of args.labels */
+    {"list_volumes_with_labels", "GET", "/volumes", 0, 0, Q_LABELS},
     {"list_containers", "GET", "/containers/json", 0, 0, Q_LABEL},
     /* the running containers carrying every one of args.labels (no all=1) */
     {"list_running_containers", "GET", "/containers/json", 0, 0, Q_LABELS},
     {"rename_container", "POST", "/containers/%s/rename", 0, 0, NAMED | ENC | Q_NAME},
-    /* a container's files as a tar: read, written, and stat'ed (the caller gives ?path=) */
+    /* a container's files as a tar: read, written, and stat'ed (args.path: the place in the container) */
     {"get_archive", "GET", "/containers/%s/archive", 0, 0, NAMED | ENC | Q_PATH},
-    {"put_archive", "PUT", "/containers/%s/archive", 0, 0, NAMED | ENC | Q_PATH},
+    {"put_archive", "PUT", "/containers/%s/archive", 0, 0, NAMED | ENC | Q_PATH | Q_NO_OVERWRITE},
     {"stat_archive", "HEAD", "/containers/%s/archive", 0, 0, NAMED | ENC | Q_PATH},
     /* a process in a running container (sandstack.docker.process): made in the container, then
      * started (a hijacked connection), resized and read by the exec's id */
     {"exec_create", "POST", "/containers/%s/exec", 0, 0, NAMED | ENC},
     {"exec_start", "POST", "/exec/%s/start", 0, 0, NAMED | ENC},
-    {"exec_resize", "POST", "/exec/%s/resize", 0, 0, NAMED | ENC},
+    {"exec_resize", "POST", "/exec/%s/resize", 0, 0, NAMED | ENC | Q_SIZE},
     {"inspect_exec", "GET", "/exec/%s/json", 0, 0, NAMED | ENC},
     /* an image from a registry (the caller gives the query) or from a tar of `docker save` */
     {"pull_image", "POST", "/images/create", 0, 0, 0},
     {"load_image", "POST", "/images/load", 0, 0, 0},
+    /* an image made from a root file system's tar (the body), with Dockerfile changes */
+    {"import_image", "POST", "/images/create", 0, 0, Q_IMPORT},
     /* the daemon itself: alive, its version, its event stream */
     {"ping", "GET", "/_ping", 0, 0, 0},
     {"version", "GET", "/version", 0, 0, 0},
@@ -125,6 +137,73 @@ static const char *str_arg(const cJSON *args, const char *key) {
 static double num_arg(const cJSON *args, const char *key, double dflt) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, key);
   return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* The request's query object, made on first use, so flags that each add a key share one. */
+static cJSON *query_of(cJSON *r) {
+  cJSON *q = cJSON_GetObjectItemCaseSensitive(r, "query");
+  return q ? q : cJSON_AddObjectToObject(r, "query");
+}
+
+/* args[key] as a terminal dimension (a whole number 1..65535) into q as text; -1 when it is not one. */
+static int size_query(cJSON *q, const cJSON *args, const char *key) {
+  double v = num_arg(args, key, 0);
+  if (!(v >= 1 && v <= 65535) || v != (int)v) return -1; /* NaN too, before the cast */
+  char num[8];
+  snprintf(num, sizeof num, "%d", (int)v);
+  cJSON_AddStringToObject(q, key, num);
+  return 0;
+}
+
+/* args[key], a number, into q as text when given: a whole one without a fraction, another as Lua
+ * writes a number (%.14g, so "1714567890.25" for a time in seconds). */
+static void number_query(cJSON *q, const cJSON *args, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, key);
+  if (!cJSON_IsNumber(v)) return;
+  char num[32];
+  double x = v->valuedouble;
+  int whole = x > -9e15 && x < 9e15 && x == (double)(long long)x; /* in range before the cast */
+  if (whole) snprintf(num, sizeof num, "%.0f", x);
+  else snprintf(num, sizeof num, "%.14g", x);
+  cJSON_AddStringToObject(q, key, num);
+}
+
+/* Appends "?key=value" (or "&key=value" after the first) to b, both percent-encoded (util/url.h,
+ * the engine client's one encoder); -1 when b's limit is passed. */
+static int add_param(ss_buf *b, const char *key, const char *value) {
+  size_t k = strlen(key), v = strlen(value);
+  if (ss_buf_reserve(b, 2 + 3 * (k + v)) != SS_BUF_OK) return -1;
+  char sep = b->len ? '&' : '?';
+  b->data[b->len++] = sep;
+  b->len += ss_urlencode(b->data + b->len, key, k);
+  b->data[b->len++] = '=';
+  b->len += ss_urlencode(b->data + b->len, value, v);
+  b->data[b->len] = 0;
+  return 0;
+}
+
+/* An import's query on path, into r's path: NULL, or why it cannot be made. */
+static const char *import_path(cJSON *r, const char *path, const cJSON *args) {
+  const char *repo = str_arg(args, "repo"), *tag = str_arg(args, "tag");
+  const cJSON *changes = cJSON_GetObjectItemCaseSensitive(args, "changes"), *c;
+  int listed = !changes || cJSON_IsArray(changes) || (cJSON_IsObject(changes) && !changes->child); /* {}: Lua's {} */
+  if (!repo || !tag || !listed) return "an import needs args.repo, args.tag and a list args.changes";
+  ss_buf b;
+  ss_buf_init(&b, 1 << 20);
+  int bad = add_param(&b, "fromSrc", "-") || add_param(&b, "repo", repo) || add_param(&b, "tag", tag);
+  cJSON_ArrayForEach(c, changes) bad = bad || !cJSON_IsString(c) || add_param(&b, "changes", c->valuestring);
+  if (!bad) {
+    char *full = malloc(strlen(path) + b.len + 1);
+    if (full) {
+      strcpy(full, path);
+      strcat(full, b.data);
+      cJSON_ReplaceItemInObject(r, "path", cJSON_CreateString(full));
+      free(full);
+    }
+    bad = !full;
+  }
+  ss_buf_free(&b);
+  return bad ? "an import's changes must be strings, under 1 MiB in all" : NULL;
 }
 
 /* body_json: the engine client sends it as it is */
@@ -232,9 +311,17 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
     cJSON_AddStringToObject(q, "force", "1");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "volumes"))) cJSON_AddStringToObject(q, "v", "1");
   }
-  /* optional: a query only when the value is given */
+  /* optional: a query only when the value is given; the value as the caller gave it (any bytes
+   * but NUL): the engine client percent-encodes every query value when it sends (util/url.h) */
   const char *opt = (d->flags & Q_PATH) ? str_arg(args, "path") : (d->flags & Q_NAME) ? str_arg(args, "name") : NULL;
-  if (opt) cJSON_AddStringToObject(cJSON_AddObjectToObject(r, "query"), (d->flags & Q_PATH) ? "path" : "name", opt);
+  if (opt) cJSON_AddStringToObject(query_of(r), (d->flags & Q_PATH) ? "path" : "name", opt);
+  if ((d->flags & Q_NO_OVERWRITE) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "no_overwrite")))
+    cJSON_AddStringToObject(query_of(r), "noOverwriteDirNonDir", "1");
+  if ((d->flags & Q_SIZE) && (size_query(query_of(r), args, "h") != 0 || size_query(query_of(r), args, "w") != 0)) {
+    *why = "a resize needs args.h and args.w, whole numbers from 1 to 65535 (rows and columns)";
+    cJSON_Delete(r);
+    return NULL;
+  }
   if (d->flags & Q_COMMIT) {
     const char *repo = str_arg(args, "repo"), *tag = str_arg(args, "tag");
     if (!repo || !tag) {
@@ -306,16 +393,28 @@ static cJSON *make(const action_def *d, const char *name, const cJSON *args, con
     add_body(r, body);
   }
   if (d->flags & LONG) cJSON_AddNumberToObject(r, "timeout", num_arg(args, "timeout", 600));
-  if (strcmp(d->action, "stats") == 0) { /* one sample, at once (API 1.41: one-shot) */
-    q = cJSON_AddObjectToObject(r, "query");
+  if (strcmp(d->action, "stats") == 0) { /* one sample, at once (API 1.41: one-shot) unless
+                                            args.one_shot is false (the engine measures a second) */
+    q = query_of(r);
     cJSON_AddStringToObject(q, "stream", "false");
-    cJSON_AddStringToObject(q, "one-shot", "true");
+    if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(args, "one_shot"))) cJSON_AddStringToObject(q, "one-shot", "true");
   }
-  if (strcmp(d->action, "logs") == 0) {
-    q = cJSON_AddObjectToObject(r, "query");
+  if (strcmp(d->action, "logs") == 0) { /* both streams; from args.since (unix seconds), the last args.tail lines */
+    q = query_of(r);
     cJSON_AddStringToObject(q, "stdout", "1");
     cJSON_AddStringToObject(q, "stderr", "1");
+    number_query(q, args, "since");
+    number_query(q, args, "tail");
   }
+  if (d->flags & Q_IMPORT) {
+    const char *bad = import_path(r, path, args);
+    if (bad) {
+      *why = bad;
+      cJSON_Delete(r);
+      return NULL;
+    }
+  }
+  if (strcmp(d->action, "load_image") == 0) cJSON_AddStringToObject(query_of(r), "quiet", "1"); /* no progress */
   return r;
 }
 

@@ -45,15 +45,6 @@ local function connect(ep, timeout)
   return sock
 end
 
-local function query_string(q)
-  if not q then return "" end
-  local keys = {}
-  for k in pairs(q) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for i, k in ipairs(keys) do keys[i] = core.urlencode(k) .. "=" .. core.urlencode(tostring(q[k])) end
-  return #keys > 0 and ("?" .. table.concat(keys, "&")) or ""
-end
-
 local function head_of(sock, method, path)
   local head, err = sock:receiveuntil("\r\n\r\n")()
   if not head then
@@ -75,9 +66,11 @@ local function call(ep, timeout, method, path, body, opts)
   -- a body with content_type is sent as given (the kill helper's program, a tar), else as JSON
   local raw = opts.content_type ~= nil and type(body) == "string"
   local payload = raw and body or body ~= nil and assert(core.json_encode(body)) or ""
-  local req = ("%s %s%s HTTP/1.0\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s")
-    :format(method, path, query_string(opts.query), ep.authority, raw and opts.content_type or "application/json",
-      #payload, payload)
+  -- the path and its query (an operation's, as C made it) joined and percent-encoded by the C core,
+  -- as the engine client's own requests are; no version prefix, as the other calls here send them
+  local req = ("%s %s HTTP/1.0\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s")
+    :format(method, core.engine_target(nil, path, opts.query, "call", 2), ep.authority,
+      raw and opts.content_type or "application/json", #payload, payload)
   local ok; ok, err = sock:send(req)
   if not ok then sock:close(); return nil, E.new("transport", "closed", method .. " " .. path .. ": " .. tostring(err)) end
   local status, head = head_of(sock, method, path)

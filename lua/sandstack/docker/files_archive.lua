@@ -1,15 +1,12 @@
 -- What the file methods of a stack handle (docker/handle_files.lua) share over the Engine's
--- archive API: the archive's address, a path checked, the engine's answers about a path as file
--- errors (io with an errno name, the engine's host paths scrubbed), and a path's stat.
+-- archive API: a path checked, the engine's answers about a path as file errors (io with an
+-- errno name, the engine's host paths scrubbed), and a path's stat.
 local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local target = require "sandstack.docker.target"
 
 local M = {}
-
-local function archive_path(container) return ops.request("get_archive", container).path end
-M.archive_path = archive_path -- where a container's files are read and written (capture too)
 
 -- A path in the container: not a string raises at the caller; not absolute is invalid/path.
 local function check_path(path, what)
@@ -135,10 +132,10 @@ end
 
 -- The engine's stat of a path (HEAD: no file's bytes), as it sends it, or nil, err.
 function M.path_stat(eng, c, path)
-  local method = ops.target("stat_archive", c)
-  local status, body, headers = eng:request(method, archive_path(c) .. "?path=" .. core.urlencode(path))
+  local r = ops.request("stat_archive", c, { path = path })
+  local status, body, headers = eng:request(r.method, r.path, nil, { query = r.query })
   if not status then return M.fail(body, path) end
-  if status ~= 200 then return M.fail(core.engine_error(status, "HEAD", archive_path(c), body), path) end
+  if status ~= 200 then return M.fail(core.engine_error(status, r.method, r.path, body), path) end
   local raw = headers and headers["x-docker-container-path-stat"]
   local decoded = raw and core.base64_decode(raw)
   local st = decoded and core.json_decode(decoded)

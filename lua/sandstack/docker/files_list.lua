@@ -79,7 +79,7 @@ function M.list(self, path, opts)
   local max_entries = opts.max_entries or M.DEFAULT_LIST_ENTRIES
   local eng, c = target.resolve(self, opts.service)
   if not eng then return nil, c end
-  local tar; tar, err = eng:call("GET", A.archive_path(c), nil, { query = { path = path }, raw = true,
+  local tar; tar, err = ops.send(eng, "get_archive", c, { path = path }, nil, { raw = true,
     max_bytes = M.LIST_ARCHIVE_MAX })
   local out
   if tar then

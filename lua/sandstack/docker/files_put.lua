@@ -76,8 +76,8 @@ local function reachable(self, eng, c, dir, what)
   return true
 end
 
--- The query of a PUT into dir: a directory is never replaced by a file, nor a file by a directory.
-local function put_query(dir) return { path = dir, noOverwriteDirNonDir = "1" } end
+-- The PUT into dir as C makes it: a directory is never replaced by a file, nor a file by a directory.
+local function put_into(c, dir) return ops.request("put_archive", c, { path = dir, no_overwrite = true }) end
 
 -- h:write(path, data, {mode = 420, service}) -> true. The directory must exist; a file there is
 -- replaced whole, a directory is an error (io/EISDIR).
@@ -93,8 +93,9 @@ function M.write(self, path, data, opts)
   local ok; ok, err = reachable(self, eng, c, dir, "write " .. path)
   if not ok then return nil, err end
   -- the tar's header, then data sent in place (no copy of it is made), then the padding and end
-  ok, err = eng:upload(A.archive_path(c), core.tar_header(base, #data, opts.mode or 420, os.time()), nil,
-    { data = data, zeros = tar_tail(#data), query = put_query(dir), content_type = "application/x-tar",
+  local put = put_into(c, dir)
+  ok, err = eng:upload(put.path, core.tar_header(base, #data, opts.mode or 420, os.time()), nil,
+    { data = data, zeros = tar_tail(#data), query = put.query, content_type = "application/x-tar",
       timeout = math.max(eng.timeout, #data / (16 * 1024 * 1024)) })
   if ok == nil then return A.fail(err, path) end
   return true
@@ -140,13 +141,14 @@ function M.upload(self, local_path, path, opts)
   if not dir then return A.fail(base, path) end
   local ok, err = reachable(self, eng, c, dir, "upload " .. path)
   if not ok then return nil, err end
+  local put = put_into(c, dir)
   if tree then
-    ok, err = eng:upload(A.archive_path(c), "", nil, { tree = local_path, top = base, query = put_query(dir),
+    ok, err = eng:upload(put.path, "", nil, { tree = local_path, top = base, query = put.query,
       content_type = "application/x-tar", timeout = math.max(eng.timeout, 600) })
   else
     local size = st.size
     local head = core.tar_header(base, size, opts.mode or (st.mode and st.mode % 4096) or 420, os.time())
-    ok, err = eng:upload(A.archive_path(c), head, local_path, { query = put_query(dir), length = size,
+    ok, err = eng:upload(put.path, head, local_path, { query = put.query, length = size,
       zeros = tar_tail(size), content_type = "application/x-tar", timeout = math.max(eng.timeout, size / (16 * 1024 * 1024)) })
   end
   if not ok then return A.fail(err, path) end

@@ -12,7 +12,6 @@ local inventory = require "sandstack.docker.inventory"
 local live = require "sandstack.docker.egress_live"
 local session = require "sandstack.session"
 local capture = require "sandstack.stack.capture"
-local archive = require "sandstack.docker.files_archive"
 local record_env = require "sandstack.docker.record_env"
 
 local M = {}
@@ -185,7 +184,7 @@ function Stack:capture(dir, opts)
   if not opts then return nil, err end
   local path = self.plan.capture_path
   if not path then return E.fail("invalid", "no_capture_path", "this stack has no capture_path") end
-  return capture.take(self.eng, archive.archive_path(self.plan.project .. "-" .. self.plan.sandbox), path, dir, opts)
+  return capture.take(self.eng, self.plan.project .. "-" .. self.plan.sandbox, path, dir, opts)
 end
 
 -- Removes containers, networks and volumes of this project; calling it again is harmless.

@@ -19,6 +19,7 @@
 -- This file holds stat, read, download and remove; write and upload are docker/files_put.lua,
 -- list docker/files_list.lua, and what they share (paths, errors, the stat header)
 -- docker/files_archive.lua. The handle mixes in this file's `methods`, all seven.
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 local target = require "sandstack.docker.target"
@@ -60,7 +61,7 @@ function M_.read(self, path, opts)
   if not eng then return nil, c end
   local max = opts.max_bytes or M.DEFAULT_READ_MAX
   -- the archive: the file, its header (a pax one too for a long name) and the end blocks
-  local body; body, err = eng:call("GET", A.archive_path(c), nil, { query = { path = path }, raw = true,
+  local body; body, err = ops.send(eng, "get_archive", c, { path = path }, nil, { raw = true,
     max_bytes = max + 4096 + #path })
   if not body then
     if err.kind == "output_limit" then
@@ -104,7 +105,8 @@ function M_.download(self, path, local_path, opts)
   if name == "" then
     return E.fail("invalid", "path", "download: " .. local_path .. " names no file or directory", { path = local_path })
   end
-  local stream; stream, err = eng:stream(A.archive_path(c), { query = { path = path }, max_bytes = max + ARCHIVE_SLACK,
+  local get = ops.request("get_archive", c, { path = path })
+  local stream; stream, err = eng:stream(get.path, { query = get.query, max_bytes = max + ARCHIVE_SLACK,
     timeout = math.max(eng.timeout, 600) })
   if not stream then return A.fail(err, path) end
   local res; res, err = core.archive_place(stream.h, stream.id, parent, name, { max_bytes = max })

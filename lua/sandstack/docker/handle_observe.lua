@@ -16,10 +16,8 @@ local LOG_KEYS = require("sandstack.docker.method_options").logs
 
 -- One read of a service's logs: { stdout =, stderr = }. eng: the engine the container is on.
 local function read_logs(eng, c, opts, since)
-  local q = { stdout = "1", stderr = "1" }
-  if since then q.since = tostring(since) end
-  if opts.tail then q.tail = tostring(opts.tail) end
-  local r, err = eng:demux(ops.request("logs", c).path, { query = q, max_bytes = opts.max_bytes or M.DEFAULT_LOG_BYTES,
+  local get = ops.request("logs", c, { since = since, tail = opts.tail })
+  local r, err = eng:demux(get.path, { query = get.query, max_bytes = opts.max_bytes or M.DEFAULT_LOG_BYTES,
     timeout = opts.timeout })
   if not r then return nil, err end
   return r
@@ -92,8 +90,8 @@ end
 local function sample(eng, services, timeout, one_shot, prev)
   local reqs = {}
   for i, s in ipairs(services) do
-    reqs[i] = { "GET", ops.request("stats", s.name).path, nil, { query = { stream = "false", ["one-shot"] = one_shot and "true" or nil },
-      timeout = timeout or 30 } }
+    local get = ops.request("stats", s.name, { one_shot = one_shot and true or false })
+    reqs[i] = { get.method, get.path, nil, { query = get.query, timeout = timeout or 30 } }
   end
   local results = eng:perform(reqs)
   local out, raw = {}, {}

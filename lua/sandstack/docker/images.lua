@@ -186,12 +186,8 @@ local function import(eng, root, recipe, hash)
   local changes = {}
   for i, c in ipairs(recipe.changes) do changes[i] = c end
   changes[#changes + 1] = "LABEL " .. M.HASH_LABEL .. "=" .. hash
-  local enc = require("sandstack.engine").urlencode
-  local query = { "fromSrc=-", "repo=" .. enc(repo), "tag=" .. enc(tag) }
-  for _, c in ipairs(changes) do query[#query + 1] = "changes=" .. enc(c) end
-  local method, path = ops.target("pull_image")
-  local status, answer = eng:request(method, path .. "?" .. table.concat(query, "&"), body,
-    { content_type = "application/x-tar", timeout = 300, raw = true })
+  local method, path = ops.target("import_image", nil, { repo = repo, tag = tag, changes = changes })
+  local status, answer = eng:request(method, path, body, { content_type = "application/x-tar", timeout = 300, raw = true })
   if not status then return nil, answer end
   local text = type(answer) == "string" and answer or ""
   local streamed = text:match('"error"%s*:%s*"([^"]*)"')

@@ -234,14 +234,14 @@ function Process:resize(cols, rows)
   if not r then return nil, rerr end
   cols, rows = c, r
   if not self.tty then return E.fail("invalid", "not_a_tty", "resize needs a process spawned with tty = true") end
-  local method, path = ops.target("exec_resize", self.id)
+  local req = ops.request("exec_resize", self.id, { h = rows, w = cols })
   -- The engine holds the answer until the process runs (measured on 20.10: one request, as long
   -- as runc takes); a refusal (asked before the exec is known to run) is tried again every few
   -- milliseconds, so no coarse retry adds to the shell's first output.
   local deadline = core.engine_clock() + 5
   local pause = 0.002
   while true do
-    local ok, err = self.io.call(method, path, nil, { query = { h = rows, w = cols }, timeout = self.timeout })
+    local ok, err = self.io.call(req.method, req.path, nil, { query = req.query, timeout = self.timeout })
     if ok or core.engine_clock() > deadline or not (err and err.kind == "engine") then
       if ok then return true end
       return nil, err

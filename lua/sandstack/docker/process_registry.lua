@@ -34,10 +34,9 @@ end
 
 -- The entries of project: { { name =, id =, token =, service =, container =, tty =, started = } }.
 local function entries(io, project)
-  local filters = core.json_encode({ label = { PROJECT_LABEL .. "=" .. project, "io.sandstack.role=spawn" } })
-  -- the path of a volume list; the query is this one's, two labels at once
-  local method, path = ops.target("list_volumes", nil, { label = PROJECT_LABEL .. "=" .. project })
-  local list, err = io.call(method, path, nil, { query = { filters = filters } })
+  local r = ops.request("list_volumes_with_labels", nil, { labels = { PROJECT_LABEL .. "=" .. project,
+    "io.sandstack.role=spawn" } })
+  local list, err = io.call(r.method, r.path, nil, { query = r.query })
   if not list then return nil, err end
   local out = {}
   for _, v in ipairs(type(list) == "table" and type(list.Volumes) == "table" and list.Volumes or {}) do

@@ -40,9 +40,9 @@ end
 
 -- Loads an image archive (POST /images/load); true, or nil, err naming what.
 function M.load(eng, archive, what, timeout)
-  local method, path = ops.target("load_image")
-  local status, body = eng:request(method, path, archive,
-    { query = { quiet = "1" }, content_type = "application/x-tar", timeout = timeout or 120, raw = true })
+  local load = ops.request("load_image")
+  local status, body = eng:request(load.method, load.path, archive,
+    { query = load.query, content_type = "application/x-tar", timeout = timeout or 120, raw = true })
   if not status then return nil, body end
   local ok, why = load_answer_ok(status, body)
   if ok then return true end
@@ -151,7 +151,8 @@ function M.start(eng, helpers, opts)
     local need_log = code ~= 0 or job.mode == "diff"
     local log
     if need_log then
-      log, err = eng:demux(ops.request("logs", names[i]).path, { query = { stdout = "1", stderr = "1" },
+      local get = ops.request("logs", names[i])
+      log, err = eng:demux(get.path, { query = get.query,
         max_bytes = M.DIFF_MAX_BYTES + 65536, timeout = 60 })
     end
     if not err and code ~= 0 then err = exit_error(opts, job, code, log.stderr) end

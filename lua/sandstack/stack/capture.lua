@@ -1,8 +1,9 @@
 -- capture: copies a directory out of the sandbox into a fresh host directory (0700), for both
 -- backends' handles. The archive is downloaded into dir, bounded, and unpacked by the C core's
 -- safe extractor (csrc/capture), which writes regular files and directories only and reports
--- the rest. Where the archive comes from is the backend's: the container's archive endpoint on
--- the engine that runs it (the host's, or a swarm node's).
+-- the rest. Where the archive comes from is the backend's: the container's archive (the
+-- get_archive operation) on the engine that runs it (the host's, or a swarm node's).
+local ops = require "sandstack.engine.ops"
 local core = require "sandstack.core"
 local E = require "sandstack.error"
 
@@ -25,10 +26,10 @@ function M.args(dir, opts)
   return E.options(opts, KEYS, "capture")
 end
 
--- The capture itself: eng's download of archive (the backend's endpoint) for path, opts as
+-- The capture itself: eng's download of container's archive of path, opts as
 -- checked by M.args. Returns true and the list of skipped members ({ name =, type =, reason = }),
 -- or nil, err; on failure dir is removed again.
-function M.take(eng, archive, path, dir, opts)
+function M.take(eng, container, path, dir, opts)
   local max_bytes = opts.max_bytes or 1024 * 1024 * 1024
   local max_entries = opts.max_entries or 100000
   local ok, err = core.capture_mkdir(dir)
@@ -36,8 +37,9 @@ function M.take(eng, archive, path, dir, opts)
   -- The archive is bounded too: contents plus, per member, a header, padding and room for a
   -- pax or long-name header; the extractor's own caps are the exact ones.
   local tarname = ".sandstack-capture-" .. core.random_hex(8) .. ".tar"
-  ok, err = eng:download(archive, dir .. "/" .. tarname, {
-    query = { path = path }, timeout = opts.timeout,
+  local get = ops.request("get_archive", container, { path = path })
+  ok, err = eng:download(get.path, dir .. "/" .. tarname, {
+    query = get.query, timeout = opts.timeout,
     max_bytes = max_bytes + (max_entries + 2) * 8192,
   })
   if not ok then

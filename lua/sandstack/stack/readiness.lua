@@ -200,8 +200,8 @@ end
 -- streams read whole, up to READY_LOG_MAX (past it, output_limit: the guest decides how much it
 -- writes, not how much the host reads).
 function M.log_count(eng, container, text, since)
-  local r, err = eng:demux(ops.request("logs", container).path, { query = { stdout = "1",
-    stderr = "1", since = since and tostring(since) or nil }, max_bytes = M.READY_LOG_MAX, timeout = 30 })
+  local get = ops.request("logs", container, { since = since })
+  local r, err = eng:demux(get.path, { query = get.query, max_bytes = M.READY_LOG_MAX, timeout = 30 })
   if not r then return nil, err end
   return count(r.stdout, text) + count(r.stderr, text)
 end

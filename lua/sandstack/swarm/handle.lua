@@ -10,7 +10,6 @@ local inventory = require "sandstack.swarm.inventory"
 local session = require "sandstack.session"
 local dexec = require "sandstack.docker.handle_exec"
 local live = require "sandstack.docker.egress_live"
-local archive = require "sandstack.docker.files_archive"
 local capture = require "sandstack.stack.capture"
 
 local M = {}
@@ -216,7 +215,7 @@ function Stack:capture(dir, opts)
   if not path then return E.fail("invalid", "no_capture_path", "this stack has no capture_path") end
   local id; id, err = self:container(self.plan.sandbox)
   if not id then return nil, err end
-  return capture.take(self.node_eng, archive.archive_path(id), path, dir, opts)
+  return capture.take(self.node_eng, id, path, dir, opts)
 end
 
 -- Removes the session: its services and overlays on the manager, and what its node holds (when
