@@ -18,11 +18,7 @@ local function entries(project)
   return #(v.Volumes or {})
 end
 
-local function ids(list)
-  local out = {}
-  for _, p in ipairs(list) do out[p.id] = p end
-  return out
-end
+local function ids(list) return h.index_by(list, "id") end
 
 describe("processes and attach #docker", function()
   local stack

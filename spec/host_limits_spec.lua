@@ -5,6 +5,7 @@
 local core = require "sandstack.core"
 local L = require "sandstack.docker.host_limits"
 local P = require "sandstack.docker.address_pools"
+local h = require "helpers"
 
 local function read_number(path)
   local f = io.open(path, "rb")
@@ -22,11 +23,7 @@ local function readings(host, engine)
   return { local_engine = true, host = h, engine = engine or { pid = 4242, nofile = 20000, fds = 25, unread = {} } }
 end
 
-local function by_limit(list)
-  local t = {}
-  for _, r in ipairs(list) do t[r.limit] = r end
-  return t
-end
+local function by_limit(list) return h.index_by(list, "limit") end
 
 describe("host limits: the arithmetic", function()
   it("judges a planned count against value minus what is in use, per session", function()
@@ -197,9 +194,7 @@ describe("host limits: the kernel's readings", function()
     local dir = os.tmpname()
     local proc, err = core.engine_process(dir .. ".none.sock")
     os.remove(dir)
-    assert.is_nil(proc)
-    assert.equal("host", err.kind)
-    assert.equal("engine_process", err.reason)
+    assert.same({ nil, "host", "engine_process" }, { proc, err.kind, err.reason })
   end)
 end)
 

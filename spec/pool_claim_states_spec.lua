@@ -168,28 +168,20 @@ describe("sandstack.docker.pool's claim, failed in each state #docker", function
     assert(ok, err)
   end
 
-  it("names the states in order and rolls back exactly what each failed claim made", function()
-    local name = "sstest-poolst-" .. h.random_suffix(3)
-    local pool = assert(sandstack.docker.pool { name = name, size = 5, max = 6, stack = ph.stack_opts(SUBNETS) })
-    finally(function() pool:close(); ph.clean(name) end)
-    assert.equal(5, assert(pool:fill()))
-    local start, handle = require "sandstack.docker.start", require "sandstack.docker.handle"
-    local live = require "sandstack.docker.egress_live"
-    local function failing(what) return function() return nil, boom(what) end end
+  -- the case of a claim whose plan fails (the plan is the first step after the pick)
+  local function failing_plan()
+    local start = require "sandstack.docker.start"
     local real_plan = start.plan
-    local cases = {
-      { "plan", start, "plan", function(key, ...)
-        if key == "k-plan" then return nil, boom("plan") end
-        return real_plan(key, ...)
-      end, { "picked", "claimed", "failed", "rolled_back" } },
-      { "handle", handle, "adopt", failing("handle"), { "picked", "planned", "claimed", "failed", "rolled_back" } },
-      { "hand-over", live, "hand_over", failing("hand-over"),
-        { "picked", "planned", "claimed", "handle", "failed", "rolled_back" } },
-      { "record", inventory, "claim_record_request", function(project)
-        return { "POST", "/volumes/create", { Name = project .. "-claim", Driver = "no-such-driver-sstest" } }
-      end, { "picked", "planned", "claimed", "handle", "handed", "failed", "rolled_back" } },
-    }
-    local ready = 5
+    return { "plan", start, "plan", function(key, ...)
+      if key == "k-plan" then return nil, boom("plan") end
+      return real_plan(key, ...)
+    end, { "picked", "claimed", "failed", "rolled_back" } }
+  end
+
+  -- Each case ({what, module, key, replacement, states wanted}) fails one claim of `pool`, which
+  -- had `ready` idle stacks: the states are named in order, the claimed stack is gone (the
+  -- session's record with it) and the others are still idle. extra(what, project): more checks.
+  local function fail_each(pool, cases, ready, extra)
     for _, case in ipairs(cases) do
       local what, mod, key, with, want = case[1], case[2], case[3], case[4], case[5]
       patched(mod, key, with, function()
@@ -197,13 +189,33 @@ describe("sandstack.docker.pool's claim, failed in each state #docker", function
         assert.is_nil(s, what)
         assert.is_table(err, what)
       end)
-      local states = pool.last_acquire.states
+      local project = pool.last_acquire.states.project
       assert.same(want, states_of(pool.last_acquire), what)
-      -- the claimed stack is gone, the session's record with it; the others are still idle
-      assert.equal(0, objects_of(states.project), what .. ": objects of " .. states.project .. " left")
+      assert.equal(0, objects_of(project), what .. ": objects of " .. project .. " left")
+      if extra then extra(what, project) end
       ready = ready - 1
       assert.equal(ready, assert(pool:status()).ready, what)
     end
+  end
+
+  it("names the states in order and rolls back exactly what each failed claim made", function()
+    local name = "sstest-poolst-" .. h.random_suffix(3)
+    local pool = assert(sandstack.docker.pool { name = name, size = 5, max = 6, stack = ph.stack_opts(SUBNETS) })
+    finally(function() pool:close(); ph.clean(name) end)
+    assert.equal(5, assert(pool:fill()))
+    local handle = require "sandstack.docker.handle"
+    local live = require "sandstack.docker.egress_live"
+    local function failing(what) return function() return nil, boom(what) end end
+    local cases = {
+      failing_plan(),
+      { "handle", handle, "adopt", failing("handle"), { "picked", "planned", "claimed", "failed", "rolled_back" } },
+      { "hand-over", live, "hand_over", failing("hand-over"),
+        { "picked", "planned", "claimed", "handle", "failed", "rolled_back" } },
+      { "record", inventory, "claim_record_request", function(project)
+        return { "POST", "/volumes/create", { Name = project .. "-claim", Driver = "no-such-driver-sstest" } }
+      end, { "picked", "planned", "claimed", "handle", "handed", "failed", "rolled_back" } },
+    }
+    fail_each(pool, cases, 5)
     -- a claim that does not fail passes every state to ready, and its record is kept
     local s = assert(pool:acquire("k-good"))
     assert.same({ "picked", "planned", "claimed", "handle", "handed", "ready" }, states_of(pool.last_acquire))
@@ -230,35 +242,19 @@ describe("sandstack.docker.pool's claim, failed in each state #docker", function
       services = { { name = "sandbox", image = "sandstack-test/agent:local", command = { "agent" } } } } })
     finally(function() pool:close(); ph.clean(name) end)
     assert.equal(4, assert(pool:fill()))
-    local start, handle = require "sandstack.docker.start", require "sandstack.docker.handle"
+    local handle = require "sandstack.docker.handle"
     local live = require "sandstack.docker.egress_live"
-    local real_plan = start.plan
     local cases = {
-      { "plan", start, "plan", function(key, ...)
-        if key == "k-plan" then return nil, boom("plan") end
-        return real_plan(key, ...)
-      end, { "picked", "claimed", "failed", "rolled_back" } },
+      failing_plan(),
       { "handle", handle, "adopt", function() return nil, boom("handle") end,
         { "picked", "planned", "claimed", "failed", "rolled_back" } },
       { "hand-over", live, "hand_over", function() return nil, boom("hand-over") end,
         { "picked", "planned", "handle", "claimed", "failed", "rolled_back" } },
     }
-    local ready = 4
-    for _, case in ipairs(cases) do
-      local what, mod, key, with, want = case[1], case[2], case[3], case[4], case[5]
-      patched(mod, key, with, function()
-        local s, err = pool:acquire("k-" .. what)
-        assert.is_nil(s, what)
-        assert.is_table(err, what)
-      end)
+    fail_each(pool, cases, 4, function(what, project)
       assert.is_nil(pool.last_acquire.list, what) -- claimed from the store, not the list
-      local states = pool.last_acquire.states
-      assert.same(want, states_of(pool.last_acquire), what)
-      assert.equal(0, objects_of(states.project), what .. ": objects of " .. states.project .. " left")
-      assert.is_nil(core.file_stat(control.dir(states.project)), what .. ": its control directory is left")
-      ready = ready - 1
-      assert.equal(ready, assert(pool:status()).ready, what)
-    end
+      assert.is_nil(core.file_stat(control.dir(project)), what .. ": its control directory is left")
+    end)
     -- one that does not fail: handed over, then claimed and ready, now or (deferred) by its first call
     local s = assert(pool:acquire("k-good"))
     local got = states_of(pool.last_acquire)

@@ -32,6 +32,13 @@ function h.sh(cmd)
 end
 
 -- The keys of t, sorted (a stable order to visit or report them in).
+-- list's entries by one of their fields: { [entry[field]] = entry }
+function h.index_by(list, field)
+  local out = {}
+  for _, e in ipairs(list) do out[e[field]] = e end
+  return out
+end
+
 function h.sorted_keys(t)
   local out = {}
   for k in pairs(t) do out[#out + 1] = k end
