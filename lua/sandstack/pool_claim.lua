@@ -17,8 +17,8 @@
 --   rolled_back  what this claim made (its handle, a node's client, the claimed stack itself)
 --                undone, the newest first; only when it made something
 -- Every state entered is reported as a timing event: it is appended to t.states (the acquire's
--- table, pool.last_acquire: the states of its latest claim, in order; t.states.project names the
--- stack it claimed), and a step's time goes
+-- table, pool.last_acquire: the states of its latest claim, in order, a list; t.project names
+-- the stack it claimed; the table stays JSON-safe), and a step's time goes
 -- to t under the step's name (plan, claim, node, handle, mark, record, after; egress is the
 -- hand-over's). claim and record add up over the tries of one acquire; the others are set.
 local M = {}
@@ -51,9 +51,9 @@ Claim.__index = Claim
 
 -- A claim of `project` reporting into t (pool.last_acquire): in state "start", nothing made.
 function M.new(t, project)
-  local c = setmetatable({ t = t, project = project, state = "start", states = { project = project }, undo = {},
+  local c = setmetatable({ t = t, project = project, state = "start", states = {}, undo = {},
     report = M.timings(t) }, Claim)
-  t.states = c.states
+  t.states, t.project = c.states, project
   t.tries = (t.tries or 0) + 1
   return c
 end

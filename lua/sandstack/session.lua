@@ -114,7 +114,10 @@ end
 --   path     what a path in the sandbox is there ("an absolute path in the container");
 --   reopen   what makes a new handle, said by the closed sentence (M.closed), and
 --   is_open  function(self) -> boolean; both absent: the handle never closes (an sbx box: its
---            close releases host resources only, the box answers on).
+--            close releases host resources only, the box answers on);
+--   settle   function(self) -> true, or false, err: a state of the handle to finish before any
+--            method runs (docker: a pooled claim answered early, docker/pool_pending.lua); its
+--            error is the method's answer (optional).
 -- A method ops lacks is the stub of M.stub: nil, the unsupported error, whatever the arguments
 -- or the handle's state. Every other method raises a programming error (sandstack.error, at the
 -- caller's line) for a call without a handle (h.exec() for h:exec()), a closed handle, a path
@@ -124,7 +127,7 @@ end
 -- define an interface method itself. Returns cls, its own __index.
 function M.class(driver, cls)
   local backend, ops, why = driver.backend, driver.ops, driver.why or {}
-  local is_open, reopen, path_says = driver.is_open, driver.reopen, driver.path
+  local is_open, reopen, path_says, settle = driver.is_open, driver.reopen, driver.path, driver.settle
   for name in pairs(ops) do
     if not KNOWN[name] then
       error("sandstack.session.class: " .. name .. " is no session method (put it on the class table)", 2)
@@ -141,6 +144,10 @@ function M.class(driver, cls)
     else
       local f = function(self, ...)
         if type(self) ~= "table" then E.raise(name .. ": call it on a handle, as h:" .. name .. "(...)") end
+        if settle then
+          local ok, err = settle(self)
+          if not ok then return nil, err end
+        end
         if is_open and not is_open(self) then M.closed(reopen) end
         if path_at then
           local p = select(path_at, ...)

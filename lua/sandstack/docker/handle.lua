@@ -11,6 +11,7 @@ local batch = require "sandstack.stack.batch"
 local inventory = require "sandstack.docker.inventory"
 local live = require "sandstack.docker.egress_live"
 local session = require "sandstack.session"
+local pending = require "sandstack.docker.pool_pending"
 local capture = require "sandstack.stack.capture"
 local record_env = require "sandstack.docker.record_env"
 
@@ -299,6 +300,8 @@ end
 
 for _, part in ipairs { "exec", "files", "observe", "spawn", "lifecycle", "ports" } do M.mixin(M.PARTS[part].methods) end
 session.class({ backend = "docker", ops = Op, path = "an absolute path in the container", reopen = "sandstack.docker.reconnect or open",
-  is_open = function(self) return self.eng ~= nil end }, Stack)
+  is_open = function(self) return self.eng ~= nil end, settle = pending.settle }, Stack)
+-- the handle's own methods settle a pooled claim answered early too (its named state, `_claim`)
+pending.wrap(Stack, session.class_method)
 
 return M
