@@ -28,9 +28,10 @@ end
 
 -- The start's steps, in order, by the event that ends each: what a start spends where, so a step
 -- that grows with the sessions alive shows by name (the checks: the lists, /info and the
--- isolation memo; then the networks, the containers, their starts and the agent's first answer).
+-- isolation memo; the creates: networks, volumes and containers, whose creates are sent in one
+-- pipelined round, so their events end together; the containers' starts; the agent's first answer).
 local PHASES = { { "checks", { isolation_remembered = true, isolation_verified = true } },
-  { "networks", { network_created = true } }, { "containers", { container_created = true, volume_created = true } },
+  { "creates", { network_created = true, container_created = true, volume_created = true } },
   { "starts", { container_started = true } }, { "ready", { ready = true } } }
 
 local function start_one(docker, core, name, egress)
